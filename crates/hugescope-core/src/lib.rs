@@ -1,0 +1,14 @@
+//! hugescope-core: a trace-driven model of address translation (TLBs, page-walk
+//! caches, page walks, the promotion candidate cache) coupled with a model of the
+//! operating system's memory manager, where huge-page policies plug in.
+//!
+//! The crate does no I/O beyond reading and writing traces and result files.
+//! See `DESIGN.md` of the project for how the pieces fit together.
+
+pub mod error;
+pub mod os;
+pub mod plan;
+pub mod trace;
+pub mod units;
+
+pub use error::{Error, Result};

@@ -1,0 +1,4 @@
+//! The operating-system memory model: mechanisms only (allocation, mapping,
+//! promotion, demotion, compaction, shootdown). Policies live in `policy/`.
+
+pub mod phys;

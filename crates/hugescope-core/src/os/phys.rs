@@ -1,0 +1,1 @@
+//! Physical memory: buddy allocator, fragmentation, compaction (in progress).

@@ -1,0 +1,1 @@
+//! The .hst trace format (in progress).

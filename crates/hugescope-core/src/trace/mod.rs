@@ -1,0 +1,218 @@
+//! Memory-access streams: the record type every part of hugescope speaks, the
+//! trace header, and the `.hst` on-disk format (see `docs/trace-format.md`).
+
+pub mod hst;
+
+use serde::{Deserialize, Serialize};
+
+/// Highest virtual address bit a record can hold. x86-64 user space with 4-level
+/// paging ends at 2^47, 5-level paging at 2^56; records keep 48 bits, which covers
+/// 4-level user space (the paper machines) with one bit to spare.
+pub const ADDR_BITS: u32 = 48;
+pub const ADDR_MASK: u64 = (1 << ADDR_BITS) - 1;
+/// Up to 256 simulated cpus and 128 processes per trace.
+pub const MAX_CPUS: u32 = 256;
+pub const MAX_PIDS: u32 = 128;
+
+const CPU_SHIFT: u32 = 48;
+const PID_SHIFT: u32 = 56;
+const WRITE_BIT: u64 = 1 << 63;
+
+/// One data access: a virtual address, whether it writes, which cpu issued it
+/// and in which process (address space) it happened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Access {
+    pub addr: u64,
+    pub write: bool,
+    pub cpu: u16,
+    pub pid: u16,
+}
+
+impl Access {
+    #[inline]
+    pub fn read(addr: u64) -> Self {
+        Access { addr, write: false, cpu: 0, pid: 0 }
+    }
+    #[inline]
+    pub fn write(addr: u64) -> Self {
+        Access { addr, write: true, cpu: 0, pid: 0 }
+    }
+    #[inline]
+    pub fn on_cpu(mut self, cpu: u16) -> Self {
+        self.cpu = cpu;
+        self
+    }
+    #[inline]
+    pub fn in_pid(mut self, pid: u16) -> Self {
+        self.pid = pid;
+        self
+    }
+
+    /// Pack into the 64-bit record layout of `.hst` chunks:
+    /// bits 0-47 address, 48-55 cpu, 56-62 pid, 63 write.
+    /// Callers must have checked the ranges (`validate`); excess bits are masked.
+    #[inline]
+    pub fn pack(self) -> u64 {
+        (self.addr & ADDR_MASK)
+            | ((self.cpu as u64 & 0xff) << CPU_SHIFT)
+            | ((self.pid as u64 & 0x7f) << PID_SHIFT)
+            | if self.write { WRITE_BIT } else { 0 }
+    }
+
+    #[inline]
+    pub fn unpack(r: u64) -> Self {
+        Access {
+            addr: r & ADDR_MASK,
+            cpu: ((r >> CPU_SHIFT) & 0xff) as u16,
+            pid: ((r >> PID_SHIFT) & 0x7f) as u16,
+            write: r & WRITE_BIT != 0,
+        }
+    }
+
+    /// Check that the record fits the packed layout.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.addr > ADDR_MASK {
+            return Err(format!("address {:#x} exceeds {} bits", self.addr, ADDR_BITS));
+        }
+        if self.cpu as u32 >= MAX_CPUS {
+            return Err(format!("cpu id {} exceeds the maximum {}", self.cpu, MAX_CPUS - 1));
+        }
+        if self.pid as u32 >= MAX_PIDS {
+            return Err(format!("pid {} exceeds the maximum {}", self.pid, MAX_PIDS - 1));
+        }
+        Ok(())
+    }
+}
+
+/// A named memory region of a workload: a data structure placed at a fixed
+/// virtual address (graph offsets, neighbours, property arrays, hash table, ...).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Region {
+    pub name: String,
+    pub base: u64,
+    pub len: u64,
+    /// Process the region belongs to (0 for single-process traces).
+    #[serde(default)]
+    pub pid: u16,
+    /// The application asked for huge pages here (madvise(MADV_HUGEPAGE)).
+    #[serde(default)]
+    pub hugepage_advised: bool,
+}
+
+impl Region {
+    pub fn end(&self) -> u64 {
+        self.base + self.len
+    }
+    pub fn contains(&self, pid: u16, addr: u64) -> bool {
+        self.pid == pid && addr >= self.base && addr < self.end()
+    }
+}
+
+/// Metadata at the start of every trace.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TraceHeader {
+    /// Workload name ("bfs", "gups", "imported:lackey", ...).
+    pub workload: String,
+    /// Workload parameters as given (scale, size, seed, ...).
+    #[serde(default)]
+    pub params: serde_json::Map<String, serde_json::Value>,
+    #[serde(default)]
+    pub regions: Vec<Region>,
+    /// Number of simulated cpus the accesses are spread over.
+    pub cpus: u32,
+    /// Number of processes (address spaces) in the trace.
+    #[serde(default = "one")]
+    pub processes: u32,
+    /// Nominal native access rate (accesses per second), used to map the papers'
+    /// time intervals (e.g. PCC's 30 s) onto access counts. None if unknown.
+    #[serde(default)]
+    pub accesses_per_second: Option<f64>,
+    /// Names of the processes, indexed by pid (optional).
+    #[serde(default)]
+    pub process_names: Vec<String>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+impl TraceHeader {
+    pub fn new(workload: impl Into<String>) -> Self {
+        TraceHeader {
+            workload: workload.into(),
+            params: Default::default(),
+            regions: Vec::new(),
+            cpus: 1,
+            processes: 1,
+            accesses_per_second: None,
+            process_names: Vec::new(),
+        }
+    }
+
+    /// Total bytes of all named regions (the declared footprint).
+    pub fn footprint(&self) -> u64 {
+        self.regions.iter().map(|r| r.len).sum()
+    }
+
+    /// The region holding an address, if any.
+    pub fn region_of(&self, pid: u16, addr: u64) -> Option<&Region> {
+        self.regions.iter().find(|r| r.contains(pid, addr))
+    }
+}
+
+/// Anything that consumes an access stream: a trace writer, the simulator, a
+/// counter. Workload generators are written against this trait so one generator
+/// feeds a file or a simulation directly.
+pub trait AccessSink {
+    fn access(&mut self, a: Access);
+
+    /// Called by generators at natural progress points (end of a BFS level, a
+    /// PageRank iteration, N operations). `label` names the point ("level:3").
+    fn progress(&mut self, _label: &str) {}
+}
+
+/// Counts accesses; handy in tests.
+#[derive(Default, Debug)]
+pub struct CountingSink {
+    pub reads: u64,
+    pub writes: u64,
+}
+
+impl AccessSink for CountingSink {
+    #[inline]
+    fn access(&mut self, a: Access) {
+        if a.write {
+            self.writes += 1;
+        } else {
+            self.reads += 1;
+        }
+    }
+}
+
+/// Collects accesses into memory; for tests and small traces.
+impl AccessSink for Vec<Access> {
+    #[inline]
+    fn access(&mut self, a: Access) {
+        self.push(a);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pack_roundtrip_extremes() {
+        for a in [
+            Access::read(0),
+            Access::write(ADDR_MASK).on_cpu(255).in_pid(127),
+            Access::write(0x7fff_ffff_f000).on_cpu(3).in_pid(1),
+        ] {
+            assert!(a.validate().is_ok());
+            assert_eq!(Access::unpack(a.pack()), a);
+        }
+        assert!(Access::read(1 << 48).validate().is_err());
+        assert!(Access::read(0).on_cpu(256).validate().is_err());
+        assert!(Access::read(0).in_pid(128).validate().is_err());
+    }
+}

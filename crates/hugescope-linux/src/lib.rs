@@ -1,0 +1,1 @@
+//! Real-Linux side (in progress).
