@@ -5,9 +5,18 @@
 //! The crate does no I/O beyond reading and writing traces and result files.
 //! See `DESIGN.md` of the project for how the pieces fit together.
 
+pub mod bench;
+pub mod config;
+pub mod cost;
 pub mod error;
+pub mod hw;
 pub mod os;
+pub mod pagemap;
 pub mod plan;
+pub mod run;
+pub mod policy;
+pub mod sim;
+pub mod stats;
 pub mod trace;
 pub mod units;
 

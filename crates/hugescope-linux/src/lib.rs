@@ -1,1 +1,32 @@
-//! Real-Linux side (in progress).
+//! hugescope-linux: the real-Linux side of hugescope.
+//!
+//! * `thp`: the system THP configuration;
+//! * `smaps` and `pagemap`: where a process's huge pages are;
+//! * `collapse`: applying a promotion plan with `MADV_COLLAPSE` / `process_madvise`;
+//! * `fragment`: fragmenting physical memory the way the PCC paper did;
+//! * `launch`: running a command with ASLR off, applying a plan over time, and
+//!   measuring time, peak RSS and huge-page coverage.
+//!
+//! Everything here talks to the running kernel; nothing is simulated. See
+//! `docs/linux.md` for requirements and how coverage is measured.
+
+pub mod collapse;
+pub mod error;
+pub mod fragment;
+pub mod launch;
+pub mod pagemap;
+pub mod smaps;
+pub mod thp;
+
+pub use collapse::{apply, apply_with, Applier, ApplyOptions, CollapseOutcome, Status, Target};
+pub use error::{Error, Result};
+pub use fragment::{FragmentReport, Fragmenter};
+pub use launch::{launch, repeat, LaunchOptions, RepeatSummary, RunRecord};
+pub use smaps::{huge_bytes_in, vmas, Pid, Vma};
+pub use thp::ThpState;
+
+/// True when this process runs with effective uid 0.
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no failure mode.
+    unsafe { libc::geteuid() == 0 }
+}

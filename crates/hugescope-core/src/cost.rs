@@ -1,0 +1,91 @@
+//! The cost model: turns translation counters into cycles and an estimated
+//! speedup. Everything here is an estimate (labelled so in every result):
+//!
+//!   translation cycles = L1 hits x l1_hit + L2 hits x l2_hit
+//!                      + walk references x walk_ref + PWC hits x pwc_hit
+//!   total cycles       = accesses x base_cycles_per_access + translation
+//!                      + OS overhead cycles (faults, promotions, compaction,
+//!                        shootdowns; charged by the OS model)
+//!
+//! A linear model in the counters, like the direct-segments paper's estimate
+//! (Basu et al. §6: overhead proportional to misses) and the PCC paper's use of
+//! walk rate as the proxy for speedup. `hugescope calibrate` fits the per-access
+//! and per-reference parameters to measured run times on the host.
+
+use crate::config::CostConfig;
+use crate::stats::TranslationCounters;
+use serde::Serialize;
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct CostEstimate {
+    /// Always "estimate": these cycles come from the model, not from hardware.
+    pub kind: &'static str,
+    pub base_cycles: f64,
+    pub translation_cycles: f64,
+    pub os_cycles: f64,
+    pub total_cycles: f64,
+    /// Share of all cycles spent on translation (L2 hits, walks, PWC).
+    pub translation_share: f64,
+    pub seconds: f64,
+    /// Where the parameters came from.
+    pub parameters: String,
+}
+
+pub fn translation_cycles(c: &TranslationCounters, p: &CostConfig) -> f64 {
+    c.l1_hits as f64 * p.l1_hit_cycles
+        + c.l2_hits as f64 * p.l2_hit_cycles
+        + c.walk_refs as f64 * p.walk_ref_cycles
+        + c.pwc_hits as f64 * p.pwc_hit_cycles
+}
+
+pub fn estimate(c: &TranslationCounters, p: &CostConfig, os_cycles: f64) -> CostEstimate {
+    let base_cycles = c.accesses as f64 * p.base_cycles_per_access;
+    let translation_cycles = translation_cycles(c, p);
+    let total_cycles = base_cycles + translation_cycles + os_cycles;
+    CostEstimate {
+        kind: "estimate",
+        base_cycles,
+        translation_cycles,
+        os_cycles,
+        total_cycles,
+        translation_share: if total_cycles > 0.0 { translation_cycles / total_cycles } else { 0.0 },
+        seconds: total_cycles / (p.cpu_ghz * 1e9),
+        parameters: p.source.clone(),
+    }
+}
+
+/// Estimated speedup of `run` over `baseline` (baseline cycles / run cycles).
+pub fn speedup(baseline: &CostEstimate, run: &CostEstimate) -> f64 {
+    if run.total_cycles > 0.0 {
+        baseline.total_cycles / run.total_cycles
+    } else {
+        1.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hand_computed_cycles() {
+        let p = CostConfig {
+            base_cycles_per_access: 10.0,
+            l1_hit_cycles: 0.0,
+            l2_hit_cycles: 7.0,
+            walk_ref_cycles: 50.0,
+            pwc_hit_cycles: 1.0,
+            cpu_ghz: 1.0,
+            source: "test".into(),
+        };
+        let c = TranslationCounters { accesses: 100, l1_hits: 80, l2_hits: 10, walks: 10, walk_refs: 25, pwc_hits: 5, ..Default::default() };
+        let e = estimate(&c, &p, 0.0);
+        assert_eq!(e.base_cycles, 1000.0);
+        assert_eq!(e.translation_cycles, 70.0 + 1250.0 + 5.0);
+        assert_eq!(e.total_cycles, 2325.0);
+        assert!((e.translation_share - 1325.0 / 2325.0).abs() < 1e-12);
+        assert_eq!(e.seconds, 2325e-9);
+        let base = CostEstimate { total_cycles: 4650.0, ..Default::default() };
+        assert_eq!(speedup(&base, &e), 2.0);
+    }
+}

@@ -1,0 +1,78 @@
+//! Derived, immutable facts about a machine's address translation: page sizes
+//! as shifts, which radix level each size is a leaf at, and how structures are
+//! indexed. Computed once from a `MachineConfig`, shared by every cpu's MMU.
+
+use crate::config::MachineConfig;
+use crate::Result;
+
+#[derive(Clone, Debug)]
+pub struct Geometry {
+    /// Page sizes in bytes, ascending; index 0 is the base page.
+    pub sizes: Vec<u64>,
+    /// log2 of each page size.
+    pub shifts: Vec<u32>,
+    /// Radix levels, root first, as the lowest VA bit each indexes.
+    pub level_shifts: Vec<u32>,
+    /// For each page size, the index (root = 0) of the level holding its leaf.
+    pub leaf_level: Vec<usize>,
+}
+
+impl Geometry {
+    pub fn new(cfg: &MachineConfig) -> Result<Geometry> {
+        cfg.validate()?;
+        let sizes = cfg.page_size_bytes()?;
+        let shifts: Vec<u32> = sizes.iter().map(|s| s.trailing_zeros()).collect();
+        let level_shifts = cfg.walker.level_shifts.clone();
+        // A size is a leaf at the deepest level whose shift does not exceed its
+        // own: 2MB (shift 21) is a PD leaf on x86; Alpha's 64KB (shift 16) sits
+        // at the 8KB level (shift 13) as replicated PTEs with a granularity hint.
+        let leaf_level = shifts
+            .iter()
+            .map(|&s| {
+                level_shifts
+                    .iter()
+                    .position(|&l| l <= s)
+                    .expect("validate() guarantees the base page matches the lowest level")
+            })
+            .collect();
+        Ok(Geometry { sizes, shifts, level_shifts, leaf_level })
+    }
+
+    pub fn num_sizes(&self) -> usize {
+        self.sizes.len()
+    }
+
+    /// Number of page-table references a walk to a leaf of size `s` makes with
+    /// no page-walk-cache help: one per level from the root to the leaf.
+    pub fn full_walk_refs(&self, s: usize) -> u32 {
+        self.leaf_level[s] as u32 + 1
+    }
+
+    /// Level number in the x86 style (leaf table = 1, root = number of levels)
+    /// of the level at root-first index `i`.
+    pub fn level_number(&self, i: usize) -> usize {
+        self.level_shifts.len() - i
+    }
+
+    /// Smallest huge page size index whose size is at least `bytes`, if any.
+    pub fn size_index_of(&self, bytes: u64) -> Option<usize> {
+        self.sizes.iter().position(|&b| b == bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn x86_and_alpha_leaf_levels() {
+        let g = Geometry::new(&MachineConfig::preset("haswell-pcc").unwrap()).unwrap();
+        assert_eq!(g.leaf_level, vec![3, 2, 1]);
+        assert_eq!((g.full_walk_refs(0), g.full_walk_refs(1), g.full_walk_refs(2)), (4, 3, 2));
+        assert_eq!(g.level_number(2), 2);
+        let a = Geometry::new(&MachineConfig::preset("alpha-21264").unwrap()).unwrap();
+        // 8k at the leaf table; 64k and 512k replicated there too; 4m (shift 22) stays at 13 since
+        // the next level up indexes bit 23.
+        assert_eq!(a.leaf_level, vec![2, 2, 2, 2]);
+    }
+}

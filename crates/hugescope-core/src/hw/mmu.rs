@@ -1,0 +1,184 @@
+//! One cpu's MMU: L1 TLBs, L2 TLBs, page-walk caches, and the counters of what
+//! each access cost. The page table itself lives outside (a static page-size
+//! map or the OS model): on a miss the simulator asks it for the leaf size,
+//! then calls `complete_walk` to charge the walk and fill the TLBs.
+
+use super::geometry::Geometry;
+use super::pwc::{Pwc, WalkCost};
+use super::tlb::{tag, Tlb};
+use crate::config::MachineConfig;
+use crate::stats::MmuStats;
+use crate::trace::Access;
+use crate::units::parse_size;
+use crate::{Error, Result};
+
+pub const MAX_SIZES: usize = 8;
+const NONE: u8 = u8::MAX;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    L1Hit(usize),
+    L2Hit(usize),
+    Miss,
+}
+
+#[derive(Clone, Debug)]
+pub struct Mmu {
+    pub l1: Vec<Tlb>,
+    pub l2: Vec<Tlb>,
+    pub pwc: Pwc,
+    /// For each page size, the L1 / L2 structure holding it (NONE if none).
+    l1_of: [u8; MAX_SIZES],
+    l2_of: [u8; MAX_SIZES],
+    /// Page sizes that have ever been filled since the last flush. Probing a
+    /// size that cannot be present is wasted work on the hot path.
+    filled: u8,
+    num_sizes: usize,
+    shifts: [u32; MAX_SIZES],
+    leaf_level: [usize; MAX_SIZES],
+    pub stats: MmuStats,
+}
+
+fn build(level: &str, map: &std::collections::BTreeMap<String, crate::config::CacheConfig>, geo: &Geometry, of: &mut [u8; MAX_SIZES]) -> Result<Vec<Tlb>> {
+    let mut out = Vec::new();
+    for (key, c) in map {
+        let mut sizes = Vec::new();
+        for part in key.split('+') {
+            let b = parse_size(part).map_err(|e| Error::config(e.to_string()))?;
+            let s = geo
+                .size_index_of(b)
+                .ok_or_else(|| Error::config(format!("{level}.{key}: unknown page size {part}")))?;
+            of[s] = out.len() as u8;
+            sizes.push(s);
+        }
+        out.push(Tlb::new(format!("{level}.{key}"), c, sizes));
+    }
+    Ok(out)
+}
+
+impl Mmu {
+    pub fn new(geo: &Geometry, cfg: &MachineConfig) -> Result<Mmu> {
+        let mut l1_of = [NONE; MAX_SIZES];
+        let mut l2_of = [NONE; MAX_SIZES];
+        let l1 = build("l1", &cfg.l1, geo, &mut l1_of)?;
+        let l2 = build("l2", &cfg.l2, geo, &mut l2_of)?;
+        let mut shifts = [0; MAX_SIZES];
+        let mut leaf_level = [0; MAX_SIZES];
+        for s in 0..geo.num_sizes() {
+            shifts[s] = geo.shifts[s];
+            leaf_level[s] = geo.leaf_level[s];
+        }
+        Ok(Mmu {
+            l1,
+            l2,
+            pwc: Pwc::new(geo, &cfg.pwc),
+            l1_of,
+            l2_of,
+            filled: 0,
+            num_sizes: geo.num_sizes(),
+            shifts,
+            leaf_level,
+            stats: MmuStats::default(),
+        })
+    }
+
+    /// Probe the L1 TLBs, then the L2 TLBs. An L2 hit refills the L1.
+    /// Counts the access and its hits; a miss is counted by `complete_walk`.
+    #[inline]
+    pub fn lookup(&mut self, a: &Access) -> Outcome {
+        self.stats.accesses += 1;
+        self.stats.writes += a.write as u64;
+        let mut pending = self.filled;
+        while pending != 0 {
+            let s = pending.trailing_zeros() as usize;
+            pending &= pending - 1;
+            let t = self.l1_of[s];
+            if t != NONE {
+                let vpn = a.addr >> self.shifts[s];
+                if self.l1[t as usize].cache.lookup(vpn, tag(vpn, s, a.pid)) {
+                    self.stats.l1_hits[s] += 1;
+                    return Outcome::L1Hit(s);
+                }
+            }
+        }
+        let mut pending = self.filled;
+        while pending != 0 {
+            let s = pending.trailing_zeros() as usize;
+            pending &= pending - 1;
+            let t = self.l2_of[s];
+            if t != NONE {
+                let vpn = a.addr >> self.shifts[s];
+                let tg = tag(vpn, s, a.pid);
+                if self.l2[t as usize].cache.lookup(vpn, tg) {
+                    self.stats.l2_hits[s] += 1;
+                    let t1 = self.l1_of[s];
+                    if t1 != NONE {
+                        self.l1[t1 as usize].cache.insert(vpn, tg);
+                    }
+                    return Outcome::L2Hit(s);
+                }
+            }
+        }
+        Outcome::Miss
+    }
+
+    /// Charge the page walk for an access whose leaf has page-size index `s`
+    /// and fill the TLBs that hold that size.
+    #[inline]
+    pub fn complete_walk(&mut self, a: &Access, s: usize) -> WalkCost {
+        debug_assert!(s < self.num_sizes);
+        let cost = self.pwc.walk(a.addr, a.pid, self.leaf_level[s]);
+        self.stats.walks[s] += 1;
+        self.stats.walk_refs += cost.refs as u64;
+        if let Some(l) = cost.pwc_hit_level {
+            self.stats.pwc_hits[l] += 1;
+        }
+        let vpn = a.addr >> self.shifts[s];
+        let tg = tag(vpn, s, a.pid);
+        let t1 = self.l1_of[s];
+        if t1 != NONE {
+            self.l1[t1 as usize].cache.insert(vpn, tg);
+        }
+        let t2 = self.l2_of[s];
+        if t2 != NONE {
+            self.l2[t2 as usize].cache.insert(vpn, tg);
+        }
+        if t1 != NONE || t2 != NONE {
+            self.filled |= 1 << s;
+        }
+        cost
+    }
+
+    /// Invalidate every TLB and page-walk-cache entry of `pid` covering any
+    /// part of [start, end). Returns the number of TLB entries dropped.
+    pub fn shootdown(&mut self, pid: u16, start: u64, end: u64) -> usize {
+        let shifts = &self.shifts[..self.num_sizes];
+        let mut n = 0;
+        for t in self.l1.iter_mut().chain(self.l2.iter_mut()) {
+            n += t.shootdown(pid, start, end, shifts);
+        }
+        self.pwc.shootdown(pid, start, end);
+        self.stats.shootdowns += 1;
+        self.stats.tlb_entries_invalidated += n as u64;
+        n
+    }
+
+    /// Whether any TLB holds a translation of `pid` overlapping [start, end).
+    pub fn holds(&self, pid: u16, start: u64, end: u64) -> bool {
+        self.l1.iter().chain(self.l2.iter()).any(|t| {
+            t.cache.tags().any(|tg| {
+                let (vpn, s, p) = super::tlb::untag(tg);
+                let lo = vpn << self.shifts[s];
+                p == pid && lo < end && start < lo + (1u64 << self.shifts[s])
+            })
+        })
+    }
+
+    pub fn flush(&mut self) {
+        for t in self.l1.iter_mut().chain(self.l2.iter_mut()) {
+            t.cache.flush();
+        }
+        self.pwc.flush();
+        self.filled = 0;
+    }
+}

@@ -1,0 +1,115 @@
+//! Page-walk caches (Intel's paging-structure caches): per non-leaf level, a
+//! small cache of upper-level entries tagged by the VA bits above that level.
+//! A hit at level i means the walker already knows where the table of level
+//! i+1 is, so it only references the levels below. The deepest hit wins.
+
+use super::assoc::SetAssoc;
+use super::geometry::Geometry;
+use crate::config::CacheConfig;
+use std::collections::BTreeMap;
+
+#[derive(Clone, Debug)]
+pub struct Pwc {
+    /// Indexed by root-first level index; None where the level has no cache.
+    levels: Vec<Option<SetAssoc>>,
+    shifts: Vec<u32>,
+}
+
+/// What a walk needed: page-table references and the level where a PWC hit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WalkCost {
+    pub refs: u32,
+    /// Root-first index of the level whose PWC hit, if any.
+    pub pwc_hit_level: Option<usize>,
+}
+
+#[inline(always)]
+fn pwc_tag(va: u64, shift: u32, pid: u16) -> u64 {
+    ((va >> shift) << 7) | (pid as u64 & 0x7f)
+}
+
+impl Pwc {
+    pub fn new(geo: &Geometry, cfg: &BTreeMap<String, CacheConfig>) -> Self {
+        let n = geo.level_shifts.len();
+        let levels = (0..n)
+            .map(|i| cfg.get(&format!("l{}", n - i)).map(|c| SetAssoc::new(c.entries, c.ways)))
+            .collect();
+        Pwc { levels, shifts: geo.level_shifts.clone() }
+    }
+
+    /// Walk to a leaf at root-first level `leaf`: consult the caches of the
+    /// levels above it (deepest first), count the references, fill the caches
+    /// of every non-leaf level the walk traversed.
+    #[inline]
+    pub fn walk(&mut self, va: u64, pid: u16, leaf: usize) -> WalkCost {
+        let mut hit = None;
+        for i in (0..leaf).rev() {
+            if let Some(c) = self.levels[i].as_mut() {
+                let s = self.shifts[i];
+                if c.lookup(va >> s, pwc_tag(va, s, pid)) {
+                    hit = Some(i);
+                    break;
+                }
+            }
+        }
+        let first = hit.map_or(0, |i| i + 1);
+        for i in first..leaf {
+            if let Some(c) = self.levels[i].as_mut() {
+                let s = self.shifts[i];
+                c.insert(va >> s, pwc_tag(va, s, pid));
+            }
+        }
+        WalkCost { refs: (leaf + 1 - first) as u32, pwc_hit_level: hit }
+    }
+
+    /// Invalidate cached entries of `pid` covering any part of [start, end).
+    /// Conservative like INVLPG, which drops paging-structure-cache entries
+    /// for the address at every level.
+    pub fn shootdown(&mut self, pid: u16, start: u64, end: u64) -> usize {
+        let mut n = 0;
+        for (i, c) in self.levels.iter_mut().enumerate() {
+            if let Some(c) = c {
+                let s = self.shifts[i];
+                n += c.invalidate_where(|t| {
+                    let lo = (t >> 7) << s;
+                    let hi = lo + (1u64 << s);
+                    (t & 0x7f) as u16 == pid && lo < end && start < hi
+                });
+            }
+        }
+        n
+    }
+
+    pub fn flush(&mut self) {
+        for c in self.levels.iter_mut().flatten() {
+            c.flush();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::MachineConfig;
+
+    #[test]
+    fn hand_worked_walks() {
+        let cfg = MachineConfig::preset("haswell-pcc").unwrap();
+        let g = Geometry::new(&cfg).unwrap();
+        let mut p = Pwc::new(&g, &cfg.pwc);
+        // Cold: 4 references for a 4KB leaf, nothing cached.
+        assert_eq!(p.walk(0x1234_5000, 0, 3), WalkCost { refs: 4, pwc_hit_level: None });
+        // Same 2MB region: the PDE cache (root-first index 2) hits, 1 reference.
+        assert_eq!(p.walk(0x1234_6000, 0, 3), WalkCost { refs: 1, pwc_hit_level: Some(2) });
+        // Same 1GB, other 2MB: the PDPTE cache hits, PD + PT = 2 references.
+        assert_eq!(p.walk(0x1260_0000, 0, 3), WalkCost { refs: 2, pwc_hit_level: Some(1) });
+        // A 2MB leaf in the same 1GB: PDPTE hit, 1 reference (the PDE itself).
+        assert_eq!(p.walk(0x1280_0000, 0, 2), WalkCost { refs: 1, pwc_hit_level: Some(1) });
+        // Another pid shares nothing.
+        assert_eq!(p.walk(0x1234_5000, 1, 3).refs, 4);
+        // Shootdown of the first 2MB region for pid 0 drops its PDE-cache entry
+        // (and, conservatively, the covering PDPTE and PML4E entries).
+        assert!(p.shootdown(0, 0x1220_0000, 0x1240_0000) >= 1);
+        assert_eq!(p.walk(0x1234_5000, 0, 3).refs, 4);
+    }
+}

@@ -1,0 +1,261 @@
+//! Address spaces: per process, VMAs with the state of their page table.
+//!
+//! Per base page: the physical frame and flag bits (present, touched, accessed,
+//! dirty, and the page-size index of the leaf mapping it). Per PMD-level region
+//! (2MB on x86): how many base pages are touched (the utilization Ingens and
+//! khugepaged reason about) and the PMD accessed bit the PCC's cold-miss filter
+//! reads. Per PUD-level region (1GB): its accessed bit.
+//!
+//! Dense arrays per VMA, found by binary search with a one-entry cache, so a
+//! translation on a TLB miss costs no hashing and no allocation.
+
+use crate::trace::Region;
+
+pub const NO_PFN: u32 = u32::MAX;
+
+/// Base page is mapped (a leaf translation exists).
+pub const PRESENT: u8 = 1 << 0;
+/// The program has touched the base page since it was mapped (cleared by free).
+/// Under base pages it would be resident: the basis of the bloat metric.
+pub const TOUCHED: u8 = 1 << 1;
+/// Hardware accessed bit of the leaf (set by walks; cleared by the OS).
+pub const ACCESSED: u8 = 1 << 2;
+/// Hardware dirty bit of the leaf.
+pub const DIRTY: u8 = 1 << 3;
+/// Page-size index of the leaf mapping this base page, in bits 4-6.
+pub const SIZE_SHIFT: u32 = 4;
+pub const SIZE_MASK: u8 = 0b111 << SIZE_SHIFT;
+/// The frame belongs to a huge block that was split while partly freed: it
+/// stays allocated as one unit (Linux's deferred split), so freeing this base
+/// page does not return its frame.
+pub const LEAKED: u8 = 1 << 7;
+
+#[inline(always)]
+pub fn size_of_flags(f: u8) -> usize {
+    ((f & SIZE_MASK) >> SIZE_SHIFT) as usize
+}
+
+#[derive(Clone, Debug)]
+pub struct Vma {
+    pub name: String,
+    pub start: u64,
+    pub end: u64,
+    /// madvise(MADV_HUGEPAGE) on this range (VM_HUGEPAGE).
+    pub advised: bool,
+    /// Created from accesses outside any declared region (imported traces).
+    pub inferred: bool,
+    pub pfn: Vec<u32>,
+    pub flags: Vec<u8>,
+    /// First PMD-level region overlapping the VMA (start rounded down).
+    pub region_base: u64,
+    /// Touched base pages per PMD-level region.
+    pub touched: Vec<u16>,
+    /// PMD accessed bit per PMD-level region.
+    pub pmd_a: Vec<bool>,
+    /// PUD accessed bit per PUD-level region, from `start` rounded down.
+    pub pud_a: Vec<bool>,
+}
+
+impl Vma {
+    fn new(name: String, start: u64, end: u64, advised: bool, inferred: bool, g: &Shape) -> Vma {
+        let pages = ((end - start) >> g.base_shift) as usize;
+        let region_base = start & !((1u64 << g.region_shift) - 1);
+        let regions = ((end - region_base + (1u64 << g.region_shift) - 1) >> g.region_shift) as usize;
+        let pud_base = start >> g.pud_shift;
+        let puds = (((end - 1) >> g.pud_shift) - pud_base + 1) as usize;
+        Vma {
+            name,
+            start,
+            end,
+            advised,
+            inferred,
+            pfn: vec![NO_PFN; pages],
+            flags: vec![0; pages],
+            region_base,
+            touched: vec![0; regions],
+            pmd_a: vec![false; regions],
+            pud_a: vec![false; puds],
+        }
+    }
+
+    #[inline(always)]
+    pub fn page_index(&self, addr: u64, base_shift: u32) -> usize {
+        ((addr - self.start) >> base_shift) as usize
+    }
+    #[inline(always)]
+    pub fn region_index(&self, addr: u64, region_shift: u32) -> usize {
+        ((addr - self.region_base) >> region_shift) as usize
+    }
+    pub fn region_start(&self, ri: usize, region_shift: u32) -> u64 {
+        self.region_base + ((ri as u64) << region_shift)
+    }
+    /// Whether the aligned block [start, start + len) lies wholly inside the VMA.
+    pub fn covers(&self, start: u64, len: u64) -> bool {
+        start >= self.start && start + len <= self.end
+    }
+    pub fn regions(&self) -> usize {
+        self.touched.len()
+    }
+    pub fn leaked(&self, pi: usize) -> bool {
+        self.flags[pi] & LEAKED != 0
+    }
+    pub fn mark_leaked(&mut self, pi: usize) {
+        self.flags[pi] |= LEAKED;
+    }
+}
+
+/// Shifts the address-space model needs, from the machine's geometry.
+#[derive(Clone, Copy, Debug)]
+pub struct Shape {
+    pub base_shift: u32,
+    /// PMD level (the level just above the leaf table): 21 on x86-64.
+    pub region_shift: u32,
+    /// PUD level: 30 on x86-64 (equal to region_shift on 2-level tables).
+    pub pud_shift: u32,
+}
+
+impl Shape {
+    pub fn from_levels(level_shifts: &[u32]) -> Shape {
+        let n = level_shifts.len();
+        let base_shift = level_shifts[n - 1];
+        let region_shift = if n >= 2 { level_shifts[n - 2] } else { base_shift };
+        let pud_shift = if n >= 3 { level_shifts[n - 3] } else { region_shift };
+        Shape { base_shift, region_shift, pud_shift }
+    }
+    pub fn pages_per_region(&self) -> usize {
+        1 << (self.region_shift - self.base_shift)
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct AddressSpace {
+    pub pid: u16,
+    pub name: String,
+    pub vmas: Vec<Vma>,
+    last: usize,
+    /// Frames (base pages) of physical memory held by this process.
+    pub frames_held: u64,
+    /// Base pages touched and not freed: the RSS it would have with base pages only.
+    pub touched_pages: u64,
+    /// Bytes mapped by leaves larger than the base page, by page-size index.
+    pub huge_bytes: [u64; 8],
+    /// Peak of `frames_held`.
+    pub peak_frames: u64,
+}
+
+impl AddressSpace {
+    pub fn new(pid: u16, name: String) -> Self {
+        AddressSpace { pid, name, ..Default::default() }
+    }
+
+    /// Add a VMA for a declared region; page-aligns its bounds outward.
+    pub fn add_region(&mut self, r: &Region, g: &Shape) {
+        let mask = (1u64 << g.base_shift) - 1;
+        let start = r.base & !mask;
+        let end = (r.base + r.len + mask) & !mask;
+        if end <= start || self.vmas.iter().any(|v| v.start < end && start < v.end) {
+            return; // empty or overlapping declarations are ignored (first wins)
+        }
+        let v = Vma::new(r.name.clone(), start, end, r.hugepage_advised, false, g);
+        let i = self.vmas.partition_point(|x| x.start < start);
+        self.vmas.insert(i, v);
+        self.last = 0;
+    }
+
+    /// Index of the VMA holding `addr`, creating an inferred 2MB-aligned VMA
+    /// (merged with an adjacent inferred one) when no declared region holds it.
+    #[inline]
+    pub fn vma_index(&mut self, addr: u64, g: &Shape) -> usize {
+        if let Some(v) = self.vmas.get(self.last) {
+            if addr >= v.start && addr < v.end {
+                return self.last;
+            }
+        }
+        let i = self.vmas.partition_point(|v| v.start <= addr);
+        if i > 0 && addr < self.vmas[i - 1].end {
+            self.last = i - 1;
+            return i - 1;
+        }
+        self.last = self.infer(addr, g);
+        self.last
+    }
+
+    /// Cold path: imported traces touch memory no region declared. Model it as
+    /// anonymous memory in 2MB-aligned chunks (as large anonymous mmaps are
+    /// placed on current Linux), growing an adjacent inferred VMA if any.
+    #[cold]
+    fn infer(&mut self, addr: u64, g: &Shape) -> usize {
+        let chunk = 1u64 << g.region_shift;
+        let mut start = addr & !(chunk - 1);
+        let mut end = start + chunk;
+        let i = self.vmas.partition_point(|v| v.start <= addr);
+        // Clip against neighbours so VMAs never overlap.
+        if i > 0 {
+            start = start.max(self.vmas[i - 1].end);
+        }
+        if i < self.vmas.len() {
+            end = end.min(self.vmas[i].start);
+        }
+        if i > 0 && self.vmas[i - 1].inferred && self.vmas[i - 1].end == start && (start & (chunk - 1)) == 0 {
+            // Grow the previous inferred VMA: rebuild it with the new end.
+            let prev = &self.vmas[i - 1];
+            let mut grown = Vma::new(prev.name.clone(), prev.start, end, prev.advised, true, g);
+            grown.pfn[..prev.pfn.len()].copy_from_slice(&prev.pfn);
+            grown.flags[..prev.flags.len()].copy_from_slice(&prev.flags);
+            grown.touched[..prev.touched.len()].copy_from_slice(&prev.touched);
+            grown.pmd_a[..prev.pmd_a.len()].copy_from_slice(&prev.pmd_a);
+            grown.pud_a[..prev.pud_a.len()].copy_from_slice(&prev.pud_a);
+            self.vmas[i - 1] = grown;
+            return i - 1;
+        }
+        let v = Vma::new(format!("anon@{start:#x}"), start, end, false, true, g);
+        self.vmas.insert(i, v);
+        i
+    }
+
+    pub fn footprint_declared(&self) -> u64 {
+        self.vmas.iter().filter(|v| !v.inferred).map(|v| v.end - v.start).sum()
+    }
+
+    pub fn total_huge_bytes(&self) -> u64 {
+        self.huge_bytes.iter().sum()
+    }
+
+    /// Find the VMA index holding `addr` without creating one.
+    pub fn find(&self, addr: u64) -> Option<usize> {
+        let i = self.vmas.partition_point(|v| v.start <= addr);
+        (i > 0 && addr < self.vmas[i - 1].end).then(|| i - 1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape() -> Shape {
+        Shape::from_levels(&[39, 30, 21, 12])
+    }
+
+    #[test]
+    fn declared_and_inferred_vmas() {
+        let g = shape();
+        let mut a = AddressSpace::new(0, "p".into());
+        a.add_region(&Region { name: "x".into(), base: 0x4000_0000, len: 3 << 20, pid: 0, hugepage_advised: false }, &g);
+        let i = a.vma_index(0x4000_0000 + 5, &g);
+        assert_eq!(a.vmas[i].name, "x");
+        assert_eq!(a.vmas[i].pfn.len(), 768);
+        assert_eq!(a.vmas[i].regions(), 2);
+        // Outside: inferred 2MB chunks, merged when adjacent and growing upward.
+        let j = a.vma_index(0x8000_0000 + 10, &g);
+        assert!(a.vmas[j].inferred);
+        assert_eq!((a.vmas[j].start, a.vmas[j].end), (0x8000_0000, 0x8020_0000));
+        let k = a.vma_index(0x8020_0000 + 10, &g);
+        assert_eq!(k, j);
+        assert_eq!(a.vmas[k].end, 0x8040_0000);
+        // An inferred chunk just after the 3MB region is clipped to start at its end.
+        let m = a.vma_index(0x4030_0000, &g);
+        assert_eq!(a.vmas[m].start, 0x4030_0000);
+        assert_eq!(a.vmas[m].end, 0x4040_0000);
+        assert_eq!(a.footprint_declared(), 3 << 20);
+    }
+}

@@ -1,0 +1,71 @@
+//! OS-side counters and the timeline of samples taken during a run.
+
+use serde::Serialize;
+
+/// Why a promotion (or a huge fault) did not happen.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Failures {
+    /// No free huge frame, and compaction was not allowed or did not free one.
+    pub no_memory: u64,
+    /// The huge-page budget would have been exceeded.
+    pub budget: u64,
+    /// The range is not wholly inside one VMA, not mapped, or misaligned.
+    pub ineligible: u64,
+    /// Already mapped at that size.
+    pub already_huge: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct OsStats {
+    pub faults_base: u64,
+    /// Faults that mapped a huge page directly, by page-size label.
+    pub faults_huge: Vec<(String, u64)>,
+    /// Huge faults that fell back to a base page (Linux thp_fault_fallback).
+    pub fault_fallbacks: u64,
+    pub fault_failures: Failures,
+    pub promotions: u64,
+    pub promotion_failures: Failures,
+    pub demotions: u64,
+    pub compactions: u64,
+    pub compaction_successes: u64,
+    pub compaction_migrated_pages: u64,
+    pub shootdowns: u64,
+    pub accessed_bit_clears: u64,
+    pub frees: u64,
+    pub freed_bytes: u64,
+    /// Base-page allocations that found no memory at all (the run is then not meaningful).
+    pub out_of_memory: u64,
+    pub pages_copied: u64,
+    pub pages_zeroed: u64,
+}
+
+/// One point of the timeline.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Sample {
+    pub time_s: f64,
+    pub accesses: u64,
+    /// Huge-page bytes mapped, per pid.
+    pub huge_bytes: Vec<u64>,
+    /// Physical memory held, per pid.
+    pub rss_bytes: Vec<u64>,
+    pub fmfi: f64,
+    pub promotions: u64,
+}
+
+/// Per-process totals at the end of a run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ProcessStats {
+    pub pid: u16,
+    pub name: String,
+    pub footprint_bytes: u64,
+    pub rss_bytes: u64,
+    pub peak_rss_bytes: u64,
+    /// RSS it would have with base pages only (touched, not freed).
+    pub base_rss_bytes: u64,
+    /// rss / base_rss (Ingens' memory bloat); 1.0 under base pages.
+    pub bloat: f64,
+    pub huge_bytes: u64,
+    pub huge_pages: Vec<(String, u64)>,
+    /// Share of the footprint mapped by huge pages at the end.
+    pub huge_share: f64,
+}

@@ -1,1 +1,0 @@
-//! Physical memory: buddy allocator, fragmentation, compaction (in progress).

@@ -1,0 +1,97 @@
+//! `linux`: Linux transparent huge pages. Fault-time huge pages as
+//! `enabled` and `defrag` allow (mm/huge_memory.c), falling back to a base
+//! page when no 2MB block can be had; plus khugepaged collapsing in the
+//! background. Defaults are the PCC paper's Linux baseline (enabled=always);
+//! every sysfs knob is a parameter (linux-thp-and-hawkeye.md A.1-A.3).
+
+use super::khugepaged::{Khugepaged, KhugepagedConfig};
+use super::{pmd_size, Fault, FaultAction, Params, Policy};
+use crate::os::{AllocMode, Kernel};
+use crate::Result;
+
+pub struct Linux {
+    enabled: String,
+    defrag: String,
+    /// Direct compaction cap for a fault that may stall (defrag=always or madvised).
+    compact_pages: u64,
+    /// One light attempt (__GFP_NORETRY) for defrag=always on unadvised VMAs.
+    light_compact_pages: u64,
+    khugepaged: Option<Khugepaged>,
+}
+
+const KHUGEPAGED: u32 = 1;
+
+pub fn new(p: &mut Params) -> Result<Box<dyn Policy>> {
+    let enabled = p.choice("enabled", "always", &["always", "madvise", "never"])?;
+    let defrag = p.choice("defrag", "madvise", &["always", "defer", "defer+madvise", "madvise", "never"])?;
+    let compact_pages = p.u64("compact_pages", 1 << 14)?;
+    let light_compact_pages = p.u64("light_compact_pages", 512)?;
+    let d = KhugepagedConfig::default();
+    let kcfg = KhugepagedConfig {
+        pages_to_scan: p.u64("pages_to_scan", d.pages_to_scan)?.max(1),
+        scan_sleep_s: p.f64("scan_sleep_ms", d.scan_sleep_s * 1e3)?.max(0.0) / 1e3,
+        alloc_sleep_s: p.f64("alloc_sleep_ms", d.alloc_sleep_s * 1e3)?.max(0.0) / 1e3,
+        max_ptes_none: p.u64("max_ptes_none", d.max_ptes_none as u64)?.min(511) as u32,
+        require_referenced: p.bool("require_referenced", d.require_referenced)?,
+        defrag: p.bool("khugepaged_defrag", d.defrag)?,
+        compact_pages,
+    };
+    let khugepaged = p.bool("khugepaged", true)?.then(|| Khugepaged::new(kcfg));
+    Ok(Box::new(Linux { enabled, defrag, compact_pages, light_compact_pages, khugepaged }))
+}
+
+impl Linux {
+    fn eligible(enabled: &str, advised: bool) -> bool {
+        enabled == "always" || (enabled == "madvise" && advised)
+    }
+
+    /// GFP behaviour of a fault-time huge allocation (vma_thp_gfp_mask).
+    fn fault_alloc(&self, advised: bool) -> AllocMode {
+        let full = AllocMode::Compact { max_pages: self.compact_pages };
+        match (self.defrag.as_str(), advised) {
+            ("always", true) => full,
+            ("always", false) => AllocMode::Compact { max_pages: self.light_compact_pages },
+            ("defer+madvise", true) | ("madvise", true) => full,
+            _ => AllocMode::FreeOnly,
+        }
+    }
+}
+
+impl Policy for Linux {
+    fn name(&self) -> &'static str {
+        "linux"
+    }
+    fn describe(&self) -> serde_json::Value {
+        serde_json::json!({
+            "enabled": self.enabled, "defrag": self.defrag,
+            "compact_pages": self.compact_pages, "light_compact_pages": self.light_compact_pages,
+            "khugepaged": self.khugepaged.as_ref().map(|k| serde_json::json!({"config": k.cfg, "stats": k.stats})),
+        })
+    }
+    fn init(&mut self, k: &mut Kernel) {
+        if let Some(kh) = &self.khugepaged {
+            if self.enabled != "never" {
+                k.schedule_in(kh.cfg.scan_sleep_s, KHUGEPAGED);
+            }
+        }
+    }
+    fn on_fault(&mut self, k: &mut Kernel, f: &Fault) -> FaultAction {
+        // A.2: eligible VMA, the aligned 2MB range inside it, and the PMD still
+        // empty (once a 4KB page faulted there, only a collapse can promote it).
+        if !Self::eligible(&self.enabled, f.vma_advised) || !f.region_in_vma || !f.region_empty {
+            return FaultAction::Base;
+        }
+        FaultAction::Huge { size: pmd_size(k), alloc: self.fault_alloc(f.vma_advised) }
+    }
+    fn on_timer(&mut self, k: &mut Kernel, id: u32) {
+        if id != KHUGEPAGED {
+            return;
+        }
+        let enabled = self.enabled.clone();
+        let size = pmd_size(k);
+        if let Some(kh) = self.khugepaged.as_mut() {
+            let sleep = kh.pass(k, size, |adv| Linux::eligible(&enabled, adv));
+            k.schedule_in(sleep, KHUGEPAGED);
+        }
+    }
+}

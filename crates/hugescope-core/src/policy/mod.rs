@@ -1,0 +1,115 @@
+//! Huge-page policies. A policy decides; the kernel (`os::Kernel`) acts. Each
+//! policy is one file; adding one means writing that file and adding one line
+//! to `REGISTRY` below, nothing else.
+//!
+//! Hooks (all optional):
+//! - `init`: read the address spaces, schedule daemons (`Kernel::schedule_in`);
+//! - `on_fault`: first touch of a base page: map a base page or a huge page;
+//! - `on_walk`: every page walk, with the PMD/PUD accessed bits as they were
+//!   before the walk (hardware-assisted policies: the PCC; only delivered if
+//!   `wants_walks` is true, so other policies cost nothing per walk);
+//! - `on_timer`: a daemon is due (khugepaged, PCC reads, Ingens scans);
+//! - `on_progress` / `on_free`: workload progress points and memory releases.
+//! Mechanisms available to policies: `promote`, `demote`, `compact`,
+//! `clear_accessed`, `free_range`, `schedule_*`, plus read access to the page
+//! tables (`region_state`, `spaces`), physical memory (`phys`) and the budget.
+
+pub mod base;
+pub mod ideal;
+pub mod khugepaged;
+pub mod linux;
+pub mod params;
+pub mod static_plan;
+
+use crate::os::{AllocMode, Kernel};
+use crate::{Error, Result};
+pub use params::Params;
+
+/// First touch of a base page that has no translation.
+#[derive(Clone, Copy, Debug)]
+pub struct Fault {
+    pub pid: u16,
+    pub addr: u64,
+    pub write: bool,
+    /// Start of the PMD-level (2MB) region holding `addr`.
+    pub region_start: u64,
+    /// The region lies wholly inside the VMA (a huge leaf is possible).
+    pub region_in_vma: bool,
+    /// No base page of the region is mapped yet (Linux: the PMD is still empty,
+    /// so a fault-time huge page is possible; otherwise only a collapse is).
+    pub region_empty: bool,
+    /// The VMA has MADV_HUGEPAGE.
+    pub vma_advised: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultAction {
+    Base,
+    /// Map a huge page of size index `size` around the address.
+    Huge { size: usize, alloc: AllocMode },
+}
+
+/// A page walk, as the walker saw it.
+#[derive(Clone, Copy, Debug)]
+pub struct Walk {
+    pub pid: u16,
+    pub cpu: u16,
+    pub addr: u64,
+    pub write: bool,
+    /// Page-size index of the leaf found.
+    pub size: usize,
+    pub pmd_a_was_set: bool,
+    pub pud_a_was_set: bool,
+}
+
+pub trait Policy {
+    fn name(&self) -> &'static str;
+    /// The policy's resolved parameters, for the result file.
+    fn describe(&self) -> serde_json::Value {
+        serde_json::Value::Object(Default::default())
+    }
+    fn init(&mut self, _k: &mut Kernel) {}
+    fn on_fault(&mut self, _k: &mut Kernel, _f: &Fault) -> FaultAction {
+        FaultAction::Base
+    }
+    fn wants_walks(&self) -> bool {
+        false
+    }
+    fn on_walk(&mut self, _k: &mut Kernel, _w: &Walk) {}
+    fn on_timer(&mut self, _k: &mut Kernel, _id: u32) {}
+    fn on_progress(&mut self, _k: &mut Kernel, _label: &str) {}
+    fn on_free(&mut self, _k: &mut Kernel, _pid: u16, _start: u64, _len: u64) {}
+    fn finish(&mut self, _k: &mut Kernel) {}
+}
+
+type Ctor = fn(&mut Params) -> Result<Box<dyn Policy>>;
+
+/// name, one-line description, constructor. One line per policy.
+pub const REGISTRY: &[(&str, &str, Ctor)] = &[
+    ("base", "never huge: base pages only (the papers' 4KB baseline)", base::new),
+    ("ideal", "every eligible region huge at first touch, no limits (the papers' all-2MB line)", ideal::new),
+    ("static", "huge pages where a plan file says, when it says", static_plan::new),
+    ("linux", "Linux THP: fault-time huge pages per enabled/defrag, and khugepaged", linux::new),
+];
+
+/// Build a policy by name from `key=value` parameters.
+pub fn make(name: &str, params: &[(String, String)]) -> Result<Box<dyn Policy>> {
+    let (_, _, ctor) = REGISTRY.iter().find(|(n, _, _)| *n == name).ok_or_else(|| {
+        Error::input(format!(
+            "unknown policy '{name}'; available: {}",
+            REGISTRY.iter().map(|(n, _, _)| *n).collect::<Vec<_>>().join(", ")
+        ))
+    })?;
+    let mut p = Params::new(name, params);
+    let policy = ctor(&mut p)?;
+    p.finish()?;
+    Ok(policy)
+}
+
+/// The page-size index of the PMD-level huge page (2MB on x86-64): the size
+/// most policies promote to. Falls back to the largest size below it.
+pub fn pmd_size(k: &Kernel) -> usize {
+    let g = k.geometry();
+    let rb = k.region_bytes();
+    k.region_size_index().unwrap_or_else(|| g.sizes.iter().rposition(|&s| s <= rb).unwrap_or(0))
+}

@@ -1,0 +1,85 @@
+//! `static`: huge pages exactly where a plan file says, when it says. Entries
+//! "at start" become huge at the first touch of their range; entries at a
+//! time, an access count or a progress point are collapsed then (with
+//! compaction, as MADV_COLLAPSE may compact). Replays any policy's
+//! `--emit-plan` output in simulation.
+
+use super::{Fault, FaultAction, Params, Policy};
+use crate::os::{AllocMode, Kernel};
+use crate::plan::{Plan, PlanEntry, When};
+use crate::{Error, Result};
+use std::path::PathBuf;
+
+pub struct StaticPlan {
+    path: PathBuf,
+    entries: Vec<PlanEntry>,
+    /// Entries "at start", sorted by (pid, start), with their size index.
+    at_start: Vec<(PlanEntry, usize)>,
+}
+
+pub fn new(p: &mut Params) -> Result<Box<dyn Policy>> {
+    let path = p.str("plan", "");
+    if path.is_empty() {
+        return Err(Error::input("policy static needs plan=FILE (a plan JSON file)"));
+    }
+    let plan = Plan::load(std::path::Path::new(&path))?;
+    Ok(Box::new(StaticPlan { path: path.into(), entries: plan.entries, at_start: Vec::new() }))
+}
+
+const ACCESS_TIMER: u32 = 1 << 30;
+
+impl StaticPlan {
+    fn apply(&self, k: &mut Kernel, e: &PlanEntry) {
+        let Some(size) = k.geometry().size_index_of(e.page_size) else { return };
+        let mut a = e.start;
+        while a < e.end() {
+            let _ = k.promote(e.pid, a, size, AllocMode::Compact { max_pages: u64::MAX });
+            a += e.page_size;
+        }
+    }
+}
+
+impl Policy for StaticPlan {
+    fn name(&self) -> &'static str {
+        "static"
+    }
+    fn describe(&self) -> serde_json::Value {
+        serde_json::json!({ "plan": self.path.display().to_string(), "entries": self.entries.len() })
+    }
+    fn init(&mut self, k: &mut Kernel) {
+        for (i, e) in self.entries.iter().enumerate() {
+            match &e.when {
+                When::Start => {
+                    if let Some(s) = k.geometry().size_index_of(e.page_size) {
+                        self.at_start.push((e.clone(), s));
+                    }
+                }
+                When::TimeS(t) => k.schedule_at(*t, i as u32),
+                When::Accesses(n) => k.clock.schedule_after_accesses(*n, ACCESS_TIMER | i as u32),
+                When::Progress(_) => {}
+            }
+        }
+        self.at_start.sort_by_key(|(e, _)| (e.pid, e.start));
+    }
+    fn on_fault(&mut self, _k: &mut Kernel, f: &Fault) -> FaultAction {
+        let i = self.at_start.partition_point(|(e, _)| (e.pid, e.start) <= (f.pid, f.addr));
+        if i > 0 {
+            let (e, s) = &self.at_start[i - 1];
+            if e.pid == f.pid && f.addr < e.end() {
+                return FaultAction::Huge { size: *s, alloc: AllocMode::Compact { max_pages: u64::MAX } };
+            }
+        }
+        FaultAction::Base
+    }
+    fn on_timer(&mut self, k: &mut Kernel, id: u32) {
+        if let Some(e) = self.entries.get((id & !ACCESS_TIMER) as usize).cloned() {
+            self.apply(k, &e);
+        }
+    }
+    fn on_progress(&mut self, k: &mut Kernel, label: &str) {
+        let due: Vec<PlanEntry> = self.entries.iter().filter(|e| matches!(&e.when, When::Progress(l) if l == label)).cloned().collect();
+        for e in due {
+            self.apply(k, &e);
+        }
+    }
+}

@@ -1,0 +1,254 @@
+//! Running policies over a trace: decode once, simulate many. Every chunk of
+//! the trace is fed to each configured simulation in turn (one kernel and one
+//! set of MMUs per policy), with `base` alongside so every result carries its
+//! estimated speedup over base pages on the same accesses.
+
+use crate::config::MachineConfig;
+use crate::cost::{self, CostEstimate};
+use crate::os::clock::TimeBase;
+use crate::os::kernel::{Kernel, OsConfig};
+use crate::os::metrics::{OsStats, ProcessStats, Sample};
+use crate::os::phys::FragReport;
+use crate::plan::{Plan, PlanEntry};
+use crate::policy;
+use crate::sim::{Simulator, TraceInfo};
+use crate::stats::TranslationCounters;
+use crate::trace::hst::{self, HstReader};
+use crate::trace::TraceHeader;
+use crate::{Error, Result};
+use serde::Serialize;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PolicySpec {
+    pub name: String,
+    pub params: Vec<(String, String)>,
+    /// Overrides of the OS configuration for this policy only (budget, fragmentation).
+    #[serde(skip)]
+    pub os: Option<OsConfig>,
+    /// Label in tables (default: name plus parameters).
+    pub label: String,
+}
+
+impl PolicySpec {
+    /// Parse "name" or "name:key=value,key=value".
+    pub fn parse(s: &str) -> Result<PolicySpec> {
+        let (name, rest) = s.split_once(':').unwrap_or((s, ""));
+        let mut params = Vec::new();
+        for kv in rest.split(',').filter(|x| !x.is_empty()) {
+            let (k, v) = kv
+                .split_once('=')
+                .ok_or_else(|| Error::input(format!("policy parameter '{kv}' in '{s}' is not key=value")))?;
+            params.push((k.trim().to_string(), v.trim().to_string()));
+        }
+        let name = name.trim().to_string();
+        if name.is_empty() {
+            return Err(Error::input("empty policy name"));
+        }
+        Ok(PolicySpec { label: s.to_string(), name, params, os: None })
+    }
+    pub fn named(name: &str) -> PolicySpec {
+        PolicySpec { name: name.into(), params: Vec::new(), os: None, label: name.into() }
+    }
+}
+
+/// The base-page reference measured on the same pass.
+#[derive(Clone, Debug, Serialize)]
+pub struct Reference {
+    pub translation: TranslationCounters,
+    pub cost: CostEstimate,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PolicyResult {
+    pub hugescope_version: &'static str,
+    pub label: String,
+    pub policy: String,
+    pub policy_params: serde_json::Value,
+    pub trace: Option<TraceInfo>,
+    pub machine: MachineConfig,
+    pub os: OsConfig,
+    pub time_base: TimeBase,
+    /// Virtual seconds the run spanned (program time plus OS time on its path).
+    pub virtual_seconds: f64,
+    pub budget_bytes: Option<u64>,
+    pub footprint_bytes: u64,
+    pub memory_bytes: u64,
+    pub fragmentation: Option<FragReport>,
+    pub translation: TranslationCounters,
+    pub cost: CostEstimate,
+    pub base: Option<Reference>,
+    /// Estimated speedup over base pages (base cycles / these cycles).
+    pub speedup_vs_base: Option<f64>,
+    /// Walks removed relative to base (1 - walks / base walks).
+    pub walk_reduction_vs_base: Option<f64>,
+    pub os_stats: OsStats,
+    pub processes: Vec<ProcessStats>,
+    pub huge_bytes_peak: u64,
+    pub timeline: Vec<Sample>,
+    pub executed_plan: Vec<PlanEntry>,
+    pub warnings: Vec<String>,
+}
+
+impl PolicyResult {
+    pub fn plan(&self) -> Plan {
+        Plan::new(self.executed_plan.clone())
+    }
+}
+
+struct Run {
+    spec: PolicySpec,
+    os: OsConfig,
+    sim: Simulator<Kernel>,
+}
+
+fn build(machine: &MachineConfig, header: &TraceHeader, os: &OsConfig, spec: &PolicySpec) -> Result<Run> {
+    let os = spec.os.clone().unwrap_or_else(|| os.clone());
+    let pol = policy::make(&spec.name, &spec.params)?;
+    let geo = crate::hw::Geometry::new(machine)?;
+    let kernel = Kernel::new(geo, machine.cost.clone(), header, &os, pol)?;
+    let sim = Simulator::new(machine.clone(), header.cpus.max(1) as usize, kernel)?;
+    Ok(Run { spec: spec.clone(), os, sim })
+}
+
+/// Options shared by every policy of a run.
+#[derive(Clone, Debug, Default)]
+pub struct RunOptions {
+    /// Treat the whole trace as this many seconds of virtual time (sets an
+    /// access rate of accesses / duration), to map the papers' daemon
+    /// intervals onto a short trace.
+    pub duration_s: Option<f64>,
+    /// Accesses per second (overrides the trace header's nominal rate).
+    pub accesses_per_second: Option<f64>,
+    /// Also simulate `base` for the speedup (default true in the CLI).
+    pub with_base: bool,
+}
+
+/// Simulate every policy of `specs` over the trace at `path` in one pass.
+pub fn simulate_policies(path: &str, machine: &MachineConfig, os: &OsConfig, specs: &[PolicySpec], opts: &RunOptions) -> Result<Vec<PolicyResult>> {
+    if specs.is_empty() {
+        return Err(Error::input("no policy to simulate"));
+    }
+    let (header, summary) = hst::summarize(path, false)?;
+    let mut os = os.clone();
+    if let Some(r) = opts.accesses_per_second {
+        if !(r.is_finite() && r > 0.0) {
+            return Err(Error::input("accesses per second must be positive"));
+        }
+        os.time = Some(TimeBase::AccessRate { accesses_per_second: r });
+    }
+    if let Some(d) = opts.duration_s {
+        if !(d.is_finite() && d > 0.0) {
+            return Err(Error::input("duration must be a positive number of seconds"));
+        }
+        os.time = Some(TimeBase::AccessRate { accesses_per_second: summary.accesses.max(1) as f64 / d });
+    }
+    let mut runs = Vec::with_capacity(specs.len() + 1);
+    for s in specs {
+        runs.push(build(machine, &header, &os, s)?);
+    }
+    let base_index = if opts.with_base {
+        match specs.iter().position(|s| s.name == "base" && s.params.is_empty() && s.os.is_none()) {
+            Some(i) => Some(i),
+            None => {
+                runs.push(build(machine, &header, &os, &PolicySpec::named("base"))?);
+                Some(runs.len() - 1)
+            }
+        }
+    } else {
+        None
+    };
+    let mut r = HstReader::open(path)?;
+    let markers = r.markers().to_vec();
+    let mut next_marker = 0usize;
+    let mut n = 0u64;
+    while let Some(chunk) = r.next_chunk()? {
+        let end = n + chunk.len() as u64;
+        // Split the chunk at progress markers so each lands at its exact index.
+        let mut pos = 0usize;
+        loop {
+            let stop = if next_marker < markers.len() && markers[next_marker].index < end {
+                (markers[next_marker].index - n) as usize
+            } else {
+                chunk.len()
+            };
+            let stop = stop.max(pos);
+            for run in runs.iter_mut() {
+                for &rec in &chunk[pos..stop] {
+                    run.sim.step(crate::trace::Access::unpack(rec));
+                }
+            }
+            pos = stop;
+            if pos >= chunk.len() {
+                break;
+            }
+            let label = markers[next_marker].label.clone();
+            for run in runs.iter_mut() {
+                crate::trace::AccessSink::progress(&mut run.sim, &label);
+            }
+            next_marker += 1;
+        }
+        n = end;
+    }
+    for m in &markers[next_marker..] {
+        for run in runs.iter_mut() {
+            crate::trace::AccessSink::progress(&mut run.sim, &m.label);
+        }
+    }
+    let info = TraceInfo::new(path, &header);
+    let mut results: Vec<PolicyResult> = runs.iter_mut().map(|run| finish(run, &info)).collect();
+    if let Some(bi) = base_index {
+        let base = Reference { translation: results[bi].translation.clone(), cost: results[bi].cost.clone() };
+        for res in results.iter_mut() {
+            res.speedup_vs_base = Some(cost::speedup(&base.cost, &res.cost));
+            res.walk_reduction_vs_base = (base.translation.walks > 0)
+                .then(|| 1.0 - res.translation.walks as f64 / base.translation.walks as f64);
+            res.base = Some(base.clone());
+        }
+        if base_index == Some(specs.len()) {
+            results.pop();
+        }
+    }
+    Ok(results)
+}
+
+fn finish(run: &mut Run, info: &TraceInfo) -> PolicyResult {
+    let processes = run.sim.pt.finish();
+    run.sim.apply_shootdowns();
+    let k = &run.sim.pt;
+    let translation = run.sim.counters();
+    let cost = cost::estimate(&translation, &run.sim.cfg.cost, k.os_cycles());
+    let mut warnings = Vec::new();
+    if k.stats.out_of_memory > 0 {
+        warnings.push(format!(
+            "{} base-page allocations found no free memory: the simulated memory ({} bytes) is too small for this trace",
+            k.stats.out_of_memory,
+            k.phys().total_frames() * k.geometry().sizes[0]
+        ));
+    }
+    PolicyResult {
+        hugescope_version: env!("CARGO_PKG_VERSION"),
+        label: run.spec.label.clone(),
+        policy: run.spec.name.clone(),
+        policy_params: k.policy_params(),
+        trace: Some(info.clone()),
+        machine: run.sim.cfg.clone(),
+        os: run.os.clone(),
+        time_base: k.clock.base,
+        virtual_seconds: k.now(),
+        budget_bytes: k.budget_bytes(),
+        footprint_bytes: k.footprint(),
+        memory_bytes: k.phys().total_frames() * k.geometry().sizes[0],
+        fragmentation: k.fragmentation_report().cloned(),
+        translation,
+        cost,
+        base: None,
+        speedup_vs_base: None,
+        walk_reduction_vs_base: None,
+        os_stats: k.stats.clone(),
+        processes,
+        huge_bytes_peak: k.peak_huge_bytes(),
+        timeline: k.timeline().to_vec(),
+        executed_plan: k.executed_plan().to_vec(),
+        warnings,
+    }
+}

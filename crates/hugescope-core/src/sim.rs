@@ -1,0 +1,200 @@
+//! The simulation loop: feed each access through its cpu's MMU; on a TLB miss
+//! ask the page table (a static map or the OS model) for the leaf, apply any
+//! shootdowns the page table queued, then charge the walk and fill the TLBs.
+//!
+//! `Simulator` is generic over the page table so the per-access path is
+//! monomorphized: no dynamic dispatch, no allocation, no hashing per access.
+
+use crate::config::MachineConfig;
+use crate::cost::{self, CostEstimate};
+use crate::hw::{Geometry, Mmu, Outcome};
+use crate::pagemap::StaticMap;
+use crate::stats::TranslationCounters;
+use crate::trace::hst::HstReader;
+use crate::trace::{Access, AccessSink, TraceHeader};
+use crate::Result;
+use serde::Serialize;
+
+/// A range whose translations must leave every TLB (and PWC) of every cpu.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shootdown {
+    pub pid: u16,
+    pub start: u64,
+    pub end: u64,
+}
+
+/// What the simulator needs from a page table.
+pub trait PageTable {
+    /// Called on every TLB miss: the page-size index of the leaf translating
+    /// `a`. May fault, map and remap; remaps must queue shootdowns.
+    fn translate(&mut self, a: &Access) -> usize;
+
+    /// Move shootdowns queued since the last call into `out`.
+    #[inline]
+    fn take_shootdowns(&mut self, _out: &mut Vec<Shootdown>) {}
+
+    /// Whether shootdowns are queued (checked after every access).
+    #[inline]
+    fn has_shootdowns(&self) -> bool {
+        false
+    }
+
+    /// Called after every access with its outcome and, for a walk, its page
+    /// table references (the OS model advances its virtual clock and runs due
+    /// daemons here). Default: nothing.
+    #[inline]
+    fn after_access(&mut self, _a: &Access, _outcome: Outcome, _walk_refs: u32) {}
+
+    /// A progress point of the workload was reached.
+    fn progress(&mut self, _label: &str) {}
+}
+
+impl PageTable for StaticMap {
+    #[inline]
+    fn translate(&mut self, a: &Access) -> usize {
+        self.size_at(a.pid, a.addr)
+    }
+}
+
+pub struct Simulator<P: PageTable> {
+    pub cfg: MachineConfig,
+    pub geo: Geometry,
+    pub mmus: Vec<Mmu>,
+    pub pt: P,
+    pending: Vec<Shootdown>,
+    template: Mmu,
+}
+
+impl<P: PageTable> Simulator<P> {
+    pub fn new(cfg: MachineConfig, cpus: usize, pt: P) -> Result<Self> {
+        let geo = Geometry::new(&cfg)?;
+        let template = Mmu::new(&geo, &cfg)?;
+        let mmus = vec![template.clone(); cpus.max(1)];
+        Ok(Simulator { cfg, geo, mmus, pt, pending: Vec::new(), template })
+    }
+
+    #[inline]
+    pub fn step(&mut self, a: Access) {
+        let cpu = a.cpu as usize;
+        if cpu >= self.mmus.len() {
+            // A trace may use more cpus than its header declares; add MMUs
+            // rather than fail (rare, off the hot path).
+            self.mmus.resize(cpu + 1, self.template.clone());
+        }
+        let out = self.mmus[cpu].lookup(&a);
+        let mut refs = 0;
+        if out == Outcome::Miss {
+            let s = self.pt.translate(&a);
+            // Shootdowns queued by a fault or promotion apply before the new
+            // translation is filled, so the fill is never invalidated by a
+            // remap that happened before it.
+            if self.pt.has_shootdowns() {
+                self.apply_shootdowns();
+            }
+            refs = self.mmus[cpu].complete_walk(&a, s).refs;
+        }
+        self.pt.after_access(&a, out, refs);
+        if self.pt.has_shootdowns() {
+            self.apply_shootdowns();
+        }
+    }
+
+    /// Apply queued shootdowns to every cpu's MMU.
+    pub fn apply_shootdowns(&mut self) {
+        self.pt.take_shootdowns(&mut self.pending);
+        for sd in self.pending.drain(..) {
+            for m in self.mmus.iter_mut() {
+                m.shootdown(sd.pid, sd.start, sd.end);
+            }
+        }
+    }
+
+    /// Run every access of a trace file through the simulator.
+    pub fn run_reader(&mut self, r: &mut HstReader) -> Result<u64> {
+        let mut n = 0u64;
+        let markers: Vec<_> = r.markers().to_vec();
+        let mut next_marker = 0;
+        while let Some(chunk) = r.next_chunk()? {
+            for &rec in chunk {
+                while next_marker < markers.len() && markers[next_marker].index == n {
+                    self.pt.progress(&markers[next_marker].label);
+                    next_marker += 1;
+                }
+                self.step(Access::unpack(rec));
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    pub fn counters(&self) -> TranslationCounters {
+        let stats: Vec<_> = self.mmus.iter().map(|m| m.stats.clone()).collect();
+        TranslationCounters::from_mmus(&stats, &self.geo.sizes, self.geo.level_shifts.len())
+    }
+}
+
+impl<P: PageTable> AccessSink for Simulator<P> {
+    #[inline]
+    fn access(&mut self, a: Access) {
+        self.step(a)
+    }
+    fn progress(&mut self, label: &str) {
+        self.pt.progress(label)
+    }
+}
+
+/// The result of a static-map simulation.
+#[derive(Clone, Debug, Serialize)]
+pub struct StaticResult {
+    pub hugescope_version: &'static str,
+    pub trace: Option<TraceInfo>,
+    pub machine: MachineConfig,
+    pub pages: String,
+    pub translation: TranslationCounters,
+    pub cost: CostEstimate,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct TraceInfo {
+    pub path: String,
+    pub workload: String,
+    pub params: serde_json::Map<String, serde_json::Value>,
+    pub cpus: u32,
+    pub footprint_bytes: u64,
+}
+
+impl TraceInfo {
+    pub fn new(path: &str, h: &TraceHeader) -> Self {
+        TraceInfo {
+            path: path.to_string(),
+            workload: h.workload.clone(),
+            params: h.params.clone(),
+            cpus: h.cpus,
+            footprint_bytes: h.footprint(),
+        }
+    }
+}
+
+/// Simulate a trace file under a static page-size map.
+pub fn simulate_static(path: &str, cfg: MachineConfig, pages: &str) -> Result<StaticResult> {
+    let mut r = HstReader::open(path)?;
+    let geo = Geometry::new(&cfg)?;
+    let map = StaticMap::from_spec(pages, &geo)?;
+    let described = map.describe(&geo);
+    let mut sim = Simulator::new(cfg, r.header().cpus as usize, map)?;
+    sim.run_reader(&mut r)?;
+    Ok(static_result(&sim, Some(TraceInfo::new(path, r.header())), described))
+}
+
+pub fn static_result(sim: &Simulator<StaticMap>, trace: Option<TraceInfo>, pages: String) -> StaticResult {
+    let translation = sim.counters();
+    let cost = cost::estimate(&translation, &sim.cfg.cost, 0.0);
+    StaticResult {
+        hugescope_version: env!("CARGO_PKG_VERSION"),
+        trace,
+        machine: sim.cfg.clone(),
+        pages,
+        translation,
+        cost,
+    }
+}

@@ -1,0 +1,132 @@
+//! Counters. Every number the tool prints is one of these or derived from them
+//! in `report`, so it can be traced back to the JSON result.
+
+use crate::hw::mmu::MAX_SIZES;
+use serde::Serialize;
+
+/// Per-cpu MMU counters; fixed-size arrays so the hot path never allocates.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MmuStats {
+    pub accesses: u64,
+    pub writes: u64,
+    pub l1_hits: [u64; MAX_SIZES],
+    pub l2_hits: [u64; MAX_SIZES],
+    /// Walks, by the page size of the leaf they found.
+    pub walks: [u64; MAX_SIZES],
+    pub walk_refs: u64,
+    /// PWC hits by root-first level index.
+    pub pwc_hits: [u64; 6],
+    pub shootdowns: u64,
+    pub tlb_entries_invalidated: u64,
+}
+
+impl MmuStats {
+    pub fn add(&mut self, o: &MmuStats) {
+        self.accesses += o.accesses;
+        self.writes += o.writes;
+        for i in 0..MAX_SIZES {
+            self.l1_hits[i] += o.l1_hits[i];
+            self.l2_hits[i] += o.l2_hits[i];
+            self.walks[i] += o.walks[i];
+        }
+        self.walk_refs += o.walk_refs;
+        for i in 0..6 {
+            self.pwc_hits[i] += o.pwc_hits[i];
+        }
+        self.shootdowns += o.shootdowns;
+        self.tlb_entries_invalidated += o.tlb_entries_invalidated;
+    }
+    pub fn total_walks(&self) -> u64 {
+        self.walks.iter().sum()
+    }
+    pub fn total_l1_hits(&self) -> u64 {
+        self.l1_hits.iter().sum()
+    }
+    pub fn total_l2_hits(&self) -> u64 {
+        self.l2_hits.iter().sum()
+    }
+}
+
+/// Per-page-size view of the MMU counters, as it appears in results.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct SizeCounters {
+    pub page_size: String,
+    /// Accesses translated by a page of this size.
+    pub accesses: u64,
+    pub l1_hits: u64,
+    pub l1_misses: u64,
+    pub l2_hits: u64,
+    pub l2_misses: u64,
+    pub walks: u64,
+}
+
+/// The translation counters of a run, aggregated over cpus.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct TranslationCounters {
+    pub accesses: u64,
+    pub reads: u64,
+    pub writes: u64,
+    pub l1_hits: u64,
+    pub l2_hits: u64,
+    pub walks: u64,
+    pub walk_refs: u64,
+    pub pwc_hits: u64,
+    /// PWC hits by level name ("l2" = PDE cache on x86).
+    pub pwc_hits_by_level: Vec<(String, u64)>,
+    pub walks_per_1k_accesses: f64,
+    /// Share of accesses that walk (the PCC paper's "PTW rate").
+    pub walk_rate: f64,
+    pub refs_per_walk: f64,
+    pub shootdowns: u64,
+    pub tlb_entries_invalidated: u64,
+    pub by_page_size: Vec<SizeCounters>,
+    pub per_cpu_walks: Vec<u64>,
+}
+
+impl TranslationCounters {
+    pub fn from_mmus(stats: &[MmuStats], sizes: &[u64], levels: usize) -> Self {
+        let mut t = MmuStats::default();
+        for s in stats {
+            t.add(s);
+        }
+        let walks = t.total_walks();
+        let by_page_size = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &b)| {
+                let l1_misses = t.l2_hits[i] + t.walks[i];
+                SizeCounters {
+                    page_size: crate::units::page_label(b),
+                    accesses: t.l1_hits[i] + l1_misses,
+                    l1_hits: t.l1_hits[i],
+                    l1_misses,
+                    l2_hits: t.l2_hits[i],
+                    l2_misses: t.walks[i],
+                    walks: t.walks[i],
+                }
+            })
+            .collect();
+        let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+        TranslationCounters {
+            accesses: t.accesses,
+            reads: t.accesses - t.writes,
+            writes: t.writes,
+            l1_hits: t.total_l1_hits(),
+            l2_hits: t.total_l2_hits(),
+            walks,
+            walk_refs: t.walk_refs,
+            pwc_hits: t.pwc_hits.iter().sum(),
+            pwc_hits_by_level: (0..levels)
+                .filter(|&i| i + 1 < levels)
+                .map(|i| (format!("l{}", levels - i), t.pwc_hits[i]))
+                .collect(),
+            walks_per_1k_accesses: 1000.0 * ratio(walks, t.accesses),
+            walk_rate: ratio(walks, t.accesses),
+            refs_per_walk: ratio(t.walk_refs, walks),
+            shootdowns: t.shootdowns,
+            tlb_entries_invalidated: t.tlb_entries_invalidated,
+            by_page_size,
+            per_cpu_walks: stats.iter().map(|s| s.total_walks()).collect(),
+        }
+    }
+}

@@ -1,0 +1,162 @@
+//! Hand-checked translation counts (issue: foundation, acceptance list).
+
+use hugescope_core::config::MachineConfig;
+use hugescope_core::hw::Outcome;
+use hugescope_core::pagemap::StaticMap;
+use hugescope_core::sim::Simulator;
+use hugescope_core::trace::Access;
+
+/// SplitMix64: a tiny deterministic generator for test streams.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}
+
+const BASE: u64 = 0x7e00_0000_0000;
+
+fn sim(cfg: MachineConfig, pages: usize) -> Simulator<StaticMap> {
+    Simulator::new(cfg, 1, StaticMap::Uniform(pages)).unwrap()
+}
+
+/// A TLB large enough to never evict: N distinct 4KB pages give exactly N walks.
+#[test]
+fn infinite_tlb_walks_once_per_distinct_page() {
+    let cfg = MachineConfig::load(Some("haswell-pcc"), None, &["l1.4k.entries=1048576".into(), "l1.4k.ways=64".into()]).unwrap();
+    let mut s = sim(cfg, 0);
+    let mut rng = Rng(7);
+    let n = 20_000u64;
+    // Distinct pages: a random permutation-ish walk over 20k pages, each touched 5 times.
+    let pages: Vec<u64> = (0..n).map(|i| BASE + i * 4096).collect();
+    for round in 0..5 {
+        for &p in &pages {
+            let off = rng.next() % 4096 & !7;
+            s.step(Access::read(p + off).on_cpu(0));
+            let _ = round;
+        }
+    }
+    let c = s.counters();
+    assert_eq!(c.walks, n);
+    assert_eq!(c.accesses, 5 * n);
+    assert_eq!(c.l1_hits, 4 * n);
+}
+
+/// Cycling over k pages with k <= L1 entries: after the first pass, no misses.
+#[test]
+fn small_cycle_hits_l1_after_warmup() {
+    let cfg = MachineConfig::preset("haswell-pcc").unwrap();
+    let mut s = sim(cfg, 0);
+    let k = 64; // = L1 4KB entries, 16 sets x 4 ways; consecutive pages fill sets evenly
+    for i in 0..k {
+        s.step(Access::read(BASE + i * 4096));
+    }
+    let warm = s.counters();
+    assert_eq!(warm.walks, k);
+    for _ in 0..100 {
+        for i in 0..k {
+            let o = s.mmus[0].lookup(&Access::read(BASE + i * 4096));
+            assert!(matches!(o, Outcome::L1Hit(0)), "{o:?}");
+        }
+    }
+    assert_eq!(s.counters().walks, k);
+    // One more page than a set holds, all mapping to one set: LRU thrashes.
+    let mut t = sim(MachineConfig::preset("haswell-pcc").unwrap(), 0);
+    for _ in 0..10 {
+        for i in 0..5u64 {
+            t.step(Access::read(BASE + i * 16 * 4096));
+        }
+    }
+    // All five still fit in the 8-way L2 (set index = vpn % 128), so only L1 misses.
+    let c = t.counters();
+    assert_eq!(c.walks, 5);
+    assert_eq!(c.l1_hits, 0);
+    assert_eq!(c.l2_hits, 45);
+}
+
+fn gups(s: &mut Simulator<StaticMap>, footprint: u64, n: u64, seed: u64) {
+    let mut rng = Rng(seed);
+    for _ in 0..n {
+        let a = BASE + (rng.next() % (footprint / 8)) * 8;
+        s.step(Access::read(a));
+        s.step(Access::write(a));
+    }
+}
+
+/// GUPS over a footprint far beyond TLB reach: the walk rate of the update
+/// reads (the write to the same element always hits) approaches
+/// 1 - reach/footprint, within 2 percentage points.
+#[test]
+fn gups_walk_rate_matches_reach() {
+    let footprint = 256u64 << 20;
+    let mut s = sim(MachineConfig::preset("haswell-pcc").unwrap(), 0);
+    let n = 1_000_000;
+    gups(&mut s, footprint, n, 1);
+    let c = s.counters();
+    // Reach: the L2 holds 1024 4KB translations; the L1 adds at most 64 more.
+    let reach = 1024.0 * 4096.0;
+    let expected = 1.0 - reach / footprint as f64;
+    let rate = c.walks as f64 / n as f64;
+    assert!((rate - expected).abs() < 0.02, "walk rate {rate:.4} vs 1 - reach/footprint {expected:.4}");
+    assert_eq!(c.accesses, 2 * n);
+}
+
+/// The same stream with 2MB pages, footprint within the 2MB reach (32 L1
+/// entries + the L2): at least 10x fewer walks.
+#[test]
+fn gups_with_2mb_pages_walks_10x_less() {
+    let footprint = 64u64 << 20;
+    let mut small = sim(MachineConfig::preset("haswell-pcc").unwrap(), 0);
+    let mut huge = sim(MachineConfig::preset("haswell-pcc").unwrap(), 1);
+    gups(&mut small, footprint, 200_000, 3);
+    gups(&mut huge, footprint, 200_000, 3);
+    let (ws, wh) = (small.counters().walks, huge.counters().walks);
+    assert!(ws >= 10 * wh, "4KB walks {ws}, 2MB walks {wh}");
+    // 32 regions, all fit: exactly one (cold) walk per 2MB region.
+    assert_eq!(wh, 32);
+}
+
+/// A shootdown leaves no entry of the range in any TLB of any cpu, and the
+/// next access to the range walks again.
+#[test]
+fn shootdown_leaves_no_stale_translation() {
+    let cfg = MachineConfig::preset("haswell-pcc").unwrap();
+    let mut s = Simulator::new(cfg, 2, StaticMap::Uniform(0)).unwrap();
+    for cpu in 0..2u16 {
+        for i in 0..600u64 {
+            s.step(Access::read(BASE + i * 4096).on_cpu(cpu));
+        }
+    }
+    let (lo, hi) = (BASE + 100 * 4096, BASE + 300 * 4096);
+    assert!(s.mmus.iter().all(|m| m.holds(0, lo, hi)));
+    for m in s.mmus.iter_mut() {
+        m.shootdown(0, lo, hi);
+    }
+    assert!(s.mmus.iter().all(|m| !m.holds(0, lo, hi)));
+    // Outside the range, entries survive.
+    assert!(s.mmus.iter().all(|m| m.holds(0, BASE + 400 * 4096, BASE + 600 * 4096)));
+    let before = s.counters().walks;
+    s.step(Access::read(BASE + 200 * 4096).on_cpu(1));
+    assert_eq!(s.counters().walks, before + 1);
+}
+
+/// With several page sizes in use, each access is counted under the size of
+/// the page that translated it, and 1GB pages walk 2 levels, 2MB 3, 4KB 4.
+#[test]
+fn walk_depth_by_page_size_without_pwc() {
+    let cfg = MachineConfig::load(Some("pcc-artifact"), None, &[]).unwrap();
+    for (pages, refs) in [(0usize, 4u64), (1, 3)] {
+        let mut s = sim(cfg.clone(), pages);
+        s.step(Access::read(BASE));
+        assert_eq!(s.counters().walk_refs, refs);
+    }
+    let g = MachineConfig::preset("haswell-pcc").unwrap();
+    let mut s = sim(g, 2);
+    s.step(Access::read(BASE));
+    assert_eq!(s.counters().walk_refs, 2);
+    assert_eq!(s.counters().by_page_size[2].walks, 1);
+}

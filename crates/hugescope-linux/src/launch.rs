@@ -1,0 +1,364 @@
+//! Running a command under a plan and measuring it.
+//!
+//! The child runs with address-space randomisation disabled for that process only
+//! (`personality(ADDR_NO_RANDOMIZE)` between fork and exec, inherited across exec),
+//! so the addresses in a plan computed from a trace of an earlier run are the
+//! addresses of this run; the machine-wide `randomize_va_space` the PCC paper set is
+//! left alone. The parent applies time-based plan entries with `process_madvise`
+//! (see `collapse`), samples huge-page coverage from `smaps_rollup`, and reaps the
+//! child with `wait4` to get its user/system time and peak RSS.
+
+use crate::collapse::{Applier, ApplyOptions, CollapseOutcome, Status, Target};
+use crate::smaps::{self, Pid};
+use crate::thp::ThpState;
+use crate::{Error, Result};
+use hugescope_core::plan::{PlanEntry, When};
+use serde::{Deserialize, Serialize};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// `ADDR_NO_RANDOMIZE` from <sys/personality.h>.
+pub const ADDR_NO_RANDOMIZE: u32 = 0x0040000;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LaunchOptions {
+    /// Coverage sampling period in milliseconds (0 = no sampling).
+    pub sample_ms: u64,
+    /// How long a `When::Start` entry may wait for its range to be mapped and populated.
+    pub start_timeout_s: f64,
+    /// Kill the child (SIGKILL) after this many seconds; `None` = wait for ever.
+    pub timeout_s: Option<f64>,
+    /// Apply only entries with this plan `pid`; `None` = all entries.
+    pub plan_pid: Option<u16>,
+    /// Disable ASLR for the child.
+    pub disable_aslr: bool,
+    pub apply: ApplyOptions,
+}
+
+impl Default for LaunchOptions {
+    fn default() -> Self {
+        LaunchOptions { sample_ms: 100, start_timeout_s: 10.0, timeout_s: None, plan_pid: None, disable_aslr: true, apply: ApplyOptions::default() }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CoverageSample {
+    /// Seconds since the child was started.
+    pub t_s: f64,
+    /// Total `AnonHugePages` of the child.
+    pub anon_huge_bytes: u64,
+    pub rss_bytes: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AppliedEntry {
+    /// Seconds since start when the entry was (last) applied.
+    pub t_s: f64,
+    /// How many times it was tried (a `Start` entry is retried until populated).
+    pub attempts: u32,
+    pub outcome: CollapseOutcome,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    pub command: Vec<String>,
+    pub pid: Pid,
+    /// `/proc/PID/personality` read right after exec.
+    pub personality: Option<u32>,
+    pub aslr_disabled: bool,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub timed_out: bool,
+    pub wall_s: f64,
+    pub user_s: f64,
+    pub sys_s: f64,
+    /// `ru_maxrss` of the child, bytes.
+    pub peak_rss_bytes: u64,
+    pub samples: Vec<CoverageSample>,
+    /// Largest sampled `AnonHugePages`.
+    pub peak_anon_huge_bytes: u64,
+    pub applied: Vec<AppliedEntry>,
+    pub thp: Option<ThpState>,
+}
+
+/// Read `/proc/PID/personality` (hex).
+pub fn personality_of(pid: Pid) -> Result<u32> {
+    let p = format!("/proc/{pid}/personality");
+    let t = std::fs::read_to_string(&p).map_err(|e| Error::io(&p, e))?;
+    u32::from_str_radix(t.trim(), 16).map_err(|_| Error::parse(&p, 1, format!("'{}' is not hex", t.trim())))
+}
+
+struct Pending {
+    index: usize,
+    entry: PlanEntry,
+    due_s: f64,
+    is_start: bool,
+    attempts: u32,
+    last: Option<CollapseOutcome>,
+}
+
+/// Run `cmd`, apply the time-based entries of `entries`, and measure.
+pub fn launch(mut cmd: Command, entries: &[PlanEntry], opts: &LaunchOptions) -> Result<RunRecord> {
+    let mut command = vec![cmd.get_program().to_string_lossy().to_string()];
+    command.extend(cmd.get_args().map(|a| a.to_string_lossy().to_string()));
+    if opts.disable_aslr {
+        // SAFETY: personality is a plain syscall, async-signal-safe in the forked child.
+        unsafe {
+            cmd.pre_exec(|| {
+                let cur = libc::personality(0xffff_ffff);
+                if cur == -1 || libc::personality((cur as u32 | ADDR_NO_RANDOMIZE) as libc::c_ulong) == -1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+    let thp = ThpState::read().ok();
+    let t0 = Instant::now();
+    let child = cmd.spawn().map_err(|e| Error::io(&command[0], e))?;
+    // spawn returns after a successful exec, so the personality is the program's.
+    let pid = child.id() as Pid;
+    let personality = personality_of(pid).ok();
+    // SAFETY: pidfd_open on our own unreaped child.
+    let pfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    let pidfd = if pfd >= 0 { Some(unsafe { OwnedFd::from_raw_fd(pfd as i32) }) } else { None };
+
+    let mut pending: Vec<Pending> = Vec::new();
+    let mut applied: Vec<AppliedEntry> = Vec::new();
+    for (i, e) in entries.iter().enumerate() {
+        if opts.plan_pid.is_some_and(|p| p != e.pid) {
+            continue;
+        }
+        let (due_s, is_start) = match &e.when {
+            When::Start => (0.0, true),
+            When::TimeS(t) => (*t, false),
+            other => {
+                let o = CollapseOutcome::not_applied(i, e, format!(
+                    "when={other:?} has no wall-clock time; a native run applies only 'start' and 'time_s' entries"));
+                applied.push(AppliedEntry { t_s: 0.0, attempts: 0, outcome: o });
+                continue;
+            }
+        };
+        pending.push(Pending { index: i, entry: e.clone(), due_s, is_start, attempts: 0, last: None });
+    }
+    pending.sort_by(|a, b| a.due_s.total_cmp(&b.due_s));
+    let mut applier = Applier::new(Target::Pid(pid), opts.apply.clone());
+
+    let mut samples = Vec::new();
+    let mut next_sample = 0.0f64;
+    let mut timed_out = false;
+    let mut status: libc::c_int = 0;
+    // SAFETY: zeroed rusage is a valid out-parameter.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    let wall_s;
+    loop {
+        // SAFETY: non-blocking wait on our own child.
+        let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut ru) };
+        if r == pid {
+            wall_s = t0.elapsed().as_secs_f64();
+            break;
+        }
+        if r < 0 {
+            return Err(Error::last_os(format!("wait4({pid})")));
+        }
+        let now = t0.elapsed().as_secs_f64();
+        if let Some(limit) = opts.timeout_s {
+            if now > limit && !timed_out {
+                // Our own child, past the caller's limit: this is the one signal we send.
+                // SAFETY: kill of a pid we have not reaped yet.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                timed_out = true;
+            }
+        }
+        // Due entries.
+        let mut k = 0;
+        while k < pending.len() {
+            if pending[k].due_s > now {
+                k += 1;
+                continue;
+            }
+            let p = &mut pending[k];
+            if p.is_start {
+                let ready = smaps::vmas(pid)
+                    .map(|v| smaps::mapped_bytes(&v, p.entry.start, p.entry.length) == p.entry.length
+                        && smaps::overlapping(&v, p.entry.start, p.entry.length).iter().all(|x| x.rss > 0))
+                    .unwrap_or(false);
+                let expired = now > opts.start_timeout_s;
+                if !ready && !expired {
+                    k += 1;
+                    continue;
+                }
+                p.attempts += 1;
+                let o = applier.apply_entry(p.index, &p.entry);
+                let retry = !expired
+                    && !matches!(o.status, Status::Collapsed)
+                    && matches!(o.errno.as_deref(), Some("EAGAIN") | Some("EINVAL"))
+                    && !o.errno_counts.contains_key("ESRCH")
+                    && !o.reason.contains("VM_NOHUGEPAGE");
+                if retry {
+                    p.last = Some(o);
+                    k += 1;
+                    continue;
+                }
+                let mut o = o;
+                if !ready && expired && o.status == Status::Skipped {
+                    o.reason = format!("range not mapped and populated within {} s: {}", opts.start_timeout_s, o.reason);
+                }
+                applied.push(AppliedEntry { t_s: now, attempts: p.attempts, outcome: o });
+            } else {
+                p.attempts += 1;
+                let o = applier.apply_entry(p.index, &p.entry);
+                applied.push(AppliedEntry { t_s: now, attempts: p.attempts, outcome: o });
+            }
+            pending.remove(k);
+        }
+        if opts.sample_ms > 0 && now >= next_sample {
+            if let (Ok(h), Ok(rss)) = (smaps::anon_huge_total(pid), smaps::rss_total(pid)) {
+                samples.push(CoverageSample { t_s: now, anon_huge_bytes: h, rss_bytes: rss });
+            }
+            next_sample = now + opts.sample_ms as f64 / 1000.0;
+        }
+        // Sleep until the next event, but wake at once if the child exits (pidfd).
+        let now = t0.elapsed().as_secs_f64();
+        let mut next = if opts.sample_ms > 0 { next_sample } else { now + 0.1 };
+        if let Some(p) = pending.iter().map(|p| if p.is_start { now + 0.005 } else { p.due_s }).reduce(f64::min) {
+            next = next.min(p);
+        }
+        if let Some(l) = opts.timeout_s {
+            if !timed_out {
+                next = next.min(l);
+            }
+        }
+        let ms = ((next - now) * 1000.0).clamp(1.0, 100.0) as i32;
+        match &pidfd {
+            Some(fd) => {
+                let mut pfd = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+                // SAFETY: one valid pollfd.
+                unsafe { libc::poll(&mut pfd, 1, ms) };
+            }
+            None => std::thread::sleep(Duration::from_millis(ms as u64)),
+        }
+    }
+    // Entries that never came due, or Start entries still waiting, are reported.
+    for p in pending {
+        let mut o = p.last.unwrap_or_else(|| CollapseOutcome::not_applied(p.index, &p.entry, "never came due"));
+        if o.status != Status::Collapsed {
+            o.reason = format!("process exited before the entry was applied ({})", o.reason);
+            o.errno = o.errno.or(Some("ESRCH".into()));
+        }
+        applied.push(AppliedEntry { t_s: wall_s, attempts: p.attempts, outcome: o });
+    }
+    applied.sort_by_key(|a| a.outcome.index);
+    drop(child);
+    let exit_code = if libc::WIFEXITED(status) { Some(libc::WEXITSTATUS(status)) } else { None };
+    let signal = if libc::WIFSIGNALED(status) { Some(libc::WTERMSIG(status)) } else { None };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    let peak_anon_huge_bytes = samples.iter().map(|s: &CoverageSample| s.anon_huge_bytes).max().unwrap_or(0);
+    Ok(RunRecord {
+        command,
+        pid,
+        personality,
+        aslr_disabled: personality.is_some_and(|p| p & ADDR_NO_RANDOMIZE != 0),
+        exit_code,
+        signal,
+        timed_out,
+        wall_s,
+        user_s: tv(ru.ru_utime),
+        sys_s: tv(ru.ru_stime),
+        peak_rss_bytes: ru.ru_maxrss.max(0) as u64 * 1024,
+        samples,
+        peak_anon_huge_bytes,
+        applied,
+        thp,
+    })
+}
+
+/// Median, minimum and maximum of one measurement over the repetitions.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Spread {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+impl Spread {
+    pub fn of(xs: &[f64]) -> Option<Spread> {
+        let mut v: Vec<f64> = xs.iter().copied().filter(|x| x.is_finite()).collect();
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        let median = if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
+        Some(Spread { median, min: v[0], max: v[n - 1] })
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RepeatSummary {
+    pub warmup: usize,
+    pub runs: Vec<RunRecord>,
+    pub wall_s: Option<Spread>,
+    pub user_s: Option<Spread>,
+    pub sys_s: Option<Spread>,
+    pub peak_rss_bytes: Option<Spread>,
+}
+
+/// Run `f` `warmup` times (discarded) and then `n` times, and summarise.
+/// `f` gets the run number (0-based, warm-up runs included).
+pub fn repeat<F>(n: usize, warmup: usize, mut f: F) -> Result<RepeatSummary>
+where
+    F: FnMut(usize) -> Result<RunRecord>,
+{
+    if n == 0 {
+        return Err(Error::input("repeat needs at least one measured run"));
+    }
+    for i in 0..warmup {
+        f(i)?;
+    }
+    let mut runs = Vec::with_capacity(n);
+    for i in 0..n {
+        runs.push(f(warmup + i)?);
+    }
+    let pick = |g: fn(&RunRecord) -> f64| Spread::of(&runs.iter().map(g).collect::<Vec<_>>());
+    Ok(RepeatSummary {
+        warmup,
+        wall_s: pick(|r| r.wall_s),
+        user_s: pick(|r| r.user_s),
+        sys_s: pick(|r| r.sys_s),
+        peak_rss_bytes: pick(|r| r.peak_rss_bytes as f64),
+        runs,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spread_median() {
+        let s = Spread::of(&[3.0, 1.0, 2.0]).unwrap();
+        assert_eq!((s.median, s.min, s.max), (2.0, 1.0, 3.0));
+        assert_eq!(Spread::of(&[1.0, 4.0]).unwrap().median, 2.5);
+        assert!(Spread::of(&[]).is_none());
+    }
+
+    #[test]
+    fn launch_true_and_repeat() {
+        let s = repeat(3, 1, |_| launch(Command::new("true"), &[], &LaunchOptions::default())).unwrap();
+        assert_eq!(s.runs.len(), 3);
+        assert!(s.runs.iter().all(|r| r.exit_code == Some(0)));
+        assert!(s.runs.iter().all(|r| r.aslr_disabled), "{:?}", s.runs[0].personality);
+        let j = serde_json::to_string(&s).unwrap();
+        assert!(j.contains("wall_s"));
+        assert!(repeat(0, 0, |_| launch(Command::new("true"), &[], &LaunchOptions::default())).is_err());
+    }
+
+    #[test]
+    fn missing_program_is_named() {
+        let e = launch(Command::new("/nonexistent/hugescope-x"), &[], &LaunchOptions::default()).unwrap_err().to_string();
+        assert!(e.contains("/nonexistent/hugescope-x"), "{e}");
+    }
+}

@@ -1,0 +1,84 @@
+//! GUPS: the HPC Challenge RandomAccess benchmark (Luszczek et al., HPCC).
+//!
+//! A table of 8-byte words is updated at random positions: `table[i] ^= r`.
+//! Each update is one read and one write of the same element, with no locality
+//! at all: the canonical TLB-hostile workload (used by the PCC and Ingens
+//! evaluations as a worst case for base pages). HPCC initialises `table[i] = i`
+//! (untimed) and uses `4 × table entries` updates; our default size and update
+//! count follow that rule.
+
+use serde_json::{json, Value};
+
+use hugescope_core::{Error, Result};
+
+use crate::layout::Layout;
+use crate::mem::{Arr, Mem};
+use crate::registry::{common, p, Resolved, WorkloadInfo};
+use crate::rng::Rng;
+
+pub fn info() -> WorkloadInfo {
+    WorkloadInfo {
+        name: "gups",
+        about: "HPCC RandomAccess: random 8-byte read-modify-write updates over a table",
+        params: common(vec![
+            p("size", "size", "64MiB", "table size in bytes (multiple of 8)"),
+            p("updates", "int", "32M", "number of updates (HPCC uses 4 x table entries)"),
+        ]),
+    }
+}
+
+pub struct Cfg {
+    pub entries: u64,
+    pub updates: u64,
+    pub seed: u64,
+    pub threads: usize,
+}
+
+pub fn config(r: &Resolved) -> Result<Cfg> {
+    let size = r.int("size")?;
+    if size < 8 || size % 8 != 0 {
+        return Err(Error::input(format!("gups: parameter 'size' must be a positive multiple of 8 bytes, got {size}")));
+    }
+    Ok(Cfg { entries: size / 8, updates: r.int_min("updates", 1)?, seed: r.int("seed")?, threads: r.threads()? })
+}
+
+pub fn layout(c: &Cfg) -> Result<Layout> {
+    let mut l = Layout::new();
+    l.add("table", c.entries * 8)?;
+    Ok(l)
+}
+
+/// Updates per scheduling chunk (a thread's slice of the interleaved trace).
+const CHUNK: u64 = 1024;
+/// Progress point every this many updates.
+const PROGRESS: u64 = 1 << 20;
+
+pub fn run<M: Mem>(c: &Cfg, l: &Layout, m: &mut M) -> Result<Value> {
+    let n = c.entries as usize;
+    let mut t: Arr<u64> = m.alloc(l.get("table")?, n)?;
+    for (i, x) in t.iter_mut().enumerate() {
+        *x = i as u64;
+    }
+    m.begin_run();
+    let mut rng = Rng::new(c.seed);
+    let mut done = 0u64;
+    let mut chunk = 0usize;
+    while done < c.updates {
+        m.set_cpu(chunk % c.threads);
+        let end = (done + CHUNK).min(c.updates);
+        for _ in done..end {
+            let r = rng.next_u64();
+            let i = ((r as u128 * n as u128) >> 64) as usize;
+            let v = t.ld(m, i);
+            t.st(m, i, v ^ r);
+        }
+        if end / PROGRESS != done / PROGRESS {
+            m.progress(&format!("updates:{}", end / PROGRESS * PROGRESS));
+        }
+        done = end;
+        chunk += 1;
+    }
+    m.end_run();
+    let checksum = crate::hash_words(t.iter().copied());
+    Ok(json!({ "entries": n, "updates": c.updates, "checksum": crate::hex(checksum) }))
+}

@@ -1,0 +1,618 @@
+//! Key-value store driven by YCSB-style operation mixes: the stand-in for Redis
+//! and memcached in the Ingens (OSDI'16) and HawkEye evaluations.
+//!
+//! Store: an open-addressing hash table with linear probing (chosen over
+//! chaining because its probe sequence is a deterministic, allocation-free
+//! address stream; Redis' dict chains, memcached's table chains, so this is the
+//! "index" part only). Each slot is 16 bytes: the 8-byte key and the index of
+//! its value in the value heap. Keys 0 and `u64::MAX` mark empty slots and
+//! tombstones. Values (`value_size` bytes each) live in a separate `values`
+//! region, the stand-in for the allocator's heap; freed values go on a LIFO free
+//! list (`freelist` region) and are reused first, as a slab allocator would.
+//! Value copies are traced once per 64-byte line (memcpy touches whole lines).
+//!
+//! Phases: load (`records` inserts, traced, timed as setup), optional delete
+//! phase (Ingens' Redis bloat scenario: insert N then delete a random
+//! `delete_fraction` of the keys), run (`ops` operations). Key choice follows
+//! YCSB: scrambled zipfian (theta 0.99), hotspot (80% of operations on 20% of
+//! keys), uniform, latest (zipfian over recency).
+
+use serde_json::{json, Value};
+
+use hugescope_core::{Error, Result};
+
+use crate::layout::Layout;
+use crate::mem::{Arr, Mem};
+use crate::registry::{common, p, Resolved, WorkloadInfo};
+use crate::rng::{fnv64, mix64, Rng};
+
+pub fn info() -> WorkloadInfo {
+    WorkloadInfo {
+        name: "kv",
+        about: "hash-table key-value store (Redis/memcached stand-in) under YCSB-style mixes",
+        params: common(vec![
+            p("records", "int", "1M", "keys inserted in the load phase"),
+            p("ops", "int", "2M", "operations in the run phase"),
+            p("value_size", "size", "256", "bytes per value (multiple of 8)"),
+            p("read_ratio", "float", "0.95", "share of reads in the run phase"),
+            p("insert_ratio", "float", "0", "share of inserts of new keys (the rest are updates)"),
+            p("distribution", "str", "zipfian", "key choice: zipfian (scrambled, theta 0.99), hotspot (80/20), uniform, latest"),
+            p("delete_fraction", "float", "0", "after loading, delete this share of keys at random (Ingens' Redis bloat scenario)"),
+        ]),
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Dist {
+    Zipfian,
+    Hotspot,
+    Uniform,
+    Latest,
+}
+
+#[derive(Clone, Debug)]
+pub struct Cfg {
+    pub records: u64,
+    pub ops: u64,
+    pub value_words: usize,
+    pub read_ratio: f64,
+    pub insert_ratio: f64,
+    pub dist: Dist,
+    pub delete_fraction: f64,
+    pub seed: u64,
+    pub threads: usize,
+    /// Derived: deletes in the delete phase, inserts in the run phase.
+    pub deletes: u64,
+    pub inserts: u64,
+}
+
+pub fn config(r: &Resolved) -> Result<Cfg> {
+    let records = r.int_min("records", 1)?;
+    if records > u32::MAX as u64 {
+        return Err(Error::input(format!("kv: parameter 'records' must be below 2^32, got {records}")));
+    }
+    let vs = r.int("value_size")?;
+    if vs == 0 || vs % 8 != 0 || vs > (1 << 20) {
+        return Err(Error::input(format!("kv: parameter 'value_size' must be a positive multiple of 8 up to 1MiB, got {vs}")));
+    }
+    let read_ratio = r.float_in("read_ratio", 0.0, 1.0)?;
+    let insert_ratio = r.float_in("insert_ratio", 0.0, 1.0)?;
+    if read_ratio + insert_ratio > 1.0 + 1e-12 {
+        return Err(Error::input("kv: read_ratio + insert_ratio must not exceed 1"));
+    }
+    let dist = match r.str("distribution")? {
+        "zipfian" | "zipf" => Dist::Zipfian,
+        "hotspot" => Dist::Hotspot,
+        "uniform" => Dist::Uniform,
+        "latest" => Dist::Latest,
+        other => {
+            return Err(Error::input(format!(
+                "kv: parameter 'distribution' must be zipfian, hotspot, uniform or latest, got '{other}'"
+            )))
+        }
+    };
+    let delete_fraction = r.float_in("delete_fraction", 0.0, 1.0)?;
+    let ops = r.int("ops")?;
+    let mut c = Cfg {
+        records,
+        ops,
+        value_words: (vs / 8) as usize,
+        read_ratio,
+        insert_ratio,
+        dist,
+        delete_fraction,
+        seed: r.int("seed")?,
+        threads: r.threads()?,
+        deletes: (records as f64 * delete_fraction).round() as u64,
+        inserts: 0,
+    };
+    // The operation types come from their own stream, so the insert count (and
+    // so the exact capacity) is known before the run.
+    let mut g = OpGen::new(&c);
+    c.inserts = (0..ops).filter(|_| g.next_type() == OpType::Insert).count() as u64;
+    Ok(c)
+}
+
+impl Cfg {
+    fn slots(&self) -> u64 {
+        (2 * (self.records + self.deletes + self.inserts)).next_power_of_two().max(16)
+    }
+    fn value_slots(&self) -> u64 {
+        self.records + self.inserts
+    }
+}
+
+pub fn layout(c: &Cfg) -> Result<Layout> {
+    let mut l = Layout::new();
+    l.add("table", c.slots() * 16)?;
+    l.add("values", c.value_slots() * c.value_words as u64 * 8)?;
+    l.add("freelist", c.deletes.max(1) * 4)?;
+    Ok(l)
+}
+
+// ---------------------------------------------------------------------------
+// YCSB key generators.
+
+const THETA: f64 = 0.99;
+
+/// sum_{i=a}^{b} i^-theta: exact up to 10M terms, Euler-Maclaurin beyond
+/// (relative error far below what sampling can observe).
+fn zeta_range(a: u64, b: u64) -> f64 {
+    if a > b {
+        return 0.0;
+    }
+    const EXACT: u64 = 10_000_000;
+    if b - a < EXACT {
+        return (a..=b).map(|i| (i as f64).powf(-THETA)).sum();
+    }
+    let mid = a + EXACT;
+    let head: f64 = (a..mid).map(|i| (i as f64).powf(-THETA)).sum();
+    let f = |x: f64| x.powf(-THETA);
+    let df = |x: f64| -THETA * x.powf(-THETA - 1.0);
+    let (x0, x1) = (mid as f64, b as f64);
+    let integral = (x1.powf(1.0 - THETA) - x0.powf(1.0 - THETA)) / (1.0 - THETA);
+    head + integral + (f(x0) + f(x1)) / 2.0 + (df(x1) - df(x0)) / 12.0
+}
+
+/// YCSB's ZipfianGenerator (Gray et al., "Quickly generating billion-record
+/// synthetic databases"), with incremental growth of the item count as YCSB
+/// does for the "latest" distribution.
+pub struct Zipf {
+    n: u64,
+    zetan: f64,
+    zeta2: f64,
+    alpha: f64,
+    eta: f64,
+}
+
+impl Zipf {
+    pub fn new(n: u64) -> Self {
+        let zeta2 = 1.0 + 0.5f64.powf(THETA);
+        let mut z = Zipf { n: 0, zetan: 0.0, zeta2, alpha: 1.0 / (1.0 - THETA), eta: 0.0 };
+        z.grow(n.max(1));
+        z
+    }
+    pub fn grow(&mut self, n: u64) {
+        if n <= self.n {
+            return;
+        }
+        self.zetan += zeta_range(self.n + 1, n);
+        self.n = n;
+        self.eta = if n > 2 { (1.0 - (2.0 / n as f64).powf(1.0 - THETA)) / (1.0 - self.zeta2 / self.zetan) } else { 0.0 };
+    }
+    /// A rank in 0..n, rank 0 the most popular.
+    pub fn next(&self, rng: &mut Rng) -> u64 {
+        let u = rng.f64();
+        let uz = u * self.zetan;
+        if uz < 1.0 {
+            return 0;
+        }
+        if uz < self.zeta2 || self.n <= 2 {
+            return 1.min(self.n - 1);
+        }
+        let r = (self.n as f64 * (self.eta * u - self.eta + 1.0).powf(self.alpha)) as u64;
+        r.min(self.n - 1)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpType {
+    Read,
+    Update,
+    Insert,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    Read(u64),
+    Update(u64),
+    Insert(u64),
+}
+
+/// The run phase's operation stream (key numbers, not keys).
+pub struct OpGen {
+    types: Rng,
+    keys: Rng,
+    dist: Dist,
+    records: u64,
+    inserted: u64,
+    read_ratio: f64,
+    insert_ratio: f64,
+    zipf: Option<Zipf>,
+}
+
+impl OpGen {
+    pub fn new(c: &Cfg) -> Self {
+        let zipf = match c.dist {
+            Dist::Zipfian | Dist::Latest => Some(Zipf::new(c.records)),
+            _ => None,
+        };
+        OpGen {
+            types: Rng::stream(c.seed, 10),
+            keys: Rng::stream(c.seed, 11),
+            dist: c.dist,
+            records: c.records,
+            inserted: 0,
+            read_ratio: c.read_ratio,
+            insert_ratio: c.insert_ratio,
+            zipf,
+        }
+    }
+    fn next_type(&mut self) -> OpType {
+        let r = self.types.f64();
+        if r < self.read_ratio {
+            OpType::Read
+        } else if r < self.read_ratio + self.insert_ratio {
+            OpType::Insert
+        } else {
+            OpType::Update
+        }
+    }
+    fn pick(&mut self) -> u64 {
+        let count = self.records + self.inserted;
+        match self.dist {
+            Dist::Uniform => self.keys.below(count),
+            Dist::Hotspot => {
+                let hot = ((count as f64 * 0.2) as u64).max(1);
+                if self.keys.f64() < 0.8 || hot == count {
+                    self.keys.below(hot)
+                } else {
+                    hot + self.keys.below(count - hot)
+                }
+            }
+            Dist::Zipfian => {
+                // Scrambled: popular ranks are spread over the key space.
+                let z = self.zipf.as_ref().map(|z| z.next(&mut self.keys)).unwrap_or(0);
+                fnv64(z) % self.records
+            }
+            Dist::Latest => {
+                let z = match self.zipf.as_mut() {
+                    Some(z) => {
+                        z.grow(count);
+                        z.next(&mut self.keys)
+                    }
+                    None => 0,
+                };
+                count - 1 - z.min(count - 1)
+            }
+        }
+    }
+    pub fn next_op(&mut self) -> Op {
+        match self.next_type() {
+            OpType::Read => Op::Read(self.pick()),
+            OpType::Update => Op::Update(self.pick()),
+            OpType::Insert => {
+                let kn = self.records + self.inserted;
+                self.inserted += 1;
+                Op::Insert(kn)
+            }
+        }
+    }
+}
+
+/// The 8-byte key of key number `kn` (YCSB hashes its key numbers too).
+pub fn key_of(kn: u64) -> u64 {
+    let k = mix64(kn ^ 0x6b76_5f6b_6579_7321);
+    if k == EMPTY || k == TOMB {
+        0x0123_4567_89ab_cdef
+    } else {
+        k
+    }
+}
+
+/// Word `j` of the value written for `key` at version `ver`.
+#[inline]
+pub fn value_word(key: u64, ver: u64, j: usize) -> u64 {
+    mix64(key ^ ver.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ ((j as u64) << 48))
+}
+
+/// Key numbers deleted in the delete phase, in deletion order.
+pub fn delete_order(c: &Cfg) -> Vec<u32> {
+    let mut v: Vec<u32> = (0..c.records as u32).collect();
+    let mut rng = Rng::stream(c.seed, 12);
+    let d = c.deletes as usize;
+    for i in 0..d.min(v.len()) {
+        let j = i + rng.below((v.len() - i) as u64) as usize;
+        v.swap(i, j);
+    }
+    v.truncate(d);
+    v
+}
+
+// ---------------------------------------------------------------------------
+// The store.
+
+const EMPTY: u64 = 0;
+const TOMB: u64 = u64::MAX;
+/// Words per traced value line (64 bytes).
+const LINE: usize = 8;
+
+struct Store {
+    tab: Arr<u64>,
+    vals: Arr<u64>,
+    free: Arr<u32>,
+    free_top: usize,
+    fresh: u64,
+    value_slots: u64,
+    mask: u64,
+    shift: u32,
+    vw: usize,
+    read_acc: u64,
+}
+
+impl Store {
+    #[inline]
+    fn home(&self, k: u64) -> u64 {
+        k.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> self.shift
+    }
+
+    fn read_value<M: Mem>(&mut self, m: &mut M, vs: u64) {
+        let base = vs as usize * self.vw;
+        let mut acc = 0u64;
+        for j in 0..self.vw {
+            acc ^= if j % LINE == 0 { self.vals.ld(m, base + j) } else { self.vals[base + j] };
+        }
+        self.read_acc = self.read_acc.wrapping_add(acc);
+    }
+
+    fn write_value<M: Mem>(&mut self, m: &mut M, vs: u64, key: u64, ver: u64) {
+        let base = vs as usize * self.vw;
+        for j in 0..self.vw {
+            let w = value_word(key, ver, j);
+            if j % LINE == 0 {
+                self.vals.st(m, base + j, w);
+            } else {
+                self.vals[base + j] = w;
+            }
+        }
+    }
+
+    fn get<M: Mem>(&mut self, m: &mut M, k: u64) -> bool {
+        let mut i = self.home(k);
+        loop {
+            let key = self.tab.ld(m, 2 * i as usize);
+            if key == k {
+                let vs = self.tab.ld(m, 2 * i as usize + 1);
+                self.read_value(m, vs);
+                return true;
+            }
+            if key == EMPTY {
+                return false;
+            }
+            i = (i + 1) & self.mask;
+        }
+    }
+
+    /// Insert or overwrite.
+    fn put<M: Mem>(&mut self, m: &mut M, k: u64, ver: u64) -> Result<()> {
+        let mut i = self.home(k);
+        let mut tomb = None;
+        loop {
+            let key = self.tab.ld(m, 2 * i as usize);
+            if key == k {
+                let vs = self.tab.ld(m, 2 * i as usize + 1);
+                self.write_value(m, vs, k, ver);
+                return Ok(());
+            }
+            if key == TOMB && tomb.is_none() {
+                tomb = Some(i);
+            }
+            if key == EMPTY {
+                break;
+            }
+            i = (i + 1) & self.mask;
+        }
+        let slot = tomb.unwrap_or(i) as usize;
+        let vs = if self.free_top > 0 {
+            self.free_top -= 1;
+            self.free.ld(m, self.free_top) as u64
+        } else {
+            if self.fresh >= self.value_slots {
+                return Err(Error::input("kv: value heap exhausted (internal capacity error)"));
+            }
+            self.fresh += 1;
+            self.fresh - 1
+        };
+        self.tab.st(m, 2 * slot, k);
+        self.tab.st(m, 2 * slot + 1, vs);
+        self.write_value(m, vs, k, ver);
+        Ok(())
+    }
+
+    fn delete<M: Mem>(&mut self, m: &mut M, k: u64) -> bool {
+        let mut i = self.home(k);
+        loop {
+            let key = self.tab.ld(m, 2 * i as usize);
+            if key == k {
+                let vs = self.tab.ld(m, 2 * i as usize + 1);
+                self.tab.st(m, 2 * i as usize, TOMB);
+                if self.free_top < self.free.len() {
+                    self.free.st(m, self.free_top, vs as u32);
+                    self.free_top += 1;
+                }
+                return true;
+            }
+            if key == EMPTY {
+                return false;
+            }
+            i = (i + 1) & self.mask;
+        }
+    }
+}
+
+/// Order-independent checksum of a set of (key, value words) pairs.
+pub fn entry_hash(key: u64, words: impl Iterator<Item = u64>) -> u64 {
+    mix64(key ^ crate::hash_words(words))
+}
+
+/// Operations per scheduling chunk (one simulated thread's burst).
+const CHUNK: u64 = 256;
+const PROGRESS: u64 = 1_000_000;
+
+pub fn run<M: Mem>(c: &Cfg, l: &Layout, m: &mut M) -> Result<Value> {
+    let slots = c.slots();
+    let mut s = Store {
+        tab: m.alloc(l.get("table")?, 2 * slots as usize)?,
+        vals: m.alloc(l.get("values")?, c.value_slots() as usize * c.value_words)?,
+        free: m.alloc(l.get("freelist")?, c.deletes as usize)?,
+        free_top: 0,
+        fresh: 0,
+        value_slots: c.value_slots(),
+        mask: slots - 1,
+        shift: 64 - slots.trailing_zeros(),
+        vw: c.value_words,
+        read_acc: 0,
+    };
+    let cpu = |i: u64| ((i / CHUNK) % c.threads as u64) as usize;
+    // Load phase.
+    for kn in 0..c.records {
+        if kn % CHUNK == 0 {
+            m.set_cpu(cpu(kn));
+        }
+        s.put(m, key_of(kn), 0)?;
+        if (kn + 1) % PROGRESS == 0 {
+            m.progress(&format!("load:{}", kn + 1));
+        }
+    }
+    m.progress("loaded");
+    // Delete phase.
+    let order = delete_order(c);
+    for (i, &kn) in order.iter().enumerate() {
+        if i as u64 % CHUNK == 0 {
+            m.set_cpu(cpu(i as u64));
+        }
+        s.delete(m, key_of(kn as u64));
+    }
+    if !order.is_empty() {
+        m.progress(&format!("deleted:{}", order.len()));
+    }
+    drop(order);
+    // Run phase.
+    m.begin_run();
+    let mut g = OpGen::new(c);
+    let (mut hits, mut misses, mut updates, mut inserts) = (0u64, 0u64, 0u64, 0u64);
+    for i in 0..c.ops {
+        if i % CHUNK == 0 {
+            m.set_cpu(cpu(i));
+        }
+        match g.next_op() {
+            Op::Read(kn) => {
+                if s.get(m, key_of(kn)) {
+                    hits += 1;
+                } else {
+                    misses += 1;
+                }
+            }
+            Op::Update(kn) => {
+                s.put(m, key_of(kn), i + 1)?;
+                updates += 1;
+            }
+            Op::Insert(kn) => {
+                s.put(m, key_of(kn), i + 1)?;
+                inserts += 1;
+            }
+        }
+        if (i + 1) % PROGRESS == 0 {
+            m.progress(&format!("ops:{}", i + 1));
+        }
+    }
+    m.end_run();
+    let (mut sum, mut live) = (0u64, 0u64);
+    for i in 0..slots as usize {
+        let k = s.tab[2 * i];
+        if k != EMPTY && k != TOMB {
+            let base = s.tab[2 * i + 1] as usize * s.vw;
+            sum = sum.wrapping_add(entry_hash(k, s.vals[base..base + s.vw].iter().copied()));
+            live += 1;
+        }
+    }
+    Ok(json!({
+        "checksum": crate::hex(sum), "live_keys": live, "read_hits": hits, "read_misses": misses,
+        "updates": updates, "inserts": inserts, "deletes": c.deletes, "read_acc": crate::hex(s.read_acc),
+        "table_slots": slots, "value_slots_used": s.fresh,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mem::Traced;
+    use crate::registry::{resolve, Params};
+    use hugescope_core::trace::CountingSink;
+    use std::collections::HashMap;
+
+    fn cfg(pairs: &[(&str, serde_json::Value)]) -> Cfg {
+        let mut p = Params::new();
+        for (k, v) in pairs {
+            p.insert(k.to_string(), v.clone());
+        }
+        config(&resolve(&info(), &p).unwrap()).unwrap()
+    }
+
+    /// The same operations applied to a HashMap.
+    fn model(c: &Cfg) -> (u64, u64, u64) {
+        let mut map: HashMap<u64, u64> = (0..c.records).map(|kn| (key_of(kn), 0)).collect();
+        for kn in delete_order(c) {
+            map.remove(&key_of(kn as u64));
+        }
+        let mut g = OpGen::new(c);
+        let mut hits = 0;
+        for i in 0..c.ops {
+            match g.next_op() {
+                Op::Read(kn) => hits += map.contains_key(&key_of(kn)) as u64,
+                Op::Update(kn) | Op::Insert(kn) => {
+                    map.insert(key_of(kn), i + 1);
+                }
+            }
+        }
+        let sum = map.iter().fold(0u64, |acc, (&k, &ver)| {
+            acc.wrapping_add(entry_hash(k, (0..c.value_words).map(|j| value_word(k, ver, j))))
+        });
+        (sum, map.len() as u64, hits)
+    }
+
+    #[test]
+    fn final_contents_match_a_hashmap_model() {
+        use serde_json::json;
+        for dist in ["zipfian", "hotspot", "uniform", "latest"] {
+            let c = cfg(&[
+                ("records", json!(5000)),
+                ("ops", json!(20000)),
+                ("value_size", json!("72")),
+                ("read_ratio", json!(0.5)),
+                ("insert_ratio", json!(0.1)),
+                ("delete_fraction", json!(0.7)),
+                ("distribution", json!(dist)),
+                ("threads", json!(2)),
+            ]);
+            let l = layout(&c).unwrap();
+            let mut sink = CountingSink::default();
+            let mut m = Traced::new(&mut sink);
+            let res = run(&c, &l, &mut m).unwrap();
+            let (sum, live, hits) = model(&c);
+            assert_eq!(res["checksum"], crate::hex(sum), "{dist}");
+            assert_eq!(res["live_keys"], live, "{dist}");
+            assert_eq!(res["read_hits"], hits, "{dist}");
+            assert_eq!(res["deletes"], 3500);
+            assert!(res["inserts"].as_u64().unwrap() > 1000);
+        }
+    }
+
+    #[test]
+    fn zipfian_is_skewed_and_hotspot_is_80_20() {
+        let z = Zipf::new(100_000);
+        let mut rng = Rng::new(3);
+        let n = 200_000;
+        let top10 = (0..n).filter(|_| z.next(&mut rng) < 10).count() as f64 / n as f64;
+        // theta 0.99 over 1e5 items: the top 10 ranks get roughly a quarter.
+        assert!(top10 > 0.2 && top10 < 0.35, "{top10}");
+        let c = cfg(&[("records", serde_json::json!(1000)), ("distribution", serde_json::json!("hotspot")), ("read_ratio", serde_json::json!(1.0))]);
+        let mut g = OpGen::new(&c);
+        let hot = (0..n).filter(|_| matches!(g.next_op(), Op::Read(k) if k < 200)).count() as f64 / n as f64;
+        assert!((hot - 0.8).abs() < 0.01, "{hot}");
+        // the Euler-Maclaurin tail matches the exact sum
+        let exact: f64 = (10_000_001u64..=12_000_000).map(|i| (i as f64).powf(-THETA)).sum();
+        let approx = zeta_range(1, 12_000_000) - zeta_range(1, 10_000_000);
+        assert!((exact - approx).abs() / exact < 1e-9);
+    }
+}

@@ -1,0 +1,427 @@
+//! The memory interface every workload is written against.
+//!
+//! A workload allocates its data structures as [`Arr`]s (one array per declared
+//! [`Region`]) and reads/writes them through [`Arr::ld`] / [`Arr::st`], passing the
+//! memory backend `m: &mut M` where `M: Mem`. Two backends exist:
+//!
+//! * [`Traced`] turns every `ld`/`st` into an [`Access`] at the element's fixed
+//!   virtual address (`region base + index × size_of::<T>()`) and hands it to an
+//!   [`AccessSink`]; the data itself lives in ordinary (zeroed) heap memory.
+//! * [`Native`] maps every region with `mmap(MAP_FIXED_NOREPLACE)` at its fixed
+//!   address and its `touch` is an empty inline function, so after monomorphization
+//!   `ld`/`st` are plain (bounds-checked) loads and stores: native runs do not pay
+//!   for tracing.
+//!
+//! Why fixed addresses: a promotion plan computed on a trace (a list of 2MB
+//! virtual ranges) must apply unchanged to the native run (DESIGN.md, "Workloads
+//! have two backends"; the PCC paper disables ASLR for the same reason, §4).
+//!
+//! Untraced initialisation (graph construction, table fills that the papers do
+//! not measure) writes through `Deref`/`DerefMut` on the array directly.
+
+use std::marker::PhantomData;
+use std::ops::{Deref, DerefMut};
+use std::ptr::NonNull;
+use std::time::Instant;
+
+use hugescope_core::trace::{Access, AccessSink, Region};
+use hugescope_core::{Error, Result};
+
+/// Plain-old-data element types that may live in a region. All-zero bytes must be
+/// a valid value (regions start zero-filled in both backends).
+///
+/// # Safety
+/// Implementors must be `Copy` types for which the all-zero bit pattern is valid.
+pub unsafe trait Pod: Copy + Default + 'static {}
+unsafe impl Pod for u8 {}
+unsafe impl Pod for u16 {}
+unsafe impl Pod for u32 {}
+unsafe impl Pod for u64 {}
+unsafe impl Pod for i32 {}
+unsafe impl Pod for i64 {}
+unsafe impl Pod for f32 {}
+unsafe impl Pod for f64 {}
+
+/// Who owns the bytes behind an [`Arr`]; dropping it releases them (RAII unmap).
+enum Backing {
+    None,
+    Heap { ptr: NonNull<u8>, layout: std::alloc::Layout },
+    Map { addr: *mut libc::c_void, len: usize },
+}
+
+impl Drop for Backing {
+    fn drop(&mut self) {
+        match *self {
+            Backing::None => {}
+            // SAFETY: allocated in `heap_zeroed` with exactly this layout.
+            Backing::Heap { ptr, layout } => unsafe { std::alloc::dealloc(ptr.as_ptr(), layout) },
+            // SAFETY: mapped by `map_fixed` with exactly this length; nothing else
+            // refers to the mapping once the owning Arr is dropped.
+            Backing::Map { addr, len } => unsafe {
+                libc::munmap(addr, len);
+            },
+        }
+    }
+}
+
+/// An array of `T` placed at a fixed virtual address (`base`).
+pub struct Arr<T: Pod> {
+    base: u64,
+    ptr: NonNull<T>,
+    len: usize,
+    _backing: Backing,
+    _t: PhantomData<T>,
+}
+
+// The array exclusively owns its memory, like a Vec.
+unsafe impl<T: Pod + Send> Send for Arr<T> {}
+
+impl<T: Pod> Arr<T> {
+    /// Virtual address of element `i` (the address traces carry).
+    #[inline(always)]
+    pub fn addr(&self, i: usize) -> u64 {
+        self.base + (i * std::mem::size_of::<T>()) as u64
+    }
+    pub fn base(&self) -> u64 {
+        self.base
+    }
+    /// Traced load of element `i`.
+    #[inline(always)]
+    pub fn ld<M: Mem>(&self, m: &mut M, i: usize) -> T {
+        let v = self[i];
+        if M::TRACING {
+            m.touch(self.addr(i), false);
+        }
+        v
+    }
+    /// Traced store of element `i`.
+    #[inline(always)]
+    pub fn st<M: Mem>(&mut self, m: &mut M, i: usize, v: T) {
+        self[i] = v;
+        if M::TRACING {
+            m.touch(self.addr(i), true);
+        }
+    }
+}
+
+impl<T: Pod> Deref for Arr<T> {
+    type Target = [T];
+    #[inline(always)]
+    fn deref(&self) -> &[T] {
+        // SAFETY: ptr is valid for len elements (zero-initialised) for the lifetime
+        // of the backing, which self owns.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+impl<T: Pod> DerefMut for Arr<T> {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut [T] {
+        // SAFETY: as above, and &mut self guarantees exclusivity.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+fn check_fits<T: Pod>(region: &Region, n: usize) -> Result<usize> {
+    let bytes = n
+        .checked_mul(std::mem::size_of::<T>())
+        .filter(|&b| b as u64 <= region.len)
+        .ok_or_else(|| {
+            Error::input(format!(
+                "internal layout error: {n} elements do not fit region '{}' ({} bytes)",
+                region.name, region.len
+            ))
+        })?;
+    Ok(bytes)
+}
+
+/// Zeroed heap array (trace mode). `alloc_zeroed` lets the allocator hand out
+/// lazily-zeroed pages, so a large, sparsely used array costs nothing up front.
+fn heap_zeroed<T: Pod>(region: &Region, n: usize) -> Result<Arr<T>> {
+    let bytes = check_fits::<T>(region, n)?;
+    if bytes == 0 {
+        return Ok(Arr { base: region.base, ptr: NonNull::dangling(), len: 0, _backing: Backing::None, _t: PhantomData });
+    }
+    let layout = std::alloc::Layout::from_size_align(bytes, 64)
+        .map_err(|e| Error::input(format!("region '{}': {e}", region.name)))?;
+    // SAFETY: layout has non-zero size.
+    let p = unsafe { std::alloc::alloc_zeroed(layout) };
+    let ptr = NonNull::new(p).ok_or_else(|| {
+        Error::input(format!("out of memory allocating {} bytes for region '{}'", bytes, region.name))
+    })?;
+    Ok(Arr { base: region.base, ptr: ptr.cast(), len: n, _backing: Backing::Heap { ptr, layout }, _t: PhantomData })
+}
+
+/// Map a region at its fixed address (native mode). Anonymous private memory; no
+/// madvise unless `thp` (then `MADV_HUGEPAGE`). `MADV_NOHUGEPAGE` is never set:
+/// the kernel refuses `MADV_COLLAPSE` on such VMAs, which would break the
+/// real-system side that collapses ranges of a running workload.
+fn map_fixed<T: Pod>(region: &Region, n: usize, thp: bool) -> Result<Arr<T>> {
+    check_fits::<T>(region, n)?;
+    let len = region.len as usize;
+    if len == 0 {
+        return Ok(Arr { base: region.base, ptr: NonNull::dangling(), len: 0, _backing: Backing::None, _t: PhantomData });
+    }
+    let want = region.base as *mut libc::c_void;
+    // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping; we check
+    // the result below.
+    let p = unsafe {
+        libc::mmap(
+            want,
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        let err = std::io::Error::last_os_error();
+        let why = if err.raw_os_error() == Some(libc::EEXIST) {
+            "the address range is already mapped in this process (another native run in progress, or a library mapped there)".to_string()
+        } else {
+            err.to_string()
+        };
+        return Err(Error::input(format!(
+            "cannot map region '{}' at {:#x} ({} bytes): {}",
+            region.name, region.base, region.len, why
+        )));
+    }
+    if p != want {
+        // Kernels before 4.17 treat the unknown flag as a plain hint.
+        // SAFETY: p is a fresh mapping of len bytes.
+        unsafe { libc::munmap(p, len) };
+        return Err(Error::input(format!(
+            "cannot map region '{}' at {:#x}: the kernel placed it at {:p} (MAP_FIXED_NOREPLACE unsupported or range taken)",
+            region.name, region.base, p
+        )));
+    }
+    let backing = Backing::Map { addr: p, len };
+    if thp {
+        // SAFETY: madvise on our own fresh mapping.
+        let rc = unsafe { libc::madvise(p, len, libc::MADV_HUGEPAGE) };
+        if rc != 0 {
+            let err = std::io::Error::last_os_error();
+            drop(backing);
+            return Err(Error::input(format!(
+                "madvise(MADV_HUGEPAGE) on region '{}' at {:#x} failed: {err}",
+                region.name, region.base
+            )));
+        }
+    }
+    Ok(Arr { base: region.base, ptr: NonNull::new(p as *mut T).expect("mmap returned non-null"), len: n, _backing: backing, _t: PhantomData })
+}
+
+/// The memory backend. `TRACING` is a constant so the native backend's trace
+/// calls vanish at compile time.
+pub trait Mem {
+    const TRACING: bool;
+    /// Record one access (no-op natively).
+    fn touch(&mut self, addr: u64, write: bool);
+    /// The simulated cpu issuing the following accesses.
+    fn set_cpu(&mut self, cpu: usize);
+    /// A natural progress point ("level:3", "iter:2", "ops:1000000").
+    fn progress(&mut self, label: &str);
+    /// End of setup (data construction); the measured algorithm phase starts.
+    fn begin_run(&mut self);
+    /// End of the algorithm phase.
+    fn end_run(&mut self);
+    /// Back a declared region with `n` zeroed elements of `T`.
+    fn alloc<T: Pod>(&mut self, region: &Region, n: usize) -> Result<Arr<T>>;
+}
+
+/// Trace backend: forwards every access to a sink.
+pub struct Traced<'a> {
+    sink: &'a mut dyn AccessSink,
+    cpu: u16,
+    pub accesses: u64,
+}
+
+impl<'a> Traced<'a> {
+    pub fn new(sink: &'a mut dyn AccessSink) -> Self {
+        Traced { sink, cpu: 0, accesses: 0 }
+    }
+}
+
+impl Mem for Traced<'_> {
+    const TRACING: bool = true;
+    #[inline(always)]
+    fn touch(&mut self, addr: u64, write: bool) {
+        self.accesses += 1;
+        self.sink.access(Access { addr, write, cpu: self.cpu, pid: 0 });
+    }
+    #[inline(always)]
+    fn set_cpu(&mut self, cpu: usize) {
+        self.cpu = cpu as u16;
+    }
+    fn progress(&mut self, label: &str) {
+        self.sink.progress(label);
+    }
+    fn begin_run(&mut self) {}
+    fn end_run(&mut self) {}
+    fn alloc<T: Pod>(&mut self, region: &Region, n: usize) -> Result<Arr<T>> {
+        heap_zeroed(region, n)
+    }
+}
+
+/// Native backend: real memory at the fixed addresses, timing, progress hook.
+pub struct Native<'a> {
+    thp: bool,
+    hook: &'a mut dyn FnMut(&str),
+    created: Instant,
+    run_start: Option<Instant>,
+    run_end: Option<Instant>,
+}
+
+impl<'a> Native<'a> {
+    pub fn new(thp: bool, hook: &'a mut dyn FnMut(&str)) -> Self {
+        Native { thp, hook, created: Instant::now(), run_start: None, run_end: None }
+    }
+    /// (setup seconds, run seconds).
+    pub fn times(&self) -> (f64, f64) {
+        let now = Instant::now();
+        let start = self.run_start.unwrap_or(now);
+        let end = self.run_end.unwrap_or(now);
+        (
+            start.duration_since(self.created).as_secs_f64(),
+            end.saturating_duration_since(start).as_secs_f64(),
+        )
+    }
+}
+
+impl Mem for Native<'_> {
+    const TRACING: bool = false;
+    #[inline(always)]
+    fn touch(&mut self, _addr: u64, _write: bool) {}
+    #[inline(always)]
+    fn set_cpu(&mut self, _cpu: usize) {}
+    fn progress(&mut self, label: &str) {
+        (self.hook)(label);
+    }
+    fn begin_run(&mut self) {
+        self.run_start = Some(Instant::now());
+    }
+    fn end_run(&mut self) {
+        self.run_end = Some(Instant::now());
+    }
+    fn alloc<T: Pod>(&mut self, region: &Region, n: usize) -> Result<Arr<T>> {
+        map_fixed(region, n, self.thp)
+    }
+}
+
+/// A backend that records nothing and owns no memory: for untraced setup work
+/// (e.g. bulk-loading an index) run with the same code as the traced phase.
+pub struct Quiet;
+
+impl Mem for Quiet {
+    const TRACING: bool = false;
+    #[inline(always)]
+    fn touch(&mut self, _addr: u64, _write: bool) {}
+    #[inline(always)]
+    fn set_cpu(&mut self, _cpu: usize) {}
+    fn progress(&mut self, _label: &str) {}
+    fn begin_run(&mut self) {}
+    fn end_run(&mut self) {}
+    fn alloc<T: Pod>(&mut self, region: &Region, _n: usize) -> Result<Arr<T>> {
+        Err(Error::input(format!("internal: region '{}' allocated without a backend", region.name)))
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Work partitioning. The same helpers run in both modes, so both modes execute
+// the iterations in the same order and produce identical results; in trace mode
+// the cpu id tells which simulated thread issued each slice.
+
+/// OpenMP `schedule(static)`: thread t owns the t-th contiguous block of `0..n`.
+/// The trace interleaves the blocks in slices of `slice` iterations, round-robin
+/// over the threads, a plausible interleaving of threads running in lockstep.
+#[inline]
+pub fn par_static<M: Mem>(m: &mut M, threads: usize, n: usize, slice: usize, mut f: impl FnMut(&mut M, usize, usize)) {
+    if threads <= 1 {
+        m.set_cpu(0);
+        f(m, 0, n);
+        return;
+    }
+    let per = n.div_ceil(threads);
+    let slice = slice.max(1);
+    let rounds = per.div_ceil(slice);
+    for r in 0..rounds {
+        for t in 0..threads {
+            let block_end = ((t + 1) * per).min(n);
+            let lo = t * per + r * slice;
+            let hi = (lo + slice).min(block_end);
+            if lo < hi {
+                m.set_cpu(t);
+                f(m, lo, hi);
+            }
+        }
+    }
+}
+
+/// OpenMP `schedule(dynamic, chunk)` modelled deterministically: chunk k goes to
+/// thread k mod threads (what a dynamic schedule does when threads run at equal
+/// speed), in chunk order.
+#[inline]
+pub fn par_dynamic<M: Mem>(m: &mut M, threads: usize, n: usize, chunk: usize, mut f: impl FnMut(&mut M, usize, usize, usize)) {
+    let chunk = chunk.max(1);
+    let mut lo = 0;
+    let mut k = 0usize;
+    while lo < n {
+        let hi = (lo + chunk).min(n);
+        let t = if threads <= 1 { 0 } else { k % threads };
+        m.set_cpu(t);
+        f(m, t, lo, hi);
+        lo = hi;
+        k += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn region(name: &str, base: u64, len: u64) -> Region {
+        Region { name: name.into(), base, len, pid: 0, hugepage_advised: false }
+    }
+
+    #[test]
+    fn traced_addresses_are_element_granular() {
+        let mut sink: Vec<Access> = Vec::new();
+        {
+            let mut m = Traced::new(&mut sink);
+            let mut a: Arr<u32> = m.alloc(&region("a", 0x1000_0000_0000, 4096), 10).unwrap();
+            a.st(&mut m, 3, 7);
+            m.set_cpu(2);
+            assert_eq!(a.ld(&mut m, 3), 7);
+            assert_eq!(m.accesses, 2);
+        }
+        assert_eq!(sink[0], Access::write(0x1000_0000_000c));
+        assert_eq!(sink[1], Access::read(0x1000_0000_000c).on_cpu(2));
+    }
+
+    #[test]
+    fn alloc_larger_than_region_is_an_error() {
+        let mut sink: Vec<Access> = Vec::new();
+        let mut m = Traced::new(&mut sink);
+        assert!(m.alloc::<u64>(&region("a", 0x1000_0000_0000, 4096), 513).is_err());
+    }
+
+    #[test]
+    fn static_partition_covers_each_index_once() {
+        let mut sink: Vec<Access> = Vec::new();
+        let mut m = Traced::new(&mut sink);
+        let mut seen = vec![0u32; 1000];
+        par_static(&mut m, 3, 1000, 7, |_, lo, hi| {
+            for s in &mut seen[lo..hi] {
+                *s += 1;
+            }
+        });
+        assert!(seen.iter().all(|&s| s == 1));
+        let mut seen = vec![0u32; 1000];
+        par_dynamic(&mut m, 3, 1000, 64, |_, _, lo, hi| {
+            for s in &mut seen[lo..hi] {
+                *s += 1;
+            }
+        });
+        assert!(seen.iter().all(|&s| s == 1));
+    }
+}

@@ -1,0 +1,36 @@
+"""hugescope: which memory should be huge pages, and what does each huge-page
+policy buy?
+
+The Python layer is a thin front over the Rust core (``hugescope._core``):
+simulations, trace generation and the real-Linux side all run in Rust; this
+package turns their results into objects, pandas DataFrames, plots and reports.
+
+Quick start::
+
+    import hugescope as hs
+    hs.workloads.trace("gups", "gups.hst", size="64MiB", updates=1_000_000)
+    r = hs.simulate("gups.hst", preset="haswell-pcc", pages="4k")
+    r.to_frame()          # one row per page size
+    r["translation"]["walks"]
+"""
+
+from ._core import HugescopeError, presets
+from ._core import version as _version
+from .results import SimResult
+from .api import compare, machine_config, policies, simulate, trace_info
+from . import workloads
+
+__version__ = _version()
+
+__all__ = [
+    "HugescopeError",
+    "SimResult",
+    "simulate",
+    "compare",
+    "policies",
+    "trace_info",
+    "machine_config",
+    "presets",
+    "workloads",
+    "__version__",
+]

@@ -1,0 +1,100 @@
+"""Result objects: dict-backed, with DataFrame views.
+
+Every figure is traceable to a counter in the JSON the core produced; cycle
+figures are estimates of the cost model (``result["cost"]["kind"] ==
+"estimate"``), never measurements.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Dict
+
+
+class SimResult:
+    """The result of one simulation.
+
+    ``to_dict()`` gives the full JSON structure; ``to_frame()`` one row per page
+    size; ``summary()`` a flat dict of the headline numbers.
+    """
+
+    def __init__(self, data: Dict[str, Any]):
+        self._data = data
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data[key]
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._data
+
+    def to_dict(self) -> Dict[str, Any]:
+        return json.loads(json.dumps(self._data))
+
+    def to_json(self, indent: int = 2) -> str:
+        return json.dumps(self._data, indent=indent, sort_keys=False)
+
+    def summary(self) -> Dict[str, Any]:
+        t = self._data["translation"]
+        c = self._data["cost"]
+        out = {
+            "pages": self._data.get("pages"),
+            "policy": self._data.get("policy"),
+            "accesses": t["accesses"],
+            "l1_hits": t["l1_hits"],
+            "l2_hits": t["l2_hits"],
+            "walks": t["walks"],
+            "walk_refs": t["walk_refs"],
+            "pwc_hits": t["pwc_hits"],
+            "walks_per_1k": t["walks_per_1k_accesses"],
+            "walk_rate": t["walk_rate"],
+            "translation_share_est": c["translation_share"],
+            "total_cycles_est": c["total_cycles"],
+        }
+        if self._data.get("speedup_vs_base") is not None:
+            out["speedup_est"] = self._data["speedup_vs_base"]
+        if "os_stats" in self._data:
+            o = self._data["os_stats"]
+            procs = self._data.get("processes", [])
+            fp = sum(p["footprint_bytes"] for p in procs) or self._data.get("footprint_bytes") or 0
+            huge = sum(p["huge_bytes"] for p in procs)
+            out.update({
+                "label": self._data.get("label"),
+                "huge_bytes": huge,
+                "huge_share": huge / fp if fp else 0.0,
+                "promotions": o["promotions"],
+                "faults_base": o["faults_base"],
+                "faults_huge": sum(n for _, n in o["faults_huge"]),
+                "fault_fallbacks": o["fault_fallbacks"],
+                "bloat": max((p["bloat"] for p in procs), default=1.0),
+                "virtual_seconds": self._data.get("virtual_seconds"),
+            })
+        return {k: v for k, v in out.items() if v is not None}
+
+    def timeline(self):
+        """Huge-page bytes, RSS and FMFI over virtual time (one row per sample
+        and process)."""
+        import pandas as pd
+
+        rows = []
+        for smp in self._data.get("timeline", []):
+            for pid, (h, r) in enumerate(zip(smp["huge_bytes"], smp["rss_bytes"])):
+                rows.append({"time_s": smp["time_s"], "accesses": smp["accesses"], "pid": pid, "huge_bytes": h,
+                             "rss_bytes": r, "fmfi": smp["fmfi"], "promotions": smp["promotions"]})
+        return pd.DataFrame(rows)
+
+    def plan(self) -> dict:
+        """The plan this policy executed (for ``--emit-plan`` and real replay)."""
+        return {"version": 1, "entries": self._data.get("executed_plan", [])}
+
+    def to_frame(self):
+        """One row per page size: accesses, L1/L2 hits and misses, walks."""
+        import pandas as pd
+
+        return pd.DataFrame(self._data["translation"]["by_page_size"]).set_index("page_size")
+
+    def __repr__(self) -> str:
+        s = self.summary()
+        return (
+            f"SimResult(pages={s.get('pages')!r}, accesses={s['accesses']}, walks={s['walks']}, "
+            f"walks_per_1k={s['walks_per_1k']:.2f}, translation_share_est={s['translation_share_est']:.3f})"
+        )
