@@ -16,7 +16,8 @@ from . import _core, api, workloads
 from ._io import write_json
 from .progress import progress_counter
 
-console = Console()
+# Off a terminal (CI logs, pipes) rich would wrap tables at 80 columns.
+console = Console(width=None if sys.stdout.isatty() else 160)
 err_console = Console(stderr=True)
 
 
@@ -370,6 +371,10 @@ def build_parser() -> argparse.ArgumentParser:
     pr = sub.add_parser("presets", help="list machine presets, or print one")
     pr.add_argument("name", nargs="?")
     pr.set_defaults(func=cmd_presets)
+
+    from . import cli_experiments, cli_linux
+    cli_experiments.add_commands(sub)
+    cli_linux.add_commands(sub)
 
     d = sub.add_parser("demo", help="the main demonstration (what 'make demo' runs)")
     d.add_argument("--out", default="demo-out", help="directory for traces and results")

@@ -111,6 +111,7 @@ mod tests {
         assert_eq!(page_label(2 * MIB), "2m");
         assert_eq!(page_label(GIB), "1g");
         assert_eq!(page_label(8192), "8k");
-        assert_eq!(fmt_size(3 * MIB / 2), "1.5MiB");
+        assert_eq!(fmt_size(3 * MIB / 2), "1536KiB");
+        assert_eq!(fmt_size(1_500_000), "1.4MiB");
     }
 }

@@ -171,7 +171,7 @@ fn bloat_after_freeing_most_of_the_memory() {
         let mut r = Rng(5);
         for p in 0..pages {
             if r.next() % 10 < 7 {
-                s.progress(&format!("free:0:{:x}:{:x}", BASE + p * 4096, 4096));
+                s.free(0, BASE + p * 4096, 4096);
             }
         }
         let procs = s.pt.finish();

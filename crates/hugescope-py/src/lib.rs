@@ -10,13 +10,16 @@ use hugescope_core::trace::{Access, AccessSink};
 use pyo3::prelude::*;
 use serde::Serialize;
 
+mod experiments;
+mod linux;
+
 pyo3::create_exception!(_core, HugescopeError, pyo3::exceptions::PyException);
 
-fn err(e: impl std::fmt::Display) -> PyErr {
+pub(crate) fn err(e: impl std::fmt::Display) -> PyErr {
     HugescopeError::new_err(e.to_string())
 }
 
-fn json<T: Serialize>(v: &T) -> PyResult<String> {
+pub(crate) fn json<T: Serialize>(v: &T) -> PyResult<String> {
     serde_json::to_string(v).map_err(err)
 }
 
@@ -124,6 +127,15 @@ fn simulate_policies(
         .map_err(err)?;
     let opts = hugescope_core::run::RunOptions { duration_s: duration, accesses_per_second: rate, with_base };
     json(&hugescope_core::run::simulate_policies(&trace, &cfg, &os, &specs, &opts).map_err(err)?)
+}
+
+/// Throughput of decoding alone and of decoding plus simulating a trace
+/// (a measurement: best wall time of `repeats` passes).
+#[pyfunction]
+#[pyo3(signature = (trace, preset=None, pages="4k".to_string(), repeats=3))]
+fn bench_file(trace: String, preset: Option<String>, pages: String, repeats: u32) -> PyResult<String> {
+    let cfg = machine(preset.as_deref(), None, &[])?;
+    json(&hugescope_core::bench::file_throughput(&trace, cfg, &pages, repeats).map_err(err)?)
 }
 
 /// Names and descriptions of the registered policies.
@@ -239,6 +251,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(workloads, m)?)?;
     m.add_function(wrap_pyfunction!(simulate_policies, m)?)?;
     m.add_function(wrap_pyfunction!(policies, m)?)?;
+    m.add_function(wrap_pyfunction!(bench_file, m)?)?;
     m.add_function(wrap_pyfunction!(workload_layout, m)?)?;
     m.add_function(wrap_pyfunction!(trace_workload, m)?)?;
     m.add_function(wrap_pyfunction!(native_workload, m)?)?;

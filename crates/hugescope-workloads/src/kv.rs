@@ -338,6 +338,8 @@ struct Store {
     shift: u32,
     vw: usize,
     read_acc: u64,
+    /// Value slots freed by deletes (bookkeeping of the allocator, untraced).
+    freed: Vec<u32>,
 }
 
 impl Store {
@@ -430,6 +432,7 @@ impl Store {
                     self.free.st(m, self.free_top, vs as u32);
                     self.free_top += 1;
                 }
+                self.freed.push(vs as u32);
                 return true;
             }
             if key == EMPTY {
@@ -438,6 +441,45 @@ impl Store {
             i = (i + 1) & self.mask;
         }
     }
+}
+
+/// Return to the OS every run of value-heap pages whose slots were all freed,
+/// as Redis's allocator (jemalloc) purges dirty pages after mass deletion.
+/// This is what makes huge pages bloat (Ingens §3.2, Table 5): the 4KB pages
+/// go back, but a 2MB page that still holds one live value cannot.
+fn purge_free_pages<M: Mem>(s: &mut Store, m: &mut M) {
+    if s.freed.is_empty() {
+        return;
+    }
+    let slot_bytes = (s.vw * 8) as u64;
+    let pages = (s.value_slots * slot_bytes).div_ceil(4096) as usize;
+    let mut live = vec![0u32; pages];
+    let page_of = |slot: u64, b: u64| ((slot * slot_bytes + b) / 4096) as usize;
+    // Count, per page, the slot bytes still in use (slots may straddle pages).
+    let mut freed = vec![false; s.value_slots as usize];
+    for &f in &s.freed {
+        freed[f as usize] = true;
+    }
+    for slot in 0..s.fresh.min(s.value_slots) {
+        if !freed[slot as usize] {
+            live[page_of(slot, 0)] += 1;
+            live[page_of(slot, slot_bytes - 1)] += 1;
+        }
+    }
+    // Pages never handed out are untouched and need no purge.
+    let used_pages = page_of(s.fresh.min(s.value_slots).max(1), 0);
+    let mut p = 0;
+    while p < used_pages.min(pages) {
+        if live[p] != 0 {
+            p += 1;
+            continue;
+        }
+        let q = (p..used_pages.min(pages)).find(|&q| live[q] != 0).unwrap_or(used_pages.min(pages));
+        let words_per_page = 4096 / 8;
+        m.release(&mut s.vals, p * words_per_page, (q - p) * words_per_page);
+        p = q;
+    }
+    s.freed.clear();
 }
 
 /// Order-independent checksum of a set of (key, value words) pairs.
@@ -462,6 +504,7 @@ pub fn run<M: Mem>(c: &Cfg, l: &Layout, m: &mut M) -> Result<Value> {
         shift: 64 - slots.trailing_zeros(),
         vw: c.value_words,
         read_acc: 0,
+        freed: Vec::new(),
     };
     let cpu = |i: u64| ((i / CHUNK) % c.threads as u64) as usize;
     // Load phase.
@@ -486,6 +529,7 @@ pub fn run<M: Mem>(c: &Cfg, l: &Layout, m: &mut M) -> Result<Value> {
     if !order.is_empty() {
         m.progress(&format!("deleted:{}", order.len()));
     }
+    purge_free_pages(&mut s, m);
     drop(order);
     // Run phase.
     m.begin_run();

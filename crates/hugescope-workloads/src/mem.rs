@@ -85,6 +85,18 @@ impl<T: Pod> Arr<T> {
     pub fn base(&self) -> u64 {
         self.base
     }
+    /// The element range of the whole 4KiB pages inside [first, first + count),
+    /// if there is at least one.
+    pub fn page_range(&self, first: usize, count: usize) -> Option<(usize, usize)> {
+        let sz = std::mem::size_of::<T>() as u64;
+        let end = (first + count).min(self.len);
+        let lo_b = (self.addr(first) + 4095) & !4095;
+        let hi_b = self.addr(end) & !4095;
+        if sz == 0 || hi_b <= lo_b || (lo_b - self.base) % sz != 0 || (hi_b - self.base) % sz != 0 {
+            return None;
+        }
+        Some((((lo_b - self.base) / sz) as usize, ((hi_b - self.base) / sz) as usize))
+    }
     /// Traced load of element `i`.
     #[inline(always)]
     pub fn ld<M: Mem>(&self, m: &mut M, i: usize) -> T {
@@ -227,6 +239,17 @@ pub trait Mem {
     fn end_run(&mut self);
     /// Back a declared region with `n` zeroed elements of `T`.
     fn alloc<T: Pod>(&mut self, region: &Region, n: usize) -> Result<Arr<T>>;
+    /// Return the whole pages inside elements [first, first + count) of `arr`
+    /// to the OS, as an allocator purging freed memory does: natively
+    /// MADV_DONTNEED (the pages read back as zero), in a trace a release event
+    /// for the OS model. Both modes leave the elements zeroed.
+    fn release<T: Pod>(&mut self, arr: &mut Arr<T>, first: usize, count: usize) {
+        if let Some((lo, hi)) = arr.page_range(first, count) {
+            self.release_pages(arr, lo, hi);
+        }
+    }
+    /// Backend part of `release`: [lo, hi) are page-aligned element indices.
+    fn release_pages<T: Pod>(&mut self, arr: &mut Arr<T>, lo: usize, hi: usize);
 }
 
 /// Trace backend: forwards every access to a sink.
@@ -260,6 +283,10 @@ impl Mem for Traced<'_> {
     fn end_run(&mut self) {}
     fn alloc<T: Pod>(&mut self, region: &Region, n: usize) -> Result<Arr<T>> {
         heap_zeroed(region, n)
+    }
+    fn release_pages<T: Pod>(&mut self, arr: &mut Arr<T>, lo: usize, hi: usize) {
+        arr[lo..hi].fill(T::default());
+        self.sink.free(0, arr.addr(lo), arr.addr(hi) - arr.addr(lo));
     }
 }
 
@@ -306,6 +333,18 @@ impl Mem for Native<'_> {
     fn alloc<T: Pod>(&mut self, region: &Region, n: usize) -> Result<Arr<T>> {
         map_fixed(region, n, self.thp)
     }
+    fn release_pages<T: Pod>(&mut self, arr: &mut Arr<T>, lo: usize, hi: usize) {
+        let bytes = (hi - lo) * std::mem::size_of::<T>();
+        let p = arr[lo..hi].as_mut_ptr() as *mut libc::c_void;
+        // SAFETY: whole pages inside our own private anonymous mapping; after
+        // MADV_DONTNEED they read back as zero, which is what the trace mode does.
+        let rc = unsafe { libc::madvise(p, bytes, libc::MADV_DONTNEED) };
+        if rc != 0 {
+            // Purging is an optimisation of the program; failing it keeps the
+            // data, so zero it to keep both modes' results identical.
+            arr[lo..hi].fill(T::default());
+        }
+    }
 }
 
 /// A backend that records nothing and owns no memory: for untraced setup work
@@ -323,6 +362,9 @@ impl Mem for Quiet {
     fn end_run(&mut self) {}
     fn alloc<T: Pod>(&mut self, region: &Region, _n: usize) -> Result<Arr<T>> {
         Err(Error::input(format!("internal: region '{}' allocated without a backend", region.name)))
+    }
+    fn release_pages<T: Pod>(&mut self, arr: &mut Arr<T>, lo: usize, hi: usize) {
+        arr[lo..hi].fill(T::default());
     }
 }
 

@@ -15,9 +15,11 @@ pub struct SetAssoc {
     stamps: Vec<u64>,
     ways: usize,
     sets: usize,
-    /// `sets - 1` when `sets` is a power of two, so indexing is a mask; otherwise
-    /// indexing falls back to a modulo (e.g. the PCC artifact's 170-set L2).
-    mask: Option<u64>,
+    /// `sets - 1` when `sets` is a power of two, so indexing is a mask;
+    /// otherwise 0 and `modulo` holds `sets` (e.g. the PCC artifact's 128-set
+    /// L2 is a mask; a 170-set one is a modulo).
+    mask: u64,
+    modulo: u64,
     clock: u64,
     valid: usize,
 }
@@ -34,7 +36,8 @@ impl SetAssoc {
             stamps: vec![0; n],
             ways,
             sets,
-            mask: sets.is_power_of_two().then(|| sets as u64 - 1),
+            mask: if sets.is_power_of_two() { sets as u64 - 1 } else { 0 },
+            modulo: if sets.is_power_of_two() { 0 } else { sets as u64 },
             clock: 0,
             valid: 0,
         }
@@ -56,24 +59,31 @@ impl SetAssoc {
 
     #[inline(always)]
     fn set_of(&self, index: u64) -> usize {
-        let s = match self.mask {
-            Some(m) => index & m,
-            None => index % self.sets as u64,
-        };
+        let s = if self.modulo == 0 { index & self.mask } else { index % self.modulo };
         s as usize * self.ways
     }
 
     /// Look `tag` up in the set chosen by `index`; on a hit, refresh its LRU stamp.
+    ///
+    /// The scan has no early exit: with 4-16 ways a branch-free pass (compiled
+    /// to compares and conditional moves) is faster than a loop whose exit
+    /// depends on random data and mispredicts on every miss.
     #[inline(always)]
     pub fn lookup(&mut self, index: u64, tag: u64) -> bool {
         let base = self.set_of(index);
         let ways = &self.tags[base..base + self.ways];
-        for (w, &t) in ways.iter().enumerate() {
-            if t == tag {
-                self.clock += 1;
-                self.stamps[base + w] = self.clock;
-                return true;
-            }
+        let hit = match self.ways {
+            4 => find::<4>(ways, tag),
+            8 => find::<8>(ways, tag),
+            2 => find::<2>(ways, tag),
+            6 => find::<6>(ways, tag),
+            16 => find::<16>(ways, tag),
+            _ => find_dyn(ways, tag),
+        };
+        if hit != usize::MAX {
+            self.clock += 1;
+            self.stamps[base + hit] = self.clock;
+            return true;
         }
         false
     }
@@ -85,27 +95,27 @@ impl SetAssoc {
     }
 
     /// Insert `tag` (known to be absent) into its set, evicting the LRU way.
+    /// Empty ways carry stamp 0 and valid ones a stamp of at least 1, so the
+    /// victim is simply the way with the smallest stamp: an empty one if any.
     /// Returns the evicted tag, if a valid one was replaced.
-    #[inline]
+    #[inline(always)]
     pub fn insert(&mut self, index: u64, tag: u64) -> Option<u64> {
         debug_assert_ne!(tag, EMPTY);
         let base = self.set_of(index);
-        let mut victim = base;
-        let mut oldest = u64::MAX;
-        for w in base..base + self.ways {
-            if self.tags[w] == EMPTY {
-                victim = w;
-                break;
-            }
-            if self.stamps[w] < oldest {
-                oldest = self.stamps[w];
-                victim = w;
-            }
-        }
-        let old = self.tags[victim];
-        self.tags[victim] = tag;
+        let stamps = &self.stamps[base..base + self.ways];
+        let victim = match self.ways {
+            4 => argmin::<4>(stamps),
+            8 => argmin::<8>(stamps),
+            2 => argmin::<2>(stamps),
+            6 => argmin::<6>(stamps),
+            16 => argmin::<16>(stamps),
+            _ => argmin_dyn(stamps),
+        };
+        let slot = base + victim;
+        let old = self.tags[slot];
+        self.tags[slot] = tag;
         self.clock += 1;
-        self.stamps[victim] = self.clock;
+        self.stamps[slot] = self.clock;
         if old == EMPTY {
             self.valid += 1;
             None
@@ -119,9 +129,10 @@ impl SetAssoc {
     /// because shootdowns happen at OS-event frequency, not per access.
     pub fn invalidate_where(&mut self, mut pred: impl FnMut(u64) -> bool) -> usize {
         let mut n = 0;
-        for t in self.tags.iter_mut() {
+        for (t, s) in self.tags.iter_mut().zip(self.stamps.iter_mut()) {
             if *t != EMPTY && pred(*t) {
                 *t = EMPTY;
+                *s = 0;
                 n += 1;
             }
         }
@@ -131,6 +142,7 @@ impl SetAssoc {
 
     pub fn flush(&mut self) {
         self.tags.fill(EMPTY);
+        self.stamps.fill(0);
         self.valid = 0;
     }
 
@@ -138,6 +150,51 @@ impl SetAssoc {
     pub fn tags(&self) -> impl Iterator<Item = u64> + '_ {
         self.tags.iter().copied().filter(|&t| t != EMPTY)
     }
+}
+
+// Fixed-width scans for the associativities real TLBs use: the compiler
+// unrolls them into straight-line compares and conditional moves.
+
+#[inline(always)]
+fn find<const W: usize>(ways: &[u64], tag: u64) -> usize {
+    let ways: &[u64; W] = ways.try_into().expect("set width");
+    let mut hit = usize::MAX;
+    for w in 0..W {
+        if ways[w] == tag {
+            hit = w;
+        }
+    }
+    hit
+}
+
+#[inline(always)]
+fn find_dyn(ways: &[u64], tag: u64) -> usize {
+    ways.iter().position(|&t| t == tag).unwrap_or(usize::MAX)
+}
+
+#[inline(always)]
+fn argmin<const W: usize>(stamps: &[u64]) -> usize {
+    let s: &[u64; W] = stamps.try_into().expect("set width");
+    let (mut victim, mut oldest) = (0, s[0]);
+    for w in 1..W {
+        if s[w] < oldest {
+            oldest = s[w];
+            victim = w;
+        }
+    }
+    victim
+}
+
+#[inline(always)]
+fn argmin_dyn(stamps: &[u64]) -> usize {
+    let (mut victim, mut oldest) = (0, stamps[0]);
+    for (w, &s) in stamps.iter().enumerate().skip(1) {
+        if s < oldest {
+            oldest = s;
+            victim = w;
+        }
+    }
+    victim
 }
 
 #[cfg(test)]

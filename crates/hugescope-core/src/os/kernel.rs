@@ -937,15 +937,9 @@ impl PageTable for Kernel {
     }
 
     fn progress(&mut self, label: &str) {
-        if let Some(rest) = label.strip_prefix("free:") {
-            // "free:PID:START:LEN" (hex start and length): the program released memory.
-            let parts: Vec<&str> = rest.split(':').collect();
-            if let [p, s, l] = parts[..] {
-                if let (Ok(p), Ok(s), Ok(l)) = (p.parse::<u16>(), u64::from_str_radix(s.trim_start_matches("0x"), 16), u64::from_str_radix(l.trim_start_matches("0x"), 16)) {
-                    self.free_range(p, s, l);
-                    self.with_policy(|pol, k| pol.on_free(k, p, s, l));
-                }
-            }
+        if let Some((p, s, l)) = crate::trace::parse_free_label(label) {
+            self.free_range(p, s, l);
+            self.with_policy(|pol, k| pol.on_free(k, p, s, l));
             return;
         }
         self.last_marker = Some(label.to_string());

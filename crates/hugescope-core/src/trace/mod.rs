@@ -169,6 +169,28 @@ pub trait AccessSink {
     /// Called by generators at natural progress points (end of a BFS level, a
     /// PageRank iteration, N operations). `label` names the point ("level:3").
     fn progress(&mut self, _label: &str) {}
+
+    /// The program released [start, start + len) of process `pid` to the OS
+    /// (munmap, MADV_DONTNEED, an allocator purging freed pages). Recorded in
+    /// traces as a marker labelled by `free_label`; the OS model frees the pages.
+    fn free(&mut self, pid: u16, start: u64, len: u64) {
+        self.progress(&free_label(pid, start, len));
+    }
+}
+
+/// Marker label of a memory release: "free:PID:START:LEN" (hex start and length).
+pub fn free_label(pid: u16, start: u64, len: u64) -> String {
+    format!("free:{pid}:{start:x}:{len:x}")
+}
+
+/// Parse a `free_label`; None if `label` is not a release.
+pub fn parse_free_label(label: &str) -> Option<(u16, u64, u64)> {
+    let rest = label.strip_prefix("free:")?;
+    let mut it = rest.split(':');
+    let pid = it.next()?.parse().ok()?;
+    let start = u64::from_str_radix(it.next()?, 16).ok()?;
+    let len = u64::from_str_radix(it.next()?, 16).ok()?;
+    it.next().is_none().then_some((pid, start, len))
 }
 
 /// Counts accesses; handy in tests.
@@ -200,6 +222,15 @@ impl AccessSink for Vec<Access> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn free_labels_roundtrip() {
+        let l = free_label(3, 0x1000_0020_0000, 0x3000);
+        assert_eq!(parse_free_label(&l), Some((3, 0x1000_0020_0000, 0x3000)));
+        assert_eq!(parse_free_label("level:3"), None);
+        assert_eq!(parse_free_label("free:1:zz:10"), None);
+        assert_eq!(parse_free_label("free:1:10:10:10"), None);
+    }
 
     #[test]
     fn pack_roundtrip_extremes() {

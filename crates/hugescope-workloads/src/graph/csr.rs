@@ -12,6 +12,9 @@ use crate::rng::Rng;
 
 use super::load::EdgeList;
 
+/// Sources per construction bucket (the cursor block stays in L2).
+const BUCKET: usize = 1 << 14;
+
 pub struct Csr {
     pub n: usize,
     /// `offsets[v]..offsets[v+1]` index `neigh` (and `weights`). n+1 entries.
@@ -86,44 +89,47 @@ pub fn build<M: Mem>(
     dbg: bool,
     seed: u64,
 ) -> Result<Csr> {
-    let t0 = std::time::Instant::now();
     let n = el.n;
     let sym = symmetrize || el.symmetric;
     let cap = if sym { 2 * el.len() } else { el.len() };
-    let mut deg = vec![0u64; n];
-    for (&u, &v) in el.src.iter().zip(&el.dst) {
-        if u != v {
-            deg[u as usize] += 1;
-            if sym {
-                deg[v as usize] += 1;
+    // DBG needs the degrees of the original ids first.
+    let new_id: Option<Vec<u32>> = if dbg {
+        let mut deg = vec![0u64; n];
+        for (&u, &v) in el.src.iter().zip(&el.dst) {
+            if u != v {
+                deg[u as usize] += 1;
+                if sym {
+                    deg[v as usize] += 1;
+                }
             }
         }
-    }
-    let new_id: Option<Vec<u32>> = if dbg { Some(dbg_order(&deg)) } else { None };
+        Some(dbg_order(&deg))
+    } else {
+        None
+    };
     let id = |x: u32| -> u32 {
         match &new_id {
             Some(p) => p[x as usize],
             None => x,
         }
     };
-    let mut offsets: Arr<u64> = m.alloc(l.get("offsets")?, n + 1)?;
-    if let Some(p) = &new_id {
-        let mut d2 = vec![0u64; n];
-        for v in 0..n {
-            d2[p[v] as usize] = deg[v];
+    // Pass 1: bucket the (source, target) pairs by blocks of BUCKET sources.
+    // A direct scatter of 10^8 edges into a multi-GB array would take a TLB and
+    // cache miss per edge; bucketing keeps each pass's working set small.
+    let nb = n.div_ceil(BUCKET).max(1);
+    // Exact bucket sizes first, so no bucket ever reallocates.
+    let mut sizes = vec![0usize; nb];
+    for (&u, &v) in el.src.iter().zip(&el.dst) {
+        if u != v {
+            sizes[id(u) as usize / BUCKET] += 1;
+            if sym {
+                sizes[id(v) as usize / BUCKET] += 1;
+            }
         }
-        deg = d2;
     }
-    let mut acc = 0u64;
-    for v in 0..n {
-        offsets[v] = acc;
-        acc += deg[v];
-    }
-    offsets[n] = acc;
-    drop(deg);
-    let mut cursor: Vec<u64> = offsets[..n].to_vec();
-    let mut neigh: Arr<u32> = m.alloc(l.get("neighbors")?, cap)?;
-    let mut weights: Option<Arr<u32>> = if weighted { Some(m.alloc(l.get("weights")?, cap)?) } else { None };
+    let mut buckets: Vec<Vec<u64>> = sizes.iter().map(|&s| Vec::with_capacity(s)).collect();
+    let mut wbuckets: Vec<Vec<u32>> =
+        if weighted { sizes.iter().map(|&s| Vec::with_capacity(s)).collect() } else { Vec::new() };
     let mut wrng = Rng::stream(seed, 4);
     for (i, (&u, &v)) in el.src.iter().zip(&el.dst).enumerate() {
         if u == v {
@@ -135,23 +141,57 @@ pub fn build<M: Mem>(
             (None, true) => 1 + wrng.below(255) as u32,
             _ => 0,
         };
-        let k = cursor[a as usize] as usize;
-        cursor[a as usize] += 1;
-        neigh[k] = b;
-        if let Some(ws) = weights.as_mut() {
-            ws[k] = w;
+        let (ba, bb) = (a as usize / BUCKET, b as usize / BUCKET);
+        buckets[ba].push(((a as usize % BUCKET) as u64) << 32 | b as u64);
+        if weighted {
+            wbuckets[ba].push(w);
         }
         if sym {
-            let k = cursor[b as usize] as usize;
-            cursor[b as usize] += 1;
-            neigh[k] = a;
-            if let Some(ws) = weights.as_mut() {
-                ws[k] = w;
+            buckets[bb].push(((b as usize % BUCKET) as u64) << 32 | a as u64);
+            if weighted {
+                wbuckets[bb].push(w);
             }
         }
     }
-    drop(cursor);
-    eprintln!("scatter done {:?}", t0.elapsed());
+    // Pass 2: degrees and offsets, bucket by bucket.
+    let mut offsets: Arr<u64> = m.alloc(l.get("offsets")?, n + 1)?;
+    let mut acc = 0u64;
+    let mut local = vec![0u64; BUCKET];
+    for (k, bucket) in buckets.iter().enumerate() {
+        let lo = k * BUCKET;
+        let hi = (lo + BUCKET).min(n);
+        local[..hi - lo].fill(0);
+        for &e in bucket {
+            local[(e >> 32) as usize] += 1;
+        }
+        for v in lo..hi {
+            offsets[v] = acc;
+            acc += local[v - lo];
+        }
+    }
+    offsets[n] = acc;
+    // Pass 3: scatter each bucket into its (contiguous) slice of the arrays.
+    let mut neigh: Arr<u32> = m.alloc(l.get("neighbors")?, cap)?;
+    let mut weights: Option<Arr<u32>> = if weighted { Some(m.alloc(l.get("weights")?, cap)?) } else { None };
+    for k in 0..nb {
+        let bucket = std::mem::take(&mut buckets[k]);
+        let wb = if weighted { std::mem::take(&mut wbuckets[k]) } else { Vec::new() };
+        let lo = k * BUCKET;
+        let hi = (lo + BUCKET).min(n);
+        for v in lo..hi {
+            local[v - lo] = offsets[v];
+        }
+        for (j, &e) in bucket.iter().enumerate() {
+            let s = (e >> 32) as usize;
+            let pos = local[s] as usize;
+            local[s] += 1;
+            neigh[pos] = e as u32;
+            if let Some(ws) = weights.as_mut() {
+                ws[pos] = wb[j];
+            }
+        }
+    }
+    drop(buckets);
     // Sort each list and drop duplicates (keeping the lightest), compacting.
     let mut write = 0usize;
     let mut start = 0usize;
@@ -194,7 +234,6 @@ pub fn build<M: Mem>(
         start = end;
     }
     offsets[n] = write as u64;
-    eprintln!("sort done {:?}", t0.elapsed());
     Ok(Csr { n, offsets, neigh, weights, max_weight })
 }
 

@@ -212,12 +212,13 @@ pub fn layout(c: &Cfg) -> Result<Layout> {
     Ok(l)
 }
 
-/// Memory used while building: the generated edge list and the degree/cursor
-/// arrays of the counting sort.
+/// Memory used while building: the generated edge list, the bucketed copy of
+/// the counting sort and the DBG degrees.
 pub fn temp_bytes(c: &Cfg) -> u64 {
     let (n, m) = c.input_size();
     let generated = if matches!(c.source, Source::File { .. }) { 0 } else { m * 8 };
-    generated + n * 24
+    let bucketed = c.entries() * if c.weighted() { 12 } else { 8 };
+    generated + bucketed + n * 8
 }
 
 /// Generate or borrow the edge list.

@@ -1,0 +1,7 @@
+//! Bindings of the experiments (utility curves, fragmentation, sensitivity, reuse).
+
+use pyo3::prelude::*;
+
+pub fn register(_m: &Bound<'_, PyModule>) -> PyResult<()> {
+    Ok(())
+}

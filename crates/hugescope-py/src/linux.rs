@@ -1,0 +1,7 @@
+//! Bindings of the real-Linux side (crate hugescope-linux).
+
+use pyo3::prelude::*;
+
+pub fn register(_m: &Bound<'_, PyModule>) -> PyResult<()> {
+    Ok(())
+}
