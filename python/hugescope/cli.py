@@ -43,7 +43,8 @@ def _fmt(n) -> str:
 def render_sim(r) -> None:
     d = r.to_dict()
     t, c = d["translation"], d["cost"]
-    tab = Table(title=f"{(d.get('trace') or {}).get('workload', 'trace')} on {d['machine']['name']}, pages: {d['pages']}")
+    what = f"pages: {d['pages']}" if "pages" in d else f"policy: {d.get('label', d.get('policy'))}"
+    tab = Table(title=f"{(d.get('trace') or {}).get('workload', 'trace')} on {d['machine']['name']}, {what}")
     tab.add_column("page size")
     for col in ("accesses", "L1 hits", "L1 misses", "L2 hits", "L2 misses (walks)"):
         tab.add_column(col, justify="right")
@@ -77,7 +78,7 @@ def _os_options(a) -> dict:
 def render_policies(results) -> None:
     t = Table(title="policies (cycles and speedup are estimates of the cost model)")
     cols = ["policy", "walks", "walks/1k", "huge share", "promotions", "huge faults", "fallbacks",
-            "bloat", "xlat share", "speedup vs base"]
+            "bloat", "xlat share", "speedup (xlat)", "speedup (xlat+OS)"]
     for c in cols:
         t.add_column(c, justify="left" if c == "policy" else "right")
     for r in results:
@@ -85,6 +86,7 @@ def render_policies(results) -> None:
         t.add_row(s["label"], _fmt(s["walks"]), f"{s['walks_per_1k']:.2f}", f"{100 * s['huge_share']:.1f}%",
                   _fmt(s["promotions"]), _fmt(s["faults_huge"]), _fmt(s["fault_fallbacks"]), f"{s['bloat']:.2f}",
                   f"{100 * s['translation_share_est']:.1f}%",
+                  "-" if s.get("xlat_speedup_est") is None else f"{s['xlat_speedup_est']:.3f}x",
                   "-" if s.get("speedup_est") is None else f"{s['speedup_est']:.3f}x")
     console.print(t)
     d = results[0].to_dict()
@@ -217,10 +219,12 @@ def workload_parser(name: str, prog: str, extra) -> tuple:
     for ps in w["params"]:
         flag = "--" + ps["name"].replace("_", "-")
         kinds[ps["name"]] = ps["kind"]
+        # argparse expands %-formats in help text; workload help may say "80%".
+        text = f"{ps['help']} (default {ps['default']})".replace("%", "%%")
         if ps["kind"] == "bool":
-            p.add_argument(flag, nargs="?", const="true", default=None, help=f"{ps['help']} (default {ps['default']})")
+            p.add_argument(flag, nargs="?", const="true", default=None, help=text)
         else:
-            p.add_argument(flag, default=None, help=f"{ps['help']} (default {ps['default']})")
+            p.add_argument(flag, default=None, help=text)
     extra(p)
     return p, kinds
 

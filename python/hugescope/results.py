@@ -52,6 +52,7 @@ class SimResult:
         }
         if self._data.get("speedup_vs_base") is not None:
             out["speedup_est"] = self._data["speedup_vs_base"]
+            out["xlat_speedup_est"] = self._data.get("translation_speedup_vs_base")
         if "os_stats" in self._data:
             o = self._data["os_stats"]
             procs = self._data.get("processes", [])

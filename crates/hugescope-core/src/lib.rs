@@ -15,6 +15,7 @@ pub mod pagemap;
 pub mod plan;
 pub mod run;
 pub mod policy;
+pub mod reuse;
 pub mod sim;
 pub mod stats;
 pub mod trace;

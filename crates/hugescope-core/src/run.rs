@@ -77,8 +77,13 @@ pub struct PolicyResult {
     pub translation: TranslationCounters,
     pub cost: CostEstimate,
     pub base: Option<Reference>,
-    /// Estimated speedup over base pages (base cycles / these cycles).
+    /// Estimated speedup over base pages (base cycles / these cycles),
+    /// including the OS work on the program's path (faults, compaction,
+    /// shootdowns). On short traces one-time fault costs can dominate.
     pub speedup_vs_base: Option<f64>,
+    /// Estimated speedup from translation alone (OS costs left out): the
+    /// steady-state quantity of the PCC paper's utility curves.
+    pub translation_speedup_vs_base: Option<f64>,
     /// Walks removed relative to base (1 - walks / base walks).
     pub walk_reduction_vs_base: Option<f64>,
     pub os_stats: OsStats,
@@ -200,6 +205,8 @@ pub fn simulate_policies(path: &str, machine: &MachineConfig, os: &OsConfig, spe
         let base = Reference { translation: results[bi].translation.clone(), cost: results[bi].cost.clone() };
         for res in results.iter_mut() {
             res.speedup_vs_base = Some(cost::speedup(&base.cost, &res.cost));
+            let steady = |c: &CostEstimate| c.base_cycles + c.translation_cycles;
+            res.translation_speedup_vs_base = Some(steady(&base.cost) / steady(&res.cost).max(1.0));
             res.walk_reduction_vs_base = (base.translation.walks > 0)
                 .then(|| 1.0 - res.translation.walks as f64 / base.translation.walks as f64);
             res.base = Some(base.clone());
@@ -243,6 +250,7 @@ fn finish(run: &mut Run, info: &TraceInfo) -> PolicyResult {
         cost,
         base: None,
         speedup_vs_base: None,
+        translation_speedup_vs_base: None,
         walk_reduction_vs_base: None,
         os_stats: k.stats.clone(),
         processes,

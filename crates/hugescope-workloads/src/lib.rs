@@ -19,8 +19,9 @@ pub mod registry;
 pub mod rng;
 pub mod stream;
 
+pub use mem::NativeEvent;
 pub use registry::{
-    header, list, native, plan, thp_always, trace, NativeOptions, NativeReport, ParamSpec, Params, RunOutput,
+    header, list, native, native_events, plan, thp_always, trace, NativeOptions, NativeReport, ParamSpec, Params, RunOutput,
     WorkloadInfo, WorkloadLayout,
 };
 

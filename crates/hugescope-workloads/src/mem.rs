@@ -290,26 +290,56 @@ impl Mem for Traced<'_> {
     }
 }
 
+/// What a native run tells a caller that wants more than progress labels. The
+/// real-Linux side applies a promotion plan when setup ends (the data is populated
+/// then) and reads huge-page coverage at `RunDone`, while the regions are still
+/// mapped (they are unmapped when the workload returns).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NativeEvent<'l> {
+    /// Data construction is finished; the measured algorithm phase starts when the
+    /// hook returns (time spent in this hook counts neither as setup nor as run).
+    SetupDone,
+    /// A progress point ("level:3"); time spent in the hook counts as run time.
+    Progress(&'l str),
+    /// The algorithm phase has ended (its time is taken); the regions are still mapped.
+    RunDone,
+}
+
+/// The caller's hook: labels only (the original interface) or every event.
+enum Hook<'a> {
+    Labels(&'a mut dyn FnMut(&str)),
+    Events(&'a mut dyn FnMut(NativeEvent<'_>)),
+}
+
 /// Native backend: real memory at the fixed addresses, timing, progress hook.
 pub struct Native<'a> {
     thp: bool,
-    hook: &'a mut dyn FnMut(&str),
+    hook: Hook<'a>,
     created: Instant,
+    setup_end: Option<Instant>,
     run_start: Option<Instant>,
     run_end: Option<Instant>,
 }
 
 impl<'a> Native<'a> {
     pub fn new(thp: bool, hook: &'a mut dyn FnMut(&str)) -> Self {
-        Native { thp, hook, created: Instant::now(), run_start: None, run_end: None }
+        Self::with_hook(thp, Hook::Labels(hook))
+    }
+    /// A backend that reports [`NativeEvent`]s (setup done, progress, run done).
+    pub fn with_events(thp: bool, hook: &'a mut dyn FnMut(NativeEvent<'_>)) -> Self {
+        Self::with_hook(thp, Hook::Events(hook))
+    }
+    fn with_hook(thp: bool, hook: Hook<'a>) -> Self {
+        Native { thp, hook, created: Instant::now(), setup_end: None, run_start: None, run_end: None }
     }
     /// (setup seconds, run seconds).
     pub fn times(&self) -> (f64, f64) {
         let now = Instant::now();
         let start = self.run_start.unwrap_or(now);
+        let setup_end = self.setup_end.unwrap_or(start);
         let end = self.run_end.unwrap_or(now);
         (
-            start.duration_since(self.created).as_secs_f64(),
+            setup_end.duration_since(self.created).as_secs_f64(),
             end.saturating_duration_since(start).as_secs_f64(),
         )
     }
@@ -322,13 +352,23 @@ impl Mem for Native<'_> {
     #[inline(always)]
     fn set_cpu(&mut self, _cpu: usize) {}
     fn progress(&mut self, label: &str) {
-        (self.hook)(label);
+        match &mut self.hook {
+            Hook::Labels(f) => f(label),
+            Hook::Events(f) => f(NativeEvent::Progress(label)),
+        }
     }
     fn begin_run(&mut self) {
+        self.setup_end = Some(Instant::now());
+        if let Hook::Events(f) = &mut self.hook {
+            f(NativeEvent::SetupDone);
+        }
         self.run_start = Some(Instant::now());
     }
     fn end_run(&mut self) {
         self.run_end = Some(Instant::now());
+        if let Hook::Events(f) = &mut self.hook {
+            f(NativeEvent::RunDone);
+        }
     }
     fn alloc<T: Pod>(&mut self, region: &Region, n: usize) -> Result<Arr<T>> {
         map_fixed(region, n, self.thp)

@@ -9,7 +9,7 @@ use hugescope_core::units::{fmt_size, parse_count, parse_size};
 use hugescope_core::{Error, Result};
 
 use crate::layout::Layout;
-use crate::mem::{Mem, Native, Traced};
+use crate::mem::{Mem, Native, NativeEvent, Traced};
 use crate::{btree, canneal, cg, graph, gups, kv, pointer_chase, stream};
 
 /// One documented parameter of a workload.
@@ -367,6 +367,17 @@ pub fn thp_always() -> bool {
 /// Native mode: the same algorithm on real memory at the same addresses.
 /// Only one native run per process at a time (the addresses are fixed).
 pub fn native(name: &str, params: &Params, opts: &NativeOptions, on_progress: &mut dyn FnMut(&str)) -> Result<NativeReport> {
+    native_in(name, params, opts, Native::new(opts.thp, on_progress))
+}
+
+/// `native`, reporting every [`NativeEvent`] (setup done, progress, run done) to
+/// `on_event`: for callers that act when the data is populated (apply a plan) or
+/// measure before the regions are unmapped. The hook runs on the workload's thread.
+pub fn native_events(name: &str, params: &Params, opts: &NativeOptions, on_event: &mut dyn FnMut(NativeEvent<'_>)) -> Result<NativeReport> {
+    native_in(name, params, opts, Native::with_events(opts.thp, on_event))
+}
+
+fn native_in(name: &str, params: &Params, opts: &NativeOptions, mut m: Native<'_>) -> Result<NativeReport> {
     let (prep, _, layout, _) = planned(name, params)?;
     let mut warnings = Vec::new();
     if thp_always() {
@@ -374,7 +385,6 @@ pub fn native(name: &str, params: &Params, opts: &NativeOptions, on_progress: &m
             "transparent_hugepage/enabled is [always]: the kernel backs memory with huge pages without madvise, so the base-page baseline is not available".to_string(),
         );
     }
-    let mut m = Native::new(opts.thp, on_progress);
     let result = prep.run(&layout, &mut m)?;
     let (setup_seconds, run_seconds) = m.times();
     let regions = layout

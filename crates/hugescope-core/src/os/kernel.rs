@@ -18,7 +18,7 @@ use crate::plan::{PlanEntry, When};
 use crate::policy::{Fault, FaultAction, Policy, Walk};
 use crate::sim::{PageTable, Shootdown};
 use crate::trace::{Access, TraceHeader};
-use crate::units::{page_label, GIB};
+use crate::units::page_label;
 use crate::{Error, Result};
 use serde::Serialize;
 
@@ -44,7 +44,7 @@ pub enum Fragmentation {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct OsConfig {
-    /// Physical memory; None: twice the footprint rounded up to 1GiB, at least 1GiB.
+    /// Physical memory; None: 1.3 x footprint + 8MiB (at least 64MiB).
     pub memory_bytes: Option<u64>,
     pub fragmentation: Option<Fragmentation>,
     /// Maximum huge-page memory as a share of the footprint (0..=1); None: no cap.
@@ -115,9 +115,14 @@ impl Kernel {
     pub fn new(geo: Geometry, cost: CostConfig, header: &TraceHeader, cfg: &OsConfig, policy: Box<dyn Policy>) -> Result<Kernel> {
         let shape = Shape::from_levels(&geo.level_shifts);
         let footprint = cfg.footprint_bytes.unwrap_or_else(|| header.footprint());
+        // Default memory: the footprint plus 30% and 8MiB, rounded up to 2MB,
+        // at least 64MiB. The PCC paper (§5.1.1, artifact run_frag.sh) leaves
+        // the footprint plus a fixed 3GB free before fragmenting; scaled down,
+        // a proportional margin keeps "90% fragmented" meaning that most of the
+        // footprint cannot get huge pages.
         let memory = match cfg.memory_bytes {
             Some(m) => m,
-            None => ((2 * footprint).div_ceil(GIB)).max(1) * GIB,
+            None => (footprint + footprint * 3 / 10 + (8 << 20)).div_ceil(2 << 20).max(32) * (2 << 20),
         };
         let base_page = geo.sizes[0];
         let top_order = geo.shifts[geo.num_sizes() - 1] - geo.shifts[0];

@@ -1,0 +1,278 @@
+//! Combine traces into one multi-process trace, for the PCC paper's
+//! multiprocess experiments (§5.3, Fig. 9: PageRank + mcf, PageRank + SSSP run
+//! together and share one huge-page budget).
+//!
+//! The inputs are interleaved round robin in fixed-size slices (`slice`
+//! accesses of the first, then of the second, ...; an input that ends drops out
+//! and the others continue), which stands for concurrent processes making
+//! progress at the same rate. Input `i` gets the pids after those of inputs
+//! `0..i` (two single-process traces become pids 0 and 1); its regions keep
+//! their addresses under the new pid, and its release markers (`free:PID:...`)
+//! are rewritten to the new pid so the OS model frees the right address space.
+//! By default each input also gets its own cpus (cpu ids shifted past the
+//! previous inputs'), as when the processes are pinned to different cores: each
+//! keeps private TLBs (and a private PCC), and per-cpu walk counts of the
+//! result separate the processes.
+
+use super::hst::{HstReader, HstWriter, Marker};
+use super::{free_label, parse_free_label, Access, Region, TraceHeader, MAX_CPUS, MAX_PIDS};
+use crate::{Error, Result};
+use serde::Serialize;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct MergeOptions {
+    /// Accesses taken from one input before switching to the next.
+    pub slice: u64,
+    /// Give each input its own cpu ids (default); otherwise keep them, so the
+    /// processes share cores (and TLBs) the way time-sharing would.
+    pub separate_cpus: bool,
+}
+
+impl Default for MergeOptions {
+    fn default() -> Self {
+        MergeOptions { slice: 1 << 16, separate_cpus: true }
+    }
+}
+
+/// What was written.
+#[derive(Clone, Debug, Serialize)]
+pub struct MergeReport {
+    pub path: String,
+    pub header: TraceHeader,
+    pub summary: super::hst::TraceSummary,
+}
+
+struct Source {
+    reader: HstReader,
+    buf: Vec<u64>,
+    pos: usize,
+    /// Records of this input consumed so far.
+    index: u64,
+    markers: Vec<Marker>,
+    next_marker: usize,
+    pid_offset: u16,
+    cpu_offset: u16,
+    done: bool,
+}
+
+impl Source {
+    /// Refill the buffer; false at the end of the input.
+    fn fill(&mut self) -> Result<bool> {
+        while self.pos >= self.buf.len() {
+            match self.reader.next_chunk()? {
+                Some(c) => {
+                    self.buf.clear();
+                    self.buf.extend_from_slice(c);
+                    self.pos = 0;
+                }
+                None => return Ok(false),
+            }
+        }
+        Ok(true)
+    }
+
+    fn relabel(&self, label: &str) -> String {
+        match parse_free_label(label) {
+            Some((pid, start, len)) => free_label(pid + self.pid_offset, start, len),
+            None => label.to_string(),
+        }
+    }
+
+    /// Emit markers that sit at or before the current record index.
+    fn markers_up_to(&mut self, w: &mut HstWriter, index: u64) {
+        while self.next_marker < self.markers.len() && self.markers[self.next_marker].index <= index {
+            let l = self.relabel(&self.markers[self.next_marker].label);
+            w.mark(&l);
+            self.next_marker += 1;
+        }
+    }
+}
+
+/// Merge the traces at `inputs` (at least two) into `out`.
+pub fn merge(inputs: &[&str], out: &str, opts: &MergeOptions) -> Result<MergeReport> {
+    if inputs.len() < 2 {
+        return Err(Error::input("merging needs at least two traces"));
+    }
+    if opts.slice == 0 {
+        return Err(Error::input("merge slice must be at least one access"));
+    }
+    let mut sources = Vec::with_capacity(inputs.len());
+    let mut header = TraceHeader::new(String::new());
+    header.processes = 0;
+    header.cpus = 0;
+    let mut names = Vec::new();
+    let mut described = Vec::new();
+    let mut rate = Some(0.0);
+    let (mut pid_offset, mut cpu_offset) = (0u32, 0u32);
+    for path in inputs {
+        let reader = HstReader::open(path)?;
+        let h = reader.header().clone();
+        let summary = reader
+            .summary()
+            .cloned()
+            .ok_or_else(|| Error::input(format!("{path}: no footer (truncated trace); cannot merge it")))?;
+        // Processes actually present: the header's count, or more if records or
+        // regions name higher pids.
+        let procs = (h.processes.max(1))
+            .max(summary.per_pid.len() as u32)
+            .max(h.regions.iter().map(|r| r.pid as u32 + 1).max().unwrap_or(0));
+        let cpus = h.cpus.max(1).max(summary.per_cpu.len() as u32);
+        if pid_offset + procs > MAX_PIDS {
+            return Err(Error::input(format!("{path}: merged trace would need more than {MAX_PIDS} processes")));
+        }
+        let this_cpu_offset = if opts.separate_cpus { cpu_offset } else { 0 };
+        if this_cpu_offset + cpus > MAX_CPUS {
+            return Err(Error::input(format!("{path}: merged trace would need more than {MAX_CPUS} cpus")));
+        }
+        for r in &h.regions {
+            header.regions.push(Region { pid: r.pid + pid_offset as u16, ..r.clone() });
+        }
+        for p in 0..procs as usize {
+            names.push(match h.process_names.get(p) {
+                Some(n) => n.clone(),
+                None if procs == 1 => h.workload.clone(),
+                None => format!("{}#{p}", h.workload),
+            });
+        }
+        rate = match (rate, h.accesses_per_second) {
+            (Some(a), Some(b)) => Some(a + b),
+            _ => None,
+        };
+        described.push(serde_json::json!({
+            "path": path, "workload": h.workload, "params": h.params, "accesses": summary.accesses,
+            "pid_offset": pid_offset, "processes": procs, "cpu_offset": this_cpu_offset, "cpus": cpus,
+        }));
+        header.cpus = if opts.separate_cpus { header.cpus + cpus } else { header.cpus.max(cpus) };
+        sources.push(Source {
+            markers: reader.markers().to_vec(),
+            reader,
+            buf: Vec::new(),
+            pos: 0,
+            index: 0,
+            next_marker: 0,
+            pid_offset: pid_offset as u16,
+            cpu_offset: this_cpu_offset as u16,
+            done: false,
+        });
+        pid_offset += procs;
+        cpu_offset += cpus;
+    }
+    header.workload = format!(
+        "merge({})",
+        sources.iter().map(|s| s.reader.header().workload.clone()).collect::<Vec<_>>().join(",")
+    );
+    header.processes = pid_offset;
+    header.process_names = names;
+    header.accesses_per_second = rate;
+    header.params.insert("merge_slice".into(), serde_json::json!(opts.slice));
+    header.params.insert("separate_cpus".into(), serde_json::json!(opts.separate_cpus));
+    header.params.insert("inputs".into(), serde_json::Value::Array(described));
+
+    let mut w = HstWriter::create(out, &header)?;
+    loop {
+        let mut active = false;
+        for s in sources.iter_mut() {
+            if s.done {
+                continue;
+            }
+            let mut left = opts.slice;
+            while left > 0 {
+                if !s.fill()? {
+                    // Markers at the end of this input follow its last record.
+                    s.markers_up_to(&mut w, u64::MAX);
+                    s.done = true;
+                    break;
+                }
+                let take = ((s.buf.len() - s.pos) as u64).min(left) as usize;
+                for k in 0..take {
+                    let idx = s.index;
+                    s.markers_up_to(&mut w, idx);
+                    let a = Access::unpack(s.buf[s.pos + k]);
+                    let a = Access { pid: a.pid + s.pid_offset, cpu: a.cpu + s.cpu_offset, ..a };
+                    w.write(a)?;
+                    s.index += 1;
+                }
+                s.pos += take;
+                left -= take as u64;
+            }
+            active |= !s.done;
+        }
+        if !active {
+            break;
+        }
+    }
+    let summary = w.finish()?;
+    Ok(MergeReport { path: out.to_string(), header, summary })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::hst::read_all;
+    use crate::trace::AccessSink;
+
+    fn write(path: &std::path::Path, name: &str, base: u64, n: u64, free_at: u64) {
+        let mut h = TraceHeader::new(name);
+        h.regions.push(Region { name: "data".into(), base, len: 1 << 21, pid: 0, hugepage_advised: false });
+        h.accesses_per_second = Some(100.0);
+        let mut w = HstWriter::create(path, &h).unwrap().with_chunk_records(3);
+        w.mark("start");
+        for i in 0..n {
+            if i == free_at {
+                w.free(0, base, 0x1000);
+            }
+            w.write(Access::read(base + i * 8)).unwrap();
+        }
+        w.mark("end");
+        w.finish().unwrap();
+    }
+
+    #[test]
+    fn round_robin_slices_pids_markers_and_regions() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b, o) = (dir.path().join("a.hst"), dir.path().join("b.hst"), dir.path().join("ab.hst"));
+        write(&a, "bfs", 0x1000_0000, 5, 3);
+        write(&b, "mcf", 0x2000_0000, 9, 1);
+        let opts = MergeOptions { slice: 2, separate_cpus: true };
+        let rep = merge(&[a.to_str().unwrap(), b.to_str().unwrap()], o.to_str().unwrap(), &opts).unwrap();
+        let (h, acc) = read_all(&o).unwrap();
+        assert_eq!(h, rep.header);
+        assert_eq!(h.processes, 2);
+        assert_eq!(h.cpus, 2);
+        assert_eq!(h.workload, "merge(bfs,mcf)");
+        assert_eq!(h.process_names, vec!["bfs".to_string(), "mcf".to_string()]);
+        assert_eq!(h.accesses_per_second, Some(200.0));
+        assert_eq!(h.regions.iter().map(|r| (r.pid, r.base)).collect::<Vec<_>>(), vec![(0, 0x1000_0000), (1, 0x2000_0000)]);
+        // a0 a1 b0 b1 a2 a3 b2 b3 a4 b4 b5 b6 b7 b8
+        let order: Vec<(u16, u16, u64)> = acc.iter().map(|x| (x.pid, x.cpu, x.addr)).collect();
+        let (pa, pb) = (|i: u64| (0u16, 0u16, 0x1000_0000 + i * 8), |i: u64| (1u16, 1u16, 0x2000_0000 + i * 8));
+        let want = vec![pa(0), pa(1), pb(0), pb(1), pa(2), pa(3), pb(2), pb(3), pa(4), pb(4), pb(5), pb(6), pb(7), pb(8)];
+        assert_eq!(order, want);
+        let s = rep.summary;
+        let markers: Vec<(u64, &str)> = s.markers.iter().map(|m| (m.index, m.label.as_str())).collect();
+        let fb = free_label(1, 0x2000_0000, 0x1000);
+        let fa = free_label(0, 0x1000_0000, 0x1000);
+        assert_eq!(
+            markers,
+            vec![(0, "start"), (2, "start"), (3, fb.as_str()), (5, fa.as_str()), (9, "end"), (14, "end")]
+        );
+        assert_eq!(s.per_pid, vec![5, 9]);
+    }
+
+    #[test]
+    fn shared_cpus_and_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b, o) = (dir.path().join("a.hst"), dir.path().join("b.hst"), dir.path().join("ab.hst"));
+        write(&a, "x", 0x1000_0000, 4, 99);
+        write(&b, "y", 0x1000_0000, 4, 99);
+        let (a, b, o) = (a.to_str().unwrap(), b.to_str().unwrap(), o.to_str().unwrap());
+        let rep = merge(&[a, b], o, &MergeOptions { slice: 100, separate_cpus: false }).unwrap();
+        assert_eq!(rep.header.cpus, 1);
+        let (_, acc) = read_all(o).unwrap();
+        assert!(acc.iter().all(|x| x.cpu == 0));
+        assert_eq!(acc.iter().filter(|x| x.pid == 1).count(), 4);
+        assert!(merge(&[a], o, &MergeOptions::default()).is_err());
+        assert!(merge(&[a, b], o, &MergeOptions { slice: 0, separate_cpus: true }).is_err());
+        assert!(merge(&[a, "/nonexistent/t.hst"], o, &MergeOptions::default()).is_err());
+    }
+}

@@ -1,0 +1,97 @@
+"""`hugescope demo` (what `make demo` runs): the main demonstration at a scale
+that finishes in a couple of minutes on 2 cores.
+
+1. Trace graph kernels on a Kronecker graph (Graph500 parameters).
+2. The MMU alone: each trace through 4KB-only and 2MB-only page maps.
+3. The OS model: base, ideal and Linux THP (free memory, 50% and 90% of 2MB
+   blocks fragmented) on the same pass of each trace.
+4. If the PCC-paper experiments are available: utility curves and the HTML report.
+
+Every speedup printed is an estimate of the cost model.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from rich.console import Console
+from rich.table import Table
+
+from . import api, workloads
+from ._io import write_json
+
+console = Console(width=None if os.isatty(1) else 160)
+
+# Scales chosen so the whole demo stays within a few minutes on 2 cores.
+GRAPHS = [
+    ("bfs", {"scale": 20}, {"scale": 16}),
+    ("pagerank", {"scale": 19, "iterations": 2}, {"scale": 15, "iterations": 2}),
+]
+
+
+def _trace(out: str, name: str, params: dict) -> str:
+    path = os.path.join(out, f"{name}-s{params['scale']}.hst")
+    if not os.path.exists(path):
+        t = time.monotonic()
+        info = workloads.trace(name, path, **params)
+        console.print(f"traced {name} {params}: {info['summary']['accesses']:,} accesses in {time.monotonic() - t:.1f} s -> {path}")
+    return path
+
+
+def static_table(traces: dict) -> Table:
+    t = Table(title="MMU alone: every page 4KB vs every page 2MB (haswell-pcc; cycles are estimates)")
+    for c in ("workload", "accesses", "walks/1k (4KB)", "walks/1k (2MB)", "xlat share (4KB)", "xlat share (2MB)", "speedup (2MB, est.)"):
+        t.add_column(c, justify="left" if c == "workload" else "right")
+    rows = {}
+    for name, path in traces.items():
+        r4 = api.simulate(path, preset="haswell-pcc", pages="4k").to_dict()
+        r2 = api.simulate(path, preset="haswell-pcc", pages="2m").to_dict()
+        rows[name] = {"4k": r4, "2m": r2}
+        t.add_row(name, f"{r4['translation']['accesses']:,}",
+                  f"{r4['translation']['walks_per_1k_accesses']:.2f}", f"{r2['translation']['walks_per_1k_accesses']:.2f}",
+                  f"{100 * r4['cost']['translation_share']:.1f}%", f"{100 * r2['cost']['translation_share']:.1f}%",
+                  f"{r4['cost']['total_cycles'] / r2['cost']['total_cycles']:.3f}x")
+    return t, rows
+
+
+def policy_table(traces: dict) -> tuple:
+    t = Table(title="OS model: policies on the same pass of each trace (speedups over base pages are estimates)")
+    for c in ("workload", "policy", "memory", "walks/1k", "huge share", "fallbacks", "speedup (xlat)", "speedup (xlat+OS)"):
+        t.add_column(c, justify="left" if c in ("workload", "policy", "memory") else "right")
+    out = {}
+    for name, path in traces.items():
+        runs = [("free", {}), ("50% fragmented", {"frag": 0.5}), ("90% fragmented", {"frag": 0.9})]
+        out[name] = {}
+        for label, opts in runs:
+            pols = ["ideal", "linux"] if not opts else ["linux"]
+            res = api.compare(path, pols, preset="haswell-pcc", **opts)
+            for r in res:
+                s = r.summary()
+                out[name][f"{s['label']} ({label})"] = r.to_dict()
+                t.add_row(name, s["label"], label, f"{s['walks_per_1k']:.2f}", f"{100 * s['huge_share']:.1f}%",
+                          f"{s['fault_fallbacks']:,}", f"{s['xlat_speedup_est']:.3f}x", f"{s['speedup_est']:.3f}x")
+    return t, out
+
+
+def run_demo(out: str = "demo-out", quick: bool = False) -> int:
+    start = time.monotonic()
+    os.makedirs(out, exist_ok=True)
+    traces = {}
+    for name, full, small in GRAPHS:
+        traces[name] = _trace(out, name, small if quick else full)
+    t, static = static_table(traces)
+    console.print(t)
+    t, pol = policy_table(traces)
+    console.print(t)
+    write_json(os.path.join(out, "demo-results.json"), {"static": static, "policies": pol})
+    console.print(f"results: {os.path.join(out, 'demo-results.json')} (every counter; cycle figures are estimates)")
+    try:
+        from . import experiments  # noqa: F401  (added with the PCC-paper experiments)
+        from .demo_paper import run_paper_demo
+    except ImportError:
+        run_paper_demo = None
+    if run_paper_demo is not None:
+        run_paper_demo(out, traces, console)
+    console.print(f"demo finished in {time.monotonic() - start:.0f} s")
+    return 0
