@@ -1,7 +1,357 @@
-"""Subcommands of the `hugescope` CLI: experiments. Registered by `cli.build_parser`."""
+"""Subcommands of the `hugescope` CLI: experiments. Registered by `cli.build_parser`.
+
+    hugescope curve TRACE --policies pcc,hawkeye,oracle --budgets 0,1,2,4,8,16,32,64,100 -o DIR
+    hugescope frag TRACE --levels 50,90 -o DIR
+    hugescope sensitivity TRACE --pcc-sizes 4..1024 -o DIR
+    hugescope reuse TRACE -o DIR
+    hugescope multi TRACE [TRACE2 ...] -o DIR      (several traces are merged first)
+    hugescope merge A.hst B.hst -o AB.hst          (also reachable as 'hugescope trace merge' once wired)
+    hugescope report DIR -o report.html
+
+Each experiment prints a summary table, writes CSV + JSON (and PNG figures)
+into the results directory, and shows a progress bar on a terminal.
+"""
 
 from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+from typing import List
+
+from rich.table import Table
+
+from . import experiments as ex
+
+
+def _cli():
+    # Imported late: cli imports this module while building its parser.
+    from . import cli
+    return cli
+
+
+# ---------------------------------------------------------------- parsing
+
+def parse_numbers(text: str, what: str, integer: bool = False) -> List[float]:
+    """'0,1,2,4' -> [0, 1, 2, 4]; 'A..B' -> powers of two from A to B
+    (A and B powers of two); both forms can be mixed: '4..64,100'."""
+    out: List[float] = []
+    for part in str(text).split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if ".." in part:
+            lo, _, hi = part.partition("..")
+            try:
+                a, b = int(lo), int(hi)
+            except ValueError:
+                raise ValueError(f"{what}: '{part}' is not a range of integers like 4..1024") from None
+            if a < 1 or b < a or a & (a - 1) or b & (b - 1):
+                raise ValueError(f"{what}: range '{part}' must go from a power of two up to a larger power of two")
+            n = a
+            while n <= b:
+                out.append(n)
+                n *= 2
+            continue
+        try:
+            v = float(part)
+        except ValueError:
+            raise ValueError(f"{what}: '{part}' is not a number") from None
+        if integer:
+            if v != int(v):
+                raise ValueError(f"{what}: '{part}' is not an integer")
+            v = int(v)
+        out.append(v)
+    if not out:
+        raise ValueError(f"{what}: empty list")
+    return out
+
+
+def _policies(text: str) -> List[str]:
+    # Policy parameters use commas too ("pcc:size=64,demotion=true"), so the
+    # list is split on commas that start a new policy name (no '=' before ':').
+    items: List[str] = []
+    for part in str(text).split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if items and "=" in part and ":" not in part.split("=")[0]:
+            items[-1] += "," + part
+        else:
+            items.append(part)
+    if not items:
+        raise ValueError("no policy given")
+    return items
+
+
+def _add_common(p: argparse.ArgumentParser, out_default: str = "results") -> None:
+    cli = _cli()
+    cli._add_machine_args(p)
+    p.add_argument("-o", "--out", default=out_default, help=f"results directory (default {out_default})")
+    p.add_argument("--duration", type=float, default=None,
+                   help="virtual seconds the trace spans (so the papers' 30 s intervals fire on a short trace)")
+    p.add_argument("--memory", default=None, help="simulated physical memory (default: 2x footprint, at least 1GiB)")
+    p.add_argument("--footprint", default=None, help="footprint the N%% limits refer to (default: the trace's regions)")
+    p.add_argument("--rate", type=float, default=None, help="nominal accesses per second (instead of --duration)")
+    p.add_argument("--seed", type=int, default=1, help="seed of the fragmentation injector")
+    p.add_argument("--os", action="append", default=[], metavar="COST=US", help="override an OS cost in microseconds")
+    p.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1),
+                   help="simulation threads (each decodes the trace once; default 2)")
+    p.add_argument("--no-plots", action="store_true", help="do not write PNG figures next to the results")
+
+
+def _common(a) -> dict:
+    return {"preset": a.preset, "config": a.config, "set": a.set, "memory": a.memory, "footprint": a.footprint,
+            "duration": a.duration, "rate": a.rate, "seed": a.seed, "os_costs": a.os, "threads": a.threads}
+
+
+@contextlib.contextmanager
+def _progress(description: str):
+    """A progress callback ``(done, total)``: a rich bar on a terminal (stderr),
+    nothing otherwise."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=_cli().err_console, transient=True) as p:
+        task = p.add_task(description, total=None)
+        p.start_task(task)
+
+        def update(done, total):
+            p.update(task, completed=done, total=total)
+
+        yield update
+
+
+def _user_errors(fn):
+    """Turn ValueError (bad argument values) into the CLI's one-line error."""
+    def run(a):
+        try:
+            return fn(a)
+        except ValueError as e:
+            raise _cli().CliError(str(e)) from None
+    return run
+
+
+def _fmt(col: str, v) -> str:
+    if v is None or (isinstance(v, float) and v != v):
+        return "-"
+    if col in ("huge_share", "ptw_rate", "page_share", "access_share", "walk_reduction"):
+        return f"{100 * v:.2f}%"
+    if col == "speedup_est":
+        return f"{v:.3f}x"
+    if isinstance(v, float):
+        return f"{v:,.3f}".rstrip("0").rstrip(".") if v == int(v) else f"{v:,.3f}"
+    if isinstance(v, int):
+        return f"{v:,}"
+    return str(v)
+
+
+def _print_table(df, columns, title: str) -> None:
+    t = Table(title=title)
+    cols = [c for c in columns if c in df.columns]
+    heads = {"speedup_est": "speedup (estimate)", "ptw_rate": "PTW rate", "huge_share": "huge share",
+             "budget_pct": "limit %", "frag_pct": "frag %"}
+    for c in cols:
+        t.add_column(heads.get(c, c), justify="left" if c in ("policy", "role", "region", "class") else "right")
+    for rec in df.to_dict(orient="records"):
+        t.add_row(*[_fmt(c, rec.get(c)) for c in cols])
+    _cli().console.print(t)
+
+
+def _finish(df, a, extra=None) -> None:
+    name = f"{df.attrs['meta']['hugescope_experiment']}-{ex._stem(df.attrs['meta']['trace']['path'])}"
+    paths = ex.save(df, a.out, name=name, extra_tables=extra)
+    msg = f"wrote {paths['csv']} and {paths['json']}"
+    if not a.no_plots:
+        from . import plots
+        data = ex.load(paths["json"])
+        pngs = plots.save_figures(data, os.path.join(a.out, name))
+        if pngs:
+            msg += " and " + ", ".join(pngs)
+    _cli().console.print(msg)
+
+
+# ---------------------------------------------------------------- commands
+
+@_user_errors
+def cmd_curve(a) -> int:
+    policies = _policies(a.policies)
+    budgets = parse_numbers(a.budgets, "--budgets")
+    frag_points = parse_numbers(a.frag_points, "--frag-points") if a.frag_points else []
+    with _progress("utility curve") as tick:
+        df = ex.curve(a.trace, policies=policies, budgets=budgets, frag_points=frag_points, frag_policy=a.frag_policy,
+                      progress=tick, **_common(a))
+    _print_table(df, ["policy", "role", "budget_pct", "frag_pct", "huge_share", "promotions", "ptw_rate",
+                      "speedup_est"], "utility curve (speedup and walks are estimates of the model)")
+    _finish(df, a)
+    return 0
+
+
+@_user_errors
+def cmd_frag(a) -> int:
+    levels = parse_numbers(a.levels, "--levels")
+    with _progress("fragmentation") as tick:
+        df = ex.frag(a.trace, levels=levels, policies=_policies(a.policies), frag_method=a.frag_method, progress=tick,
+                     **_common(a))
+    _print_table(df, ["policy", "frag_pct", "fmfi", "huge_share", "promotions", "ptw_rate", "speedup_est"],
+                 "fragmentation (speedup over unfragmented base pages, estimate)")
+    _finish(df, a)
+    return 0
+
+
+@_user_errors
+def cmd_sensitivity(a) -> int:
+    sizes = parse_numbers(a.pcc_sizes, "--pcc-sizes", integer=True)
+    budget = parse_numbers(a.budget, "--budget")
+    if len(budget) != 1:
+        raise ValueError("--budget takes one percentage")
+    with _progress("PCC size sensitivity") as tick:
+        df = ex.sensitivity(a.trace, pcc_sizes=sizes, budget=budget[0], policy=a.policy, param=a.param, progress=tick,
+                            **_common(a))
+    _print_table(df, ["policy", "role", "size", "huge_share", "promotions", "ptw_rate", "speedup_est"],
+                 f"PCC size sensitivity at a {budget[0]:g}% limit (estimates)")
+    _finish(df, a)
+    return 0
+
+
+@_user_errors
+def cmd_reuse(a) -> int:
+    with _progress("reuse distance"):
+        res = ex.reuse(a.trace, threshold=a.threshold, average=a.average, alpha=a.alpha, max_points=a.max_points,
+                       seed=a.seed)
+    t = Table(title=f"page reuse classes per region (measured on the trace; threshold {a.threshold:g})")
+    for c in ("region", "pid", "pages", "TLB-friendly", "HUB", "low reuse", "HUB accesses"):
+        t.add_column(c, justify="left" if c == "region" else "right")
+    for g in res.report["regions"] + [res.report["total"]]:
+        if g["pages"] == 0:
+            continue
+        cl = {c["class"]: c for c in g["classes"]}
+        t.add_row(g["name"], str(g["pid"]), f"{g['pages']:,}", f"{100 * cl['tlb_friendly']['page_share']:.1f}%",
+                  f"{100 * cl['hub']['page_share']:.1f}%", f"{100 * cl['low_reuse']['page_share']:.1f}%",
+                  f"{100 * cl['hub']['access_share']:.1f}%")
+    _cli().console.print(t)
+    _finish(res.regions, a, extra={"points": res.points})
+    return 0
+
+
+@_user_errors
+def cmd_multi(a) -> int:
+    trace = a.traces[0]
+    if len(a.traces) > 1:
+        os.makedirs(a.out, exist_ok=True)
+        trace = os.path.join(a.out, "merged-" + "-".join(ex._stem(t) for t in a.traces) + ".hst")
+        rep = ex.merge(a.traces, trace, slice=a.slice, separate_cpus=not a.shared_cpus)
+        _cli().console.print(f"merged {len(a.traces)} traces into {trace} ({rep['summary']['accesses']:,} accesses)")
+    with _progress("multi-process comparison") as tick:
+        df, procs, tl = ex.multi(trace, policies=_policies(a.policies), budgets=parse_numbers(a.budgets, "--budgets"),
+                                 progress=tick, **_common(a))
+    _print_table(df, ["policy", "role", "budget_pct", "huge_share", "promotions", "ptw_rate", "speedup_est"],
+                 "promotion policies (combined speedup, estimate)")
+    if len(procs) and procs["pid"].nunique() > 1:
+        _print_table(procs, ["policy", "budget_pct", "pid", "process", "huge_share", "walk_reduction"],
+                     "per process (estimates)")
+    _finish(df, a, extra={"processes": procs, "timeline": tl})
+    return 0
+
+
+@_user_errors
+def cmd_merge(a) -> int:
+    rep = ex.merge(a.inputs, a.output, slice=a.slice, separate_cpus=not a.shared_cpus)
+    h, s = rep["header"], rep["summary"]
+    _cli().console.print(f"wrote {a.output}: {s['accesses']:,} accesses of {h['processes']} processes "
+                         f"({', '.join(h['process_names'])}) on {h['cpus']} cpus, per pid {s['per_pid']}")
+    return 0
+
+
+@_user_errors
+def cmd_report(a) -> int:
+    from . import report
+    out = a.output or os.path.join(a.results, "report.html")
+    report.build(a.results, out, title=a.title)
+    _cli().console.print(f"wrote {out}")
+    return 0
+
+
+def _merge_parser(prog: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description="Interleave traces into one multi-process trace "
+                                "(round robin in fixed slices; input i becomes pid i).")
+    _merge_args(p)
+    return p
+
+
+def _merge_args(p) -> None:
+    p.add_argument("inputs", nargs="+", metavar="TRACE", help="two or more .hst traces")
+    p.add_argument("-o", "--output", required=True, help="merged trace to write (.hst)")
+    p.add_argument("--slice", type=int, default=65536, help="accesses taken from one trace at a time (default 65536)")
+    p.add_argument("--shared-cpus", action="store_true",
+                   help="keep cpu ids (processes share cores) instead of giving each trace its own cpus")
+
+
+def cmd_trace_merge(argv: List[str]) -> int:
+    """Entry point for `hugescope trace merge ...` (argv after 'merge')."""
+    return cmd_merge(_merge_parser("hugescope trace merge").parse_args(argv))
 
 
 def add_commands(sub) -> None:
     """Add this module's subcommands to the CLI's subparsers."""
+    c = sub.add_parser("curve", help="utility curves: speedup and PTW rate vs huge-page limit (PCC Fig. 5)")
+    c.add_argument("trace")
+    c.add_argument("--policies", default=",".join(ex.DEFAULT_CURVE_POLICIES), help="comma-separated policies")
+    c.add_argument("--budgets", default=",".join(str(b) for b in ex.DEFAULT_BUDGETS),
+                   help="huge-page limits in %% of the footprint (default 0,1,2,4,8,16,32,64,100)")
+    c.add_argument("--frag-points", default="50,90", help="fragmentation levels (%%) for the Linux points ('' for none)")
+    c.add_argument("--frag-policy", default="linux", help="policy of the fragmentation points (default linux)")
+    _add_common(c)
+    c.set_defaults(func=cmd_curve)
+
+    f = sub.add_parser("frag", help="speedup of policies on fragmented memory (PCC Fig. 7)")
+    f.add_argument("trace")
+    f.add_argument("--levels", default="50,90", help="%% of 2MB blocks holding an unmovable page (default 50,90)")
+    f.add_argument("--policies", default=",".join(ex.DEFAULT_FRAG_POLICIES), help="comma-separated policies")
+    f.add_argument("--frag-method", default="pcc", choices=["pcc", "ingens"], help="fragmentation method")
+    _add_common(f)
+    f.set_defaults(func=cmd_frag)
+
+    s = sub.add_parser("sensitivity", help="PCC size sensitivity (PCC Fig. 6)")
+    s.add_argument("trace")
+    s.add_argument("--pcc-sizes", default="4..1024", help="PCC entries: '4..1024' (powers of two) or a comma list")
+    s.add_argument("--budget", default="32", help="huge-page limit in %% of the footprint (default 32)")
+    s.add_argument("--policy", default="pcc", help="policy to vary (default pcc)")
+    s.add_argument("--param", default="size", help="its parameter to vary (default size)")
+    _add_common(s)
+    s.set_defaults(func=cmd_sensitivity)
+
+    r = sub.add_parser("reuse", help="page reuse distance at 4KB and 2MB, HUB classification (PCC Fig. 2)")
+    r.add_argument("trace")
+    r.add_argument("-o", "--out", default="results", help="results directory (default results)")
+    r.add_argument("--threshold", type=float, default=1024, help="low reuse distance below this (default 1024)")
+    r.add_argument("--average", default="ema", choices=["ema", "mean"], help="per-page average (default ema)")
+    r.add_argument("--alpha", type=float, default=0.9, help="EMA weight of the old value (default 0.9)")
+    r.add_argument("--max-points", type=int, default=20000, help="pages kept for the scatter plot (default 20000)")
+    r.add_argument("--seed", type=int, default=1, help="seed of the scatter sampling")
+    r.add_argument("--no-plots", action="store_true", help="do not write PNG figures")
+    r.set_defaults(func=cmd_reuse)
+
+    m = sub.add_parser("multi", help="multithread/multiprocess promotion policies over time (PCC Figs. 8-9)")
+    m.add_argument("traces", nargs="+", metavar="TRACE", help="a multi-threaded or merged trace, or several traces to merge")
+    m.add_argument("--policies", default=",".join(ex.DEFAULT_MULTI_POLICIES), help="comma-separated policies")
+    m.add_argument("--budgets", default=",".join(str(b) for b in ex.DEFAULT_MULTI_BUDGETS),
+                   help="huge-page limits in %% of the combined footprint")
+    m.add_argument("--slice", type=int, default=65536, help="merge slice when several traces are given")
+    m.add_argument("--shared-cpus", action="store_true", help="merged processes share cpus")
+    _add_common(m)
+    m.set_defaults(func=cmd_multi)
+
+    g = sub.add_parser("merge", help="interleave traces into one multi-process trace (= 'trace merge')")
+    _merge_args(g)
+    g.set_defaults(func=cmd_merge)
+
+    rp = sub.add_parser("report", help="one self-contained HTML page from a results directory")
+    rp.add_argument("results", help="results directory")
+    rp.add_argument("-o", "--output", default=None, help="HTML file (default RESULTS/report.html)")
+    rp.add_argument("--title", default=None, help="page title")
+    rp.set_defaults(func=cmd_report)

@@ -1,7 +1,470 @@
-"""Subcommands of the `hugescope` CLI: linux. Registered by `cli.build_parser`."""
+"""Subcommands of the `hugescope` CLI: linux. Registered by `cli.build_parser`.
+
+    hugescope run WORKLOAD [params] [--plan PLAN|all] [--repeat N] [--warmup W] [--json OUT]
+    hugescope run [--plan PLAN] [--repeat N] -- PROGRAM ARGS...
+    hugescope apply PID PLAN
+    hugescope fragment --share X [--seed N] [--margin SIZE] [--hold | --seconds T]
+    hugescope thp
+    hugescope coverage PID
+
+Every time printed is a measurement; the tables say how it was measured.
+"""
 
 from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import sys
+
+from rich.table import Table
+
+from . import linux, workloads
+from ._core import HugescopeError
+from ._io import write_json
+from .cli import CliError, _params, _size, console, err_console, workload_parser
+
+
+def _cli_errors(f):
+    """Bad input raises ValueError in the API; the CLI shows it as `error: ...`."""
+    @functools.wraps(f)
+    def g(*a, **k):
+        try:
+            return f(*a, **k)
+        except ValueError as e:
+            raise CliError(str(e)) from None
+    return g
+
+
+def _sz(n) -> str:
+    return "-" if n is None else _size(int(n))
+
+
+def _pct(x) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+# ---------------------------------------------------------------- run
+
+RUN_USAGE = """usage: hugescope run WORKLOAD [workload params] [--plan PLAN|all] [--repeat N] [--warmup W] [--json OUT]
+       hugescope run [--plan PLAN] [--repeat N] [--warmup W] [--json OUT] -- PROGRAM [ARGS...]
+
+Run a built-in workload natively, or any program, under a promotion plan, and
+measure it: N measured runs after W warm-up runs, median/min/max.
+
+  --plan all    every region of the workload collapsed as soon as it is populated
+  --plan FILE   a plan (JSON): start, progress-label and time_s entries for a
+                workload; start and time_s entries for a program (needs root)
+  no --plan     base pages (memory is left as the THP mode makes it)
+
+A program runs with ASLR disabled for it only, so a plan's addresses hold.
+workloads: {names}"""
+
+
+def _run_options(p: argparse.ArgumentParser, suppress: bool) -> None:
+    d = (lambda v: argparse.SUPPRESS) if suppress else (lambda v: v)
+    p.add_argument("--plan", default=d(None), metavar="PLAN",
+                   help="plan JSON file, or 'all' (every region of a workload huge); default: base pages")
+    p.add_argument("--repeat", type=int, default=d(3), help="measured runs (default 3)")
+    p.add_argument("--warmup", type=int, default=d(1), help="unmeasured runs first (default 1)")
+    p.add_argument("--json", default=d(None), metavar="OUT", help="write every measurement to this JSON file")
+    p.add_argument("--sample-ms", type=int, default=d(100), help="coverage sampling period in ms (default 100)")
+    p.add_argument("--timeout", type=float, default=d(None),
+                   help="kill a program after this many seconds (programs only)")
+    p.add_argument("--start-timeout", type=float, default=d(10.0),
+                   help="how long a program's 'start' entry waits for its range to be populated (default 10 s)")
+
+
+def _progress_line(ev) -> None:
+    r = ev["record"]
+    kind = "warm-up" if ev["warmup"] else "run"
+    t = r.get("run_s", r.get("wall_s"))
+    err_console.print(f"[dim]{kind} {ev['run']}/{ev['of']} done: {t:.4f} s[/]")
+
+
+@_cli_errors
+def cmd_run(a) -> int:
+    rest = list(a.rest or [])
+    if not rest:
+        console.print(RUN_USAGE.format(names=", ".join(workloads.names())))
+        return 2
+    if rest[0] == "--":
+        command = rest[1:]
+        if not command:
+            raise CliError("nothing after '--': give the program to run")
+        opts = vars(a)
+    else:
+        name = rest[0]
+        names = workloads.names()
+        if name not in names:
+            raise CliError(f"unknown workload '{name}' (workloads: {', '.join(names)}); "
+                           f"to run a program, put it after '--': hugescope run --plan PLAN -- {' '.join(rest)}")
+        command = None
+        p, kinds = workload_parser(name, f"hugescope run {name}", lambda p: _run_options(p, suppress=True))
+        wa = p.parse_args(rest[1:])
+        opts = dict(vars(a))
+        for k, v in vars(wa).items():
+            if k in opts and k != "rest":
+                if opts[k] != _DEFAULTS.get(k) and v != opts[k]:
+                    raise CliError(f"--{k.replace('_', '-')} given twice with different values")
+                opts[k] = v
+        params = _params(wa, kinds)
+    if opts["repeat"] < 1:
+        raise CliError(f"--repeat {opts['repeat']}: need at least one measured run")
+    if opts["warmup"] < 0:
+        raise CliError(f"--warmup {opts['warmup']}: must not be negative")
+    thp = linux.thp_state()
+    if not thp["baseline_available"]:
+        err_console.print(f"[yellow]warning:[/] THP mode for 2 MiB pages is '{thp['pmd_mode']}': the kernel backs "
+                          "memory with huge pages without being asked, so 'no plan' is not a base-page baseline")
+    if not thp["plans_applicable"] and opts["plan"]:
+        err_console.print("[yellow]warning:[/] transparent_hugepage/enabled is 'never': no plan entry will be applied")
+    if command is not None:
+        if opts["plan"] and not thp["root"]:
+            err_console.print("[yellow]warning:[/] applying a plan to another process needs root "
+                              "(CAP_SYS_NICE and ptrace access); entries will fail with EPERM")
+        res = linux.run(command, plan=opts["plan"], repeat=opts["repeat"], warmup=opts["warmup"],
+                        sample_ms=opts["sample_ms"], timeout=opts["timeout"], start_timeout=opts["start_timeout"],
+                        progress=_progress_line)
+    else:
+        if opts["timeout"] is not None:
+            raise CliError("--timeout applies to programs only (a built-in workload runs to completion)")
+        res = linux.run(name, plan=opts["plan"], repeat=opts["repeat"], warmup=opts["warmup"],
+                        sample_ms=opts["sample_ms"], progress=_progress_line, **params)
+    if opts["json"]:
+        write_json(opts["json"], res.to_dict())
+    render_run(res)
+    return 0
+
+
+_DEFAULTS = {"plan": None, "repeat": 3, "warmup": 1, "json": None, "sample_ms": 100, "timeout": None,
+             "start_timeout": 10.0}
+
+
+def render_run(res: "linux.RunResult") -> None:
+    s = res.summary
+    if res.kind == "workload":
+        ps = ", ".join(f"{k}={v}" for k, v in res.params.items())
+        title = f"{res.target} ({ps}), plan: {res.plan}"
+    else:
+        title = f"{' '.join(res.target)}, plan: {res.plan}"
+    t = Table(title=f"{title}\n{s['runs']} measured run(s) after {res.warmup} warm-up; measurements, not estimates")
+    t.add_column("measurement")
+    for c in ("median", "min", "max"):
+        t.add_column(c, justify="right")
+    t.add_column("how measured", overflow="fold")
+
+    def row(label, key, fmt):
+        v = s.get(key)
+        if v is None:
+            t.add_row(label, "-", "-", "-", res.how.get(key, ""))
+        else:
+            t.add_row(label, fmt(v["median"]), fmt(v["min"]), fmt(v["max"]), res.how.get(key, ""))
+
+    secs = lambda x: f"{x:.4f} s"  # noqa: E731
+    row("wall time" + (" (algorithm)" if res.kind == "workload" else ""), "wall_s", secs)
+    row("user time", "user_s", secs)
+    row("system time", "sys_s", secs)
+    row("peak RSS", "peak_rss_bytes", _sz)
+    row("huge-page bytes", "huge_bytes", _sz)
+    cov_how = ("huge-page bytes / footprint of the workload's regions" if res.kind == "workload"
+               else "peak AnonHugePages / peak RSS")
+    v = s.get("coverage")
+    t.add_row("huge-page coverage", *(("-",) * 3 if v is None else (_pct(v["median"]), _pct(v["min"]), _pct(v["max"]))),
+              cov_how)
+    row("collapse time", "collapse_s", secs)
+    if res.kind == "workload":
+        row("setup time", "setup_s", secs)
+    console.print(t)
+    notes = []
+    if res.kind == "workload":
+        notes.append(f"footprint {_sz(s.get('footprint_bytes'))}")
+        if not s.get("checksums_agree", True):
+            notes.append("[red]result checksums differ between runs[/]")
+    else:
+        codes = {(r.get("exit_code"), r.get("signal")) for r in res.runs}
+        notes.append("exit " + ", ".join(f"code {c}" if c is not None else f"signal {g}" for c, g in sorted(codes, key=str)))
+        if not all(r.get("aslr_disabled") for r in res.runs):
+            notes.append("[yellow]ASLR was not disabled in every run[/]")
+    if not s.get("outcomes_consistent", True):
+        notes.append("[yellow]collapse outcomes differ between runs (see --json)[/]")
+    console.print("; ".join(notes))
+    for w in (res.runs[0].get("warnings", []) if res.runs else []):
+        err_console.print(f"[yellow]warning:[/] {w}")
+    render_outcomes(res.outcomes)
+    render_samples(res.runs[0].get("samples", []) if res.runs else [])
+
+
+def _when(w) -> str:
+    if w == "start" or w is None:
+        return "start"
+    if isinstance(w, dict):
+        (k, v), = w.items()
+        return {"time_s": f"t = {v} s", "progress": f"at {v}", "accesses": f"after {v:,} accesses"
+                if isinstance(v, int) else f"after {v} accesses"}.get(k, f"{k} {v}")
+    return str(w)
+
+
+def render_outcomes(outcomes, limit: int = 40) -> None:
+    if not outcomes:
+        return
+    t = Table(title="plan entries (first measured run)")
+    for c in ("#", "range", "size", "when", "applied at", "status", "regions", "huge after", "errno", "reason"):
+        t.add_column(c, justify="right" if c in ("#", "size", "regions", "huge after") else "left",
+                     overflow="fold")
+    colours = {"collapsed": "green", "partially_collapsed": "yellow", "failed": "red", "skipped": "dim"}
+    for o in outcomes[:limit]:
+        at = o.get("point") or ("-" if o.get("t_s") is None else f"{o['t_s']:.3f} s")
+        if o.get("point") and o.get("t_s") is not None and o["point"] != "not_applied":
+            at = f"{o['point']} ({o['t_s']:.3f} s)"
+        elif o.get("point") is None and o.get("t_s") is not None:
+            at = f"{o['t_s']:.3f} s"
+        st = o["status"]
+        t.add_row(str(o["index"]), f"{o['start']:#x}..{o['start'] + o['length']:#x}", _sz(o["length"]),
+                  _when(o.get("when")), at, f"[{colours.get(st, '')}]{st.replace('_', ' ')}[/]",
+                  f"{o['regions_collapsed']}/{o['regions']}", _sz(o.get("bytes_huge_after_exact")),
+                  o.get("errno") or "", o.get("reason") or "")
+    console.print(t)
+    if len(outcomes) > limit:
+        console.print(f"... {len(outcomes) - limit} more entries (see --json)")
+
+
+def render_samples(samples, points: int = 8) -> None:
+    if len(samples) < 2:
+        return
+    step = max(1, len(samples) // points)
+    pick = samples[::step][:points]
+    if pick[-1] is not samples[-1]:
+        pick.append(samples[-1])
+    cells = [f"{x['t_s']:.2f} s: {_sz(x['anon_huge_bytes'])} of {_sz(x['rss_bytes'])}" for x in pick]
+    console.print("huge pages over time (first run; AnonHugePages of Rss, smaps_rollup): " + " | ".join(cells))
+
+
+# ---------------------------------------------------------------- apply
+
+@_cli_errors
+def cmd_apply(a) -> int:
+    outs = linux.apply_plan(a.pid, a.plan, precheck=not a.no_precheck)
+    if a.json:
+        write_json(a.json, outs)
+    render_outcomes(outs, limit=10_000)
+    return 0
+
+
+# ---------------------------------------------------------------- fragment
+
+def _share(v: str) -> float:
+    try:
+        x = float(v)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{v}' is not a number (the share of 2 MiB blocks to pin, 0..1)")
+    if not 0.0 <= x <= 1.0:
+        raise argparse.ArgumentTypeError(f"{v} is not between 0 and 1 (the share of 2 MiB blocks to pin)")
+    return x
+
+
+def _seed(v: str) -> int:
+    try:
+        x = int(v)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{v}' is not an integer")
+    if x < 0:
+        raise argparse.ArgumentTypeError(f"{v} is negative")
+    return x
+
+
+def _size_arg(v: str) -> int:
+    from . import units
+    try:
+        return units.parse_size(v)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e))
+
+
+def _seconds(v: str) -> float:
+    try:
+        x = float(v)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{v}' is not a number of seconds")
+    if not x >= 0:
+        raise argparse.ArgumentTypeError(f"{v} is not a non-negative number of seconds")
+    return x
+
+
+def render_buddy(b, title: str) -> None:
+    orders = max((len(c) for _, c in b["zones"]), default=0)
+    t = Table(title=title)
+    t.add_column("zone")
+    for o in range(orders):
+        t.add_column(f"{4 << o}K" if o < 8 else f"{(4 << o) >> 10}M", justify="right")
+    t.add_column("free 2 MiB blocks", justify="right")
+    for name, counts in b["zones"]:
+        t.add_row(name, *[f"{c:,}" for c in counts], f"{sum(c << (o - 9) for o, c in enumerate(counts) if o >= 9):,}")
+    console.print(t)
+    console.print(f"free 2 MiB-capable blocks in total: {b['free_2m_blocks']:,} ({_sz(b['free_2m_blocks'] * (2 << 20))})")
+
+
+def render_fragment(r) -> None:
+    t = Table(title=f"fragmented: share {r['share']}, seed {r['seed']}", show_header=False)
+    t.add_column(style="bold")
+    t.add_column(justify="right")
+    rows = [
+        ("memory total / free before / free after", f"{_sz(r['mem_total'])} / {_sz(r['mem_free_before'])} / {_sz(r['mem_free_after'])}"),
+        ("margin left free", _sz(r["margin_bytes"])),
+        ("allocated while fragmenting", _sz(r["bytes_allocated"])),
+        ("2 MiB blocks touched / left whole / pinned", f"{r['blocks_touched']:,} / {r['blocks_whole']:,} / {r['blocks_pinned']:,}"),
+        ("pins moved / lost", f"{r['pins_moved']:,} / {r['pins_lost']:,}"),
+        ("memory pinned", _sz(r["bytes_pinned"])),
+        ("free 2 MiB blocks before -> after", f"{r['free_2m_blocks_before']:,} -> {r['free_2m_blocks_after']:,}"),
+        ("took", f"{r['seconds']:.1f} s (measured)"),
+    ]
+    for k, v in rows:
+        t.add_row(k, v)
+    console.print(t)
+
+
+@_cli_errors
+def cmd_fragment(a) -> int:
+    if not linux.thp_state()["root"]:
+        raise CliError("hugescope fragment needs root: it reads physical frame numbers from /proc/self/pagemap, "
+                       "mlocks pages and sets vm.compact_unevictable_allowed")
+    render_buddy(linux.buddyinfo(), "/proc/buddyinfo before")
+    err_console.print("[dim]fragmenting: allocating most of free memory, then releasing all but the pins "
+                      "(about a minute on a 24 GiB machine)...[/]")
+
+    def ready(r):
+        render_fragment(r)
+        render_buddy(linux.buddyinfo(), "/proc/buddyinfo after fragmenting")
+        if a.hold:
+            console.print(f"holding (pid {os.getpid()}): Ctrl-C or SIGTERM releases the pins and restores every setting")
+        elif a.seconds:
+            console.print(f"holding for {a.seconds:g} s")
+        sys.stdout.flush()
+
+    rep = linux.fragment(a.share, seed=a.seed, margin=a.margin, hold=a.hold, seconds=a.seconds, on_ready=ready)
+    if a.json:
+        write_json(a.json, rep)
+    with open("/proc/sys/vm/compact_unevictable_allowed") as f:
+        now = f.read().strip()
+    console.print(f"released: pins unmapped; vm.compact_unevictable_allowed restored to {now} "
+                  f"(was {rep['compact_unevictable_allowed_was']})")
+    return 0
+
+
+# ---------------------------------------------------------------- thp, coverage
+
+@_cli_errors
+def cmd_thp(a) -> int:
+    s = linux.thp_state()
+    if a.json:
+        print(json.dumps(s, indent=2))
+        return 0
+    t = Table(title="transparent huge pages (/sys/kernel/mm/transparent_hugepage)", show_header=False)
+    t.add_column(style="bold")
+    t.add_column()
+    t.add_row("enabled", f"{s['enabled']['selected']}  (options: {' '.join(s['enabled']['options'])})")
+    t.add_row("defrag", f"{s['defrag']['selected']}  (options: {' '.join(s['defrag']['options'])})")
+    t.add_row("PMD huge page size", _sz(s["hpage_pmd_size"]))
+    for k in ("use_zero_page", "shrink_underused"):
+        if s.get(k) is not None:
+            t.add_row(k, str(s[k]))
+    if s.get("mthp_enabled"):
+        t.add_row("per-size (mTHP) enabled", ", ".join(f"{k.removeprefix('hugepages-')}={v}" for k, v in sorted(
+            s["mthp_enabled"].items(), key=lambda kv: int("".join(ch for ch in kv[0] if ch.isdigit()) or 0))))
+    if s.get("khugepaged"):
+        t.add_row("khugepaged", ", ".join(f"{k}={v}" for k, v in sorted(s["khugepaged"].items())))
+    console.print(t)
+    mode = s["pmd_mode"]
+    if s["baseline_available"]:
+        console.print(f"base-page baseline: [green]available[/] (2 MiB mode '{mode}': memory that is not advised "
+                      "stays in 4 KiB pages, so 'hugescope run' without --plan measures base pages)")
+    else:
+        console.print(f"base-page baseline: [red]not available[/] (2 MiB mode '{mode}': the kernel backs memory "
+                      "with huge pages at fault time; set enabled to madvise to measure base pages)")
+    if s["other_mthp_always"]:
+        console.print(f"[yellow]note:[/] multi-size THP {', '.join(s['other_mthp_always'])} set to always: "
+                      "base-page runs get PTE-mapped large folios there (not counted as huge pages)")
+    console.print("plans: " + ("[green]applicable[/] with MADV_COLLAPSE (it ignores the mode except never)"
+                               if s["plans_applicable"] else "[red]not applied[/] (enabled = never)"))
+    console.print("root: " + ("yes (process_madvise on other processes, the fragmenter)" if s["root"] else
+                              "no: plans apply to built-in workloads only; programs and the fragmenter need root"))
+    return 0
+
+
+@_cli_errors
+def cmd_coverage(a) -> int:
+    c = linux.coverage(a.pid, exact=not a.no_exact)
+    d = c.to_dict()
+    if a.json:
+        write_json(a.json, d)
+    t = Table(title=f"huge-page coverage of process {d['pid']} (smaps; exact = PAGEMAP_SCAN PMD-mapped)")
+    for col in ("range", "size", "rss", "huge (smaps)", "huge (exact)", "huge/rss", "flags", "mapping"):
+        t.add_column(col, justify="right" if col in ("size", "rss", "huge (smaps)", "huge (exact)", "huge/rss") else "left",
+                     overflow="fold")
+    shown = 0
+    for v in d["vmas"]:
+        if not a.all and v["rss"] == 0:
+            continue
+        shown += 1
+        flags = " ".join(f for f, on in (("hg", v["hugepage"]), ("nh", v["no_hugepage"])) if on)
+        t.add_row(f"{v['start']:#x}..{v['end']:#x}", _sz(v["size"]), _sz(v["rss"]), _sz(v["anon_huge_bytes"]),
+                  _sz(v.get("pmd_mapped_bytes")), _pct(v["anon_huge_bytes"] / v["rss"]) if v["rss"] else "-",
+                  flags, v["path"] or ("[anon]" if v["anonymous"] else ""))
+    console.print(t)
+    share = d["anon_huge_total"] / d["rss_total"] if d["rss_total"] else None
+    console.print(f"total (smaps_rollup): {_sz(d['anon_huge_total'])} in huge pages of {_sz(d['rss_total'])} resident "
+                  f"({_pct(share)}); {shown} of {len(d['vmas'])} VMAs shown" + ("" if a.all else " (resident ones; --all for every VMA)"))
+    return 0
+
+
+def _pid_arg(v: str) -> int:
+    try:
+        x = int(v)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{v}' is not a process id")
+    if x <= 0:
+        raise argparse.ArgumentTypeError(f"'{v}' is not a process id")
+    return x
 
 
 def add_commands(sub) -> None:
     """Add this module's subcommands to the CLI's subparsers."""
+    r = sub.add_parser("run", help="run a workload or program under a promotion plan and measure it (real Linux)",
+                       description=RUN_USAGE.format(names=", ".join(workloads.names())),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    _run_options(r, suppress=False)
+    r.add_argument("rest", nargs=argparse.REMAINDER, help="WORKLOAD [params] or -- PROGRAM [ARGS]")
+    r.set_defaults(func=cmd_run)
+
+    ap = sub.add_parser("apply", help="apply a plan to a running process now (process_madvise; root)")
+    ap.add_argument("pid", type=_pid_arg)
+    ap.add_argument("plan", help="plan JSON file (every entry is applied now, whatever its 'when')")
+    ap.add_argument("--no-precheck", action="store_true", help="skip hugescope's checks and show the kernel's own errno")
+    ap.add_argument("--json", metavar="OUT", help="write the outcomes to this JSON file")
+    ap.set_defaults(func=cmd_apply)
+
+    f = sub.add_parser("fragment", help="fragment free physical memory (PCC paper) and hold it (root)",
+                       description="Put one pinned, unmovable 4 KiB page in a share of the free 2 MiB blocks of "
+                                   "physical memory, print /proc/buddyinfo before and after, and hold until "
+                                   "Ctrl-C/SIGTERM; every changed setting is restored.")
+    f.add_argument("--share", type=_share, required=True, help="share of free 2 MiB blocks to pin, 0..1")
+    f.add_argument("--seed", type=_seed, default=0, help="seed of the block choice (default 0)")
+    f.add_argument("--margin", type=_size_arg, default=None,
+                   help="free memory left alone, e.g. 2GiB (default max(1 GiB, 5%% of memory))")
+    g = f.add_mutually_exclusive_group()
+    g.add_argument("--hold", action="store_true", help="hold the pins until Ctrl-C or SIGTERM")
+    g.add_argument("--seconds", type=_seconds, default=None, help="hold the pins this long, then release")
+    f.add_argument("--json", metavar="OUT", help="write the fragmentation report to this JSON file")
+    f.set_defaults(func=cmd_fragment)
+
+    t = sub.add_parser("thp", help="the system THP state and whether a base-page baseline can be measured")
+    t.add_argument("--json", action="store_true", help="print JSON")
+    t.set_defaults(func=cmd_thp)
+
+    c = sub.add_parser("coverage", help="huge-page coverage of a running process per VMA (smaps, PAGEMAP_SCAN)")
+    c.add_argument("pid", type=_pid_arg)
+    c.add_argument("--all", action="store_true", help="show VMAs with nothing resident too")
+    c.add_argument("--no-exact", action="store_true", help="skip the PAGEMAP_SCAN exact figure")
+    c.add_argument("--json", metavar="OUT", help="write the coverage to this JSON file")
+    c.set_defaults(func=cmd_coverage)

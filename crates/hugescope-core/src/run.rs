@@ -106,9 +106,8 @@ struct Run {
     sim: Simulator<Kernel>,
 }
 
-fn build(machine: &MachineConfig, header: &TraceHeader, os: &OsConfig, spec: &PolicySpec) -> Result<Run> {
+fn build(machine: &MachineConfig, header: &TraceHeader, os: &OsConfig, spec: &PolicySpec, pol: Box<dyn policy::Policy>) -> Result<Run> {
     let os = spec.os.clone().unwrap_or_else(|| os.clone());
-    let pol = policy::make(&spec.name, &spec.params)?;
     let geo = crate::hw::Geometry::new(machine)?;
     let kernel = Kernel::new(geo, machine.cost.clone(), header, &os, pol)?;
     let sim = Simulator::new(machine.clone(), header.cpus.max(1) as usize, kernel)?;
@@ -147,15 +146,27 @@ pub fn simulate_policies(path: &str, machine: &MachineConfig, os: &OsConfig, spe
         }
         os.time = Some(TimeBase::AccessRate { accesses_per_second: summary.accesses.max(1) as f64 / d });
     }
-    let mut runs = Vec::with_capacity(specs.len() + 1);
+    let mut pols = Vec::with_capacity(specs.len());
     for s in specs {
-        runs.push(build(machine, &header, &os, s)?);
+        pols.push(policy::make(&s.name, &s.params)?);
+    }
+    // Two-pass policies (the oracle) first get a base-page profile of the
+    // whole trace: one extra decode, only when one of them is requested.
+    if pols.iter().any(|p| p.wants_profile()) {
+        let profile = profile_walks(path, machine)?;
+        for p in pols.iter_mut().filter(|p| p.wants_profile()) {
+            p.set_profile(&profile);
+        }
+    }
+    let mut runs = Vec::with_capacity(specs.len() + 1);
+    for (s, p) in specs.iter().zip(pols) {
+        runs.push(build(machine, &header, &os, s, p)?);
     }
     let base_index = if opts.with_base {
         match specs.iter().position(|s| s.name == "base" && s.params.is_empty() && s.os.is_none()) {
             Some(i) => Some(i),
             None => {
-                runs.push(build(machine, &header, &os, &PolicySpec::named("base"))?);
+                runs.push(build(machine, &header, &os, &PolicySpec::named("base"), policy::make("base", &[])?)?);
                 Some(runs.len() - 1)
             }
         }
@@ -259,4 +270,150 @@ fn finish(run: &mut Run, info: &TraceInfo) -> PolicyResult {
         executed_plan: k.executed_plan().to_vec(),
         warnings,
     }
+}
+
+// ---------------------------------------------------------------- profiling pass
+
+/// Page walks per PMD-level region in a base-page run of a whole trace: what
+/// promoting each region could remove (the oracle's ranking).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct WalkProfile {
+    pub region_bytes: u64,
+    pub total_walks: u64,
+    /// Regions that walked at least once: walks descending, then pid, then address.
+    pub regions: Vec<RegionWalks>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct RegionWalks {
+    pub pid: u16,
+    pub start: u64,
+    pub walks: u64,
+}
+
+struct Span {
+    start: u64,
+    end: u64,
+    /// First region overlapping the span (start rounded down).
+    base: u64,
+    counts: Vec<u64>,
+}
+
+/// A page table for the profiling pass: every leaf is a base page, and each
+/// translation (a walk) is counted against its region. Declared regions get
+/// dense counters (one `u64` per 2MB region, found through a one-entry cache
+/// and a binary search); accesses outside every declared region (imported
+/// traces without declarations) fall back to an ordered map.
+pub struct WalkProfiler {
+    region_shift: u32,
+    region_bytes: u64,
+    spans: Vec<Vec<Span>>,
+    last: (usize, usize),
+    other: std::collections::BTreeMap<(u16, u64), u64>,
+    pending: Vec<crate::sim::Shootdown>,
+}
+
+impl WalkProfiler {
+    pub fn new(header: &TraceHeader, geo: &crate::hw::Geometry) -> WalkProfiler {
+        let region_shift = crate::os::aspace::Shape::from_levels(&geo.level_shifts).region_shift;
+        let mut spans: Vec<Vec<Span>> = Vec::new();
+        for r in &header.regions {
+            let p = r.pid as usize;
+            if p >= spans.len() {
+                spans.resize_with(p + 1, Vec::new);
+            }
+            let (start, end) = (r.base, r.base + r.len);
+            if end <= start || spans[p].iter().any(|s| s.start < end && start < s.end) {
+                continue; // the kernel ignores empty and overlapping declarations too
+            }
+            let base = start >> region_shift << region_shift;
+            let n = ((end - 1 - base) >> region_shift) as usize + 1;
+            spans[p].push(Span { start, end, base, counts: vec![0; n] });
+        }
+        for v in spans.iter_mut() {
+            v.sort_by_key(|s| s.start);
+        }
+        WalkProfiler {
+            region_shift,
+            region_bytes: 1 << region_shift,
+            spans,
+            last: (usize::MAX, 0),
+            other: Default::default(),
+            pending: Vec::new(),
+        }
+    }
+
+    #[inline]
+    fn count(&mut self, pid: u16, addr: u64) {
+        let p = pid as usize;
+        if self.last.0 == p {
+            let s = &mut self.spans[p][self.last.1];
+            if addr >= s.start && addr < s.end {
+                s.counts[((addr - s.base) >> self.region_shift) as usize] += 1;
+                return;
+            }
+        }
+        if let Some(v) = self.spans.get_mut(p) {
+            let i = v.partition_point(|s| s.start <= addr);
+            if i > 0 && addr < v[i - 1].end {
+                let s = &mut v[i - 1];
+                s.counts[((addr - s.base) >> self.region_shift) as usize] += 1;
+                self.last = (p, i - 1);
+                return;
+            }
+        }
+        *self.other.entry((pid, addr >> self.region_shift << self.region_shift)).or_insert(0) += 1;
+    }
+
+    /// The ranked profile. A region split between two declared regions (both
+    /// unaligned) is counted once with the sum of both parts.
+    pub fn into_profile(self) -> WalkProfile {
+        let mut m: std::collections::BTreeMap<(u16, u64), u64> = self.other;
+        for (p, v) in self.spans.iter().enumerate() {
+            for s in v {
+                for (i, &c) in s.counts.iter().enumerate() {
+                    if c > 0 {
+                        *m.entry((p as u16, s.base + ((i as u64) << self.region_shift))).or_insert(0) += c;
+                    }
+                }
+            }
+        }
+        let mut regions: Vec<RegionWalks> = m.into_iter().map(|((pid, start), walks)| RegionWalks { pid, start, walks }).collect();
+        regions.sort_by(|a, b| b.walks.cmp(&a.walks).then(a.pid.cmp(&b.pid)).then(a.start.cmp(&b.start)));
+        let total_walks = regions.iter().map(|r| r.walks).sum();
+        WalkProfile { region_bytes: self.region_bytes, total_walks, regions }
+    }
+}
+
+impl crate::sim::PageTable for WalkProfiler {
+    #[inline]
+    fn translate(&mut self, a: &crate::trace::Access) -> usize {
+        self.count(a.pid, a.addr);
+        0
+    }
+    fn take_shootdowns(&mut self, out: &mut Vec<crate::sim::Shootdown>) {
+        out.append(&mut self.pending);
+    }
+    #[inline]
+    fn has_shootdowns(&self) -> bool {
+        !self.pending.is_empty()
+    }
+    fn progress(&mut self, label: &str) {
+        // A release unmaps its pages: their translations leave the TLBs, as
+        // in the base-page run of the kernel model.
+        if let Some((pid, start, len)) = crate::trace::parse_free_label(label) {
+            self.pending.push(crate::sim::Shootdown { pid, start, end: start + len });
+        }
+    }
+}
+
+/// The profiling pass of two-pass policies: simulate the trace at `path` with
+/// base pages only on `machine` and count walks per (pid, region).
+pub fn profile_walks(path: &str, machine: &MachineConfig) -> Result<WalkProfile> {
+    let mut r = HstReader::open(path)?;
+    let geo = crate::hw::Geometry::new(machine)?;
+    let prof = WalkProfiler::new(r.header(), &geo);
+    let mut sim = Simulator::new(machine.clone(), r.header().cpus.max(1) as usize, prof)?;
+    sim.run_reader(&mut r)?;
+    Ok(sim.pt.into_profile())
 }

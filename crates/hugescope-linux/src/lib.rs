@@ -5,7 +5,9 @@
 //! * `collapse`: applying a promotion plan with `MADV_COLLAPSE` / `process_madvise`;
 //! * `fragment`: fragmenting physical memory the way the PCC paper did;
 //! * `launch`: running a command with ASLR off, applying a plan over time, and
-//!   measuring time, peak RSS and huge-page coverage.
+//!   measuring time, peak RSS and huge-page coverage;
+//! * `native`: running a built-in workload in this process with a plan applied at
+//!   its progress points, measured the same way.
 //!
 //! Everything here talks to the running kernel; nothing is simulated. See
 //! `docs/linux.md` for requirements and how coverage is measured.
@@ -14,6 +16,7 @@ pub mod collapse;
 pub mod error;
 pub mod fragment;
 pub mod launch;
+pub mod native;
 pub mod pagemap;
 pub mod smaps;
 pub mod thp;

@@ -1,7 +1,200 @@
-//! Bindings of the experiments (utility curves, fragmentation, sensitivity, reuse).
+//! Bindings of the experiments (utility curves, fragmentation, sensitivity,
+//! reuse distance, trace merging). As everywhere in the bindings, arguments are
+//! plain values and structured data crosses as JSON text; the logic lives in
+//! `hugescope-core` and `python/hugescope/experiments.py`.
 
+use crate::{err, json, machine};
+use hugescope_core::os::clock::TimeBase;
+use hugescope_core::os::costs::OsCosts;
+use hugescope_core::os::kernel::{Fragmentation, OsConfig};
+use hugescope_core::reuse::{self, Average, ReuseOptions};
+use hugescope_core::run::{self, PolicySpec, PolicyResult, RunOptions};
+use hugescope_core::trace::hst;
+use hugescope_core::trace::merge::{self, MergeOptions};
+use hugescope_core::units::parse_size;
 use pyo3::prelude::*;
+use serde::Deserialize;
 
-pub fn register(_m: &Bound<'_, PyModule>) -> PyResult<()> {
+/// One configuration of a sweep: a policy string plus its own OS settings.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SpecIn {
+    policy: String,
+    #[serde(default)]
+    label: Option<String>,
+    /// Huge-page budget as a share of the footprint (0..=1); None: no cap.
+    #[serde(default)]
+    budget: Option<f64>,
+    /// Fragmentation level (0..=1) and method ("pcc" or "ingens").
+    #[serde(default)]
+    frag: Option<f64>,
+    #[serde(default)]
+    frag_method: Option<String>,
+}
+
+fn fragmentation(frag: Option<f64>, method: &str) -> PyResult<Option<Fragmentation>> {
+    match (frag, method) {
+        (None, _) => Ok(None),
+        (Some(x), _) if !(0.0..=1.0).contains(&x) => Err(err(format!("fragmentation {x}: expected a share between 0 and 1"))),
+        (Some(x), "pcc") => Ok(Some(Fragmentation::Pcc { share: x })),
+        (Some(x), "ingens") => Ok(Some(Fragmentation::Ingens { fmfi: x })),
+        (Some(_), m) => Err(err(format!("unknown fragmentation method '{m}' (pcc, ingens)"))),
+    }
+}
+
+/// Simulate many configurations of one trace, spread over `threads` threads.
+///
+/// `specs_json` is a JSON list of `{"policy": "pcc:size=64", "label": ...,
+/// "budget": 0.04, "frag": 0.5, "frag_method": "pcc"}`; budget and
+/// fragmentation are per configuration (the `PolicySpec.os` override of the
+/// core), everything else is shared. The specs are dealt round robin into
+/// `threads` groups; each group is one decoding pass of the trace with its
+/// policies simulated side by side (decode once per core, simulate many), and
+/// each group simulates `base` alongside, so every result has its speedup over
+/// base on the same accesses (base is deterministic, so the groups agree).
+/// The GIL is released while simulating. Returns a JSON list of results in
+/// the order of `specs_json`.
+#[pyfunction]
+#[pyo3(signature = (trace, specs_json, preset=None, config=None, overrides=Vec::new(), memory=None,
+    footprint=None, duration=None, rate=None, seed=1, os_costs=Vec::new(), sample_every=None, threads=2))]
+#[allow(clippy::too_many_arguments)]
+fn run_specs(
+    py: Python<'_>,
+    trace: String,
+    specs_json: String,
+    preset: Option<String>,
+    config: Option<String>,
+    overrides: Vec<String>,
+    memory: Option<String>,
+    footprint: Option<String>,
+    duration: Option<f64>,
+    rate: Option<f64>,
+    seed: u64,
+    os_costs: Vec<String>,
+    sample_every: Option<u64>,
+    threads: usize,
+) -> PyResult<String> {
+    let cfg = machine(preset.as_deref(), config.as_deref(), &overrides)?;
+    let specs_in: Vec<SpecIn> =
+        serde_json::from_str(&specs_json).map_err(|e| err(format!("experiment configurations: {e}")))?;
+    if specs_in.is_empty() {
+        return Err(err("no configuration to simulate"));
+    }
+    let mut common = OsConfig {
+        memory_bytes: memory.as_deref().map(parse_size).transpose().map_err(err)?,
+        fragmentation: None,
+        budget: None,
+        footprint_bytes: footprint.as_deref().map(parse_size).transpose().map_err(err)?,
+        time: None,
+        costs: OsCosts::default().with_overrides(&os_costs).map_err(err)?,
+        seed,
+        sample_every: sample_every.unwrap_or(1 << 20),
+    };
+    // The time base is resolved here rather than through RunOptions, because
+    // the core applies `duration`/`rate` to the shared OS configuration only,
+    // and per-configuration overrides must carry the same clock.
+    if let Some(r) = rate {
+        if !(r.is_finite() && r > 0.0) {
+            return Err(err("accesses per second must be positive"));
+        }
+        common.time = Some(TimeBase::AccessRate { accesses_per_second: r });
+    }
+    if let Some(d) = duration {
+        if !(d.is_finite() && d > 0.0) {
+            return Err(err("duration must be a positive number of seconds"));
+        }
+        let (_, summary) = hst::summarize(&trace, false).map_err(err)?;
+        common.time = Some(TimeBase::AccessRate { accesses_per_second: summary.accesses.max(1) as f64 / d });
+    }
+    let mut specs = Vec::with_capacity(specs_in.len());
+    for s in &specs_in {
+        let mut spec = PolicySpec::parse(&s.policy).map_err(err)?;
+        if let Some(l) = &s.label {
+            spec.label = l.clone();
+        }
+        if let Some(b) = s.budget {
+            if !(0.0..=1.0).contains(&b) {
+                return Err(err(format!("budget {b} for '{}': expected a share between 0 and 1", s.policy)));
+            }
+        }
+        let frag = fragmentation(s.frag, s.frag_method.as_deref().unwrap_or("pcc"))?;
+        if s.budget.is_some() || frag.is_some() {
+            spec.os = Some(OsConfig { budget: s.budget, fragmentation: frag, ..common.clone() });
+        }
+        specs.push(spec);
+    }
+    let threads = threads.clamp(1, specs.len());
+    let opts = RunOptions { duration_s: None, accesses_per_second: None, with_base: true };
+    let results: hugescope_core::Result<Vec<PolicyResult>> = py.detach(|| {
+        let groups: Vec<Vec<(usize, PolicySpec)>> = (0..threads)
+            .map(|g| specs.iter().cloned().enumerate().filter(|(i, _)| i % threads == g).collect())
+            .collect();
+        let outputs: Vec<hugescope_core::Result<Vec<PolicyResult>>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = groups
+                .iter()
+                .map(|g| {
+                    let group: Vec<PolicySpec> = g.iter().map(|(_, s)| s.clone()).collect();
+                    let (trace, cfg, common, opts) = (&trace, &cfg, &common, &opts);
+                    scope.spawn(move || run::simulate_policies(trace, cfg, common, &group, opts))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|_| Err(hugescope_core::Error::input("a simulation thread panicked"))))
+                .collect()
+        });
+        let mut slots: Vec<Option<PolicyResult>> = (0..specs.len()).map(|_| None).collect();
+        for (g, out) in groups.iter().zip(outputs) {
+            for ((i, _), r) in g.iter().zip(out?) {
+                slots[*i] = Some(r);
+            }
+        }
+        Ok(slots.into_iter().map(|r| r.expect("every configuration has a result")).collect())
+    });
+    json(&results.map_err(err)?)
+}
+
+/// Page reuse distance at 4KB and 2MB per page, classified as in the PCC
+/// paper's Fig. 2 (see `hugescope_core::reuse`). `average` is "ema" (with
+/// `alpha`) or "mean". Returns the JSON `ReuseReport`.
+#[pyfunction]
+#[pyo3(signature = (trace, threshold=1024.0, average="ema".to_string(), alpha=0.9, max_points=20000, seed=1,
+    small_shift=12, huge_shift=21))]
+#[allow(clippy::too_many_arguments)]
+fn reuse_distance(
+    py: Python<'_>,
+    trace: String,
+    threshold: f64,
+    average: String,
+    alpha: f64,
+    max_points: usize,
+    seed: u64,
+    small_shift: u32,
+    huge_shift: u32,
+) -> PyResult<String> {
+    let average = match average.as_str() {
+        "ema" => Average::Ema { alpha },
+        "mean" => Average::Mean,
+        other => return Err(err(format!("unknown reuse-distance average '{other}' (ema, mean)"))),
+    };
+    let opts = ReuseOptions { threshold, average, small_shift, huge_shift, max_points, seed };
+    let report = py.detach(|| reuse::analyze_file(&trace, &opts)).map_err(err)?;
+    json(&report)
+}
+
+/// Interleave traces into one multi-process trace (`hugescope_core::trace::merge`).
+#[pyfunction]
+#[pyo3(signature = (inputs, out, slice=65536, separate_cpus=true))]
+fn merge_traces(py: Python<'_>, inputs: Vec<String>, out: String, slice: u64, separate_cpus: bool) -> PyResult<String> {
+    let opts = MergeOptions { slice, separate_cpus };
+    let refs: Vec<&str> = inputs.iter().map(|s| s.as_str()).collect();
+    let rep = py.detach(|| merge::merge(&refs, &out, &opts)).map_err(err)?;
+    json(&rep)
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(run_specs, m)?)?;
+    m.add_function(wrap_pyfunction!(reuse_distance, m)?)?;
+    m.add_function(wrap_pyfunction!(merge_traces, m)?)?;
     Ok(())
 }

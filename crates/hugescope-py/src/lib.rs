@@ -255,5 +255,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(workload_layout, m)?)?;
     m.add_function(wrap_pyfunction!(trace_workload, m)?)?;
     m.add_function(wrap_pyfunction!(native_workload, m)?)?;
+    experiments::register(m)?;
+    linux::register(m)?;
     Ok(())
 }

@@ -1,7 +1,230 @@
 //! Bindings of the real-Linux side (crate hugescope-linux).
+//!
+//! Plain arguments in, JSON text out, like the rest of the module. Calls that wait
+//! on the kernel or on a child process (launch, native runs, the fragmenter) release
+//! the GIL, so a Python program can keep other threads running meanwhile.
 
+use crate::{err, json};
+use hugescope_core::plan::Plan;
+use hugescope_core::units::parse_size;
+use hugescope_linux::collapse::{self, ApplyOptions, Target};
+use hugescope_linux::launch::{launch, LaunchOptions};
+use hugescope_linux::native::{run_native, NativePlan, NativeRunOptions};
+use hugescope_linux::{fragment, pagemap, smaps, Fragmenter, ThpState};
 use pyo3::prelude::*;
 
-pub fn register(_m: &Bound<'_, PyModule>) -> PyResult<()> {
+/// The system THP state (`/sys/kernel/mm/transparent_hugepage`) as JSON.
+#[pyfunction]
+fn thp_state() -> PyResult<String> {
+    json(&ThpState::read().map_err(err)?)
+}
+
+/// True when this process runs as root (process_madvise on others, the fragmenter).
+#[pyfunction]
+fn is_root() -> bool {
+    hugescope_linux::is_root()
+}
+
+/// The VMAs of `pid` (0 = this process) from smaps, as JSON.
+#[pyfunction]
+fn smaps_vmas(pid: i32) -> PyResult<String> {
+    json(&smaps::vmas(pid).map_err(err)?)
+}
+
+/// Huge-page coverage of `pid` per VMA: smaps `AnonHugePages`, and with `exact` the
+/// PMD-mapped bytes of each anonymous VMA from `PAGEMAP_SCAN`; totals from
+/// `smaps_rollup`.
+#[pyfunction]
+#[pyo3(signature = (pid, exact=true))]
+fn coverage(py: Python<'_>, pid: i32, exact: bool) -> PyResult<String> {
+    let out = py.detach(|| -> hugescope_linux::Result<serde_json::Value> {
+        let vmas = smaps::vmas(pid)?;
+        let rows: Vec<serde_json::Value> = vmas
+            .iter()
+            .map(|v| {
+                // PAGEMAP_SCAN is only meaningful (and only cheap) for anonymous memory.
+                let exact_bytes = if exact && v.is_anonymous() && v.rss > 0 {
+                    pagemap::pmd_mapped_bytes(pid, v.start, v.len()).ok()
+                } else {
+                    None
+                };
+                serde_json::json!({
+                    "start": v.start, "end": v.end, "size": v.size, "rss": v.rss, "anon": v.anon,
+                    "anon_huge_bytes": v.anon_huge_pages, "pmd_mapped_bytes": exact_bytes,
+                    "perms": v.perms, "path": v.path, "anonymous": v.is_anonymous(),
+                    "thp_eligible": v.thp_eligible, "hugepage": v.hugepage(), "no_hugepage": v.no_hugepage(),
+                })
+            })
+            .collect();
+        Ok(serde_json::json!({
+            "pid": pid,
+            "vmas": rows,
+            "anon_huge_total": smaps::anon_huge_total(pid)?,
+            "rss_total": smaps::rss_total(pid)?,
+        }))
+    });
+    json(&out.map_err(err)?)
+}
+
+/// Load and validate a plan file; returns the normalized plan JSON. Errors name the file.
+#[pyfunction]
+fn plan_load(path: String) -> PyResult<String> {
+    Ok(Plan::load(std::path::Path::new(&path)).map_err(err)?.to_json())
+}
+
+/// Validate plan text (a list of entries or `{"version", "entries"}`); normalized JSON back.
+#[pyfunction]
+fn plan_parse(text: String) -> PyResult<String> {
+    Ok(Plan::parse(&text).map_err(err)?.to_json())
+}
+
+fn entries(plan_json: &str) -> PyResult<Vec<hugescope_core::plan::PlanEntry>> {
+    Ok(Plan::parse(plan_json).map_err(err)?.entries)
+}
+
+/// Apply a plan to process `pid` now (0 = this process, else `process_madvise`),
+/// every entry regardless of its `when`. Returns the outcomes as JSON.
+#[pyfunction]
+#[pyo3(signature = (pid, plan_json, precheck=true))]
+fn apply_plan(py: Python<'_>, pid: i32, plan_json: String, precheck: bool) -> PyResult<String> {
+    if pid < 0 {
+        return Err(err(format!("pid {pid} is not a process id")));
+    }
+    let list = entries(&plan_json)?;
+    let target = if pid == 0 { Target::SelfProcess } else { Target::Pid(pid) };
+    let opts = ApplyOptions { precheck, ..ApplyOptions::default() };
+    json(&py.detach(|| collapse::apply_with(target, &list, &opts)))
+}
+
+/// Run a command with ASLR disabled for it, apply the plan's `start` and `time_s`
+/// entries with process_madvise, and measure it. Returns the RunRecord JSON.
+#[pyfunction]
+#[pyo3(signature = (argv, plan_json=None, sample_ms=100, start_timeout_s=10.0, timeout_s=None, disable_aslr=true, plan_pid=None))]
+#[allow(clippy::too_many_arguments)]
+fn launch_command(
+    py: Python<'_>,
+    argv: Vec<String>,
+    plan_json: Option<String>,
+    sample_ms: u64,
+    start_timeout_s: f64,
+    timeout_s: Option<f64>,
+    disable_aslr: bool,
+    plan_pid: Option<u16>,
+) -> PyResult<String> {
+    let Some((prog, args)) = argv.split_first() else {
+        return Err(err("no command given"));
+    };
+    let list = match &plan_json {
+        Some(t) => entries(t)?,
+        None => Vec::new(),
+    };
+    let opts = LaunchOptions { sample_ms, start_timeout_s, timeout_s, plan_pid, disable_aslr, ..LaunchOptions::default() };
+    let mut cmd = std::process::Command::new(prog);
+    cmd.args(args);
+    json(&py.detach(|| launch(cmd, &list, &opts)).map_err(err)?)
+}
+
+/// Run a built-in workload natively in this process. `plan` is "none", "all" or
+/// "plan" (then `plan_json` holds the entries). Returns the NativeRunRecord JSON.
+#[pyfunction]
+#[pyo3(signature = (name, params_json, plan="none".to_string(), plan_json=None, sample_ms=100, start_retries=16))]
+fn run_native_workload(
+    py: Python<'_>,
+    name: String,
+    params_json: String,
+    plan: String,
+    plan_json: Option<String>,
+    sample_ms: u64,
+    start_retries: u32,
+) -> PyResult<String> {
+    let params = match serde_json::from_str::<serde_json::Value>(&params_json).map_err(err)? {
+        serde_json::Value::Object(m) => m,
+        _ => return Err(err("workload parameters must be a JSON object")),
+    };
+    let p = match (plan.as_str(), &plan_json) {
+        ("none", None) => NativePlan::None,
+        ("all", None) => NativePlan::All,
+        ("plan", Some(t)) => NativePlan::Entries(entries(t)?),
+        ("plan", None) => return Err(err("plan='plan' needs plan_json")),
+        (other, _) => return Err(err(format!("plan must be 'none', 'all' or 'plan' (with plan_json), got '{other}'"))),
+    };
+    let opts = NativeRunOptions { sample_ms, start_retries, ..NativeRunOptions::default() };
+    json(&py.detach(|| run_native(&name, &params, &p, &opts)).map_err(err)?)
+}
+
+/// `/proc/buddyinfo`: free blocks per zone and order, and free 2 MiB blocks in total.
+#[pyfunction]
+fn buddyinfo() -> PyResult<String> {
+    json(&fragment::read_buddyinfo().map_err(err)?)
+}
+
+/// Fragment free physical memory (PCC paper): one pinned page in `share` of the
+/// 2 MiB blocks. `on_ready(report_json)` is called once the memory is fragmented;
+/// then, with `hold`, the pins are held until SIGINT/SIGTERM, else for `seconds`
+/// (default: released at once). Every changed setting is restored before this
+/// returns the report JSON. Needs root.
+#[pyfunction]
+#[pyo3(signature = (share, seed=0, margin=None, hold=false, seconds=None, on_ready=None))]
+fn fragment_memory(
+    py: Python<'_>,
+    share: f64,
+    seed: u64,
+    margin: Option<String>,
+    hold: bool,
+    seconds: Option<f64>,
+    on_ready: Option<Py<PyAny>>,
+) -> PyResult<String> {
+    let margin = margin.as_deref().map(parse_size).transpose().map_err(|e| err(format!("margin: {e}")))?;
+    if let Some(t) = seconds {
+        if !(t.is_finite() && t >= 0.0) {
+            return Err(err(format!("seconds {t}: expected a non-negative number")));
+        }
+    }
+    // The callback runs with the GIL taken back; its error (if any) is returned after
+    // the pins are released, so a failing callback never leaves memory fragmented.
+    let mut cb_err: Option<PyErr> = None;
+    let report = py.detach(|| -> hugescope_linux::Result<String> {
+        let f = Fragmenter::start(share, seed, margin)?;
+        let mut ready = |r: &hugescope_linux::FragmentReport| {
+            if let Some(cb) = &on_ready {
+                let text = serde_json::to_string(r).unwrap_or_default();
+                Python::attach(|py| {
+                    if let Err(e) = cb.call1(py, (text,)) {
+                        cb_err = Some(e);
+                    }
+                });
+            }
+        };
+        let text = serde_json::to_string(f.report()).unwrap_or_default();
+        if hold {
+            f.hold_until_signal_then(|r| ready(r));
+        } else {
+            ready(f.report());
+            if let Some(t) = seconds {
+                std::thread::sleep(std::time::Duration::from_secs_f64(t));
+            }
+            drop(f);
+        }
+        Ok(text)
+    });
+    let report = report.map_err(err)?;
+    if let Some(e) = cb_err {
+        return Err(e);
+    }
+    Ok(report)
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(thp_state, m)?)?;
+    m.add_function(wrap_pyfunction!(is_root, m)?)?;
+    m.add_function(wrap_pyfunction!(smaps_vmas, m)?)?;
+    m.add_function(wrap_pyfunction!(coverage, m)?)?;
+    m.add_function(wrap_pyfunction!(plan_load, m)?)?;
+    m.add_function(wrap_pyfunction!(plan_parse, m)?)?;
+    m.add_function(wrap_pyfunction!(apply_plan, m)?)?;
+    m.add_function(wrap_pyfunction!(launch_command, m)?)?;
+    m.add_function(wrap_pyfunction!(run_native_workload, m)?)?;
+    m.add_function(wrap_pyfunction!(buddyinfo, m)?)?;
+    m.add_function(wrap_pyfunction!(fragment_memory, m)?)?;
     Ok(())
 }

@@ -163,6 +163,9 @@ pub fn run<M: Mem>(c: &Cfg, l: &Layout, m: &mut M) -> Result<Value> {
     }
     drop(slots);
     let initial = total_cost(&off, &nets, &loc, n);
+    m.populated(&off);
+    m.populated(&nets);
+    m.populated(&loc);
     m.begin_run();
     let mut temp = c.start_temp;
     let (mut accepted, mut rejected, mut swap_no) = (0u64, 0u64, 0u64);

@@ -190,6 +190,10 @@ pub fn run<M: Mem>(c: &Cfg, l: &Layout, m: &mut M) -> Result<Value> {
     let mut p: Arr<f64> = m.alloc(l.get("p")?, n)?;
     let mut q: Arr<f64> = m.alloc(l.get("q")?, n)?;
     x.fill(1.0);
+    m.populated(&a.row_ptr);
+    m.populated(&a.cols);
+    m.populated(&a.vals);
+    m.populated(&x);
     m.begin_run();
     par_static(m, t, n, SLICE, |m, lo, hi| {
         for i in lo..hi {

@@ -59,6 +59,7 @@ pub fn run<M: Mem>(c: &Cfg, l: &Layout, m: &mut M) -> Result<Value> {
     for (i, x) in t.iter_mut().enumerate() {
         *x = i as u64;
     }
+    m.populated(&t);
     m.begin_run();
     let mut rng = Rng::new(c.seed);
     let mut done = 0u64;

@@ -248,6 +248,10 @@ pub trait Mem {
             self.release_pages(arr, lo, hi);
         }
     }
+    /// `arr` was initialised during setup (before `begin_run`): its pages are
+    /// resident when the measured phase starts. Natively this is already true;
+    /// a trace records it so the OS model faults them in first, in this order.
+    fn populated<T: Pod>(&mut self, _arr: &Arr<T>) {}
     /// Backend part of `release`: [lo, hi) are page-aligned element indices.
     fn release_pages<T: Pod>(&mut self, arr: &mut Arr<T>, lo: usize, hi: usize);
 }
@@ -287,6 +291,11 @@ impl Mem for Traced<'_> {
     fn release_pages<T: Pod>(&mut self, arr: &mut Arr<T>, lo: usize, hi: usize) {
         arr[lo..hi].fill(T::default());
         self.sink.free(0, arr.addr(lo), arr.addr(hi) - arr.addr(lo));
+    }
+    fn populated<T: Pod>(&mut self, arr: &Arr<T>) {
+        if !arr.is_empty() {
+            self.sink.populate(0, arr.base(), arr.addr(arr.len()) - arr.base());
+        }
     }
 }
 

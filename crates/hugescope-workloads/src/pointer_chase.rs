@@ -100,6 +100,7 @@ pub fn run<M: Mem>(c: &Cfg, l: &Layout, m: &mut M) -> Result<Value> {
     let t = c.threads;
     let mut cur: Vec<usize> = (0..t).map(|k| o[k * n / t] as usize).collect();
     drop(o);
+    m.populated(&nodes);
     m.begin_run();
     let mut acc = 0u64;
     let per = c.hops / t as u64;

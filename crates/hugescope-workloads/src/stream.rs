@@ -56,6 +56,8 @@ pub fn run<M: Mem>(c: &Cfg, l: &Layout, m: &mut M) -> Result<Value> {
     let mut cc: Arr<f64> = m.alloc(l.get("c")?, n)?;
     a.fill(1.0);
     b.fill(2.0);
+    m.populated(&a);
+    m.populated(&b);
     m.begin_run();
     let t = c.threads;
     for it in 0..c.iterations {

@@ -44,6 +44,24 @@ impl AccessSink for CheckSink {
     fn progress(&mut self, label: &str) {
         self.labels.push(label.to_string());
     }
+    // Setup population and releases are range events, not progress points:
+    // both must lie wholly inside one declared region.
+    fn populate(&mut self, pid: u16, start: u64, len: u64) {
+        self.check_range(pid, start, len);
+    }
+    fn free(&mut self, pid: u16, start: u64, len: u64) {
+        self.check_range(pid, start, len);
+    }
+}
+
+impl CheckSink {
+    fn check_range(&mut self, pid: u16, start: u64, len: u64) {
+        let ok = len > 0
+            && self.regions.iter().any(|r| r.contains(pid, start) && start + len <= r.end());
+        if !ok && self.outside.len() < 10 {
+            self.outside.push(Access { addr: start, write: true, cpu: 0, pid });
+        }
+    }
 }
 
 fn small_cases() -> Vec<(&'static str, Value)> {

@@ -4,6 +4,7 @@
 pub mod assoc;
 pub mod geometry;
 pub mod mmu;
+pub mod pcc;
 pub mod pwc;
 pub mod tlb;
 

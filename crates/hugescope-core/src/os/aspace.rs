@@ -54,6 +54,11 @@ pub struct Vma {
     pub pmd_a: Vec<bool>,
     /// PUD accessed bit per PUD-level region, from `start` rounded down.
     pub pud_a: Vec<bool>,
+    /// "Accessed in the current window" bit per base page, for coverage
+    /// tracking (HawkEye as the PCC artifact models it: every access counts).
+    /// Empty unless `Kernel::track_coverage` turned tracking on, so it costs
+    /// no memory otherwise.
+    pub cov: Vec<u64>,
 }
 
 impl Vma {
@@ -75,6 +80,7 @@ impl Vma {
             touched: vec![0; regions],
             pmd_a: vec![false; regions],
             pud_a: vec![false; puds],
+            cov: Vec::new(),
         }
     }
 
@@ -101,6 +107,35 @@ impl Vma {
     }
     pub fn mark_leaked(&mut self, pi: usize) {
         self.flags[pi] |= LEAKED;
+    }
+
+    /// Set the coverage bit of base page `pi` (allocating the bitset on first use).
+    #[inline(always)]
+    pub fn cover(&mut self, pi: usize) {
+        let w = pi >> 6;
+        if w >= self.cov.len() {
+            self.cov.resize(self.flags.len().div_ceil(64).max(w + 1), 0);
+        }
+        self.cov[w] |= 1u64 << (pi & 63);
+    }
+
+    /// Count and clear the coverage bits of base pages [a, b).
+    pub fn take_cov(&mut self, a: usize, b: usize) -> u32 {
+        let mut n = 0;
+        let mut i = a;
+        while i < b {
+            let w = i >> 6;
+            if w >= self.cov.len() {
+                break;
+            }
+            let lo = i & 63;
+            let hi = (b - (i & !63)).min(64);
+            let mask = if hi - lo == 64 { u64::MAX } else { ((1u64 << (hi - lo)) - 1) << lo };
+            n += (self.cov[w] & mask).count_ones();
+            self.cov[w] &= !mask;
+            i = (i & !63) + 64;
+        }
+        n
     }
 }
 
@@ -205,6 +240,10 @@ impl AddressSpace {
             grown.touched[..prev.touched.len()].copy_from_slice(&prev.touched);
             grown.pmd_a[..prev.pmd_a.len()].copy_from_slice(&prev.pmd_a);
             grown.pud_a[..prev.pud_a.len()].copy_from_slice(&prev.pud_a);
+            if !prev.cov.is_empty() {
+                grown.cov = prev.cov.clone();
+                grown.cov.resize(grown.flags.len().div_ceil(64), 0);
+            }
             self.vmas[i - 1] = grown;
             return i - 1;
         }
@@ -257,5 +296,21 @@ mod tests {
         assert_eq!(a.vmas[m].start, 0x4030_0000);
         assert_eq!(a.vmas[m].end, 0x4040_0000);
         assert_eq!(a.footprint_declared(), 3 << 20);
+    }
+
+    #[test]
+    fn coverage_bits_count_and_clear_unaligned_ranges() {
+        let g = shape();
+        let mut a = AddressSpace::new(0, "p".into());
+        a.add_region(&Region { name: "x".into(), base: 0x4000_0000, len: 3 << 20, pid: 0, hugepage_advised: false }, &g);
+        let v = &mut a.vmas[0];
+        assert!(v.cov.is_empty());
+        for pi in [0usize, 5, 63, 64, 100, 511, 512, 700] {
+            v.cover(pi);
+            v.cover(pi); // idempotent
+        }
+        assert_eq!(v.take_cov(5, 101), 4); // 5, 63, 64, 100
+        assert_eq!(v.take_cov(0, 768), 4); // 0, 511, 512, 700 remain
+        assert_eq!(v.take_cov(0, 768), 0);
     }
 }

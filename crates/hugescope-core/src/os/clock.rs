@@ -31,6 +31,8 @@ pub struct Clock {
     pub os_sync_seconds: f64,
     /// OS time on other cores (daemons), not on the program's path.
     pub os_async_seconds: f64,
+    /// OS time during the program's untraced setup (populating its data).
+    pub os_setup_seconds: f64,
     timers: Vec<(f64, u32)>,
     next_due_units: f64,
     /// Timers due at an access count (plans recorded in accesses).
@@ -51,6 +53,7 @@ impl Clock {
             accesses: 0,
             os_sync_seconds: 0.0,
             os_async_seconds: 0.0,
+            os_setup_seconds: 0.0,
             timers: Vec::new(),
             next_due_units: f64::INFINITY,
             access_timers: Vec::new(),

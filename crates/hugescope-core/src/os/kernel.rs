@@ -13,6 +13,7 @@ use super::costs::OsCosts;
 use super::metrics::{OsStats, ProcessStats, Sample};
 use super::phys::{FragReport, Migration, Mobility, PhysMem, FRAG_OWNER};
 use crate::config::CostConfig;
+use crate::hw::pcc::{Pcc, PccConfig};
 use crate::hw::{Geometry, Outcome};
 use crate::plan::{PlanEntry, When};
 use crate::policy::{Fault, FaultAction, Policy, Walk};
@@ -97,6 +98,8 @@ pub struct Kernel {
     policy_wants_walks: bool,
     /// Work done from a timer runs on another core (a daemon): async cost.
     in_daemon: bool,
+    /// Populating setup data before the traced phase: setup cost.
+    in_setup: bool,
     timeline: Vec<Sample>,
     next_sample: u64,
     sample_every: u64,
@@ -107,6 +110,14 @@ pub struct Kernel {
     peak_huge_total: u64,
     last: LastWalk,
     scratch: Vec<Migration>,
+    /// Promotion candidate caches (PCC §3.2), one per cpu, created lazily;
+    /// hardware the kernel models because the walker feeds it. None: no PCC
+    /// (the default), which costs one branch per walk.
+    pcc_cfg: Option<PccConfig>,
+    pccs: Vec<Pcc>,
+    /// Per-base-page coverage bits are being set on every access (HawkEye's
+    /// access-coverage source, as the PCC artifact models it).
+    coverage_on: bool,
 }
 
 const OWNER_PID_SHIFT: u32 = 48;
@@ -186,6 +197,7 @@ impl Kernel {
             policy: Some(policy),
             policy_wants_walks,
             in_daemon: false,
+            in_setup: false,
             timeline: Vec::new(),
             next_sample: 0,
             sample_every: cfg.sample_every.max(1),
@@ -196,6 +208,9 @@ impl Kernel {
             peak_huge_total: 0,
             last: LastWalk::default(),
             scratch: Vec::new(),
+            pcc_cfg: None,
+            pccs: Vec::new(),
+            coverage_on: false,
         };
         k.with_policy(|p, k| p.init(k));
         Ok(k)
@@ -312,7 +327,9 @@ impl Kernel {
     }
 
     fn charge_us(&mut self, us: f64) {
-        if self.in_daemon {
+        if self.in_setup {
+            self.clock.os_setup_seconds += us * 1e-6;
+        } else if self.in_daemon {
             self.clock.charge_async(us * 1e-6);
         } else {
             self.clock.charge_sync(us * 1e-6);
@@ -324,6 +341,89 @@ impl Kernel {
         self.charge_us(us);
     }
 
+    // ------------------------------------------------------------ PCC hardware
+
+    /// Give every cpu a promotion candidate cache (PCC §3.2) fed by the walker
+    /// from now on. A policy that reads PCCs calls this from `init`. Calling
+    /// it again replaces the PCCs (empty).
+    pub fn enable_pcc(&mut self, cfg: PccConfig) -> std::result::Result<(), String> {
+        cfg.validate()?;
+        self.pccs.clear();
+        self.pcc_cfg = Some(cfg);
+        Ok(())
+    }
+    pub fn pcc_config(&self) -> Option<&PccConfig> {
+        self.pcc_cfg.as_ref()
+    }
+    /// The PCCs, indexed by cpu id (cpus that never walked may be missing).
+    pub fn pccs(&self) -> &[Pcc] {
+        &self.pccs
+    }
+    pub fn pccs_mut(&mut self) -> &mut [Pcc] {
+        &mut self.pccs
+    }
+    /// The PCC of `cpu`, created if needed; None if no PCC is enabled.
+    pub fn pcc_mut(&mut self, cpu: u16) -> Option<&mut Pcc> {
+        let cfg = self.pcc_cfg.as_ref()?;
+        let c = cpu as usize;
+        if c >= self.pccs.len() {
+            let (rs, ps) = (self.shape.region_shift, self.shape.pud_shift);
+            let template = Pcc::new(cfg, rs, ps);
+            self.pccs.resize(c + 1, template);
+        }
+        Some(&mut self.pccs[c])
+    }
+
+    /// The walker's PCC update (PCC §3.2): off the hot path of walks when no
+    /// PCC is enabled (the caller tests `pcc_cfg`).
+    #[inline(never)]
+    fn feed_pcc(&mut self, a: &Access, size: usize, pmd_a_was_set: bool, pud_a_was_set: bool) {
+        let leaf_shift = self.geo.shifts[size];
+        if let Some(p) = self.pcc_mut(a.cpu) {
+            p.on_walk(a.pid, a.addr, leaf_shift, pmd_a_was_set, pud_a_was_set);
+        }
+    }
+
+    // ------------------------------------------------------------ coverage
+
+    /// Turn per-base-page coverage tracking on or off (HawkEye's "access
+    /// coverage" with every access counted, as the PCC artifact models it:
+    /// linux-thp-and-hawkeye.md B.6). Turning it on allocates a bitset per VMA
+    /// if needed and clears every bit (a new window starts); turning it off
+    /// keeps the bits for `take_coverage`. While off, nothing is paid per access.
+    pub fn track_coverage(&mut self, on: bool) {
+        if on {
+            for sp in self.spaces.iter_mut() {
+                for v in sp.vmas.iter_mut() {
+                    let words = v.flags.len().div_ceil(64);
+                    v.cov.clear();
+                    v.cov.resize(words, 0);
+                }
+            }
+        }
+        self.coverage_on = on;
+    }
+    pub fn coverage_tracking(&self) -> bool {
+        self.coverage_on
+    }
+
+    /// Base pages of the PMD-level region at `start` accessed since tracking
+    /// was turned on (or since the last take of this region); clears them.
+    /// Only the part of the region inside the VMA holding `start` counts.
+    pub fn take_coverage(&mut self, pid: u16, start: u64) -> u32 {
+        let (bs, len) = (self.shape.base_shift, self.region_bytes());
+        let start = start & !(len - 1);
+        let Some(sp) = self.spaces.get_mut(pid as usize) else { return 0 };
+        let Some(vi) = sp.find(start).or_else(|| sp.find(start + len - 1)) else { return 0 };
+        let v = &mut sp.vmas[vi];
+        let (lo, hi) = (start.max(v.start), (start + len).min(v.end));
+        if lo >= hi {
+            return 0;
+        }
+        let (a, b) = (v.page_index(lo, bs), v.page_index(hi - 1, bs) + 1);
+        v.take_cov(a, b)
+    }
+
     // ------------------------------------------------------------ mechanisms
 
     fn owner(pid: u16, va: u64, base_shift: u32) -> u64 {
@@ -333,6 +433,11 @@ impl Kernel {
     fn shootdown(&mut self, pid: u16, start: u64, end: u64) {
         self.pending.push(Shootdown { pid, start, end });
         self.stats.shootdowns += 1;
+        // Any shootdown of a region invalidates its PCC entries on every cpu
+        // (PCC §3.3 step C; pcc.md §3.6).
+        for p in self.pccs.iter_mut() {
+            p.invalidate(pid, start, end);
+        }
         // IPIs interrupt the program's cpus: always on the critical path.
         self.clock.charge_sync(self.costs.shootdown_us * 1e-6);
     }
@@ -672,6 +777,34 @@ impl Kernel {
         self.shootdown(pid, start, end);
     }
 
+    /// The program initialised [start, start + len) before the traced phase:
+    /// fault every page in, in address order, through the policy (so a
+    /// fault-time policy hands out huge pages in the order the real program
+    /// would have). Costs go to setup time, not to the traced run.
+    pub fn populate(&mut self, pid: u16, start: u64, len: u64) {
+        let shape = self.shape;
+        let page = 1u64 << shape.base_shift;
+        let (mut a, end) = (start & !(page - 1), start + len);
+        if pid as usize >= self.spaces.len() {
+            self.spaces.resize_with(pid as usize + 1, Default::default);
+            self.spaces[pid as usize].pid = pid;
+        }
+        self.in_setup = true;
+        while a < end {
+            let sp = &mut self.spaces[pid as usize];
+            let vi = sp.vma_index(a, &shape);
+            let pi = sp.vmas[vi].page_index(a, shape.base_shift);
+            if sp.vmas[vi].flags[pi] & PRESENT == 0 {
+                self.fault(&Access::write(a).in_pid(pid), vi, pi);
+            }
+            let sp = &mut self.spaces[pid as usize];
+            Self::touch(sp, vi, pi, a, shape.region_shift);
+            sp.vmas[vi].flags[pi] |= DIRTY;
+            a += page;
+        }
+        self.in_setup = false;
+    }
+
     /// Split a huge leaf whose block stays allocated as one unit: its pages
     /// become base leaves marked as frames the process cannot free one by one.
     fn demote_keeping_frames(&mut self, pid: u16, addr: u64) {
@@ -897,6 +1030,9 @@ impl PageTable for Kernel {
         v.flags[pi] |= ACCESSED | if a.write { DIRTY } else { 0 };
         let size = size_of_flags(v.flags[pi]);
         self.last = LastWalk { size };
+        if self.pcc_cfg.is_some() {
+            self.feed_pcc(a, size, pmd_a_was_set, pud_a_was_set);
+        }
         if self.policy_wants_walks {
             let w = Walk { pid: a.pid, cpu: a.cpu, addr: a.addr, write: a.write, size, pmd_a_was_set, pud_a_was_set };
             self.with_policy(|p, k| p.on_walk(k, &w));
@@ -922,15 +1058,21 @@ impl PageTable for Kernel {
             Outcome::L2Hit(s) => (c.base_cycles_per_access + c.l2_hit_cycles, s),
             Outcome::Miss => (c.base_cycles_per_access + c.l2_hit_cycles + walk_refs as f64 * c.walk_ref_cycles, self.last.size),
         };
-        if size > 0 {
+        if size > 0 || self.coverage_on {
             // Accesses inside a huge page never fault, so first touches of its
             // base pages are recorded here (the utilization a base-page run
             // would show as RSS). Hits on base pages were touched at fault time.
+            // Coverage tracking (off by default) shares the VMA lookup.
             let shape = self.shape;
             let sp = &mut self.spaces[a.pid as usize];
             let vi = sp.vma_index(a.addr, &shape);
             let pi = sp.vmas[vi].page_index(a.addr, shape.base_shift);
-            Self::touch(sp, vi, pi, a.addr, shape.region_shift);
+            if size > 0 {
+                Self::touch(sp, vi, pi, a.addr, shape.region_shift);
+            }
+            if self.coverage_on {
+                sp.vmas[vi].cover(pi);
+            }
         }
         if self.clock.accesses >= self.next_sample {
             self.sample();
@@ -942,6 +1084,10 @@ impl PageTable for Kernel {
     }
 
     fn progress(&mut self, label: &str) {
+        if let Some((p, s, l)) = crate::trace::parse_populate_label(label) {
+            self.populate(p, s, l);
+            return;
+        }
         if let Some((p, s, l)) = crate::trace::parse_free_label(label) {
             self.free_range(p, s, l);
             self.with_policy(|pol, k| pol.on_free(k, p, s, l));

@@ -9,16 +9,22 @@
 //!   before the walk (hardware-assisted policies: the PCC; only delivered if
 //!   `wants_walks` is true, so other policies cost nothing per walk);
 //! - `on_timer`: a daemon is due (khugepaged, PCC reads, Ingens scans);
-//! - `on_progress` / `on_free`: workload progress points and memory releases.
+//! - `on_progress` / `on_free`: workload progress points and memory releases;
+//! - `wants_profile` / `set_profile`: offline policies (the oracle) get the
+//!   walks per region of a base-page profiling pass over the whole trace
+//!   before the run starts (`run::profile_walks`).
 //! Mechanisms available to policies: `promote`, `demote`, `compact`,
 //! `clear_accessed`, `free_range`, `schedule_*`, plus read access to the page
 //! tables (`region_state`, `spaces`), physical memory (`phys`) and the budget.
 
 pub mod base;
+pub mod hawkeye;
 pub mod ideal;
 pub mod khugepaged;
 pub mod linux;
+pub mod oracle;
 pub mod params;
+pub mod pcc;
 pub mod static_plan;
 
 use crate::os::{AllocMode, Kernel};
@@ -80,6 +86,13 @@ pub trait Policy {
     fn on_progress(&mut self, _k: &mut Kernel, _label: &str) {}
     fn on_free(&mut self, _k: &mut Kernel, _pid: u16, _start: u64, _len: u64) {}
     fn finish(&mut self, _k: &mut Kernel) {}
+    /// Whether the policy needs a profiling pass over the whole trace first
+    /// (an offline, two-pass policy such as the oracle).
+    fn wants_profile(&self) -> bool {
+        false
+    }
+    /// The profile, given before the kernel is built (so before `init`).
+    fn set_profile(&mut self, _p: &crate::run::WalkProfile) {}
 }
 
 type Ctor = fn(&mut Params) -> Result<Box<dyn Policy>>;
@@ -90,6 +103,9 @@ pub const REGISTRY: &[(&str, &str, Ctor)] = &[
     ("ideal", "every eligible region huge at first touch, no limits (the papers' all-2MB line)", ideal::new),
     ("static", "huge pages where a plan file says, when it says", static_plan::new),
     ("linux", "Linux THP: fault-time huge pages per enabled/defrag, and khugepaged", linux::new),
+    ("pcc", "promotion candidate cache (MICRO'23): promote the most-walked 2MB regions every interval", pcc::new),
+    ("hawkeye", "HawkEye as the PCC artifact models it: access-coverage buckets, 8 promotions per 31 s round", hawkeye::new),
+    ("oracle", "offline upper bound: the regions with most base-page walks over the trace, huge at first touch", oracle::new),
 ];
 
 /// Build a policy by name from `key=value` parameters.

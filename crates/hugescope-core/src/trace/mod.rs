@@ -177,6 +177,25 @@ pub trait AccessSink {
     fn free(&mut self, pid: u16, start: u64, len: u64) {
         self.progress(&free_label(pid, start, len));
     }
+
+    /// The program initialised [start, start + len) during its setup, before
+    /// the traced phase (graph construction, array initialisation). Recorded
+    /// as a marker labelled by `populate_label`; the OS model faults those
+    /// pages in first, in order, so physical memory is handed out as in the
+    /// real run (it decides which data gets the scarce huge pages).
+    fn populate(&mut self, pid: u16, start: u64, len: u64) {
+        self.progress(&populate_label(pid, start, len));
+    }
+}
+
+/// Marker label of setup-time population: "populate:PID:START:LEN" (hex).
+pub fn populate_label(pid: u16, start: u64, len: u64) -> String {
+    format!("populate:{pid}:{start:x}:{len:x}")
+}
+
+/// Parse a `populate_label`; None if `label` is not one.
+pub fn parse_populate_label(label: &str) -> Option<(u16, u64, u64)> {
+    parse_range_label(label.strip_prefix("populate:")?)
 }
 
 /// Marker label of a memory release: "free:PID:START:LEN" (hex start and length).
@@ -186,7 +205,10 @@ pub fn free_label(pid: u16, start: u64, len: u64) -> String {
 
 /// Parse a `free_label`; None if `label` is not a release.
 pub fn parse_free_label(label: &str) -> Option<(u16, u64, u64)> {
-    let rest = label.strip_prefix("free:")?;
+    parse_range_label(label.strip_prefix("free:")?)
+}
+
+fn parse_range_label(rest: &str) -> Option<(u16, u64, u64)> {
     let mut it = rest.split(':');
     let pid = it.next()?.parse().ok()?;
     let start = u64::from_str_radix(it.next()?, 16).ok()?;
@@ -231,6 +253,8 @@ mod tests {
         assert_eq!(parse_free_label("level:3"), None);
         assert_eq!(parse_free_label("free:1:zz:10"), None);
         assert_eq!(parse_free_label("free:1:10:10:10"), None);
+        assert_eq!(parse_populate_label(&populate_label(0, 0x2000, 0x1000)), Some((0, 0x2000, 0x1000)));
+        assert_eq!(parse_populate_label(&free_label(0, 0x2000, 0x1000)), None);
     }
 
     #[test]

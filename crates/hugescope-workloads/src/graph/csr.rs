@@ -234,6 +234,12 @@ pub fn build<M: Mem>(
         start = end;
     }
     offsets[n] = write as u64;
+    // Built before the kernel runs: resident, in construction order.
+    m.populated(&offsets);
+    m.populated(&neigh);
+    if let Some(w) = weights.as_ref() {
+        m.populated(w);
+    }
     Ok(Csr { n, offsets, neigh, weights, max_weight })
 }
 

@@ -1,0 +1,32 @@
+"""One native run of a built-in workload, in a process of its own.
+
+``hugescope.linux.run`` starts ``python -m hugescope._run_native`` once per
+repetition, so that every run starts with fresh memory (its own page tables,
+its own peak RSS) and its fixed-address regions free. The request comes as
+JSON on stdin: ``{"workload", "params", "plan": "none"|"all"|"plan",
+"plan_json", "sample_ms"}``; the run record goes to stdout as one JSON line,
+or ``{"error": message}`` with exit status 3.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+
+def main() -> int:
+    try:
+        from . import _core
+        req = json.loads(sys.stdin.read())
+        text = _core.run_native_workload(req["workload"], json.dumps(req.get("params") or {}),
+                                         req.get("plan", "none"), req.get("plan_json"),
+                                         int(req.get("sample_ms", 100)))
+    except Exception as e:  # reported to the parent, which raises it as HugescopeError
+        print(json.dumps({"error": str(e)}))
+        return 3
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,506 @@
+"""Experiments of the PCC paper's evaluation (MICRO'23 §3.1 and §5), as tidy
+tables. See ``docs/experiments.md`` for what each computes and every choice.
+
+Each experiment decodes the trace as few times as possible: all of its
+configurations (policy x budget x fragmentation) go to the core in one call,
+which deals them over ``threads`` cores, each core decoding the trace once
+and simulating its share of the configurations side by side with ``base``.
+
+Every experiment returns a pandas DataFrame with one row per configuration
+(policy x point) and, with ``out=DIR``, writes ``DIR/<experiment>-<trace>.csv``
+and ``.json`` atomically. Simulated numbers (walks, PTW rate, speedup) are
+estimates of the model (``kind == "estimate"``); the reuse-distance tables are
+exact statistics of the trace (``kind == "measurement"``).
+
+    import hugescope.experiments as ex
+    df = ex.curve("bfs.hst", policies=["pcc", "hawkeye", "oracle"], duration=60, out="results")
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
+
+from . import _core
+from ._core import HugescopeError
+from ._io import write_atomic, write_json
+from .results import SimResult
+
+#: The paper's N% limits (§4, utility curves): 9 points, "~100" = no effective cap.
+DEFAULT_BUDGETS = [0, 1, 2, 4, 8, 16, 32, 64, 100]
+DEFAULT_CURVE_POLICIES = ["pcc", "hawkeye", "oracle"]
+#: Fig. 7: 4KB pages, Linux greedy THP, HawkEye, PCC, PCC with demotion.
+DEFAULT_FRAG_POLICIES = ["base", "linux", "hawkeye", "pcc", "pcc:demotion=true"]
+DEFAULT_FRAG_LEVELS = [50, 90]
+#: Fig. 6: PCC entries 4 ... 1024 at a 32% limit.
+DEFAULT_PCC_SIZES = [4, 8, 16, 32, 64, 128, 256, 512, 1024]
+#: Figs. 8-9: the two multi-PCC promotion policies (1 = highest frequency, 0 = round robin).
+DEFAULT_MULTI_POLICIES = ["pcc:promotion_policy=1", "pcc:promotion_policy=0"]
+DEFAULT_MULTI_BUDGETS = [1, 2, 4, 8, 16, 32]
+
+#: Options shared by every experiment and passed to the core unchanged.
+COMMON_OPTIONS = ("preset", "config", "set", "memory", "footprint", "duration", "rate", "seed", "os_costs",
+                  "sample_every", "threads")
+
+#: At most this many configurations per core call: lets a progress bar move
+#: between calls at the price of one extra decoding pass per batch.
+BATCH = 24
+
+KIND_LABEL = {"estimate": "estimate (cost model)", "measurement": "measurement"}
+
+
+# ---------------------------------------------------------------- plumbing
+
+def _check_common(common: Dict[str, Any]) -> Dict[str, Any]:
+    unknown = sorted(set(common) - set(COMMON_OPTIONS))
+    if unknown:
+        raise ValueError(f"unknown option(s) {', '.join(unknown)}; known: {', '.join(COMMON_OPTIONS)}")
+    out = {k: v for k, v in common.items() if v is not None}
+    if "set" in out:
+        out["overrides"] = [str(s) for s in out.pop("set")]
+    if "os_costs" in out:
+        out["os_costs"] = [str(s) for s in out["os_costs"]]
+    for k in ("memory", "footprint"):
+        if k in out:
+            out[k] = str(out[k])
+    for k in ("duration", "rate"):
+        if k in out:
+            out[k] = float(out[k])
+    if "threads" in out:
+        out["threads"] = int(out["threads"])
+        if out["threads"] < 1:
+            raise ValueError("threads must be at least 1")
+    return out
+
+
+def _trace_path(trace) -> str:
+    p = os.fspath(trace)
+    if not os.path.exists(p):
+        raise HugescopeError(f"{p}: no such trace file")
+    return p
+
+
+def run_configs(trace, configs: Sequence[Dict[str, Any]], progress: Optional[Callable] = None,
+                **common) -> List[SimResult]:
+    """Simulate ``configs`` (dicts with ``policy`` and optional ``label``,
+    ``budget`` (share 0..1), ``frag`` (share 0..1), ``frag_method``) over
+    ``trace``; one ``SimResult`` per config, in order. ``progress(done, total)``
+    is called with the number of configurations done after each core call."""
+    path = _trace_path(trace)
+    opts = _check_common(common)
+    opts.setdefault("threads", min(2, os.cpu_count() or 1))
+    out: List[SimResult] = []
+    configs = list(configs)
+    for i in range(0, len(configs), BATCH):
+        batch = configs[i:i + BATCH]
+        text = _core.run_specs(path, json.dumps(batch), **opts)
+        out.extend(SimResult(d) for d in json.loads(text))
+        if progress:
+            progress(len(out), len(configs))
+    return out
+
+
+def _pct_list(values: Iterable, what: str) -> List[float]:
+    out = []
+    for v in values:
+        try:
+            x = float(v)
+        except (TypeError, ValueError):
+            raise ValueError(f"{what}: '{v}' is not a number") from None
+        if not (0.0 <= x <= 100.0):
+            raise ValueError(f"{what}: {x:g} is not a percentage between 0 and 100")
+        out.append(x)
+    if not out:
+        raise ValueError(f"{what}: empty list")
+    return out
+
+
+def _policy_list(policies: Iterable[str]) -> List[str]:
+    out = [str(p).strip() for p in policies if str(p).strip()]
+    if not out:
+        raise ValueError("no policy given")
+    return out
+
+
+def _row(r: SimResult, **extra) -> Dict[str, Any]:
+    """The columns every simulated row has (all traceable to JSON counters)."""
+    d = r.to_dict()
+    t = d["translation"]
+    procs = d.get("processes", [])
+    fp = sum(p["footprint_bytes"] for p in procs) or d.get("footprint_bytes") or 0
+    huge = sum(p["huge_bytes"] for p in procs)
+    params = d["label"].partition(":")[2]
+    row = {
+        "policy": d["label"],
+        "policy_name": d["policy"],
+        "params": params,
+        "accesses": t["accesses"],
+        "walks": t["walks"],
+        "ptw_rate": t["walks"] / t["accesses"] if t["accesses"] else 0.0,
+        "walks_per_1k": t["walks_per_1k_accesses"],
+        "speedup_est": d.get("speedup_vs_base"),
+        "walk_reduction": d.get("walk_reduction_vs_base"),
+        "huge_bytes": huge,
+        "huge_share": huge / fp if fp else 0.0,
+        "huge_bytes_peak": d.get("huge_bytes_peak", 0),
+        "budget_bytes": d.get("budget_bytes"),
+        "footprint_bytes": d.get("footprint_bytes"),
+        "promotions": d["os_stats"]["promotions"],
+        "promotion_failures": sum(d["os_stats"]["promotion_failures"].values()),
+        "total_cycles_est": d["cost"]["total_cycles"],
+        "virtual_seconds": d.get("virtual_seconds"),
+        "kind": "estimate",
+    }
+    row.update(extra)
+    return row
+
+
+def _frame(rows: List[Dict[str, Any]], meta: Dict[str, Any]):
+    import pandas as pd
+
+    df = pd.DataFrame(rows)
+    df.attrs["meta"] = meta
+    return df
+
+
+def _meta(experiment: str, trace: str, results: List[SimResult], options: Dict[str, Any]) -> Dict[str, Any]:
+    info = json.loads(_core.trace_info(trace, False))
+    first = results[0].to_dict() if results else {}
+    h = info["header"]
+    return {
+        "hugescope_experiment": experiment,
+        "hugescope_version": _core.version(),
+        "kind": "estimate",
+        "trace": {"path": trace, "workload": h["workload"], "params": h.get("params", {}),
+                  "regions": h.get("regions", []), "cpus": h.get("cpus"), "processes": h.get("processes", 1),
+                  "accesses": info["summary"]["accesses"]},
+        "machine": first.get("machine"),
+        "os": first.get("os"),
+        "time_base": first.get("time_base"),
+        "memory_bytes": first.get("memory_bytes"),
+        "options": options,
+    }
+
+
+def _stem(trace: str) -> str:
+    base = os.path.basename(trace)
+    return base[:-4] if base.endswith(".hst") else base
+
+
+def _json_safe(v):
+    if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
+        return None
+    if isinstance(v, dict):
+        return {k: _json_safe(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_json_safe(x) for x in v]
+    if hasattr(v, "item"):  # numpy scalars
+        return _json_safe(v.item())
+    return v
+
+
+def save(df, out: str, name: Optional[str] = None, extra_tables: Optional[Dict[str, Any]] = None) -> Dict[str, str]:
+    """Write ``df`` as ``OUT/NAME.csv`` and ``OUT/NAME.json`` (metadata from
+    ``df.attrs["meta"]`` plus the rows, and any ``extra_tables`` as more row
+    lists, each also as ``OUT/NAME-KEY.csv``). Atomic: each file appears whole or
+    not at all. Returns the paths written."""
+    meta = dict(df.attrs.get("meta", {}))
+    name = name or f"{meta.get('hugescope_experiment', 'experiment')}-{_stem(meta.get('trace', {}).get('path', 'trace'))}"
+    os.makedirs(out, exist_ok=True)
+    paths = {}
+    paths["csv"] = os.path.join(out, name + ".csv")
+    write_atomic(paths["csv"], df.to_csv(index=False))
+    data = dict(meta)
+    data["rows"] = _json_safe(df.to_dict(orient="records"))
+    for key, table in (extra_tables or {}).items():
+        data[key] = _json_safe(table.to_dict(orient="records"))
+        p = os.path.join(out, f"{name}-{key}.csv")
+        write_atomic(p, table.to_csv(index=False))
+        paths[f"csv_{key}"] = p
+    paths["json"] = os.path.join(out, name + ".json")
+    write_json(paths["json"], _json_safe(data))
+    return paths
+
+
+# ---------------------------------------------------------------- Fig. 5
+
+def curve(trace, policies: Sequence[str] = DEFAULT_CURVE_POLICIES, budgets: Sequence[float] = DEFAULT_BUDGETS,
+          frag_points: Sequence[float] = (50, 90), frag_policy: str = "linux", out: Optional[str] = None,
+          progress: Optional[Callable] = None, **common):
+    """Utility curves (PCC paper Fig. 5): estimated speedup and PTW rate
+    (walks / accesses) of each policy with huge pages capped at N% of the
+    footprint, N in ``budgets``; ``base`` and ``ideal`` (no cap) as reference
+    lines (``role == "reference"``); ``frag_policy`` (Linux THP) with no cap on
+    memory fragmented at each of ``frag_points`` percent (``role == "point"``).
+
+    One row per configuration: columns ``policy``, ``role``, ``budget_pct``,
+    ``frag_pct``, ``huge_share``, ``ptw_rate``, ``speedup_est``, ..."""
+    path = _trace_path(trace)
+    policies = _policy_list(policies)
+    budgets = _pct_list(budgets, "budgets")
+    frag_points = _pct_list(frag_points, "fragmentation levels") if frag_points else []
+    configs, tags = [], []
+    for p in policies:
+        for b in budgets:
+            configs.append({"policy": p, "budget": b / 100.0})
+            tags.append({"role": "curve", "budget_pct": b, "frag_pct": 0.0})
+    for ref in ("base", "ideal"):
+        configs.append({"policy": ref})
+        tags.append({"role": "reference", "budget_pct": None, "frag_pct": 0.0})
+    for f in frag_points:
+        configs.append({"policy": frag_policy, "frag": f / 100.0})
+        tags.append({"role": "point", "budget_pct": None, "frag_pct": f})
+    results = run_configs(path, configs, progress=progress, **common)
+    rows = [_row(r, experiment="curve", **t) for r, t in zip(results, tags)]
+    df = _frame(rows, _meta("curve", path, results, {"policies": policies, "budgets_pct": budgets,
+                                                        "frag_points_pct": list(frag_points), "frag_policy": frag_policy}))
+    if out:
+        save(df, out)
+    return df
+
+
+# ---------------------------------------------------------------- Fig. 7
+
+def frag(trace, levels: Sequence[float] = DEFAULT_FRAG_LEVELS, policies: Sequence[str] = DEFAULT_FRAG_POLICIES,
+         frag_method: str = "pcc", out: Optional[str] = None, progress: Optional[Callable] = None, **common):
+    """Fragmentation (PCC paper §5.1.1, Fig. 7): each policy, with no
+    huge-page cap ("each scheme promotes as much as it can"), on memory where
+    ``level``% of the 2MB blocks hold one unmovable page (``frag_method="pcc"``;
+    ``"ingens"`` targets an FMFI instead). Speedup is over unfragmented base
+    pages on the same accesses."""
+    path = _trace_path(trace)
+    policies = _policy_list(policies)
+    levels = _pct_list(levels, "fragmentation levels")
+    if frag_method not in ("pcc", "ingens"):
+        raise ValueError(f"unknown fragmentation method '{frag_method}' (pcc, ingens)")
+    configs, tags = [], []
+    for lvl in levels:
+        for p in policies:
+            configs.append({"policy": p, "frag": lvl / 100.0, "frag_method": frag_method})
+            tags.append({"role": "bar", "frag_pct": lvl, "frag_method": frag_method})
+    results = run_configs(path, configs, progress=progress, **common)
+    rows = []
+    for r, t in zip(results, tags):
+        fr = r.to_dict().get("fragmentation") or {}
+        rows.append(_row(r, experiment="frag", blocked_share=fr.get("blocked_share"), fmfi=fr.get("fmfi"), **t))
+    df = _frame(rows, _meta("frag", path, results, {"policies": policies, "levels_pct": levels, "frag_method": frag_method}))
+    if out:
+        save(df, out)
+    return df
+
+
+# ---------------------------------------------------------------- Fig. 6
+
+def sensitivity(trace, pcc_sizes: Sequence[int] = DEFAULT_PCC_SIZES, budget: float = 32, policy: str = "pcc",
+                param: str = "size", out: Optional[str] = None, progress: Optional[Callable] = None, **common):
+    """PCC size sensitivity (PCC paper §5.1, Fig. 6): ``policy:param=N`` for
+    each N in ``pcc_sizes`` with huge pages capped at ``budget``% of the
+    footprint (32% in the paper), plus ``base``/``ideal`` references."""
+    path = _trace_path(trace)
+    sizes = []
+    for s in pcc_sizes:
+        try:
+            n = int(s)
+        except (TypeError, ValueError):
+            raise ValueError(f"PCC sizes: '{s}' is not an integer") from None
+        if n < 1:
+            raise ValueError(f"PCC sizes: {n} must be at least 1")
+        sizes.append(n)
+    if not sizes:
+        raise ValueError("PCC sizes: empty list")
+    (b,) = _pct_list([budget], "budget")
+    sep = "," if ":" in policy else ":"
+    configs = [{"policy": f"{policy}{sep}{param}={n}", "budget": b / 100.0} for n in sizes]
+    tags = [{"role": "curve", "size": n, "budget_pct": b} for n in sizes]
+    for ref in ("base", "ideal"):
+        configs.append({"policy": ref})
+        tags.append({"role": "reference", "size": None, "budget_pct": None})
+    results = run_configs(path, configs, progress=progress, **common)
+    rows = [_row(r, experiment="sensitivity", **t) for r, t in zip(results, tags)]
+    df = _frame(rows, _meta("sensitivity", path, results, {"policy": policy, "param": param, "sizes": sizes,
+                                                              "budget_pct": b}))
+    if out:
+        save(df, out)
+    return df
+
+
+# ---------------------------------------------------------------- Fig. 2
+
+class ReuseResult:
+    """Reuse-distance analysis: ``regions`` (one row per region x class),
+    ``points`` (sampled 4KB pages for the scatter), ``report`` (the raw JSON)."""
+
+    def __init__(self, regions, points, report: Dict[str, Any], meta: Dict[str, Any]):
+        self.regions = regions
+        self.points = points
+        self.report = report
+        self.meta = meta
+
+    def summary(self):
+        """One row per region: page shares of the three classes."""
+        t = self.regions.pivot_table(index=["region", "pid"], columns="class", values="page_share", sort=False)
+        return t.reset_index()
+
+
+def reuse(trace, threshold: float = 1024, average: str = "ema", alpha: float = 0.9, max_points: int = 20000,
+          seed: int = 1, out: Optional[str] = None):
+    """Page reuse distance at 4KB and 2MB per 4KB page and the three classes
+    of the PCC paper's Fig. 2 (TLB-friendly, HUB, low-reuse), per named region;
+    see ``hugescope_core::reuse`` for the definitions. Exact statistics of the
+    trace (``kind == "measurement"``), not estimates."""
+    import pandas as pd
+
+    path = _trace_path(trace)
+    try:
+        threshold = float(threshold)
+    except (TypeError, ValueError):
+        raise ValueError(f"threshold '{threshold}' is not a number") from None
+    rep = json.loads(_core.reuse_distance(path, threshold=threshold, average=str(average), alpha=float(alpha),
+                                          max_points=int(max_points), seed=int(seed)))
+    rows = []
+    names = [g["name"] for g in rep["regions"]]
+    for g in rep["regions"] + [rep["total"]]:
+        if g["pages"] == 0 and g["name"] != "(all)":
+            continue
+        for c in g["classes"]:
+            rows.append({"experiment": "reuse", "region": g["name"], "pid": g["pid"], "region_bytes": g["len"],
+                         "pages": g["pages"], "accesses": g["accesses"], "single_access_pages": g["single_access_pages"],
+                         "mean_rd_4k": g["mean_rd_small"], "mean_rd_2m": g["mean_rd_huge"], "class": c["class"],
+                         "class_pages": c["pages"], "class_accesses": c["accesses"], "page_share": c["page_share"],
+                         "access_share": c["access_share"], "kind": "measurement"})
+    regions = pd.DataFrame(rows)
+    points = pd.DataFrame([{"pid": p["pid"], "addr": p["addr"], "region": names[p["region"]], "rd_4k": p["rd_small"],
+                            "rd_2m": p["rd_huge"], "class": p["class"], "accesses": p["accesses"]}
+                           for p in rep["points"]],
+                          columns=["pid", "addr", "region", "rd_4k", "rd_2m", "class", "accesses"])
+    info = json.loads(_core.trace_info(path, False))
+    h = info["header"]
+    meta = {"hugescope_experiment": "reuse", "hugescope_version": _core.version(), "kind": "measurement",
+            "trace": {"path": path, "workload": h["workload"], "params": h.get("params", {}),
+                      "regions": h.get("regions", []), "cpus": h.get("cpus"), "processes": h.get("processes", 1),
+                      "accesses": info["summary"]["accesses"]},
+            "options": rep["options"], "points_total": rep["points_total"], "points_kept": len(rep["points"])}
+    regions.attrs["meta"] = meta
+    res = ReuseResult(regions, points, rep, meta)
+    if out:
+        save(regions, out, extra_tables={"points": points})
+    return res
+
+
+# ---------------------------------------------------------------- Figs. 8-9
+
+def merge(inputs: Sequence[str], out: str, slice: int = 65536, separate_cpus: bool = True) -> Dict[str, Any]:
+    """Interleave traces (round robin, ``slice`` accesses at a time) into one
+    multi-process trace; input i gets the next pid(s) and, with
+    ``separate_cpus``, its own cpus. Returns {path, header, summary}."""
+    paths = [_trace_path(p) for p in inputs]
+    if len(paths) < 2:
+        raise ValueError("merging needs at least two traces")
+    if int(slice) < 1:
+        raise ValueError("merge slice must be at least one access")
+    return json.loads(_core.merge_traces(paths, os.fspath(out), int(slice), bool(separate_cpus)))
+
+
+def _process_cpus(header: Dict[str, Any]) -> Optional[Dict[int, range]]:
+    """pid -> cpu ids, when a merged trace put each single-process input on
+    its own cpus (then per-cpu walk counts separate the processes)."""
+    params = header.get("params", {})
+    if not params.get("separate_cpus") or "inputs" not in params:
+        return None
+    out = {}
+    for inp in params["inputs"]:
+        if inp["processes"] != 1:
+            return None
+        out[inp["pid_offset"]] = range(inp["cpu_offset"], inp["cpu_offset"] + inp["cpus"])
+    return out
+
+
+def multi(trace, policies: Sequence[str] = DEFAULT_MULTI_POLICIES, budgets: Sequence[float] = DEFAULT_MULTI_BUDGETS,
+          timeline_samples: int = 200, out: Optional[str] = None, progress: Optional[Callable] = None, **common):
+    """Multithread / multiprocess comparison (PCC paper §5.2-5.3, Figs. 8-9)
+    of promotion policies (default: PCC highest-frequency vs round robin) at
+    huge-page limits ``budgets``% of the combined footprint, with ``ideal`` as
+    reference. Returns ``(rows, per_process, timeline)``: per-configuration
+    rows; one row per configuration x process (huge share and, when each
+    process has its own cpus, its own walk reduction over base); and huge-page
+    bytes per process over virtual time."""
+    import pandas as pd
+
+    path = _trace_path(trace)
+    policies = _policy_list(policies)
+    budgets = _pct_list(budgets, "budgets")
+    info = json.loads(_core.trace_info(path, False))
+    accesses = info["summary"]["accesses"]
+    if "sample_every" not in common or common["sample_every"] is None:
+        common["sample_every"] = max(1000, accesses // max(1, int(timeline_samples)))
+    configs, tags = [], []
+    for p in policies:
+        for b in budgets:
+            configs.append({"policy": p, "budget": b / 100.0})
+            tags.append({"role": "curve", "budget_pct": b})
+    configs.append({"policy": "ideal"})
+    tags.append({"role": "reference", "budget_pct": None})
+    results = run_configs(path, configs, progress=progress, **common)
+    cpu_map = _process_cpus(info["header"])
+    rows, per_proc, timeline = [], [], []
+    for r, t in zip(results, tags):
+        d = r.to_dict()
+        rows.append(_row(r, experiment="multi", **t))
+        walks = d["translation"].get("per_cpu_walks", [])
+        base_walks = ((d.get("base") or {}).get("translation") or {}).get("per_cpu_walks", [])
+        for p in d.get("processes", []):
+            wr = None
+            if cpu_map and p["pid"] in cpu_map:
+                w = sum(walks[c] for c in cpu_map[p["pid"]] if c < len(walks))
+                bw = sum(base_walks[c] for c in cpu_map[p["pid"]] if c < len(base_walks))
+                wr = 1.0 - w / bw if bw else None
+            per_proc.append({"experiment": "multi", "policy": d["label"], "budget_pct": t["budget_pct"],
+                             "role": t["role"], "pid": p["pid"], "process": p["name"], "huge_bytes": p["huge_bytes"],
+                             "huge_share": p["huge_share"], "footprint_bytes": p["footprint_bytes"],
+                             "walk_reduction": wr, "kind": "estimate"})
+        for smp in d.get("timeline", []):
+            for pid, h in enumerate(smp["huge_bytes"]):
+                timeline.append({"policy": d["label"], "budget_pct": t["budget_pct"], "role": t["role"],
+                                 "time_s": smp["time_s"], "accesses": smp["accesses"], "pid": pid, "huge_bytes": h,
+                                 "kind": "estimate"})
+    meta = _meta("multi", path, results, {"policies": policies, "budgets_pct": budgets,
+                                            "per_process_walks": cpu_map is not None})
+    df = _frame(rows, meta)
+    pp = pd.DataFrame(per_proc)
+    tl = pd.DataFrame(timeline, columns=["policy", "budget_pct", "role", "time_s", "accesses", "pid", "huge_bytes", "kind"])
+    if out:
+        save(df, out, extra_tables={"processes": pp, "timeline": tl})
+    return df, pp, tl
+
+
+# ---------------------------------------------------------------- loading
+
+def load(path: str) -> Dict[str, Any]:
+    """Read one results JSON written by ``save``."""
+    with open(path) as f:
+        data = json.load(f)
+    if not isinstance(data, dict) or "hugescope_experiment" not in data:
+        raise HugescopeError(f"{path}: not a hugescope experiment result")
+    return data
+
+
+def load_dir(directory: str) -> List[Dict[str, Any]]:
+    """Every experiment result in ``directory`` (sorted by file name)."""
+    if not os.path.isdir(directory):
+        raise HugescopeError(f"{directory}: not a directory")
+    out = []
+    for name in sorted(os.listdir(directory)):
+        if not name.endswith(".json"):
+            continue
+        p = os.path.join(directory, name)
+        try:
+            with open(p) as f:
+                data = json.load(f)
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and "hugescope_experiment" in data:
+            data["_file"] = name
+            out.append(data)
+    return out

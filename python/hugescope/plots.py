@@ -1,0 +1,297 @@
+"""Figures of the experiments (matplotlib, Agg backend: no display needed).
+
+Each ``plot_*`` function takes the data of one saved experiment (the dict that
+``experiments.save`` wrote, or ``{"rows": DataFrame-records, ...}``) and
+returns a matplotlib Figure. Speedups are estimates of the cost model and the
+titles say so; reuse distances are exact statistics of the trace.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any, Dict, List, Optional, Tuple
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+CLASS_COLORS = {"tlb_friendly": "#2e9e44", "hub": "#1f5fbf", "low_reuse": "#d62728"}
+CLASS_LABELS = {"tlb_friendly": "TLB-friendly (4KB RD < T)", "hub": "HUB (4KB RD >= T, 2MB RD < T)",
+                "low_reuse": "low reuse (both >= T)"}
+
+
+def _rows(data: Dict[str, Any], key: str = "rows") -> pd.DataFrame:
+    v = data.get(key, [])
+    return v if isinstance(v, pd.DataFrame) else pd.DataFrame(v)
+
+
+def _workload(data: Dict[str, Any]) -> str:
+    t = data.get("trace") or {}
+    w = t.get("workload", "trace")
+    p = t.get("params") or {}
+    return f"{w} (scale {p['scale']})" if "scale" in p else w
+
+
+def _kind_note(df: pd.DataFrame) -> str:
+    kinds = set(df["kind"]) if "kind" in df else {"estimate"}
+    return "measurement" if kinds == {"measurement"} else "estimate"
+
+
+def to_png(fig, dpi: int = 110) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def _budget_axis(ax, budgets: List[float]) -> None:
+    # symlog keeps 0% on the axis while spacing 1, 2, 4, ... 64 evenly, as the
+    # paper's categorical axis does.
+    ax.set_xscale("symlog", linthresh=1.0)
+    ax.set_xticks(budgets)
+    ax.set_xticklabels([f"{b:g}" for b in budgets])
+    ax.set_xlabel("huge-page limit (% of footprint)")
+
+
+def plot_curve(data: Dict[str, Any]):
+    """Fig. 5: speedup (estimate) and PTW rate vs % of footprint in huge pages."""
+    df = _rows(data)
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    curve = df[df["role"] == "curve"]
+    budgets = sorted(set(curve["budget_pct"].dropna()))
+    for pol, g in curve.groupby("policy", sort=False):
+        g = g.sort_values("budget_pct")
+        a1.plot(g["budget_pct"], g["speedup_est"], marker="o", label=pol)
+        a2.plot(g["budget_pct"], 100 * g["ptw_rate"], marker="o", label=pol)
+    styles = {"base": ("black", "--"), "ideal": ("gray", ":")}
+    for _, r in df[df["role"] == "reference"].iterrows():
+        c, ls = styles.get(r["policy"], ("purple", "-."))
+        a1.axhline(r["speedup_est"], color=c, linestyle=ls, label=f"{r['policy']} (no limit)")
+        a2.axhline(100 * r["ptw_rate"], color=c, linestyle=ls, label=f"{r['policy']} (no limit)")
+    for _, r in df[df["role"] == "point"].iterrows():
+        # A fragmented Linux run has no limit: it sits at the share it reached.
+        x = 100 * r["huge_share"]
+        lab = f"{r['policy']}, {r['frag_pct']:g}% fragmented"
+        a1.scatter([x], [r["speedup_est"]], marker="X", s=70, zorder=5, label=lab)
+        a2.scatter([x], [100 * r["ptw_rate"]], marker="X", s=70, zorder=5, label=lab)
+    for ax in (a1, a2):
+        _budget_axis(ax, budgets or [0, 1, 100])
+        ax.grid(alpha=0.3)
+    a1.set_ylabel("speedup over 4KB pages (estimate)")
+    a2.set_ylabel("PTW rate (% of accesses that walk)")
+    a1.set_title("utility curve: speedup (estimate, cost model)")
+    a2.set_title("utility curve: page-walk rate (simulated)")
+    a2.legend(fontsize=8, loc="best")
+    fig.suptitle(f"{_workload(data)}: huge pages limited to N% of the footprint")
+    fig.tight_layout()
+    return fig
+
+
+def plot_frag(data: Dict[str, Any]):
+    """Fig. 7: speedup (estimate) of each policy at each fragmentation level."""
+    df = _rows(data)
+    levels = sorted(set(df["frag_pct"]))
+    pols = list(dict.fromkeys(df["policy"]))
+    fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(pols) * len(levels) / 2), 4.2))
+    width = 0.8 / max(1, len(pols))
+    for i, pol in enumerate(pols):
+        ys = [df[(df["policy"] == pol) & (df["frag_pct"] == lv)]["speedup_est"].mean() for lv in levels]
+        xs = [j + (i - (len(pols) - 1) / 2) * width for j in range(len(levels))]
+        bars = ax.bar(xs, ys, width=width, label=pol)
+        for b, y in zip(bars, ys):
+            if y == y:  # not NaN
+                ax.annotate(f"{y:.2f}", (b.get_x() + b.get_width() / 2, y), ha="center", va="bottom", fontsize=7)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_xticks(range(len(levels)))
+    ax.set_xticklabels([f"{lv:g}% of 2MB blocks fragmented" for lv in levels])
+    ax.set_xlabel("fragmentation level")
+    ax.set_ylabel("speedup over unfragmented 4KB pages (estimate)")
+    ax.set_title(f"{_workload(data)}: fragmentation (estimate, cost model)")
+    ax.legend(fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def plot_sensitivity(data: Dict[str, Any]):
+    """Fig. 6: speedup (estimate) and PTW rate vs PCC entries."""
+    df = _rows(data)
+    cur = df[df["role"] == "curve"].sort_values("size")
+    opts = data.get("options", {})
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    a1.plot(cur["size"], cur["speedup_est"], marker="o", label=opts.get("policy", "pcc"))
+    a2.plot(cur["size"], 100 * cur["ptw_rate"], marker="o", label=opts.get("policy", "pcc"))
+    for _, r in df[df["role"] == "reference"].iterrows():
+        ls = "--" if r["policy"] == "base" else ":"
+        a1.axhline(r["speedup_est"], color="gray", linestyle=ls, label=r["policy"])
+        a2.axhline(100 * r["ptw_rate"], color="gray", linestyle=ls, label=r["policy"])
+    for ax in (a1, a2):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(list(cur["size"]))
+        ax.set_xticklabels([str(int(s)) for s in cur["size"]])
+        ax.set_xlabel(f"{opts.get('param', 'size')} (PCC entries)")
+        ax.grid(alpha=0.3)
+    a1.set_ylabel("speedup over 4KB pages (estimate)")
+    a2.set_ylabel("PTW rate (% of accesses that walk)")
+    a1.set_title("PCC size sensitivity: speedup (estimate, cost model)")
+    a2.set_title("PCC size sensitivity: page-walk rate (simulated)")
+    a2.legend(fontsize=8)
+    fig.suptitle(f"{_workload(data)}: huge pages limited to {opts.get('budget_pct', 32):g}% of the footprint")
+    fig.tight_layout()
+    return fig
+
+
+def plot_reuse(data: Dict[str, Any]):
+    """Fig. 2: 2MB vs 4KB page reuse distance, one point per (sampled) 4KB page."""
+    pts = _rows(data, "points")
+    opts = data.get("options", {})
+    thr = float(opts.get("threshold", 1024))
+    fig, ax = plt.subplots(figsize=(7.5, 5.5))
+    never = 0
+    if len(pts):
+        pts = pts.copy()
+        never = int(pts["rd_4k"].isna().sum())
+        # A page touched once has no reuse: drawn at the right edge, beyond every
+        # measured distance. Distances of 0 are drawn at 1 on the log axes.
+        finite = pd.concat([pts["rd_4k"], pts["rd_2m"]]).dropna()
+        edge = max(float(finite.max()) if len(finite) else thr, thr) * 4
+        pts["x"] = pts["rd_4k"].fillna(edge).clip(lower=1)
+        pts["y"] = pts["rd_2m"].fillna(edge).clip(lower=1)
+        for cls in ("tlb_friendly", "hub", "low_reuse"):
+            g = pts[pts["class"] == cls]
+            if len(g):
+                ax.scatter(g["x"], g["y"], s=6, alpha=0.6, color=CLASS_COLORS[cls],
+                           label=f"{CLASS_LABELS[cls]}: {len(g)}")
+        if never:
+            ax.axvline(edge, color="black", linewidth=0.5, alpha=0.4)
+            ax.annotate("touched once\n(no reuse)", (edge, 1), fontsize=7, ha="right", va="bottom")
+    ax.axvline(thr, color="black", linestyle="--", linewidth=1)
+    ax.axhline(thr, color="black", linestyle="--", linewidth=1)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("4KB page reuse distance (accesses to other pages)")
+    ax.set_ylabel("2MB page reuse distance (accesses to other pages)")
+    shown = data.get("points_kept", len(pts))
+    total = data.get("points_total", shown)
+    ax.set_title(f"{_workload(data)}: 2MB vs 4KB page reuse distance (measured on the trace)\n"
+                 f"{shown:,} of {total:,} pages shown; T = {thr:g}", fontsize=10)
+    ax.legend(fontsize=8, loc="upper left")
+    ax.grid(alpha=0.2)
+    fig.tight_layout()
+    return fig
+
+
+def plot_reuse_regions(data: Dict[str, Any]):
+    """Share of pages in each class per region (stacked bars)."""
+    df = _rows(data)
+    df = df[df["region"] != "(all)"]
+    regions = list(dict.fromkeys(df["region"]))
+    fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(regions)), 4))
+    bottom = [0.0] * len(regions)
+    for cls in ("tlb_friendly", "hub", "low_reuse"):
+        ys = [float(df[(df["region"] == r) & (df["class"] == cls)]["page_share"].sum()) * 100 for r in regions]
+        ax.bar(regions, ys, bottom=bottom, color=CLASS_COLORS[cls], label=CLASS_LABELS[cls])
+        bottom = [b + y for b, y in zip(bottom, ys)]
+    ax.set_xlabel("region")
+    ax.set_ylabel("% of the region's touched 4KB pages")
+    ax.set_title(f"{_workload(data)}: reuse classes per region (measured on the trace)")
+    ax.legend(fontsize=8)
+    plt.setp(ax.get_xticklabels(), rotation=20, ha="right")
+    fig.tight_layout()
+    return fig
+
+
+def plot_multi(data: Dict[str, Any]):
+    """Figs. 8-9: combined speedup (estimate) vs limit, per promotion policy."""
+    df = _rows(data)
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    cur = df[df["role"] == "curve"]
+    for pol, g in cur.groupby("policy", sort=False):
+        g = g.sort_values("budget_pct")
+        ax.plot(g["budget_pct"], g["speedup_est"], marker="o", label=pol)
+    for _, r in df[df["role"] == "reference"].iterrows():
+        ax.axhline(r["speedup_est"], color="gray", linestyle=":", label=f"{r['policy']} (no limit)")
+    _budget_axis(ax, sorted(set(cur["budget_pct"].dropna())) or [0, 1, 100])
+    ax.set_ylabel("speedup over 4KB pages (estimate)")
+    ax.set_title(f"{_workload(data)}: promotion policies (estimate, cost model)")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def plot_timeline(data: Dict[str, Any], budget_pct: Optional[float] = None):
+    """Huge-page memory per process over virtual time, one panel per policy,
+    at one limit (default: the median limit of the sweep)."""
+    tl = _rows(data, "timeline")
+    if not len(tl):
+        fig, ax = plt.subplots(figsize=(6, 2))
+        ax.set_axis_off()
+        ax.text(0.5, 0.5, "no timeline samples", ha="center")
+        return fig
+    cur = tl[tl["role"] == "curve"]
+    budgets = sorted(set(cur["budget_pct"].dropna()))
+    if budget_pct is None and budgets:
+        budget_pct = budgets[len(budgets) // 2]
+    sel = cur[cur["budget_pct"] == budget_pct] if budgets else tl
+    pols = list(dict.fromkeys(sel["policy"]))
+    names = {}
+    for p in (data.get("processes") or []):
+        names[p["pid"]] = p["process"]
+    fig, axes = plt.subplots(1, max(1, len(pols)), figsize=(5.5 * max(1, len(pols)), 3.8), squeeze=False, sharey=True)
+    for ax, pol in zip(axes[0], pols):
+        g = sel[sel["policy"] == pol]
+        for pid, gp in g.groupby("pid"):
+            ax.plot(gp["time_s"], gp["huge_bytes"] / 2**20, label=f"pid {pid} {names.get(pid, '')}".strip())
+        ax.set_title(f"{pol} (estimate)", fontsize=10)
+        ax.set_xlabel("virtual time (s)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    axes[0][0].set_ylabel("huge-page memory (MiB)")
+    fig.suptitle(f"{_workload(data)}: huge pages per process over time, limit {budget_pct:g}% of footprint")
+    fig.tight_layout()
+    return fig
+
+
+def figures(data: Dict[str, Any]) -> List[Tuple[str, Any]]:
+    """The figures of one saved experiment, as (caption, Figure)."""
+    kind = data.get("hugescope_experiment")
+    if kind == "curve":
+        return [("Utility curves (PCC paper Fig. 5)", plot_curve(data))]
+    if kind == "frag":
+        return [("Fragmentation (PCC paper Fig. 7)", plot_frag(data))]
+    if kind == "sensitivity":
+        return [("PCC size sensitivity (PCC paper Fig. 6)", plot_sensitivity(data))]
+    if kind == "reuse":
+        return [("Reuse distance scatter (PCC paper Fig. 2)", plot_reuse(data)),
+                ("Reuse classes per region", plot_reuse_regions(data))]
+    if kind == "multi":
+        return [("Promotion policies (PCC paper Figs. 8-9)", plot_multi(data)),
+                ("Huge pages per process over time", plot_timeline(data))]
+    return []
+
+
+def save_figures(data: Dict[str, Any], stem: str) -> List[str]:
+    """Write the figures of ``data`` as ``STEM.png``, ``STEM-2.png``, ..."""
+    import os
+    import tempfile
+
+    paths = []
+    for i, (_, fig) in enumerate(figures(data)):
+        p = f"{stem}.png" if i == 0 else f"{stem}-{i + 1}.png"
+        png = to_png(fig)
+        d = os.path.dirname(os.path.abspath(p))
+        # Atomic like every result file: temporary name, then rename.
+        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(p) + ".", dir=d)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(png)
+            os.replace(tmp, p)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+        paths.append(p)
+    return paths

