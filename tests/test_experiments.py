@@ -1,6 +1,6 @@
 """Experiments, plots, report and trace merging (docs/experiments.md).
 
-Small traces only (scale 10-12 graphs, a few hundred thousand accesses); the
+Small traces only (scale 10-14 graphs, a few hundred thousand accesses); the
 policies used here are the ones every build has (base, ideal, linux), since the
 experiments are generic over policy names.
 """
@@ -29,7 +29,7 @@ def traces(tmp_path_factory):
     d = tmp_path_factory.mktemp("exp")
     bfs = str(d / "bfs.hst")
     pr = str(d / "pr.hst")
-    workloads.trace("bfs", bfs, scale=12)
+    workloads.trace("bfs", bfs, scale=14)
     workloads.trace("pagerank", pr, scale=10, iterations=2)
     return {"dir": d, "bfs": bfs, "pr": pr}
 
@@ -55,13 +55,14 @@ def test_curve_is_a_tidy_table_with_reference_lines(traces, tmp_path):
     # every configuration lies between the base and ideal reference lines
     assert (df["walks"] <= base.walks).all()
     assert (df["walks"] >= ideal.walks * 0.999).all()
-    assert ideal.speedup_est > 1.0
+    assert ideal.speedup_est > 1.0 and ideal.walks < base.walks
     # a 0% limit is base pages; more budget never adds walks (monotone curve)
     for _, g in df[df.role == "curve"].groupby("policy"):
         g = g.sort_values("budget_pct")
         assert g.iloc[0].walks == base.walks and g.iloc[0].huge_share == 0
         assert list(g.walks) == sorted(g.walks, reverse=True)
-        assert (g.huge_share <= g.budget_pct / 100 + 1e-9).all()
+        # the limit counts whole 2MB regions: floor(N% x ceil(footprint / 2MB))
+        assert (g.huge_bytes <= g.budget_bytes).all()
     # saved CSV and JSON describe the same rows
     data = ex.load(str(tmp_path / "curve-bfs.json"))
     assert data["hugescope_experiment"] == "curve" and len(data["rows"]) == len(df)
@@ -100,11 +101,11 @@ def test_pcc_size_lists():
 
     assert parse_numbers("4..1024", "x", integer=True) == [4, 8, 16, 32, 64, 128, 256, 512, 1024]
     assert parse_numbers("4..16,100", "x", integer=True) == [4, 8, 16, 100]
-    assert _policies("pcc:size=64,demotion=true,hawkeye") == ["pcc:size=64,demotion=true", "hawkeye"]
+    assert _policies("pcc:entries=64,demotion=true,hawkeye") == ["pcc:entries=64,demotion=true", "hawkeye"]
 
 
 def test_reuse_classification_through_the_cli(traces, tmp_path):
-    r = cli("reuse", traces["bfs"], "-o", tmp_path, "--max-points", 500)
+    r = cli("reuse", traces["bfs"], "-o", tmp_path, "--max-points", 200)
     assert r.returncode == 0, r.stderr
     assert "HUB" in r.stdout and "neighbors" in r.stdout
     data = ex.load(str(tmp_path / "reuse-bfs.json"))
@@ -117,7 +118,8 @@ def test_reuse_classification_through_the_cli(traces, tmp_path):
         assert len(shares) == 3 and sum(shares) == pytest.approx(1.0)
     total = {x["class"]: x for x in rows if x["region"] == "(all)"}
     assert total["hub"]["class_pages"] > 0
-    assert len(data["points"]) == 500 and data["points_total"] == total["hub"]["pages"]
+    assert data["points_total"] == total["hub"]["pages"] > 200  # "pages" = all pages of the region
+    assert len(data["points"]) == 200
     assert os.path.exists(tmp_path / "reuse-bfs-points.csv") and os.path.exists(tmp_path / "reuse-bfs.png")
     # the frontier bitmaps and queue are swept sequentially: TLB-friendly
     q = {x["class"]: x["page_share"] for x in rows if x["region"] == "queue"}
@@ -134,11 +136,14 @@ def test_merge_round_trip(traces, tmp_path):
     assert m["summary"]["per_pid"] == [a["summary"]["accesses"], b["summary"]["accesses"]]
     assert [r["pid"] for r in h["regions"]] == [0] * len(a["header"]["regions"]) + [1] * len(b["header"]["regions"])
     assert len(m["summary"]["markers"]) == len(a["summary"]["markers"]) + len(b["summary"]["markers"])
-    # the stream itself: pid 1's records are pagerank's, in order, on cpu 1
+    # the stream itself: each pid's records are its input's, in order, on its own cpu
     from hugescope import hst
-    recs = list(hst.read(out)) if hasattr(hst, "read") else None
-    if recs is not None:
-        assert recs[1000]["pid"] == 1
+    ra, rb, rm = (hst.read_accesses(p) for p in (traces["bfs"], traces["pr"], out))
+    assert (rm["pid"][:1000] == 0).all() and (rm["pid"][1000:2000] == 1).all()
+    for pid, src in ((0, ra), (1, rb)):
+        mine = rm[rm["pid"] == pid]
+        assert (mine["addr"] == src["addr"]).all() and (mine["write"] == src["write"]).all()
+        assert (mine["cpu"] == pid).all()
     # merged traces run through the multi-process experiment
     df, procs, tl = ex.multi(out, policies=["linux"], budgets=[0, 100], timeline_samples=20)
     assert len(df) == 3 and set(procs.pid) == {0, 1}

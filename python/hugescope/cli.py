@@ -241,11 +241,15 @@ def _params(a, kinds) -> dict:
 def cmd_trace(argv: List[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         console.print("usage: hugescope trace WORKLOAD [params] -o FILE.hst\n"
-                      "       hugescope trace info FILE.hst [--verify]\n\n"
+                      "       hugescope trace info FILE.hst [--verify]\n"
+                      "       hugescope trace merge A.hst B.hst -o AB.hst\n\n"
                       f"workloads: {', '.join(workloads.names())}")
         return 0
     if argv[0] == "info":
         return cmd_trace_info(argv[1:])
+    if argv[0] == "merge":
+        from .cli_experiments import cmd_trace_merge
+        return cmd_trace_merge(argv[1:])
     name = argv[0]
 
     def extra(p):
@@ -400,7 +404,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             p.print_help()
             return 2
         return a.func(a)
-    except (_core.HugescopeError, CliError, OSError) as e:
+    except (_core.HugescopeError, CliError, OSError, ValueError) as e:
         err_console.print(f"[bold red]error:[/] {e}")
         return 1
     except KeyboardInterrupt:

@@ -69,7 +69,7 @@ def parse_numbers(text: str, what: str, integer: bool = False) -> List[float]:
 
 
 def _policies(text: str) -> List[str]:
-    # Policy parameters use commas too ("pcc:size=64,demotion=true"), so the
+    # Policy parameters use commas too ("pcc:entries=64,demotion=true"), so the
     # list is split on commas that start a new policy name (no '=' before ':').
     items: List[str] = []
     for part in str(text).split(","):
@@ -132,7 +132,9 @@ def _user_errors(fn):
         try:
             return fn(a)
         except ValueError as e:
-            raise _cli().CliError(str(e)) from None
+            # HugescopeError is what the CLI's main catches whichever way it
+            # was started (console script or `python -m hugescope.cli`).
+            raise ex.HugescopeError(str(e)) from None
     return run
 
 
@@ -321,7 +323,7 @@ def add_commands(sub) -> None:
     s.add_argument("--pcc-sizes", default="4..1024", help="PCC entries: '4..1024' (powers of two) or a comma list")
     s.add_argument("--budget", default="32", help="huge-page limit in %% of the footprint (default 32)")
     s.add_argument("--policy", default="pcc", help="policy to vary (default pcc)")
-    s.add_argument("--param", default="size", help="its parameter to vary (default size)")
+    s.add_argument("--param", default="entries", help="its parameter to vary (default entries: the pcc policy's PCC size)")
     _add_common(s)
     s.set_defaults(func=cmd_sensitivity)
 

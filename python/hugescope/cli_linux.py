@@ -18,6 +18,7 @@ import json
 import os
 import sys
 
+from rich.markup import escape
 from rich.table import Table
 
 from . import linux, workloads
@@ -87,7 +88,7 @@ def _progress_line(ev) -> None:
 def cmd_run(a) -> int:
     rest = list(a.rest or [])
     if not rest:
-        console.print(RUN_USAGE.format(names=", ".join(workloads.names())))
+        console.print(escape(RUN_USAGE.format(names=", ".join(workloads.names()))))
         return 2
     if rest[0] == "--":
         command = rest[1:]
@@ -146,9 +147,9 @@ def render_run(res: "linux.RunResult") -> None:
     s = res.summary
     if res.kind == "workload":
         ps = ", ".join(f"{k}={v}" for k, v in res.params.items())
-        title = f"{res.target} ({ps}), plan: {res.plan}"
+        title = escape(f"{res.target} ({ps}), plan: {res.plan}")
     else:
-        title = f"{' '.join(res.target)}, plan: {res.plan}"
+        title = escape(f"{' '.join(res.target)}, plan: {res.plan}")
     t = Table(title=f"{title}\n{s['runs']} measured run(s) after {res.warmup} warm-up; measurements, not estimates")
     t.add_column("measurement")
     for c in ("median", "min", "max"):
@@ -180,8 +181,8 @@ def render_run(res: "linux.RunResult") -> None:
     notes = []
     if res.kind == "workload":
         notes.append(f"footprint {_sz(s.get('footprint_bytes'))}")
-        if not s.get("checksums_agree", True):
-            notes.append("[red]result checksums differ between runs[/]")
+        if not s.get("results_agree", True):
+            notes.append("[red]the workload's result differs between runs[/]")
     else:
         codes = {(r.get("exit_code"), r.get("signal")) for r in res.runs}
         notes.append("exit " + ", ".join(f"code {c}" if c is not None else f"signal {g}" for c, g in sorted(codes, key=str)))
@@ -191,7 +192,7 @@ def render_run(res: "linux.RunResult") -> None:
         notes.append("[yellow]collapse outcomes differ between runs (see --json)[/]")
     console.print("; ".join(notes))
     for w in (res.runs[0].get("warnings", []) if res.runs else []):
-        err_console.print(f"[yellow]warning:[/] {w}")
+        err_console.print(f"[yellow]warning:[/] {escape(w)}")
     render_outcomes(res.outcomes)
     render_samples(res.runs[0].get("samples", []) if res.runs else [])
 
@@ -224,7 +225,7 @@ def render_outcomes(outcomes, limit: int = 40) -> None:
         t.add_row(str(o["index"]), f"{o['start']:#x}..{o['start'] + o['length']:#x}", _sz(o["length"]),
                   _when(o.get("when")), at, f"[{colours.get(st, '')}]{st.replace('_', ' ')}[/]",
                   f"{o['regions_collapsed']}/{o['regions']}", _sz(o.get("bytes_huge_after_exact")),
-                  o.get("errno") or "", o.get("reason") or "")
+                  o.get("errno") or "", escape(o.get("reason") or ""))
     console.print(t)
     if len(outcomes) > limit:
         console.print(f"... {len(outcomes) - limit} more entries (see --json)")
@@ -410,7 +411,7 @@ def cmd_coverage(a) -> int:
         flags = " ".join(f for f, on in (("hg", v["hugepage"]), ("nh", v["no_hugepage"])) if on)
         t.add_row(f"{v['start']:#x}..{v['end']:#x}", _sz(v["size"]), _sz(v["rss"]), _sz(v["anon_huge_bytes"]),
                   _sz(v.get("pmd_mapped_bytes")), _pct(v["anon_huge_bytes"] / v["rss"]) if v["rss"] else "-",
-                  flags, v["path"] or ("[anon]" if v["anonymous"] else ""))
+                  flags, escape(v["path"] or ("[anon]" if v["anonymous"] else "")))
     console.print(t)
     share = d["anon_huge_total"] / d["rss_total"] if d["rss_total"] else None
     console.print(f"total (smaps_rollup): {_sz(d['anon_huge_total'])} in huge pages of {_sz(d['rss_total'])} resident "

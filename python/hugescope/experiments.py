@@ -294,8 +294,9 @@ def frag(trace, levels: Sequence[float] = DEFAULT_FRAG_LEVELS, policies: Sequenc
 # ---------------------------------------------------------------- Fig. 6
 
 def sensitivity(trace, pcc_sizes: Sequence[int] = DEFAULT_PCC_SIZES, budget: float = 32, policy: str = "pcc",
-                param: str = "size", out: Optional[str] = None, progress: Optional[Callable] = None, **common):
-    """PCC size sensitivity (PCC paper §5.1, Fig. 6): ``policy:param=N`` for
+                param: str = "entries", out: Optional[str] = None, progress: Optional[Callable] = None, **common):
+    """PCC size sensitivity (PCC paper §5.1, Fig. 6): ``policy:param=N`` (the
+    pcc policy calls its number of PCC entries ``entries``) for
     each N in ``pcc_sizes`` with huge pages capped at ``budget``% of the
     footprint (32% in the paper), plus ``base``/``ideal`` references."""
     path = _trace_path(trace)

@@ -243,8 +243,9 @@ class RunResult:
         statuses = [tuple(a["outcome"]["status"] for a in r.get("applied", [])) for r in self.runs]
         s["outcomes_consistent"] = len(set(statuses)) <= 1
         if self.kind == "workload":
-            sums = {row["checksum"] for row in rows}
-            s["checksums_agree"] = len(sums) <= 1
+            # The workload's whole result (checksums, counts): a plan changes speed, not answers.
+            results = {json.dumps(r.get("result"), sort_keys=True) for r in self.runs}
+            s["results_agree"] = len(results) <= 1
             s["footprint_bytes"] = self.footprint
         return s
 
@@ -392,6 +393,9 @@ def run(target: Union[str, Sequence[str]], plan: PlanArg = None, repeat: int = 3
 
 def _run_workload(name: str, plan: PlanArg, repeat: int, warmup: int, sample_ms: int, progress, params) -> RunResult:
     from . import workloads
+    if name not in workloads.names():
+        raise ValueError(f"unknown workload '{name}' (workloads: {', '.join(workloads.names())}); "
+                         f"to run a program pass its argument list, e.g. run(['{name}'], plan=...)")
     clean = workloads._clean(params)
     # Validates the name and every parameter here, with the core's messages, before
     # any child process starts.

@@ -131,7 +131,7 @@ def plot_sensitivity(data: Dict[str, Any]):
         ax.set_xscale("log", base=2)
         ax.set_xticks(list(cur["size"]))
         ax.set_xticklabels([str(int(s)) for s in cur["size"]])
-        ax.set_xlabel(f"{opts.get('param', 'size')} (PCC entries)")
+        ax.set_xlabel(f"PCC entries ({opts.get('policy', 'pcc')} parameter '{opts.get('param', 'entries')}')")
         ax.grid(alpha=0.3)
     a1.set_ylabel("speedup over 4KB pages (estimate)")
     a2.set_ylabel("PTW rate (% of accesses that walk)")

@@ -51,7 +51,7 @@ body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;mar
 color:#1b1b1b;line-height:1.4}
 h1{font-size:1.6em;margin-bottom:0} h2{margin-top:2em;border-bottom:2px solid #ddd;padding-bottom:4px}
 h3{font-size:1.05em;margin-bottom:4px}
-table{border-collapse:collapse;margin:8px 0;font-size:0.85em} th,td{border:1px solid #ccc;padding:3px 7px}
+table{border-collapse:collapse;margin:8px 0;font-size:0.85em;display:block;overflow-x:auto;max-width:100%} th,td{border:1px solid #ccc;padding:3px 7px}
 th{background:#f1f1f1;text-align:left} td.n{text-align:right;font-variant-numeric:tabular-nums}
 .est{background:#fff4d6;color:#7a5200;border-radius:3px;padding:1px 5px;font-size:0.8em;white-space:nowrap}
 .meas{background:#dff3e3;color:#14591f;border-radius:3px;padding:1px 5px;font-size:0.8em;white-space:nowrap}

@@ -14,8 +14,9 @@
 //!   (the artifact's alpha = 0.9), or optionally the plain mean;
 //! - each 4KB page is classified with its own 4KB distance (x axis of Fig. 2) and
 //!   the distance of the 2MB region that holds it (y axis):
-//!   TLB-friendly if the 4KB distance < threshold; a HUB if the 4KB distance
-//!   >= threshold and the 2MB distance < threshold; low-reuse otherwise.
+//!   TLB-friendly if the 4KB distance is below the threshold; a HUB if the
+//!   4KB distance is at or above it and the 2MB distance below; low-reuse
+//!   otherwise.
 //!   A page or region touched once has no reuse at all: its distance is infinite
 //!   (reported as `None`), which counts as ">= threshold". The artifact instead
 //!   prints 0 for such pages (its tuple starts at zero), which would call a page

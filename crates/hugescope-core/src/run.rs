@@ -107,7 +107,12 @@ struct Run {
 }
 
 fn build(machine: &MachineConfig, header: &TraceHeader, os: &OsConfig, spec: &PolicySpec, pol: Box<dyn policy::Policy>) -> Result<Run> {
-    let os = spec.os.clone().unwrap_or_else(|| os.clone());
+    // A spec's own OS configuration (budget, fragmentation) keeps the run's
+    // time base unless it sets one: --duration and --rate apply to every spec.
+    let os = match &spec.os {
+        Some(o) => OsConfig { time: o.time.or(os.time), ..o.clone() },
+        None => os.clone(),
+    };
     let geo = crate::hw::Geometry::new(machine)?;
     let kernel = Kernel::new(geo, machine.cost.clone(), header, &os, pol)?;
     let sim = Simulator::new(machine.clone(), header.cpus.max(1) as usize, kernel)?;

@@ -264,7 +264,7 @@ fn a_promoted_region_is_not_promoted_again() {
         x ^= x >> 7;
         x ^= x << 17;
         // Hot region 0 at random pages, amid a stream over regions 1..31.
-        let a = if x % 3 == 0 { region(0) + (x >> 8) % 512 * 4096 } else { region(1 + (x >> 20) % 31) + (x >> 8) % 512 * 4096 };
+        let a = if x.is_multiple_of(3) { region(0) + (x >> 8) % 512 * 4096 } else { region(1 + (x >> 20) % 31) + (x >> 8) % 512 * 4096 };
         s.step(Access::read(a));
     }
     let plan = promoted_regions(&s);
@@ -338,4 +338,33 @@ fn bad_parameters_are_errors() {
         let p = vec![(bad.0.to_string(), bad.1.to_string())];
         assert!(policy::make("pcc", &p).is_err(), "{bad:?}");
     }
+}
+
+#[test]
+fn one_gb_rule_promotes_a_gb_walked_512_times_more_than_its_hottest_2mb_region() {
+    // pcc.md §8 rec. 13: f1G >= 512 and f1G >= 512 x f2M (largest 2MB count inside).
+    let h = header(1 << 30, 1);
+    let run = |f2m: Option<u32>| {
+        let mut s = sim(&h, os(), &[("interval_accesses", "1000"), ("promote_1g", "true")], 1);
+        touch_regions(&mut s, 0, &[1]);
+        let gb = s.pt.pcc_mut(0).unwrap().pud.as_mut().expect("promote_1g enables the 1GB PCC");
+        for _ in 0..=600 {
+            gb.touch(0, region(0));
+        }
+        assert_eq!(gb.get(0, region(0)), Some(600), "32-bit counters: no halving at 255");
+        if let Some(f) = f2m {
+            inject(&mut s, 0, 0, 1, f);
+        }
+        run_to(&mut s, 1000);
+        s
+    };
+    let s = run(None);
+    assert_eq!(s.pt.huge_bytes(), 1 << 30);
+    assert_eq!(s.pt.executed_plan()[0].page_size, 1 << 30);
+    assert_eq!(s.pt.policy_params()["totals"]["promoted_1g"], 1);
+    assert!(s.pt.pccs()[0].pud.as_ref().unwrap().is_empty(), "1GB counters restart every interval");
+    // A 2MB region inside counts 2: 600 < 1024, so only that 2MB region is promoted.
+    let s = run(Some(2));
+    assert_eq!(s.pt.huge_bytes(), MB2);
+    assert_eq!(s.pt.policy_params()["totals"]["promoted_1g"], 0);
 }

@@ -100,7 +100,7 @@ fn hub_stream(mut f: impl FnMut(Access)) {
     let mut r = Rng(0x9e37_79b9_7f4a_7c15);
     for _ in 0..HUB_ACCESSES {
         let x = r.next();
-        let a = if x % 10 != 0 {
+        let a = if !x.is_multiple_of(10) {
             BASE + hot_region((x >> 8) % 16) * MB2 + ((x >> 16) % 128) * 4 * 4096
         } else {
             BASE + cold_region((x >> 8) % 16) * MB2 + ((x >> 16) % 512) * 4096
@@ -323,4 +323,40 @@ fn oracle_without_budget_promotes_every_region_that_walked() {
     let mut n = sim(&h, os(1e6, None), "oracle", &[]);
     stream(&mut |a| n.step(a));
     assert_eq!(n.pt.huge_bytes(), 0);
+}
+
+#[test]
+fn simulate_policies_runs_the_profiling_pass_for_the_oracle() {
+    use hugescope_core::run::{profile_walks, simulate_policies, PolicySpec, RunOptions};
+    use hugescope_core::trace::hst::HstWriter;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("hub.hst");
+    let h = header(64 << 20);
+    let mut w = HstWriter::create(&path, &h).unwrap();
+    let mut r = Rng(5);
+    for _ in 0..300_000 {
+        let x = r.next();
+        // Regions 0-3 hot (80%, sparse pages), 4-31 cold.
+        let reg = if !x.is_multiple_of(5) { x % 4 } else { 4 + (x >> 3) % 28 };
+        w.write(Access::read(BASE + reg * MB2 + ((x >> 12) % 512) * 4096)).unwrap();
+    }
+    w.finish().unwrap();
+    let p = path.to_str().unwrap();
+    let cfg = machine();
+    let prof = profile_walks(p, &cfg).unwrap();
+    let hot: Vec<u64> = prof.regions[..4].iter().map(|r| (r.start - BASE) / MB2).collect();
+    let mut sorted = hot.clone();
+    sorted.sort();
+    assert_eq!(sorted, vec![0, 1, 2, 3], "the profile ranks the hot regions first");
+    let specs = [PolicySpec::parse("oracle").unwrap(), PolicySpec::parse("pcc:interval_accesses=30000").unwrap()];
+    let o = OsConfig { budget: Some(4.0 / 32.0), ..os(1e6, None) };
+    let res = simulate_policies(p, &cfg, &o, &specs, &RunOptions { with_base: true, ..Default::default() }).unwrap();
+    let (oracle, pcc) = (&res[0], &res[1]);
+    assert_eq!(oracle.policy_params["profiled"], true);
+    assert_eq!(oracle.policy_params["chosen_regions"], 4);
+    assert_eq!(oracle.policy_params["profile_total_walks"], prof.total_walks);
+    assert_eq!(oracle.base.as_ref().unwrap().translation.walks, prof.total_walks, "profile = base-page run");
+    let (ro, rp) = (oracle.walk_reduction_vs_base.unwrap(), pcc.walk_reduction_vs_base.unwrap());
+    assert!(ro >= rp && rp > 0.3, "oracle {ro} pcc {rp}");
+    assert!(pcc.policy_params["totals"]["promoted"].as_u64().unwrap() == 4);
 }

@@ -325,7 +325,7 @@ impl Driver {
     }
 
     /// Outcomes of every entry, in plan order.
-    fn finish(mut self) -> Vec<NativeApplied> {
+    fn finish(&mut self) -> Vec<NativeApplied> {
         let end = self.now();
         for s in std::mem::take(&mut self.starts) {
             match s.last {
@@ -367,8 +367,9 @@ impl Driver {
                     "time {due} s not reached at a hook (end of setup or progress point) before the algorithm phase ended at {end:.3} s")),
             });
         }
-        self.applied.sort_by_key(|a| a.outcome.index);
-        self.applied
+        let mut applied = std::mem::take(&mut self.applied);
+        applied.sort_by_key(|a| a.outcome.index);
+        applied
     }
 }
 
@@ -494,11 +495,12 @@ pub fn run_native(name: &str, params: &Params, plan: &NativePlan, opts: &NativeR
 
     let (cs, cr, hr, hc) = (driver.collapse_setup_s, driver.collapse_run_s, driver.hooks_run_s, driver.hook_cpu_run);
     let (c0, c1) = (driver.cpu_run_start, driver.cpu_run_end);
+    // finish() first: its "never reached" reasons quote the progress labels seen.
+    let applied = driver.finish();
     let regions_after_setup = std::mem::take(&mut driver.regions_after_setup);
     let regions_end = std::mem::take(&mut driver.regions_end);
     let marks = std::mem::take(&mut driver.marks);
     let points = driver.points;
-    let applied = driver.finish();
     let peak_anon_huge_bytes = samples.iter().map(|s| s.anon_huge_bytes).max().unwrap_or(0);
     let mut how = BTreeMap::new();
     for (k, v) in [

@@ -130,7 +130,7 @@ pub fn new(p: &mut Params) -> Result<Box<dyn Policy>> {
         compact_pages: p.u64("compact_pages", 1 << 14)?,
         scan_us_per_page: p.f64("scan_us_per_page", 0.005)?.max(0.0),
     };
-    if s.window_accesses == 0 && !(s.window_s > 0.0) {
+    if s.window_accesses == 0 && s.window_s <= 0.0 {
         return Err(Error::input(format!("policy hawkeye: window_s={} must be positive", s.window_s)));
     }
     if !(0.0..=1.0).contains(&s.ema_alpha_history) {

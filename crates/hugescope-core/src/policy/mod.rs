@@ -13,6 +13,7 @@
 //! - `wants_profile` / `set_profile`: offline policies (the oracle) get the
 //!   walks per region of a base-page profiling pass over the whole trace
 //!   before the run starts (`run::profile_walks`).
+//!
 //! Mechanisms available to policies: `promote`, `demote`, `compact`,
 //! `clear_accessed`, `free_range`, `schedule_*`, plus read access to the page
 //! tables (`region_state`, `spaces`), physical memory (`phys`) and the budget.

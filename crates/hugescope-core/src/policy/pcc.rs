@@ -179,7 +179,7 @@ pub fn new(p: &mut Params) -> Result<Box<dyn Policy>> {
         promote_1g,
         compact_pages: p.u64("compact_pages", 1 << 14)?,
     };
-    if s.interval_accesses == 0 && !(s.interval_s > 0.0) {
+    if s.interval_accesses == 0 && s.interval_s <= 0.0 {
         return Err(Error::input(format!("policy pcc: interval_s={} must be positive", s.interval_s)));
     }
     Ok(Box::new(PccPolicy {
@@ -202,7 +202,7 @@ impl PccPolicy {
     /// `i`: n+1 intervals, or the artifact's I/30, I, I+I/30, 2I, ... phase.
     fn read_point(&self, n: u64, i: f64) -> f64 {
         if self.s.artifact_phase {
-            if n % 2 == 0 {
+            if n.is_multiple_of(2) {
                 (n / 2) as f64 * i + i / 30.0
             } else {
                 n.div_ceil(2) as f64 * i
