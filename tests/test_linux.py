@@ -83,13 +83,16 @@ def test_plan_all_collapses_every_region(gups_all):
     assert outs[0]["regions"] == outs[0]["regions_collapsed"] == 32
     assert run["applied"][0]["point"] == "setup_done"
     # Coverage at the end of the algorithm, exact from PAGEMAP_SCAN: the whole table.
-    assert run["huge_bytes_end"] == 64 * MIB
+    assert run["huge_bytes_end"] == 64 * MIB, run["regions_end"]
     assert d["summary"]["coverage"]["median"] == pytest.approx(1.0)
     # Collapsing is measured apart from the algorithm, and every time says how it was taken.
     assert run["collapse_setup_s"] > 0 and run["run_s"] > 0
     assert "Instant" in d["how"]["wall_s"] and "hooks" in d["how"]["wall_s"]
     assert d["summary"]["wall_s"]["min"] <= d["summary"]["wall_s"]["median"] <= d["summary"]["wall_s"]["max"]
-    assert max(s["anon_huge_bytes"] for s in run["samples"]) >= 64 * MIB
+    # Coverage right after the start collapses, before the algorithm; the sampler's
+    # figures over time depend on timing (the run is shorter than a sample period).
+    assert run["huge_bytes_after_setup"] == 64 * MIB
+    assert run["samples"] and all(s["rss_bytes"] > 0 for s in run["samples"])
 
 
 @needs_thp

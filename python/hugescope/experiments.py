@@ -141,6 +141,7 @@ def _row(r: SimResult, **extra) -> Dict[str, Any]:
         "ptw_rate": t["walks"] / t["accesses"] if t["accesses"] else 0.0,
         "walks_per_1k": t["walks_per_1k_accesses"],
         "speedup_est": d.get("speedup_vs_base"),
+        "xlat_speedup_est": d.get("translation_speedup_vs_base"),
         "walk_reduction": d.get("walk_reduction_vs_base"),
         "huge_bytes": huge,
         "huge_share": huge / fp if fp else 0.0,
