@@ -9,7 +9,7 @@
 //! (256 ids) chained per bin and recycled LIFO when a bin is drained, the way a
 //! `std::vector` keeps and reuses its capacity; the chain metadata is untraced
 //! (it plays the role of the vectors' headers). GAP's "bin fusion" shortcut is
-//! not modelled (see docs/assumptions-workloads.md).
+//! not modelled (see docs/assumptions.md, "Workloads").
 
 use serde_json::{json, Value};
 
