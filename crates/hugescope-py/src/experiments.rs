@@ -3,15 +3,11 @@
 //! plain values and structured data crosses as JSON text; the logic lives in
 //! `hugescope-core` and `python/hugescope/experiments.py`.
 
-use crate::{err, json, machine};
-use hugescope_core::os::clock::TimeBase;
-use hugescope_core::os::costs::OsCosts;
-use hugescope_core::os::kernel::{Fragmentation, OsConfig};
+use crate::{err, fragmentation, json, machine, os_config};
+use hugescope_core::os::kernel::OsConfig;
 use hugescope_core::reuse::{self, Average, ReuseOptions};
 use hugescope_core::run::{self, PolicySpec, PolicyResult, RunOptions};
-use hugescope_core::trace::hst;
 use hugescope_core::trace::merge::{self, MergeOptions};
-use hugescope_core::units::parse_size;
 use pyo3::prelude::*;
 use serde::Deserialize;
 
@@ -30,16 +26,6 @@ struct SpecIn {
     frag: Option<f64>,
     #[serde(default)]
     frag_method: Option<String>,
-}
-
-fn fragmentation(frag: Option<f64>, method: &str) -> PyResult<Option<Fragmentation>> {
-    match (frag, method) {
-        (None, _) => Ok(None),
-        (Some(x), _) if !(0.0..=1.0).contains(&x) => Err(err(format!("fragmentation {x}: expected a share between 0 and 1"))),
-        (Some(x), "pcc") => Ok(Some(Fragmentation::Pcc { share: x })),
-        (Some(x), "ingens") => Ok(Some(Fragmentation::Ingens { fmfi: x })),
-        (Some(_), m) => Err(err(format!("unknown fragmentation method '{m}' (pcc, ingens)"))),
-    }
 }
 
 /// Simulate many configurations of one trace, spread over `threads` threads.
@@ -80,32 +66,7 @@ fn run_specs(
     if specs_in.is_empty() {
         return Err(err("no configuration to simulate"));
     }
-    let mut common = OsConfig {
-        memory_bytes: memory.as_deref().map(parse_size).transpose().map_err(err)?,
-        fragmentation: None,
-        budget: None,
-        footprint_bytes: footprint.as_deref().map(parse_size).transpose().map_err(err)?,
-        time: None,
-        costs: OsCosts::default().with_overrides(&os_costs).map_err(err)?,
-        seed,
-        sample_every: sample_every.unwrap_or(1 << 20),
-    };
-    // The time base is resolved here rather than through RunOptions, because
-    // the core applies `duration`/`rate` to the shared OS configuration only,
-    // and per-configuration overrides must carry the same clock.
-    if let Some(r) = rate {
-        if !(r.is_finite() && r > 0.0) {
-            return Err(err("accesses per second must be positive"));
-        }
-        common.time = Some(TimeBase::AccessRate { accesses_per_second: r });
-    }
-    if let Some(d) = duration {
-        if !(d.is_finite() && d > 0.0) {
-            return Err(err("duration must be a positive number of seconds"));
-        }
-        let (_, summary) = hst::summarize(&trace, false).map_err(err)?;
-        common.time = Some(TimeBase::AccessRate { accesses_per_second: summary.accesses.max(1) as f64 / d });
-    }
+    let common = os_config(memory.as_deref(), footprint.as_deref(), None, None, seed, &os_costs, sample_every)?;
     let mut specs = Vec::with_capacity(specs_in.len());
     for s in &specs_in {
         let mut spec = PolicySpec::parse(&s.policy).map_err(err)?;
@@ -124,7 +85,7 @@ fn run_specs(
         specs.push(spec);
     }
     let threads = threads.clamp(1, specs.len());
-    let opts = RunOptions { duration_s: None, accesses_per_second: None, with_base: true };
+    let opts = RunOptions { duration_s: duration, accesses_per_second: rate, with_base: true };
     let results: hugescope_core::Result<Vec<PolicyResult>> = py.detach(|| {
         let groups: Vec<Vec<(usize, PolicySpec)>> = (0..threads)
             .map(|g| specs.iter().cloned().enumerate().filter(|(i, _)| i % threads == g).collect())

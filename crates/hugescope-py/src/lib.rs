@@ -5,6 +5,9 @@
 //! DataFrames. All logic lives in the Rust crates; nothing is computed here.
 
 use hugescope_core::config::{MachineConfig, PRESETS};
+use hugescope_core::os::costs::OsCosts;
+use hugescope_core::os::kernel::{Fragmentation, OsConfig};
+use hugescope_core::units::parse_size;
 use hugescope_core::trace::hst::{self, HstWriter};
 use hugescope_core::trace::{Access, AccessSink};
 use pyo3::prelude::*;
@@ -28,6 +31,42 @@ fn params(text: &str) -> PyResult<hugescope_workloads::Params> {
         serde_json::Value::Object(m) => Ok(m),
         _ => Err(err("workload parameters must be a JSON object")),
     }
+}
+
+/// Fragmentation from a level (0..=1) and a method name ("pcc", "ingens").
+pub(crate) fn fragmentation(frag: Option<f64>, method: &str) -> PyResult<Option<Fragmentation>> {
+    match (frag, method) {
+        (None, _) => Ok(None),
+        (Some(x), _) if !(0.0..=1.0).contains(&x) => Err(err(format!("fragmentation {x}: expected a share between 0 and 1"))),
+        (Some(x), "pcc") => Ok(Some(Fragmentation::Pcc { share: x })),
+        (Some(x), "ingens") => Ok(Some(Fragmentation::Ingens { fmfi: x })),
+        (Some(_), m) => Err(err(format!("unknown fragmentation method '{m}' (pcc, ingens)"))),
+    }
+}
+
+/// The OS configuration shared by the simulation entry points. The time base
+/// is left to `RunOptions` (duration, rate), which the core applies to every
+/// policy of a run.
+pub(crate) fn os_config(
+    memory: Option<&str>,
+    footprint: Option<&str>,
+    fragmentation: Option<Fragmentation>,
+    budget: Option<f64>,
+    seed: u64,
+    os_costs: &[String],
+    sample_every: Option<u64>,
+) -> PyResult<OsConfig> {
+    let size = |s: Option<&str>| s.map(parse_size).transpose().map_err(err);
+    Ok(OsConfig {
+        memory_bytes: size(memory)?,
+        fragmentation,
+        budget,
+        footprint_bytes: size(footprint)?,
+        time: None,
+        costs: OsCosts::default().with_overrides(os_costs).map_err(err)?,
+        seed,
+        sample_every: sample_every.unwrap_or(1 << 20),
+    })
 }
 
 /// Build a machine configuration from a preset, an optional TOML file and overrides.
@@ -100,26 +139,8 @@ fn simulate_policies(
     sample_every: Option<u64>,
     with_base: bool,
 ) -> PyResult<String> {
-    use hugescope_core::os::kernel::{Fragmentation, OsConfig};
-    use hugescope_core::units::parse_size;
     let cfg = machine(preset.as_deref(), config.as_deref(), &overrides)?;
-    let fragmentation = match (frag, frag_method.as_str()) {
-        (None, _) => None,
-        (Some(x), _) if !(0.0..=1.0).contains(&x) => return Err(err(format!("--frag {x}: expected a share between 0 and 1"))),
-        (Some(x), "pcc") => Some(Fragmentation::Pcc { share: x }),
-        (Some(x), "ingens") => Some(Fragmentation::Ingens { fmfi: x }),
-        (Some(_), m) => return Err(err(format!("unknown fragmentation method '{m}' (pcc, ingens)"))),
-    };
-    let os = OsConfig {
-        memory_bytes: memory.as_deref().map(parse_size).transpose().map_err(err)?,
-        fragmentation,
-        budget,
-        footprint_bytes: footprint.as_deref().map(parse_size).transpose().map_err(err)?,
-        time: None,
-        costs: hugescope_core::os::costs::OsCosts::default().with_overrides(&os_costs).map_err(err)?,
-        seed,
-        sample_every: sample_every.unwrap_or(1 << 20),
-    };
+    let os = os_config(memory.as_deref(), footprint.as_deref(), fragmentation(frag, &frag_method)?, budget, seed, &os_costs, sample_every)?;
     let specs = policies
         .iter()
         .map(|p| hugescope_core::run::PolicySpec::parse(p))
