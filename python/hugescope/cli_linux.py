@@ -6,6 +6,8 @@
     hugescope fragment --share X [--seed N] [--margin SIZE] [--hold | --seconds T]
     hugescope thp
     hugescope coverage PID
+    hugescope calibrate [--workload NAME:k=v,...] [--repeat N] [--out FILE]
+    hugescope validate WORKLOAD [params] --ks 1,2,4,8 --policies pcc,oracle,random -o DIR
 
 Every time printed is a measurement; the tables say how it was measured.
 """
@@ -469,3 +471,123 @@ def add_commands(sub) -> None:
     c.add_argument("--no-exact", action="store_true", help="skip the PAGEMAP_SCAN exact figure")
     c.add_argument("--json", metavar="OUT", help="write the coverage to this JSON file")
     c.set_defaults(func=cmd_coverage)
+
+    add_calibrate_commands(sub)
+
+
+# ---------------------------------------------------------------- calibrate, validate
+
+def _count_arg(what: str, least: int):
+    def parse(v: str) -> int:
+        try:
+            x = int(v)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"'{v}' is not an integer ({what})")
+        if x < least:
+            raise argparse.ArgumentTypeError(f"{v}: {what} must be at least {least}")
+        return x
+    return parse
+
+
+def _ghz_arg(v: str) -> float:
+    try:
+        x = float(v)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{v}' is not a clock in GHz")
+    if not x > 0:
+        raise argparse.ArgumentTypeError(f"{v}: a clock must be positive")
+    return x
+
+
+def render_calibration(cal) -> None:
+    f = cal["fit"]
+    start, c = cal["start_cost"], f["cost"]
+    t = Table(title=f"cost model fitted on {escape(cal['host'])} ({escape(cal['when'])}), objective: {f['objective']}")
+    t.add_column("parameter")
+    t.add_column(f"before ({escape(cal['machine'])})", justify="right")
+    t.add_column("after (fitted)", justify="right")
+    for k in ("base_cycles_per_access", "walk_ref_cycles", "cpu_ghz", "l2_hit_cycles", "pwc_hit_cycles"):
+        how = "fitted" if k in ("base_cycles_per_access", "walk_ref_cycles") else (
+            "fitted" if k == "cpu_ghz" and f["fit_ghz"] else "host clock" if k == "cpu_ghz" and cal.get("host_ghz")
+            else "held")
+        t.add_row(f"{k} ({how})", f"{start[k]:.4g}", f"{c[k]:.4g}")
+    console.print(t)
+    s = Table(title="speedup of all huge vs base pages: measured (median of runs) vs estimated (cost model)")
+    for col in ("workload", "measured base", "measured huge", "measured speedup", "estimate before", "residual before",
+                "estimate after", "residual after", "time residual after (base / huge)"):
+        s.add_column(col, justify="left" if col == "workload" else "right")
+    for b, a in zip(f["before"], f["after"]):
+        s.add_row(escape(a["label"]), f"{a['base_s_measured']:.4f} s", f"{a['huge_s_measured']:.4f} s",
+                  f"{a['speedup_measured']:.3f}x", f"{b['speedup_est']:.3f}x", f"{100 * b['speedup_residual']:+.1f}%",
+                  f"{a['speedup_est']:.3f}x", f"{100 * a['speedup_residual']:+.1f}%",
+                  f"{100 * a['base_s_residual']:+.1f}% / {100 * a['huge_s_residual']:+.1f}%")
+    console.print(s)
+    console.print(f"measured: {escape(cal['how'])}; estimates: static 4k and 2m page maps of the same run's trace on "
+                  f"{escape(cal['machine'])}; residual = estimate / measurement - 1; "
+                  f"sum of squared (weighted) residuals of the fit {f['rss']:.3g}")
+    for p in cal["points"]:
+        cov = p["huge"].get("coverage")
+        if cov is not None and cov < 0.9:
+            err_console.print(f"[yellow]warning:[/] {escape(p['label'])}: the all-huge runs reached only "
+                              f"{100 * cov:.0f}% huge-page coverage")
+
+
+@_cli_errors
+def cmd_calibrate(a) -> int:
+    from . import calibrate
+
+    if a.measurements and (a.workload or a.trace_dir):
+        raise CliError("--measurements refits earlier measurements; --workload and --trace-dir need new runs")
+    if a.fit_ghz and a.ghz is not None:
+        raise CliError("--ghz sets the clock and --fit-ghz fits it: give one of them")
+    if a.preset == "calibrated":
+        raise CliError("calibrate starts from a paper preset (e.g. haswell-pcc), not from 'calibrated'")
+    wls = [calibrate.parse_workload(s) for s in a.workload] if a.workload else None
+    meas = None
+    if a.measurements:
+        try:
+            with open(a.measurements) as fh:
+                meas = json.load(fh)
+        except ValueError as e:
+            raise CliError(f"{a.measurements}: not JSON ({e})")
+    cal = calibrate.calibrate(wls, repeat=a.repeat, warmup=a.warmup, preset=a.preset, config=a.config,
+                              objective=a.objective, ghz=a.ghz, fit_ghz=a.fit_ghz, trace_dir=a.trace_dir,
+                              measurements=meas, log=lambda s: err_console.print(f"[dim]{escape(s)}[/]"))
+    if a.json:
+        write_json(a.json, cal)
+    render_calibration(cal)
+    if not a.dry_run:
+        path = calibrate.save_preset(cal, a.out)
+        default = os.path.abspath(path) == os.path.abspath(calibrate.default_path())
+        console.print(f"saved the calibrated preset to {escape(path)}; use it with "
+                      + ("--preset calibrated (Python: calibrate.machine_args('calibrated'))" if default
+                         else f"--config {escape(path)}"))
+    return 0
+
+
+def add_calibrate_commands(sub) -> None:
+    from . import calibrate
+
+    c = sub.add_parser("calibrate", help="fit the cost model to native runs on this machine and save it as a preset",
+                       description="Run workloads natively with base pages and all huge (median of N fresh-process "
+                                   "runs), simulate the same runs, fit base_cycles_per_access and walk_ref_cycles, "
+                                   "and save the fit as a machine TOML (default "
+                                   f"{calibrate.default_path()}, used by --preset calibrated).")
+    c.add_argument("--workload", action="append", default=[], metavar="NAME[:k=v,...]",
+                   help="a workload and its parameters (repeatable); default: "
+                        + "; ".join(calibrate._label(n, p) for n, p in calibrate.DEFAULT_WORKLOADS))
+    c.add_argument("--repeat", type=_count_arg("measured runs", 1), default=3, help="measured runs (default 3)")
+    c.add_argument("--warmup", type=_count_arg("warm-up runs", 0), default=1, help="warm-up runs first (default 1)")
+    c.add_argument("--preset", default=calibrate.DEFAULT_PRESET,
+                   help=f"starting preset; its other latencies are held (default {calibrate.DEFAULT_PRESET})")
+    c.add_argument("--config", metavar="TOML", help="TOML merged over the starting preset")
+    c.add_argument("--objective", choices=calibrate.OBJECTIVES, default="speedup",
+                   help="fit speedups (default) or absolute times; see docs/linux.md")
+    c.add_argument("--ghz", type=_ghz_arg, default=None, help="clock for cycles -> seconds (default: this host's)")
+    c.add_argument("--fit-ghz", action="store_true", help="fit the clock to the measured absolute times")
+    c.add_argument("--out", metavar="FILE", default=None, help=f"preset file to write (default {calibrate.default_path()})")
+    c.add_argument("--dry-run", action="store_true", help="fit and print, write no preset")
+    c.add_argument("--json", metavar="OUT", help="write measurements, counters and the fit to this JSON file")
+    c.add_argument("--measurements", metavar="JSON", help="refit the measurements of an earlier --json (no runs)")
+    c.add_argument("--trace-dir", metavar="DIR", help="keep the traces here (default: a temporary directory)")
+    c.set_defaults(func=cmd_calibrate)

@@ -160,3 +160,28 @@ fn walk_depth_by_page_size_without_pwc() {
     assert_eq!(s.counters().walk_refs, 2);
     assert_eq!(s.counters().by_page_size[2].walks, 1);
 }
+
+/// Repeated accesses to one page are L1 hits only where an L1 holds that
+/// size: with 2MB translations kept in the L2 alone, every repeat is an L2 hit.
+#[test]
+fn same_page_repeats_follow_where_the_translation_lives() {
+    let mut cfg = MachineConfig::preset("haswell-pcc").unwrap();
+    cfg.l1.remove("2m");
+    cfg.l1.remove("1g");
+    let mut s = Simulator::new(cfg, 1, StaticMap::Uniform(1)).unwrap();
+    for i in 0..10u64 {
+        s.step(Access::read(BASE + i * 8));
+    }
+    let c = s.counters();
+    assert_eq!((c.walks, c.l2_hits, c.l1_hits), (1, 9, 0));
+    // With 4KB pages and an L1: one walk, then L1 hits; a shootdown of the
+    // page makes the next access walk again instead of hitting.
+    let mut t = sim(MachineConfig::preset("haswell-pcc").unwrap(), 0);
+    for i in 0..10u64 {
+        t.step(Access::read(BASE + i * 8));
+    }
+    t.mmus[0].shootdown(0, BASE, BASE + 4096);
+    t.step(Access::read(BASE));
+    let c = t.counters();
+    assert_eq!((c.walks, c.l1_hits), (2, 9));
+}

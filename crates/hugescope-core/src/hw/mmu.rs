@@ -14,6 +14,7 @@ use crate::{Error, Result};
 
 pub const MAX_SIZES: usize = 8;
 const NONE: u8 = u8::MAX;
+const NO_PAGE: u64 = u64::MAX;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
@@ -34,6 +35,12 @@ pub struct Mmu {
     /// size that cannot be present is wasted work on the hot path.
     filled: u8,
     num_sizes: usize,
+    /// The page of this cpu's previous access if its translation sits in an
+    /// L1 TLB as the most recently used entry of its set: (vpn, pid, size).
+    /// An access to the same page is then an L1 hit whose LRU update would
+    /// change nothing (the entry is already its set's MRU), so it is counted
+    /// without probing. Exact, not an approximation; cleared by shootdowns.
+    last: (u64, u16, usize),
     shifts: [u32; MAX_SIZES],
     leaf_level: [usize; MAX_SIZES],
     pub stats: MmuStats,
@@ -76,6 +83,7 @@ impl Mmu {
             l2_of,
             filled: 0,
             num_sizes: geo.num_sizes(),
+            last: (NO_PAGE, 0, 0),
             shifts,
             leaf_level,
             stats: MmuStats::default(),
@@ -88,6 +96,11 @@ impl Mmu {
     pub fn lookup(&mut self, a: &Access) -> Outcome {
         self.stats.accesses += 1;
         self.stats.writes += a.write as u64;
+        let (lvpn, lpid, ls) = self.last;
+        if a.addr >> self.shifts[ls] == lvpn && a.pid == lpid {
+            self.stats.l1_hits[ls] += 1;
+            return Outcome::L1Hit(ls);
+        }
         let mut pending = self.filled;
         while pending != 0 {
             let s = pending.trailing_zeros() as usize;
@@ -97,6 +110,7 @@ impl Mmu {
                 let vpn = a.addr >> self.shifts[s];
                 if self.l1[t as usize].cache.lookup(vpn, tag(vpn, s, a.pid)) {
                     self.stats.l1_hits[s] += 1;
+                    self.last = (vpn, a.pid, s);
                     return Outcome::L1Hit(s);
                 }
             }
@@ -114,6 +128,9 @@ impl Mmu {
                     let t1 = self.l1_of[s];
                     if t1 != NONE {
                         self.l1[t1 as usize].cache.insert(vpn, tg);
+                        self.last = (vpn, a.pid, s);
+                    } else {
+                        self.last.0 = NO_PAGE;
                     }
                     return Outcome::L2Hit(s);
                 }
@@ -138,6 +155,9 @@ impl Mmu {
         let t1 = self.l1_of[s];
         if t1 != NONE {
             self.l1[t1 as usize].cache.insert(vpn, tg);
+            self.last = (vpn, a.pid, s);
+        } else {
+            self.last.0 = NO_PAGE;
         }
         let t2 = self.l2_of[s];
         if t2 != NONE {
@@ -158,6 +178,7 @@ impl Mmu {
             n += t.shootdown(pid, start, end, shifts);
         }
         self.pwc.shootdown(pid, start, end);
+        self.last.0 = NO_PAGE;
         self.stats.shootdowns += 1;
         self.stats.tlb_entries_invalidated += n as u64;
         n
@@ -180,5 +201,6 @@ impl Mmu {
         }
         self.pwc.flush();
         self.filled = 0;
+        self.last.0 = NO_PAGE;
     }
 }
