@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import List, Optional
 
@@ -334,6 +335,38 @@ def cmd_presets(a) -> int:
     return 0
 
 
+def cmd_bench(a) -> int:
+    """Throughput measurements (never tests): decode-only floor and decode +
+    simulate of a GUPS trace on haswell-pcc, and trace generation speed."""
+    import tempfile
+    import time as _time
+
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "gups.hst")
+        from . import units
+        n = units.parse_count(a.accesses)
+        t0 = _time.perf_counter()
+        workloads.trace("gups", path, size=a.size, updates=max(1, n // 2))
+        gen = _time.perf_counter() - t0
+        t = Table(title=f"hugescope bench: GUPS {a.size}, {n:,} accesses, haswell-pcc "
+                        f"(measurements: best wall time of {a.repeat} passes, one thread)")
+        for c in ("pages", "decode only (M acc/s)", "decode + simulate (M acc/s)", "ratio"):
+            t.add_column(c, justify="right")
+        rows = []
+        for pages in ("4k", "2m"):
+            r = json.loads(_core.bench_file(path, "haswell-pcc", pages, a.repeat))
+            rows.append(r)
+            t.add_row(pages, f"{r['decode_only']['accesses_per_second'] / 1e6:.1f}",
+                      f"{r['simulate']['accesses_per_second'] / 1e6:.1f}", f"{r['ratio']:.2f}")
+        console.print(t)
+        console.print(f"trace generation end to end (table setup, tracing, zstd compression, disk): "
+                      f"{n / gen / 1e6:.1f} M accesses/s; the generator alone: cargo bench -p hugescope-workloads")
+        if a.json:
+            write_json(a.json, {"kind": "measurement", "static": rows,
+                                "tracegen_accesses_per_second": n / gen})
+    return 0
+
+
 def cmd_demo(a) -> int:
     from .demo import run_demo
     return run_demo(a.out, quick=a.quick)
@@ -383,6 +416,13 @@ def build_parser() -> argparse.ArgumentParser:
     from . import cli_experiments, cli_linux
     cli_experiments.add_commands(sub)
     cli_linux.add_commands(sub)
+
+    b = sub.add_parser("bench", help="measure simulation throughput (decode-only floor vs decode + simulate)")
+    b.add_argument("--size", default="1GiB", help="GUPS table size (default 1GiB)")
+    b.add_argument("--accesses", default="20M", help="accesses in the GUPS trace (default 20M)")
+    b.add_argument("--repeat", type=int, default=3, help="passes per measurement; the best is kept (default 3)")
+    b.add_argument("--json", help="write the measurements to this JSON file")
+    b.set_defaults(func=cmd_bench)
 
     d = sub.add_parser("demo", help="the main demonstration (what 'make demo' runs)")
     d.add_argument("--out", default="demo-out", help="directory for traces and results")
