@@ -473,6 +473,7 @@ def add_commands(sub) -> None:
     c.set_defaults(func=cmd_coverage)
 
     add_calibrate_commands(sub)
+    add_validate_command(sub)
 
 
 # ---------------------------------------------------------------- calibrate, validate
@@ -591,3 +592,80 @@ def add_calibrate_commands(sub) -> None:
     c.add_argument("--measurements", metavar="JSON", help="refit the measurements of an earlier --json (no runs)")
     c.add_argument("--trace-dir", metavar="DIR", help="keep the traces here (default: a temporary directory)")
     c.set_defaults(func=cmd_calibrate)
+
+
+VALIDATE_USAGE = """usage: hugescope validate WORKLOAD [workload params] [--ks 1,2,4,8] [--policies pcc,hawkeye,oracle,random]
+                          [--repeat N] [--warmup W] [--seed S] [--duration S] [--preset P|calibrated] [--config TOML]
+                          [--trace FILE.hst | --trace-dir DIR] -o DIR
+
+For each policy and k: promote the k 2 MiB regions the policy ranks highest,
+predict the speedup with the cost model (estimate) and measure it natively
+(median of N fresh-process runs), and report the Spearman rank correlation.
+workloads: {names}"""
+
+
+def _validate_options(p: argparse.ArgumentParser) -> None:
+    from . import validate
+    p.add_argument("--ks", default=",".join(map(str, validate.DEFAULT_KS)), help="numbers of regions, e.g. 1,2,4,8")
+    p.add_argument("--policies", default=",".join(validate.DEFAULT_POLICIES),
+                   help="policies that rank the regions ('random' = seeded random choice)")
+    p.add_argument("--repeat", type=_count_arg("measured runs", 1), default=3, help="measured runs per plan (default 3)")
+    p.add_argument("--warmup", type=_count_arg("warm-up runs", 0), default=1, help="warm-up runs per plan (default 1)")
+    p.add_argument("--seed", type=_seed, default=1, help="seed of the random ranking (default 1)")
+    p.add_argument("--duration", type=float, default=validate.DEFAULT_DURATION,
+                   help=f"virtual seconds the trace spans for the simulated policies (default {validate.DEFAULT_DURATION:g})")
+    p.add_argument("--preset", default=None, help="machine preset, or 'calibrated' (default haswell-pcc)")
+    p.add_argument("--config", metavar="TOML", default=None, help="machine TOML (e.g. a calibration)")
+    p.add_argument("--trace", metavar="FILE", default=None, help="reuse a trace of exactly this run")
+    p.add_argument("--trace-dir", metavar="DIR", default=None, help="keep the trace here (default: temporary)")
+    p.add_argument("-o", "--out", metavar="DIR", required=True, help="results directory (for 'hugescope report')")
+
+
+@_cli_errors
+def cmd_validate(a) -> int:
+    from . import validate
+
+    rest = list(a.rest or [])
+    names = workloads.names()
+    if not rest or rest[0] in ("-h", "--help"):
+        console.print(escape(VALIDATE_USAGE.format(names=", ".join(names))))
+        return 0 if rest else 2
+    name = rest[0]
+    if name not in names:
+        raise CliError(f"unknown workload '{name}' (workloads: {', '.join(names)})")
+    p, kinds = workload_parser(name, f"hugescope validate {name}", _validate_options)
+    va = p.parse_args(rest[1:])
+    if va.trace and va.trace_dir:
+        raise CliError("--trace reuses a trace and --trace-dir keeps a new one: give one of them")
+    params = _params(va, kinds)
+    df = validate.validate(name, params, ks=va.ks, policies=va.policies, repeat=va.repeat, warmup=va.warmup,
+                           seed=va.seed, preset=va.preset, config=va.config, duration=va.duration, trace=va.trace,
+                           trace_dir=va.trace_dir, out=va.out, log=lambda s: err_console.print(f"[dim]{escape(s)}[/]"))
+    meta = df.attrs["meta"]
+    t = Table(title=f"{name}: top-k plans, predicted speedup (estimate, cost model) vs measured speedup "
+                    f"(median of {va.repeat} runs)")
+    for c in ("policy", "k", "regions", "predicted (estimate)", "rank", "measured median", "min..max", "rank ",
+              "collapsed", "coverage"):
+        t.add_column(c, justify="left" if c == "policy" else "right")
+    pred = df[df["quantity"] == "predicted"].reset_index(drop=True)
+    meas = df[df["quantity"] == "measured"].reset_index(drop=True)
+    for (_, p_), (_, m) in zip(pred.iterrows(), meas.iterrows()):
+        t.add_row(escape(str(p_["policy"])), str(p_["k"]), str(p_["regions"]), f"{p_['speedup']:.3f}x",
+                  f"{p_['rank']:g}", f"{m['speedup']:.3f}x", f"{m['speedup_min']:.3f}..{m['speedup_max']:.3f}x",
+                  f"{m['rank']:g}", str(m["collapsed"]), _pct(m["coverage"]))
+    console.print(t)
+    rho = meta.get("spearman")
+    console.print(f"Spearman rank correlation of predicted vs measured speedup: "
+                  f"{'undefined (a constant side)' if rho is None else f'{rho:.3f}'} over {len(pred)} plans; "
+                  f"base pages measured {meta['base_measured']['wall_s']['median']:.4f} s (median)")
+    console.print(f"wrote {escape(os.path.join(va.out, f'validate-{name}'))}.{{csv,json,png}} "
+                  f"('hugescope report {escape(va.out)}' renders it)")
+    return 0
+
+
+def add_validate_command(sub) -> None:
+    v = sub.add_parser("validate", help="predicted vs measured speedup of each policy's top-k plans (real Linux)",
+                       description=VALIDATE_USAGE.format(names=", ".join(workloads.names())),
+                       formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False)
+    v.add_argument("rest", nargs=argparse.REMAINDER, help="WORKLOAD [params] [options]")
+    v.set_defaults(func=cmd_validate)

@@ -255,6 +255,40 @@ def plot_timeline(data: Dict[str, Any], budget_pct: Optional[float] = None):
     return fig
 
 
+def plot_validate(data: Dict[str, Any]):
+    """Predicted (estimate) vs measured speedup of each policy's top-k plan,
+    with the measured min..max as error bars and the Spearman correlation."""
+    df = _rows(data)
+    pred = df[df["quantity"] == "predicted"].set_index(["policy", "k"])
+    meas = df[df["quantity"] == "measured"].set_index(["policy", "k"])
+    fig, ax = plt.subplots(figsize=(6.8, 5.2))
+    lo, hi = [], []
+    for pol in dict.fromkeys(df["policy"]):
+        keys = [i for i in pred.index if i[0] == pol and i in meas.index]
+        xs = [float(pred.loc[i, "speedup"]) for i in keys]
+        ys = [float(meas.loc[i, "speedup"]) for i in keys]
+        yerr = [[y - float(meas.loc[i, "speedup_min"]) for i, y in zip(keys, ys)],
+                [float(meas.loc[i, "speedup_max"]) - y for i, y in zip(keys, ys)]]
+        ax.errorbar(xs, ys, yerr=yerr, fmt="o", capsize=3, label=pol)
+        for i, x, y in zip(keys, xs, ys):
+            ax.annotate(f"k={i[1]}", (x, y), textcoords="offset points", xytext=(4, 3), fontsize=7)
+        lo += xs + ys
+        hi += xs + ys
+    if lo:
+        a, b = min(lo), max(hi)
+        pad = 0.05 * max(b - a, 0.01)
+        ax.plot([a - pad, b + pad], [a - pad, b + pad], color="gray", linestyle="--", linewidth=1, label="measured = predicted")
+    rho = data.get("spearman")
+    ax.set_xlabel("predicted speedup over 4KB pages (estimate, cost model)")
+    ax.set_ylabel("measured speedup over 4KB pages (median of runs; bars: min..max)")
+    ax.set_title(f"{_workload(data)}: top-k 2MB regions per policy, predicted vs measured\n"
+                 f"Spearman rank correlation {'undefined' if rho is None else f'{rho:.3f}'}", fontsize=10)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
 def figures(data: Dict[str, Any]) -> List[Tuple[str, Any]]:
     """The figures of one saved experiment, as (caption, Figure)."""
     kind = data.get("hugescope_experiment")
@@ -270,6 +304,8 @@ def figures(data: Dict[str, Any]) -> List[Tuple[str, Any]]:
     if kind == "multi":
         return [("Promotion policies (PCC paper Figs. 8-9)", plot_multi(data)),
                 ("Huge pages per process over time", plot_timeline(data))]
+    if kind == "validate":
+        return [("Predicted (estimate) vs measured speedup of top-k plans", plot_validate(data))]
     return []
 
 

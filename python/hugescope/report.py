@@ -30,6 +30,7 @@ TITLES = {
     "sensitivity": "PCC size sensitivity (PCC paper Fig. 6)",
     "reuse": "Page reuse distance (PCC paper Fig. 2)",
     "multi": "Multithread / multiprocess promotion policies (PCC paper Figs. 8-9)",
+    "validate": "Validation: predicted vs measured speedup of top-k plans (real Linux)",
 }
 
 #: Columns shown per experiment (all present in the saved rows).
@@ -43,8 +44,10 @@ COLUMNS = {
     "reuse": ["region", "pid", "pages", "accesses", "single_access_pages", "class", "class_pages", "page_share",
               "access_share", "mean_rd_4k", "mean_rd_2m"],
     "multi": ["policy", "role", "budget_pct", "huge_share", "promotions", "walks", "ptw_rate", "speedup_est"],
+    "validate": ["policy", "k", "regions", "quantity", "speedup", "speedup_min", "speedup_max", "rank", "coverage",
+                 "collapsed"],
 }
-SHARES = {"huge_share", "ptw_rate", "page_share", "access_share", "walk_reduction"}
+SHARES = {"huge_share", "ptw_rate", "page_share", "access_share", "walk_reduction", "coverage"}
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px auto;max-width:1180px;
@@ -157,6 +160,13 @@ def _section(i: int, data: Dict[str, Any]) -> str:
         body.append(f'<p class="note">Reuse distance = accesses to other pages between two consecutive accesses to '
                     f'a page, averaged per page ({html.escape(json.dumps((data.get("options") or {}).get("average")))}); '
                     f'threshold {(data.get("options") or {}).get("threshold")}. Exact counts from the trace.</p>')
+    if exp == "validate":
+        rho = data.get("spearman")
+        how = data.get("how") or {}
+        body.append(f'<p class="note">Spearman rank correlation of predicted and measured speedups: '
+                    f'<b>{"undefined" if rho is None else f"{rho:.3f}"}</b>. Predicted: '
+                    f'{html.escape(str(how.get("estimate", "")))}. Measured: '
+                    f'{html.escape(str(how.get("measurement", "")))}.</p>')
     body.append(_figures(data))
     body.append("<h3>Table</h3>" + _table(data.get("rows", []), COLUMNS.get(exp), kind))
     if exp == "multi" and data.get("processes"):
