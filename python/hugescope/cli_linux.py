@@ -595,7 +595,7 @@ def add_calibrate_commands(sub) -> None:
 
 
 VALIDATE_USAGE = """usage: hugescope validate WORKLOAD [workload params] [--ks 1,2,4,8] [--policies pcc,hawkeye,oracle,random]
-                          [--repeat N] [--warmup W] [--seed S] [--duration S] [--preset P|calibrated] [--config TOML]
+                          [--repeat N] [--warmup W] [--rank-seed S] [--duration S] [--preset P|calibrated] [--config TOML]
                           [--trace FILE.hst | --trace-dir DIR] -o DIR
 
 For each policy and k: promote the k 2 MiB regions the policy ranks highest,
@@ -611,7 +611,8 @@ def _validate_options(p: argparse.ArgumentParser) -> None:
                    help="policies that rank the regions ('random' = seeded random choice)")
     p.add_argument("--repeat", type=_count_arg("measured runs", 1), default=3, help="measured runs per plan (default 3)")
     p.add_argument("--warmup", type=_count_arg("warm-up runs", 0), default=1, help="warm-up runs per plan (default 1)")
-    p.add_argument("--seed", type=_seed, default=1, help="seed of the random ranking (default 1)")
+    # Workloads have their own --seed (their data); this one only shuffles the random ranking.
+    p.add_argument("--rank-seed", type=_seed, default=1, help="seed of the random ranking (default 1)")
     p.add_argument("--duration", type=float, default=validate.DEFAULT_DURATION,
                    help=f"virtual seconds the trace spans for the simulated policies (default {validate.DEFAULT_DURATION:g})")
     p.add_argument("--preset", default=None, help="machine preset, or 'calibrated' (default haswell-pcc)")
@@ -639,7 +640,7 @@ def cmd_validate(a) -> int:
         raise CliError("--trace reuses a trace and --trace-dir keeps a new one: give one of them")
     params = _params(va, kinds)
     df = validate.validate(name, params, ks=va.ks, policies=va.policies, repeat=va.repeat, warmup=va.warmup,
-                           seed=va.seed, preset=va.preset, config=va.config, duration=va.duration, trace=va.trace,
+                           seed=va.rank_seed, preset=va.preset, config=va.config, duration=va.duration, trace=va.trace,
                            trace_dir=va.trace_dir, out=va.out, log=lambda s: err_console.print(f"[dim]{escape(s)}[/]"))
     meta = df.attrs["meta"]
     t = Table(title=f"{name}: top-k plans, predicted speedup (estimate, cost model) vs measured speedup "
@@ -652,7 +653,7 @@ def cmd_validate(a) -> int:
     for (_, p_), (_, m) in zip(pred.iterrows(), meas.iterrows()):
         t.add_row(escape(str(p_["policy"])), str(p_["k"]), str(p_["regions"]), f"{p_['speedup']:.3f}x",
                   f"{p_['rank']:g}", f"{m['speedup']:.3f}x", f"{m['speedup_min']:.3f}..{m['speedup_max']:.3f}x",
-                  f"{m['rank']:g}", str(m["collapsed"]), _pct(m["coverage"]))
+                  f"{m['rank']:g}", f"{int(m['collapsed'])}/{int(m['regions'])}", _pct(m["coverage"]))
     console.print(t)
     rho = meta.get("spearman")
     console.print(f"Spearman rank correlation of predicted vs measured speedup: "
