@@ -18,15 +18,8 @@
 //! `clear_accessed`, `free_range`, `schedule_*`, plus read access to the page
 //! tables (`region_state`, `spaces`), physical memory (`phys`) and the budget.
 
-pub mod base;
-pub mod hawkeye;
-pub mod ideal;
 pub mod khugepaged;
-pub mod linux;
-pub mod oracle;
 pub mod params;
-pub mod pcc;
-pub mod static_plan;
 
 use crate::os::{AllocMode, Kernel};
 use crate::{Error, Result};
@@ -98,16 +91,25 @@ pub trait Policy {
 
 type Ctor = fn(&mut Params) -> Result<Box<dyn Policy>>;
 
-/// name, one-line description, constructor. One line per policy.
-pub const REGISTRY: &[(&str, &str, Ctor)] = &[
-    ("base", "never huge: base pages only (the papers' 4KB baseline)", base::new),
-    ("ideal", "every eligible region huge at first touch, no limits (the papers' all-2MB line)", ideal::new),
-    ("static", "huge pages where a plan file says, when it says", static_plan::new),
-    ("linux", "Linux THP: fault-time huge pages per enabled/defrag, and khugepaged", linux::new),
-    ("pcc", "promotion candidate cache (MICRO'23): promote the most-walked 2MB regions every interval", pcc::new),
-    ("hawkeye", "HawkEye as the PCC artifact models it: access-coverage buckets, 8 promotions per 31 s round", hawkeye::new),
-    ("oracle", "offline upper bound: the regions with most base-page walks over the trace, huge at first touch", oracle::new),
-];
+/// Declares each policy's module and registers it: adding a policy is its
+/// file plus one line here (name => module: description).
+macro_rules! registry {
+    ($($name:literal => $module:ident : $about:literal,)*) => {
+        $(pub mod $module;)*
+        /// name, one-line description, constructor.
+        pub const REGISTRY: &[(&str, &str, Ctor)] = &[$(($name, $about, $module::new)),*];
+    };
+}
+
+registry! {
+    "base" => base: "never huge: base pages only (the papers' 4KB baseline)",
+    "ideal" => ideal: "every eligible region huge at first touch, no limits (the papers' all-2MB line)",
+    "static" => static_plan: "huge pages where a plan file says, when it says",
+    "linux" => linux: "Linux THP: fault-time huge pages per enabled/defrag, and khugepaged",
+    "pcc" => pcc: "promotion candidate cache (MICRO'23): promote the most-walked 2MB regions every interval",
+    "hawkeye" => hawkeye: "HawkEye as the PCC paper describes it: access-coverage buckets, 4096 pages scanned and 8 promotions per 31 s round",
+    "oracle" => oracle: "offline upper bound: the regions with most base-page walks over the trace, huge at first touch",
+}
 
 /// Build a policy by name from `key=value` parameters.
 pub fn make(name: &str, params: &[(String, String)]) -> Result<Box<dyn Policy>> {
