@@ -109,6 +109,7 @@ registry! {
     "pcc" => pcc: "promotion candidate cache (MICRO'23): promote the most-walked 2MB regions every interval",
     "hawkeye" => hawkeye: "HawkEye as the PCC paper describes it: access-coverage buckets, 4096 pages scanned and 8 promotions per 31 s round",
     "oracle" => oracle: "offline upper bound: the regions with most base-page walks over the trace, huge at first touch",
+    "random" => random: "random regions at the PCC's cadence and rate: the baseline any selection must beat",
 }
 
 /// Build a policy by name from `key=value` parameters.

@@ -1,0 +1,105 @@
+//! `random`: promote regions chosen at random, at the PCC's cadence. The
+//! baseline any selection policy must beat: it has the PCC's promotion rate
+//! and budget but no information about which regions are walked (the
+//! "random" line of the validation report, PCC paper §5's question of how
+//! much the choice of regions matters).
+//!
+//! Every `interval_s` (default 30 s, first at `first_s`, default 1 s, the
+//! PCC artifact's first promotion point), up to `regions_to_promote` (128)
+//! regions are drawn uniformly from the PMD-level regions that have been
+//! touched, lie wholly inside a VMA and are not huge yet, with a seeded
+//! generator (`seed`, default 1), and promoted through the kernel.
+
+use super::{pmd_size, Params, Policy};
+use crate::os::kernel::Refusal;
+use crate::os::{AllocMode, Kernel};
+use crate::{Error, Result};
+
+const TICK: u32 = 0x5241_4e44;
+
+pub struct Random {
+    interval_s: f64,
+    first_s: f64,
+    per_interval: u64,
+    state: u64,
+    promoted: u64,
+    failed: u64,
+}
+
+pub fn new(p: &mut Params) -> Result<Box<dyn Policy>> {
+    let interval_s = p.f64("interval_s", 30.0)?;
+    let first_s = p.f64("first_s", 1.0)?;
+    if interval_s <= 0.0 || first_s < 0.0 {
+        return Err(Error::input("policy random: interval_s must be positive and first_s non-negative"));
+    }
+    Ok(Box::new(Random {
+        interval_s,
+        first_s,
+        per_interval: p.u64("regions_to_promote", 128)?,
+        state: p.u64("seed", 1)?,
+        promoted: 0,
+        failed: 0,
+    }))
+}
+
+impl Random {
+    /// SplitMix64: deterministic for a seed, independent of library versions.
+    fn next(&mut self) -> u64 {
+        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}
+
+impl Policy for Random {
+    fn name(&self) -> &'static str {
+        "random"
+    }
+    fn describe(&self) -> serde_json::Value {
+        serde_json::json!({
+            "interval_s": self.interval_s, "first_s": self.first_s,
+            "regions_to_promote": self.per_interval, "promoted": self.promoted, "failed": self.failed,
+        })
+    }
+    fn init(&mut self, k: &mut Kernel) {
+        k.schedule_at(self.first_s, TICK);
+    }
+    fn on_timer(&mut self, k: &mut Kernel, id: u32) {
+        if id != TICK {
+            return;
+        }
+        let size = pmd_size(k);
+        let rs = k.shape().region_shift;
+        let mut candidates: Vec<(u16, u64)> = Vec::new();
+        for sp in k.spaces() {
+            for v in &sp.vmas {
+                for ri in 0..v.regions() {
+                    let start = v.region_start(ri, rs);
+                    if v.touched[ri] > 0 && v.covers(start, 1 << rs) {
+                        candidates.push((sp.pid, start));
+                    }
+                }
+            }
+        }
+        candidates.retain(|&(pid, start)| k.region_state(pid, start).is_some_and(|s| s.leaf_size < size));
+        let mut done = 0;
+        // Partial Fisher-Yates: the first `per_interval` draws without repetition.
+        while done < self.per_interval && (done as usize) < candidates.len() {
+            let i = done as usize + (self.next() % (candidates.len() - done as usize) as u64) as usize;
+            candidates.swap(done as usize, i);
+            let (pid, start) = candidates[done as usize];
+            done += 1;
+            match k.promote(pid, start, size, AllocMode::Compact { max_pages: 1 << 14 }) {
+                Ok(()) => self.promoted += 1,
+                Err(Refusal::NoMemory | Refusal::Budget) => {
+                    self.failed += 1;
+                    break;
+                }
+                Err(_) => {}
+            }
+        }
+        k.schedule_in(self.interval_s, TICK);
+    }
+}
