@@ -208,3 +208,21 @@ fn promotion_shoots_down_stale_base_translations() {
     }
     assert_eq!(s.pt.executed_plan().len(), 1);
 }
+
+#[test]
+fn random_policy_is_seeded_budgeted_and_picks_touched_regions() {
+    let h = header(64 << 20, false);
+    let plan = |seed: &str| {
+        let o = OsConfig { budget: Some(0.25), ..os(100_000.0) };
+        let mut s = sim(&h, o, "random", &[("seed", seed)]);
+        // Touch only the first half of the regions, for 2 s of virtual time.
+        random(&mut s, 32 << 20, 200_000, 4);
+        s.pt.check_invariants().unwrap();
+        s.pt.executed_plan().iter().map(|e| e.start).collect::<Vec<_>>()
+    };
+    let (a, b, c) = (plan("1"), plan("1"), plan("2"));
+    assert_eq!(a, b);
+    assert_ne!(a, c);
+    assert_eq!(a.len(), 8, "a 25% budget of 32 regions is 8");
+    assert!(a.iter().all(|&s| s >= BASE && s < BASE + (32 << 20)), "only touched regions");
+}
