@@ -388,7 +388,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--frag", type=float, default=None, help="fragment memory first: share of 2MB blocks with an unmovable page (pcc) or target FMFI (ingens)")
     s.add_argument("--frag-method", default="pcc", choices=["pcc", "ingens"], help="fragmentation method (default pcc)")
     s.add_argument("--budget", default=None, help="cap huge-page memory at this share of the footprint (0.04 or 4%%)")
-    s.add_argument("--memory", default=None, help="simulated physical memory (default: 2x footprint, at least 1GiB)")
+    s.add_argument("--memory", default=None, help="simulated physical memory (default: 1.3 x footprint + 8MiB, at least 64MiB)")
     s.add_argument("--footprint", default=None, help="footprint the budget refers to (default: the trace's regions)")
     s.add_argument("--duration", type=float, default=None, help="treat the trace as this many seconds of virtual time")
     s.add_argument("--rate", type=float, default=None, help="nominal accesses per second (default: the trace header's, else cost-model cycles)")

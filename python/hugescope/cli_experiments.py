@@ -91,7 +91,7 @@ def _add_common(p: argparse.ArgumentParser, out_default: str = "results") -> Non
     p.add_argument("-o", "--out", default=out_default, help=f"results directory (default {out_default})")
     p.add_argument("--duration", type=float, default=None,
                    help="virtual seconds the trace spans (so the papers' 30 s intervals fire on a short trace)")
-    p.add_argument("--memory", default=None, help="simulated physical memory (default: 2x footprint, at least 1GiB)")
+    p.add_argument("--memory", default=None, help="simulated physical memory (default: 1.3 x footprint + 8MiB, at least 64MiB)")
     p.add_argument("--footprint", default=None, help="footprint the N%% limits refer to (default: the trace's regions)")
     p.add_argument("--rate", type=float, default=None, help="nominal accesses per second (instead of --duration)")
     p.add_argument("--seed", type=int, default=1, help="seed of the fragmentation injector")
