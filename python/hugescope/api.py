@@ -14,9 +14,19 @@ def _overrides(set: Optional[Iterable[str]]) -> list:
     return [str(s) for s in (set or [])]
 
 
+def _machine(preset: Optional[str], config: Optional[str]) -> tuple:
+    """(preset, config) with the name "calibrated" resolved to the file
+    `hugescope calibrate` saved for this machine."""
+    from .calibrate import machine_args
+
+    m = machine_args(preset, None if config is None else os.fspath(config))
+    return m["preset"], m["config"]
+
+
 def machine_config(preset: Optional[str] = None, config: Optional[str] = None, set: Optional[Iterable[str]] = None) -> dict:
     """The resolved machine configuration: ``preset``, then the TOML file
     ``config`` merged on top, then ``key=value`` overrides from ``set``."""
+    preset, config = _machine(preset, config)
     return json.loads(_core.machine_config(preset, _path(config), _overrides(set)))
 
 
@@ -44,6 +54,7 @@ def simulate(
 
     Cycle and speedup figures are estimates of the cost model.
     """
+    preset, config = _machine(preset, config)
     if policy is None:
         if os_options:
             raise TypeError(f"OS options {sorted(os_options)} need a policy")
@@ -66,6 +77,7 @@ def compare(
     """Simulate several policies over one decoding pass of ``trace``.
     Returns one ``SimResult`` per policy, each with its estimated speedup over
     ``base`` on the same accesses."""
+    preset, config = _machine(preset, config)
     opts = dict(os_options)
     if "budget" in opts and opts["budget"] is not None:
         opts["budget"] = _share(opts["budget"])

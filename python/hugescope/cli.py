@@ -29,7 +29,8 @@ class CliError(Exception):
 # ---------------------------------------------------------------- simulate
 
 def _add_machine_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--preset", help=f"machine preset ({', '.join(_core.presets())}); default haswell-pcc")
+    p.add_argument("--preset", help=f"machine preset ({', '.join(_core.presets())}, or 'calibrated' after "
+                                    "'hugescope calibrate'); default haswell-pcc")
     p.add_argument("--config", metavar="TOML", help="TOML file merged over the preset")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override one configuration value, e.g. l2.4k+2m.entries=1536 (repeatable)")

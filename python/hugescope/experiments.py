@@ -58,6 +58,13 @@ def _check_common(common: Dict[str, Any]) -> Dict[str, Any]:
     if unknown:
         raise ValueError(f"unknown option(s) {', '.join(unknown)}; known: {', '.join(COMMON_OPTIONS)}")
     out = {k: v for k, v in common.items() if v is not None}
+    if out.get("preset") == "calibrated":
+        from .calibrate import machine_args
+
+        m = machine_args("calibrated", out.pop("config", None))
+        out["preset"], out["config"] = m["preset"], m["config"]
+        if out["preset"] is None:
+            del out["preset"]
     if "set" in out:
         out["overrides"] = [str(s) for s in out.pop("set")]
     if "os_costs" in out:
