@@ -226,3 +226,45 @@ fn random_policy_is_seeded_budgeted_and_picks_touched_regions() {
     assert_eq!(a.len(), 8, "a 25% budget of 32 regions is 8");
     assert!(a.iter().all(|&s| s >= BASE && s < BASE + (32 << 20)), "only touched regions");
 }
+
+/// Free most of a huge-page-backed range (the huge pages split and keep their
+/// frames), touch it again, then collapse it again: the allocator is never
+/// misused and every frame in use is accounted to the process.
+#[test]
+fn collapse_over_partly_freed_huge_pages_keeps_frame_accounting() {
+    let h = header(8 << 20, false);
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.json");
+    std::fs::write(&plan, format!(r#"[{{"start":{BASE},"length":{},"page_size":2097152,"when":{{"accesses":6000}}}}]"#, 8 << 20)).unwrap();
+    let mut s = sim(&h, os(1e6), "static", &[("plan", plan.to_str().unwrap())]);
+    let pages = (8u64 << 20) / 4096;
+    for p in 0..pages {
+        s.step(Access::write(BASE + p * 4096));
+    }
+    assert_eq!(s.pt.huge_bytes(), 0);
+    // Promote at 6000 accesses...
+    for p in 0..pages * 3 {
+        s.step(Access::read(BASE + (p % pages) * 4096));
+    }
+    assert_eq!(s.pt.huge_bytes(), 8 << 20);
+    s.pt.check_invariants().unwrap();
+    // ...free 70% of the pages (splits, frames kept), touch everything again.
+    let mut r = Rng(9);
+    for p in 0..pages {
+        if r.next() % 10 < 7 {
+            s.free(0, BASE + p * 4096, 4096);
+        }
+    }
+    s.pt.check_invariants().unwrap();
+    for p in 0..pages {
+        s.step(Access::write(BASE + p * 4096));
+    }
+    s.pt.check_invariants().unwrap();
+    // Collapse again over the mix of leaked and fresh frames.
+    for a in (0..(8u64 << 20)).step_by(2 << 20) {
+        s.pt.promote(0, BASE + a, 1, hugescope_core::os::AllocMode::Compact { max_pages: 1 << 14 }).unwrap();
+    }
+    s.apply_shootdowns();
+    s.pt.check_invariants().unwrap();
+    assert_eq!(s.pt.huge_bytes(), 8 << 20);
+}

@@ -482,8 +482,12 @@ impl Kernel {
         let v = &mut sp.vmas[vi];
         let pi = v.page_index(va, bs);
         let n = 1usize << m.order;
+        // Only pages still mapped to the moved block follow it: a page freed
+        // and faulted again since has a frame of its own.
         for i in 0..n.min(v.pfn.len() - pi) {
-            v.pfn[pi + i] = (m.to + i as u64) as u32;
+            if v.pfn[pi + i] as u64 == m.from + i as u64 {
+                v.pfn[pi + i] = (m.to + i as u64) as u32;
+            }
         }
         // A migrated page's PMD accessed bit restarts (PCC filter re-arms).
         let ri = v.region_index(va, self.shape.region_shift);
@@ -573,7 +577,9 @@ impl Kernel {
             let s = size_of_flags(f);
             if s == 0 {
                 copied += 1;
-                if v.pfn[a + i] != NO_PFN {
+                // A frame of a block split while partly freed belongs to that
+                // block, which stays allocated as one unit: not ours to free.
+                if v.pfn[a + i] != NO_PFN && !v.leaked(a + i) {
                     freed.push((v.pfn[a + i] as u64, 0));
                 }
                 i += 1;
@@ -950,6 +956,15 @@ impl Kernel {
     /// accounting per process, budget.
     pub fn check_invariants(&self) -> std::result::Result<(), String> {
         self.phys.check_invariants()?;
+        if self.phys.misuse_count() > 0 {
+            return Err(format!("{} invalid calls into the physical allocator", self.phys.misuse_count()));
+        }
+        let held: u64 = self.spaces.iter().map(|s| s.frames_held).sum();
+        let used = self.phys.total_frames() - self.phys.free_frames();
+        let frag = self.frag_report.as_ref().map_or(0, |f| f.pages_pinned);
+        if held + frag != used {
+            return Err(format!("frames held by processes ({held}) + fragmenter ({frag}) != frames in use ({used})"));
+        }
         if let Some(b) = self.budget_bytes {
             if self.huge_total > b {
                 return Err(format!("huge bytes {} exceed the budget {b}", self.huge_total));
