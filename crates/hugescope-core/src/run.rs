@@ -241,6 +241,11 @@ fn finish(run: &mut Run, info: &TraceInfo) -> PolicyResult {
     let translation = run.sim.counters();
     let cost = cost::estimate(&translation, &run.sim.cfg.cost, k.os_cycles());
     let mut warnings = Vec::new();
+    // Checked once per run (linear in memory): a violation means a result
+    // must not be trusted, so it is reported rather than silently ignored.
+    if let Err(e) = k.check_invariants() {
+        warnings.push(format!("internal invariant violated, do not trust this result: {e}"));
+    }
     if k.stats.out_of_memory > 0 {
         warnings.push(format!(
             "{} base-page allocations found no free memory: the simulated memory ({} bytes) is too small for this trace",
