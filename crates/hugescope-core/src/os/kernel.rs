@@ -131,9 +131,15 @@ impl Kernel {
         // the footprint plus a fixed 3GB free before fragmenting; scaled down,
         // a proportional margin keeps "90% fragmented" meaning that most of the
         // footprint cannot get huge pages.
+        // With Ingens' method the fragmenting program keeps half of the free
+        // memory it grabbed (phys::fragment, free_share 0.5): double the
+        // default so the workload still fits beside it.
         let memory = match cfg.memory_bytes {
             Some(m) => m,
-            None => (footprint + footprint * 3 / 10 + (8 << 20)).div_ceil(2 << 20).max(32) * (2 << 20),
+            None => {
+                let m = (footprint + footprint * 3 / 10 + (8 << 20)).div_ceil(2 << 20).max(32) * (2 << 20);
+                if matches!(cfg.fragmentation, Some(Fragmentation::Ingens { .. })) { 2 * m } else { m }
+            }
         };
         let base_page = geo.sizes[0];
         let top_order = geo.shifts[geo.num_sizes() - 1] - geo.shifts[0];
