@@ -84,12 +84,18 @@ def test_emitted_plan_replays_to_the_same_walks(bfs_trace, tmp_path):
 
 
 def test_multi_process_accounting_per_pid(tmp_path):
-    # Two pids: the kernel keeps one address space each.
-    import numpy as np  # noqa: F401
-    from hugescope import _core
+    # Two traces merged into two processes: one address space each, accounted
+    # separately, each with its own footprint.
+    from hugescope import experiments
 
-    p = tmp_path / "a.hst"
-    hs.workloads.trace("stream", str(p), size="8MiB", seed=1)
-    r = hs.compare(str(p), ["linux"])[0].to_dict()
-    assert [q["pid"] for q in r["processes"]] == [0]
-    assert r["processes"][0]["huge_bytes"] > 0
+    a, b, ab = tmp_path / "a.hst", tmp_path / "b.hst", tmp_path / "ab.hst"
+    hs.workloads.trace("stream", str(a), size="8MiB", seed=1)
+    hs.workloads.trace("gups", str(b), size="16MiB", updates=20_000, seed=2)
+    experiments.merge([str(a), str(b)], str(ab))
+    r = hs.compare(str(ab), ["linux", "base"])
+    procs = r[0]["processes"]
+    assert [q["pid"] for q in procs] == [0, 1]
+    fp = {q["pid"]: q["footprint_bytes"] for q in procs}
+    assert fp[1] == 16 << 20 and fp[0] == 3 * (8 << 20)  # stream: arrays a, b, c
+    assert all(q["huge_bytes"] > 0 for q in procs)
+    assert all(q["huge_bytes"] == 0 and q["bloat"] == 1.0 for q in r[1]["processes"])

@@ -13,6 +13,8 @@
 //! and per-reference parameters to measured run times on the host.
 
 use crate::config::CostConfig;
+use crate::hw::pwc::WalkCost;
+use crate::hw::Outcome;
 use crate::stats::TranslationCounters;
 use serde::Serialize;
 
@@ -29,6 +31,24 @@ pub struct CostEstimate {
     pub seconds: f64,
     /// Where the parameters came from.
     pub parameters: String,
+}
+
+impl CostConfig {
+    /// Cycles of one access: the same terms as `translation_cycles` plus the
+    /// base cost, for a single outcome (`walk` is the page walk of a miss).
+    /// The OS model's virtual clock advances by this, so its time and the
+    /// cost estimate agree access by access.
+    #[inline(always)]
+    pub fn access_cycles(&self, outcome: Outcome, walk: Option<WalkCost>) -> f64 {
+        self.base_cycles_per_access
+            + match outcome {
+                Outcome::L1Hit(_) => self.l1_hit_cycles,
+                Outcome::L2Hit(_) => self.l2_hit_cycles,
+                Outcome::Miss => walk.map_or(0.0, |w| {
+                    w.refs as f64 * self.walk_ref_cycles + if w.pwc_hit_level.is_some() { self.pwc_hit_cycles } else { 0.0 }
+                }),
+            }
+    }
 }
 
 pub fn translation_cycles(c: &TranslationCounters, p: &CostConfig) -> f64 {

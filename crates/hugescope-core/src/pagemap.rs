@@ -4,7 +4,7 @@
 //! page-table state; both answer the same question on a TLB miss.
 
 use crate::hw::Geometry;
-use crate::plan::{Plan, When};
+use crate::plan::Plan;
 use crate::units::{page_label, parse_size};
 use crate::{Error, Result};
 use std::path::Path;
@@ -58,10 +58,8 @@ impl StaticMap {
             let size = geo.size_index_of(e.page_size).ok_or_else(|| {
                 Error::input(format!("plan entry {i}: page size {} is not supported by this machine", page_label(e.page_size)))
             })?;
-            if e.when != When::Start {
-                // A static map has no notion of time; the OS model's `static`
-                // policy honours `when`. Applying early is the documented choice.
-            }
+            // A static map has no notion of time: every entry applies from the
+            // start, whatever its `when` (the `static` policy honours `when`).
             ranges.push(MappedRange { pid: e.pid, start: e.start, end: e.end(), size });
         }
         ranges.sort_by_key(|r| (r.pid, r.start));
@@ -104,7 +102,7 @@ impl StaticMap {
 mod tests {
     use super::*;
     use crate::config::MachineConfig;
-    use crate::plan::PlanEntry;
+    use crate::plan::{PlanEntry, When};
 
     #[test]
     fn ranges_lookup() {

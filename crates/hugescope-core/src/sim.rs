@@ -7,6 +7,7 @@
 
 use crate::config::MachineConfig;
 use crate::cost::{self, CostEstimate};
+use crate::hw::pwc::WalkCost;
 use crate::hw::{Geometry, Mmu, Outcome};
 use crate::pagemap::StaticMap;
 use crate::stats::TranslationCounters;
@@ -39,11 +40,11 @@ pub trait PageTable {
         false
     }
 
-    /// Called after every access with its outcome and, for a walk, its page
-    /// table references (the OS model advances its virtual clock and runs due
+    /// Called after every access with its outcome and, for a miss, the cost of
+    /// its page walk (the OS model advances its virtual clock and runs due
     /// daemons here). Default: nothing.
     #[inline]
-    fn after_access(&mut self, _a: &Access, _outcome: Outcome, _walk_refs: u32) {}
+    fn after_access(&mut self, _a: &Access, _outcome: Outcome, _walk: Option<WalkCost>) {}
 
     /// A progress point of the workload was reached.
     fn progress(&mut self, _label: &str) {}
@@ -82,7 +83,7 @@ impl<P: PageTable> Simulator<P> {
             self.mmus.resize(cpu + 1, self.template.clone());
         }
         let out = self.mmus[cpu].lookup(&a);
-        let mut refs = 0;
+        let mut walk = None;
         if out == Outcome::Miss {
             let s = self.pt.translate(&a);
             // Shootdowns queued by a fault or promotion apply before the new
@@ -91,9 +92,9 @@ impl<P: PageTable> Simulator<P> {
             if self.pt.has_shootdowns() {
                 self.apply_shootdowns();
             }
-            refs = self.mmus[cpu].complete_walk(&a, s).refs;
+            walk = Some(self.mmus[cpu].complete_walk(&a, s));
         }
-        self.pt.after_access(&a, out, refs);
+        self.pt.after_access(&a, out, walk);
         if self.pt.has_shootdowns() {
             self.apply_shootdowns();
         }

@@ -33,11 +33,10 @@ fn infinite_tlb_walks_once_per_distinct_page() {
     let n = 20_000u64;
     // Distinct pages: a random permutation-ish walk over 20k pages, each touched 5 times.
     let pages: Vec<u64> = (0..n).map(|i| BASE + i * 4096).collect();
-    for round in 0..5 {
+    for _ in 0..5 {
         for &p in &pages {
             let off = rng.next() % 4096 & !7;
             s.step(Access::read(p + off).on_cpu(0));
-            let _ = round;
         }
     }
     let c = s.counters();

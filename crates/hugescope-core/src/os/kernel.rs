@@ -14,6 +14,7 @@ use super::metrics::{OsStats, ProcessStats, Sample};
 use super::phys::{FragReport, Migration, Mobility, PhysMem, FRAG_OWNER};
 use crate::config::CostConfig;
 use crate::hw::pcc::{Pcc, PccConfig};
+use crate::hw::pwc::WalkCost;
 use crate::hw::{Geometry, Outcome};
 use crate::plan::{PlanEntry, When};
 use crate::policy::{Fault, FaultAction, Policy, Walk};
@@ -933,7 +934,6 @@ impl Kernel {
         self.sample();
         let bs = self.shape.base_shift;
         self.stats.faults_huge = (1..self.geo.num_sizes()).map(|s| (page_label(self.geo.sizes[s]), self.faults_huge[s])).collect();
-        self.stats.out_of_memory += 0;
         self.spaces
             .iter()
             .map(|s| {
@@ -1072,12 +1072,11 @@ impl PageTable for Kernel {
     }
 
     #[inline]
-    fn after_access(&mut self, a: &Access, outcome: Outcome, walk_refs: u32) {
-        let c = &self.cost;
-        let (cycles, size) = match outcome {
-            Outcome::L1Hit(s) => (c.base_cycles_per_access + c.l1_hit_cycles, s),
-            Outcome::L2Hit(s) => (c.base_cycles_per_access + c.l2_hit_cycles, s),
-            Outcome::Miss => (c.base_cycles_per_access + c.l2_hit_cycles + walk_refs as f64 * c.walk_ref_cycles, self.last.size),
+    fn after_access(&mut self, a: &Access, outcome: Outcome, walk: Option<WalkCost>) {
+        let cycles = self.cost.access_cycles(outcome, walk);
+        let size = match outcome {
+            Outcome::L1Hit(s) | Outcome::L2Hit(s) => s,
+            Outcome::Miss => self.last.size,
         };
         if size > 0 || self.coverage_on {
             // Accesses inside a huge page never fault, so first touches of its
