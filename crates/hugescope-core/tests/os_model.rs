@@ -2,40 +2,13 @@
 //! (issue: OS model, acceptance list; the bfs/kv versions are in tests/ of the
 //! Python package, end to end).
 
-use hugescope_core::config::MachineConfig;
-use hugescope_core::hw::Geometry;
+mod common;
+
+use common::{header, sim, Rng, BASE, MB2};
 use hugescope_core::os::clock::TimeBase;
 use hugescope_core::os::kernel::{Fragmentation, Kernel, OsConfig};
-use hugescope_core::policy;
 use hugescope_core::sim::Simulator;
-use hugescope_core::trace::{Access, AccessSink, Region, TraceHeader};
-
-const BASE: u64 = 0x7e00_0000_0000;
-const MB2: u64 = 2 << 20;
-
-fn header(len: u64, advised: bool) -> TraceHeader {
-    let mut h = TraceHeader::new("synthetic");
-    h.regions.push(Region { name: "data".into(), base: BASE, len, pid: 0, hugepage_advised: advised });
-    h
-}
-
-fn sim(h: &TraceHeader, os: OsConfig, name: &str, params: &[(&str, &str)]) -> Simulator<Kernel> {
-    let cfg = MachineConfig::preset("haswell-pcc").unwrap();
-    let p: Vec<(String, String)> = params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-    let pol = policy::make(name, &p).unwrap();
-    let k = Kernel::new(Geometry::new(&cfg).unwrap(), cfg.cost.clone(), h, &os, pol).unwrap();
-    Simulator::new(cfg, 1, k).unwrap()
-}
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
+use hugescope_core::trace::{Access, AccessSink};
 
 /// Random 8-byte reads over `len` bytes.
 fn random(s: &mut Simulator<Kernel>, len: u64, n: u64, seed: u64) {
@@ -276,9 +249,8 @@ fn virtual_time_agrees_with_the_cost_model() {
     use hugescope_core::cost;
     use hugescope_core::os::costs::OsCosts;
     let h = header(64 << 20, false);
-    let zero = OsCosts { fault_base_us: 0.0, zero_base_page_us: 0.0, copy_base_page_us: 0.0, migrate_base_page_us: 0.0, shootdown_us: 0.0, split_us: 0.0, scan_pte_us: 0.0 };
     let hz = 1e9;
-    let o = OsConfig { time: Some(TimeBase::Cycles { hz }), costs: zero, ..Default::default() };
+    let o = OsConfig { time: Some(TimeBase::Cycles { hz }), costs: OsCosts::zero(), ..Default::default() };
     for pol in ["base", "linux"] {
         let mut s = sim(&h, o.clone(), pol, &[]);
         random(&mut s, 64 << 20, 300_000, 21);

@@ -7,8 +7,6 @@
 //! step accesses to one already-mapped page (TLB hits: no walks, so the PCCs
 //! hold only what was injected) until the interval's read fires.
 
-use hugescope_core::config::MachineConfig;
-use hugescope_core::hw::Geometry;
 use hugescope_core::os::clock::TimeBase;
 use hugescope_core::os::kernel::{Fragmentation, Kernel, OsConfig};
 use hugescope_core::os::AllocMode;
@@ -16,8 +14,9 @@ use hugescope_core::policy;
 use hugescope_core::sim::Simulator;
 use hugescope_core::trace::{Access, Region, TraceHeader};
 
-const BASE: u64 = 0x7e00_0000_0000;
-const MB2: u64 = 2 << 20;
+mod common;
+
+use common::{BASE, MB2};
 
 fn header(len: u64, pids: u16) -> TraceHeader {
     let mut h = TraceHeader::new("synthetic");
@@ -33,11 +32,7 @@ fn os() -> OsConfig {
 }
 
 fn sim(h: &TraceHeader, os: OsConfig, params: &[(&str, &str)], cpus: usize) -> Simulator<Kernel> {
-    let cfg = MachineConfig::preset("haswell-pcc").unwrap();
-    let p: Vec<(String, String)> = params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-    let pol = policy::make("pcc", &p).unwrap();
-    let k = Kernel::new(Geometry::new(&cfg).unwrap(), cfg.cost.clone(), h, &os, pol).unwrap();
-    Simulator::new(cfg, cpus, k).unwrap()
+    common::sim_cpus(h, os, "pcc", params, cpus)
 }
 
 fn region(i: u64) -> u64 {

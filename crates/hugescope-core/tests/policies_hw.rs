@@ -12,7 +12,9 @@
 //! second, 6M accesses = 120 s: PCC reads at 30, 60, 90 s; HawkEye measures
 //! at 0-1 s, 31-32 s, 62-63 s, 93-94 s.
 
-use hugescope_core::config::MachineConfig;
+mod common;
+
+use common::{machine, sim, sim_with, Rng, BASE, MB2};
 use hugescope_core::hw::Geometry;
 use hugescope_core::os::clock::TimeBase;
 use hugescope_core::os::costs::OsCosts;
@@ -20,20 +22,11 @@ use hugescope_core::os::kernel::{Kernel, OsConfig};
 use hugescope_core::policy;
 use hugescope_core::run::WalkProfiler;
 use hugescope_core::sim::{PageTable, Simulator};
-use hugescope_core::trace::{Access, Region, TraceHeader};
+use hugescope_core::trace::{Access, TraceHeader};
 use std::sync::OnceLock;
 
-const BASE: u64 = 0x7e00_0000_0000;
-const MB2: u64 = 2 << 20;
-
 fn header(len: u64) -> TraceHeader {
-    let mut h = TraceHeader::new("synthetic");
-    h.regions.push(Region { name: "data".into(), base: BASE, len, pid: 0, hugepage_advised: false });
-    h
-}
-
-fn machine() -> MachineConfig {
-    MachineConfig::preset("haswell-pcc").unwrap()
+    common::header(len, false)
 }
 
 fn os(rate: f64, budget: Option<f64>) -> OsConfig {
@@ -42,41 +35,7 @@ fn os(rate: f64, budget: Option<f64>) -> OsConfig {
 
 /// No OS time on the program's path: daemon windows fall at exact access counts.
 fn os_free(rate: f64) -> OsConfig {
-    let costs = OsCosts {
-        fault_base_us: 0.0,
-        zero_base_page_us: 0.0,
-        copy_base_page_us: 0.0,
-        migrate_base_page_us: 0.0,
-        shootdown_us: 0.0,
-        split_us: 0.0,
-        scan_pte_us: 0.0,
-    };
-    OsConfig { costs, ..os(rate, None) }
-}
-
-fn sim_with(h: &TraceHeader, o: OsConfig, mut pol: Box<dyn policy::Policy>, profile: Option<&hugescope_core::run::WalkProfile>) -> Simulator<Kernel> {
-    let cfg = machine();
-    if let Some(p) = profile {
-        assert!(pol.wants_profile());
-        pol.set_profile(p);
-    }
-    let k = Kernel::new(Geometry::new(&cfg).unwrap(), cfg.cost.clone(), h, &o, pol).unwrap();
-    Simulator::new(cfg, 1, k).unwrap()
-}
-
-fn sim(h: &TraceHeader, o: OsConfig, name: &str, params: &[(&str, &str)]) -> Simulator<Kernel> {
-    let p: Vec<(String, String)> = params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-    sim_with(h, o, policy::make(name, &p).unwrap(), None)
-}
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
+    OsConfig { costs: OsCosts::zero(), ..os(rate, None) }
 }
 
 // ------------------------------------------------------------------ HUB stream
@@ -160,7 +119,7 @@ fn hub_results() -> &'static HubResults {
             // coverage versus frequency, not about HawkEye's scan rate.
             let mut he = sim(&h, os(HUB_RATE, Some(b)), "hawkeye", &[("scan_pages", "0")]);
             run_hub(&mut he);
-            let mut o = sim_with(&h, os(HUB_RATE, Some(b)), policy::make("oracle", &[]).unwrap(), Some(&profile));
+            let mut o = sim_with(&h, os(HUB_RATE, Some(b)), policy::make("oracle", &[]).unwrap(), Some(&profile), 1);
             run_hub(&mut o);
             for s in [&p, &he, &o] {
                 s.pt.check_invariants().unwrap();
@@ -312,12 +271,12 @@ fn oracle_without_budget_promotes_every_region_that_walked() {
     let profile = prof.pt.into_profile();
     assert_eq!(profile.regions.len(), 10);
     assert!(profile.regions.windows(2).all(|w| w[0].walks >= w[1].walks));
-    let mut o = sim_with(&h, os(1e6, None), policy::make("oracle", &[]).unwrap(), Some(&profile));
+    let mut o = sim_with(&h, os(1e6, None), policy::make("oracle", &[]).unwrap(), Some(&profile), 1);
     stream(&mut |a| o.step(a));
     assert_eq!(o.pt.huge_bytes(), 10 * MB2);
     assert_eq!(o.pt.stats.promotions, 0, "the oracle maps at first touch, it never collapses");
     // With a 3.2% budget of 32 regions (1 region): the most-walked one.
-    let mut o = sim_with(&h, os(1e6, Some(0.032)), policy::make("oracle", &[]).unwrap(), Some(&profile));
+    let mut o = sim_with(&h, os(1e6, Some(0.032)), policy::make("oracle", &[]).unwrap(), Some(&profile), 1);
     stream(&mut |a| o.step(a));
     assert_eq!(o.pt.huge_bytes(), MB2);
     let top = profile.regions[0].start;

@@ -40,6 +40,20 @@ impl Default for OsCosts {
 }
 
 impl OsCosts {
+    /// Every cost zero: the OS model decides but takes no time, to study
+    /// placement alone (and to make daemon timing exact in tests).
+    pub fn zero() -> Self {
+        OsCosts {
+            fault_base_us: 0.0,
+            zero_base_page_us: 0.0,
+            copy_base_page_us: 0.0,
+            migrate_base_page_us: 0.0,
+            shootdown_us: 0.0,
+            split_us: 0.0,
+            scan_pte_us: 0.0,
+        }
+    }
+
     /// Apply `key=value` overrides (microseconds), e.g. `fault_base_us=2.5`.
     pub fn with_overrides(&self, overrides: &[String]) -> crate::Result<OsCosts> {
         let mut v = serde_json::to_value(self).expect("costs serialize");
