@@ -22,7 +22,8 @@ PCC = "pcc:artifact_phase=true"
 DURATION = 60.0
 
 
-def _ptw(df, policy, budget=None):
+def _walks(df, policy, budget=None):
+    """Page walks of a policy (at a budget) in a curve table."""
     q = df[df["policy"] == policy]
     if budget is not None:
         q = q[q["budget_pct"] == budget]
@@ -30,20 +31,20 @@ def _ptw(df, policy, budget=None):
 
 
 def claims_table(curve, frag) -> Table:
-    base = _ptw(curve, "base")
-    ideal = _ptw(curve, "ideal")
+    base = _walks(curve, "base")
+    ideal = _walks(curve, "ideal")
     removed = lambda w: (base - w) / (base - ideal) if base > ideal else 0.0  # noqa: E731
     t = Table(title="PCC paper claims at demo scale (walks from the simulator; speedups are estimates)")
     t.add_column("claim")
     t.add_column("this run", justify="right")
     t.add_row("pcc at 4% removes >= half of the walks ideal removes",
-              f"{100 * removed(_ptw(curve, PCC, 4)):.0f}% of ideal's")
+              f"{100 * removed(_walks(curve, PCC, 4)):.0f}% of ideal's")
     wins = []
     for b in (1, 2, 4, 8, 16):
-        p, h = _ptw(curve, PCC, b), _ptw(curve, "hawkeye", b)
+        p, h = _walks(curve, PCC, b), _walks(curve, "hawkeye", b)
         wins.append(f"{b}%: {'pcc' if p < h else ('tie' if p == h else 'hawkeye')}")
     t.add_row("pcc beats hawkeye at 1-16%", ", ".join(wins))
-    ok = all(_ptw(curve, "oracle", b) <= _ptw(curve, PCC, b) for b in sorted(set(curve["budget_pct"].dropna())))
+    ok = all(_walks(curve, "oracle", b) <= _walks(curve, PCC, b) for b in sorted(set(curve["budget_pct"].dropna())))
     t.add_row("oracle at least as good as pcc at every budget", "yes" if ok else "no")
     f90 = frag[frag["frag_pct"] == 90]
     sp = {r["policy"]: r["speedup_est"] for _, r in f90.iterrows()}
