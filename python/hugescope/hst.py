@@ -8,7 +8,9 @@ The byte layout is specified in ``docs/trace-format.md``. In short::
 
     preamble   magic[8] version:u16 flags:u16 header_len:u32 header_crc:u32
     header     JSON (TraceHeader)
-    chunk*     "CHNK" records:u32 payload_len:u32 crc32:u32  zstd(records x u64)
+    chunk*     "CHNK" records:u32 payload_len:u32 crc32:u32  zstd(payload)
+               payload = 8 byte planes of the records (version 2) or the
+               records themselves, 8 bytes each (version 1)
     footer     "FOOT" json_len:u32 json_crc:u32 reserved:u32  JSON (TraceSummary)
     trailer    footer_offset:u64 b"\\x89HSTEND\\n"
 
@@ -43,7 +45,8 @@ __all__ = [
 
 MAGIC = b"\x89HST\r\n\x1a\n"
 END_MAGIC = b"\x89HSTEND\n"
-VERSION = 1
+VERSION = 2
+MIN_READ_VERSION = 1
 CHUNK_TAG = b"CHNK"
 FOOTER_TAG = b"FOOT"
 PREAMBLE_LEN = 20
@@ -125,10 +128,13 @@ class _File:
                 f"the preamble alone is {PREAMBLE_LEN}",
             )
         version, flags, hlen, hcrc = struct.unpack_from("<HHII", pre, 8)
-        if version != VERSION:
-            raise self.error(8, f"unsupported .hst version {version} (this reader reads version {VERSION})")
+        if not MIN_READ_VERSION <= version <= VERSION:
+            raise self.error(
+                8, f"unsupported .hst version {version} (this reader reads versions {MIN_READ_VERSION} to {VERSION})"
+            )
         if flags != 0:
-            raise self.error(10, f"unknown header flags {flags:#06x} (version 1 defines none)")
+            raise self.error(10, f"unknown header flags {flags:#06x} (version {version} defines none)")
+        self.version = version
         if hlen > MAX_HEADER_BYTES:
             raise self.error(12, f"header length {hlen} exceeds the {MAX_HEADER_BYTES}-byte limit (corrupt file?)")
         if PREAMBLE_LEN + hlen > self.size:
@@ -267,7 +273,12 @@ def read_accesses(path):
                 )
             if zlib.crc32(raw) != crc:
                 raise f.error(payload_at, f"checksum mismatch in chunk at byte {at}: corrupt data")
-            parts.append(np.frombuffer(raw, dtype="<u8"))
+            if f.version >= 2:
+                # Byte planes (plane p = byte p of every record): back to records.
+                planes = np.frombuffer(raw, dtype=np.uint8).reshape(8, count)
+                parts.append(np.ascontiguousarray(planes.T).view("<u8").reshape(count))
+            else:
+                parts.append(np.frombuffer(raw, dtype="<u8"))
             records += count
             chunks += 1
             compressed += clen

@@ -8,7 +8,8 @@
 use std::path::{Path, PathBuf};
 
 use hugescope_core::trace::hst::{
-    read_all, summarize, HstReader, HstWriter, Marker, TraceSummary, MAX_CHUNK_RECORDS,
+    read_all, summarize, HstReader, HstWriter, Layout as ChunkLayout, Marker, TraceSummary,
+    MAX_CHUNK_RECORDS,
 };
 use hugescope_core::trace::{Access, AccessSink, TraceHeader, ADDR_MASK};
 use hugescope_core::Error;
@@ -532,6 +533,38 @@ fn short_magic_prefix_is_truncated_header() {
     assert!(msg.contains("truncated header"), "{msg}");
 }
 
+/// A version-1 file (records stored whole) reads back the same accesses,
+/// markers and summary as the version-2 file (byte planes) of the same stream.
+#[test]
+fn version_1_files_still_read() {
+    let d = tmp();
+    let acc = accesses(1000, 7);
+    let mut paths = Vec::new();
+    for (name, layout) in [("v1.hst", ChunkLayout::Records), ("v2.hst", ChunkLayout::Planes)] {
+        let p = d.path().join(name);
+        let mut w = HstWriter::create_with_layout(&p, &header(), layout).unwrap().with_chunk_records(300);
+        for (i, &a) in acc.iter().enumerate() {
+            if i == 500 {
+                w.mark("half");
+            }
+            w.write(a).unwrap();
+        }
+        w.finish().unwrap();
+        let bytes = std::fs::read(&p).unwrap();
+        let v = if layout == ChunkLayout::Records { 1u16 } else { 2 };
+        assert_eq!(u16::from_le_bytes([bytes[8], bytes[9]]), v);
+        paths.push(p);
+    }
+    let (h1, a1) = read_all(&paths[0]).unwrap();
+    let (h2, a2) = read_all(&paths[1]).unwrap();
+    assert_eq!(a1, acc);
+    assert_eq!(a2, acc);
+    assert_eq!(h1.workload, h2.workload);
+    let (s1, s2) = (summarize(&paths[0], true).unwrap().1, summarize(&paths[1], true).unwrap().1);
+    assert_eq!((s1.accesses, s1.markers.clone()), (s2.accesses, s2.markers.clone()));
+    assert_eq!(s1.markers, vec![Marker { index: 500, label: "half".into() }]);
+}
+
 #[test]
 fn wrong_magic_unknown_version_and_empty_file() {
     let d = tmp();
@@ -544,12 +577,15 @@ fn wrong_magic_unknown_version_and_empty_file() {
     assert_eq!(off, 0);
     assert!(msg.contains("magic"), "{msg}");
 
-    let mut b = bytes.clone();
-    b[8..10].copy_from_slice(&2u16.to_le_bytes());
-    rewrite(&p, &b);
-    let (off, msg) = format_err(HstReader::open(&p), &p);
-    assert_eq!(off, 8);
-    assert!(msg.contains("version 2"), "{msg}");
+    assert_eq!(u16::from_le_bytes([bytes[8], bytes[9]]), 2, "writer writes version 2");
+    for v in [0u16, 3] {
+        let mut b = bytes.clone();
+        b[8..10].copy_from_slice(&v.to_le_bytes());
+        rewrite(&p, &b);
+        let (off, msg) = format_err(HstReader::open(&p), &p);
+        assert_eq!(off, 8);
+        assert!(msg.contains(&format!("version {v}")), "{msg}");
+    }
 
     rewrite(&p, b"");
     let (off, msg) = format_err(HstReader::open(&p), &p);

@@ -2,25 +2,166 @@
 //!
 //! TLBs and page-walk caches are the same structure with different tags, so both
 //! use this one. It is the hot path of the simulator: flat arrays, no hashing,
-//! no allocation after construction. Each entry is a tag plus an LRU stamp; the
-//! victim of a set is an empty way if any, else the way with the oldest stamp.
+//! no allocation after construction.
+//!
+//! Each set keeps its tags in recency order, most recently used first, with
+//! empty ways (`EMPTY`) at the end. That is true LRU without per-entry stamps:
+//! a hit moves its tag to the front (nothing moves for a hit on the MRU way, the
+//! common case), a fill shifts the set down by one and drops the last way, which
+//! is an empty way if the set has one and the least recently used tag otherwise.
+//! Which physical way holds a tag never matters to hits and misses, so the order
+//! is all the state LRU needs. It replaced a stamp per way, whose fills needed a
+//! min-scan over the stamps (a serial chain of compares on every TLB miss).
+//!
+//! Sets of the widths real TLBs use (2, 4, 6, 8, 12, 16 ways) are stored as
+//! fixed-size arrays, so each operation is one dispatch on the width and then
+//! straight-line code with no bounds checks inside the set.
 
 /// Tag value of an empty way. Real tags never reach it (they are built from
 /// 48-bit addresses shifted right and small ids; see `tlb.rs`).
 pub const EMPTY: u64 = u64::MAX;
 
 #[derive(Clone, Debug)]
+enum Sets {
+    W4(Vec<[u64; 4]>),
+    W8(Vec<[u64; 8]>),
+    /// Any other width (e.g. a 128-entry fully associative TLB): one flat
+    /// vector of `sets * ways` tags.
+    Any(Vec<u64>),
+}
+
+/// Apply `$body` to the set `$i` as a `&mut [u64; W]` (or a slice for `Any`).
+macro_rules! with_set {
+    ($self:ident, $i:expr, $set:ident => $body:expr) => {{
+        let i = $i;
+        match &mut $self.sets {
+            Sets::W4(v) => { let $set = &mut v[i]; $body }
+            Sets::W8(v) => { let $set = &mut v[i]; $body }
+            Sets::Any(v) => {
+                let w = $self.ways;
+                let $set = &mut v[i * w..(i + 1) * w];
+                $body
+            }
+        }
+    }};
+}
+
+/// One set's operations, for fixed-width sets and for slices.
+trait Set {
+    /// Find `tag`; on a hit, move it to the front (most recently used).
+    fn touch(&mut self, tag: u64) -> bool;
+    /// Put `tag` at the front, shifting the others down; return the tag that
+    /// fell off the end (`EMPTY` if the set had room).
+    fn push_front(&mut self, tag: u64) -> u64;
+    /// `touch`, and on a miss `push_front`: one pass over the set. Returns
+    /// whether it hit and the tag that fell off the end (`EMPTY` if none).
+    fn touch_or_push(&mut self, tag: u64) -> (bool, u64);
+}
+
+impl<const W: usize> Set for [u64; W] {
+    #[inline(always)]
+    fn touch(&mut self, tag: u64) -> bool {
+        if self[0] == tag {
+            return true;
+        }
+        // Branch-free scan: where a tag sits depends on random data, so an
+        // early exit would mispredict; compares and conditional moves do not.
+        let mut hit = 0usize;
+        for w in 1..W {
+            if self[w] == tag {
+                hit = w;
+            }
+        }
+        if hit == 0 {
+            return false;
+        }
+        // Ways [0, hit) move down by one, highest first so each reads its old
+        // neighbour; the select keeps this free of data-dependent branches.
+        for w in (1..W).rev() {
+            let keep = ((w > hit) as u64).wrapping_neg();
+            self[w] = (self[w] & keep) | (self[w - 1] & !keep);
+        }
+        self[0] = tag;
+        true
+    }
+
+    #[inline(always)]
+    fn push_front(&mut self, tag: u64) -> u64 {
+        let old = self[W - 1];
+        for w in (1..W).rev() {
+            self[w] = self[w - 1];
+        }
+        self[0] = tag;
+        old
+    }
+
+    #[inline(always)]
+    fn touch_or_push(&mut self, tag: u64) -> (bool, u64) {
+        if self[0] == tag {
+            return (true, EMPTY);
+        }
+        // A hit at way p moves ways [0, p) down; a miss moves all but the last,
+        // which falls off: the same shift with p = W - 1.
+        let mut at = W - 1;
+        let mut hit = false;
+        for w in 1..W {
+            if self[w] == tag {
+                at = w;
+                hit = true;
+            }
+        }
+        let old = if hit { EMPTY } else { self[W - 1] };
+        for w in (1..W).rev() {
+            let keep = ((w > at) as u64).wrapping_neg();
+            self[w] = (self[w] & keep) | (self[w - 1] & !keep);
+        }
+        self[0] = tag;
+        (hit, old)
+    }
+}
+
+impl Set for [u64] {
+    #[inline]
+    fn touch(&mut self, tag: u64) -> bool {
+        match self.iter().position(|&t| t == tag) {
+            Some(p) => {
+                self.copy_within(0..p, 1);
+                self[0] = tag;
+                true
+            }
+            None => false,
+        }
+    }
+
+    #[inline]
+    fn push_front(&mut self, tag: u64) -> u64 {
+        let n = self.len();
+        let old = self[n - 1];
+        self.copy_within(0..n - 1, 1);
+        self[0] = tag;
+        old
+    }
+
+    #[inline]
+    fn touch_or_push(&mut self, tag: u64) -> (bool, u64) {
+        if self.touch(tag) {
+            (true, EMPTY)
+        } else {
+            (false, self.push_front(tag))
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
 pub struct SetAssoc {
-    tags: Vec<u64>,
-    stamps: Vec<u64>,
+    sets: Sets,
     ways: usize,
-    sets: usize,
-    /// `sets - 1` when `sets` is a power of two, so indexing is a mask;
-    /// otherwise 0 and `modulo` holds `sets` (e.g. the PCC artifact's 128-set
-    /// L2 is a mask; a 170-set one is a modulo).
+    num_sets: usize,
+    /// `sets - 1` when the number of sets is a power of two, so indexing is a
+    /// mask; otherwise 0 and `modulo` holds the number of sets (e.g. the PCC
+    /// artifact's 128-set L2 is a mask; a 170-set one is a modulo).
     mask: u64,
     modulo: u64,
-    clock: u64,
     valid: usize,
 }
 
@@ -29,28 +170,30 @@ impl SetAssoc {
     /// associative). `entries` must be a multiple of `ways`.
     pub fn new(entries: usize, ways: usize) -> Self {
         let ways = if ways == 0 || ways > entries { entries.max(1) } else { ways };
-        let sets = (entries / ways).max(1);
-        let n = sets * ways;
+        let n = (entries / ways).max(1);
+        let sets = match ways {
+            4 => Sets::W4(vec![[EMPTY; 4]; n]),
+            8 => Sets::W8(vec![[EMPTY; 8]; n]),
+            _ => Sets::Any(vec![EMPTY; n * ways]),
+        };
         SetAssoc {
-            tags: vec![EMPTY; n],
-            stamps: vec![0; n],
-            ways,
             sets,
-            mask: if sets.is_power_of_two() { sets as u64 - 1 } else { 0 },
-            modulo: if sets.is_power_of_two() { 0 } else { sets as u64 },
-            clock: 0,
+            ways,
+            num_sets: n,
+            mask: if n.is_power_of_two() { n as u64 - 1 } else { 0 },
+            modulo: if n.is_power_of_two() { 0 } else { n as u64 },
             valid: 0,
         }
     }
 
     pub fn entries(&self) -> usize {
-        self.sets * self.ways
+        self.num_sets * self.ways
     }
     pub fn ways(&self) -> usize {
         self.ways
     }
     pub fn sets(&self) -> usize {
-        self.sets
+        self.num_sets
     }
     /// Number of valid entries.
     pub fn occupancy(&self) -> usize {
@@ -59,63 +202,46 @@ impl SetAssoc {
 
     #[inline(always)]
     fn set_of(&self, index: u64) -> usize {
-        let s = if self.modulo == 0 { index & self.mask } else { index % self.modulo };
-        s as usize * self.ways
+        (if self.modulo == 0 { index & self.mask } else { index % self.modulo }) as usize
     }
 
-    /// Look `tag` up in the set chosen by `index`; on a hit, refresh its LRU stamp.
-    ///
-    /// The scan has no early exit: with 4-16 ways a branch-free pass (compiled
-    /// to compares and conditional moves) is faster than a loop whose exit
-    /// depends on random data and mispredicts on every miss.
+    /// All tags, set after set, each set in recency order.
+    fn flat(&self) -> &[u64] {
+        match &self.sets {
+            Sets::W4(v) => v.as_flattened(),
+            Sets::W8(v) => v.as_flattened(),
+            Sets::Any(v) => v,
+        }
+    }
+
+    fn flat_mut(&mut self) -> &mut [u64] {
+        match &mut self.sets {
+            Sets::W4(v) => v.as_flattened_mut(),
+            Sets::W8(v) => v.as_flattened_mut(),
+            Sets::Any(v) => v,
+        }
+    }
+
+    /// Look `tag` up in the set chosen by `index`; on a hit, make it the set's
+    /// most recently used entry.
     #[inline(always)]
     pub fn lookup(&mut self, index: u64, tag: u64) -> bool {
-        let base = self.set_of(index);
-        let ways = &self.tags[base..base + self.ways];
-        let hit = match self.ways {
-            4 => find::<4>(ways, tag),
-            8 => find::<8>(ways, tag),
-            2 => find::<2>(ways, tag),
-            6 => find::<6>(ways, tag),
-            16 => find::<16>(ways, tag),
-            _ => find_dyn(ways, tag),
-        };
-        if hit != usize::MAX {
-            self.clock += 1;
-            self.stamps[base + hit] = self.clock;
-            return true;
-        }
-        false
+        with_set!(self, self.set_of(index), set => set.touch(tag))
     }
 
     /// Whether `tag` is present, without touching replacement state.
     pub fn contains(&self, index: u64, tag: u64) -> bool {
-        let base = self.set_of(index);
-        self.tags[base..base + self.ways].contains(&tag)
+        let i = self.set_of(index);
+        self.flat()[i * self.ways..(i + 1) * self.ways].contains(&tag)
     }
 
-    /// Insert `tag` (known to be absent) into its set, evicting the LRU way.
-    /// Empty ways carry stamp 0 and valid ones a stamp of at least 1, so the
-    /// victim is simply the way with the smallest stamp: an empty one if any.
+    /// Insert `tag` (known to be absent) as its set's most recently used entry,
+    /// evicting the least recently used one if the set is full.
     /// Returns the evicted tag, if a valid one was replaced.
     #[inline(always)]
     pub fn insert(&mut self, index: u64, tag: u64) -> Option<u64> {
         debug_assert_ne!(tag, EMPTY);
-        let base = self.set_of(index);
-        let stamps = &self.stamps[base..base + self.ways];
-        let victim = match self.ways {
-            4 => argmin::<4>(stamps),
-            8 => argmin::<8>(stamps),
-            2 => argmin::<2>(stamps),
-            6 => argmin::<6>(stamps),
-            16 => argmin::<16>(stamps),
-            _ => argmin_dyn(stamps),
-        };
-        let slot = base + victim;
-        let old = self.tags[slot];
-        self.tags[slot] = tag;
-        self.clock += 1;
-        self.stamps[slot] = self.clock;
+        let old = with_set!(self, self.set_of(index), set => set.push_front(tag));
         if old == EMPTY {
             self.valid += 1;
             None
@@ -124,16 +250,41 @@ impl SetAssoc {
         }
     }
 
+    /// `lookup`, and on a miss `insert`, in one pass over the set: for a
+    /// structure that is filled whenever it misses (a page-walk cache).
+    #[inline(always)]
+    pub fn lookup_or_insert(&mut self, index: u64, tag: u64) -> bool {
+        debug_assert_ne!(tag, EMPTY);
+        let (hit, old) = with_set!(self, self.set_of(index), set => set.touch_or_push(tag));
+        if !hit && old == EMPTY {
+            self.valid += 1;
+        }
+        hit
+    }
+
     /// Invalidate every entry whose tag satisfies `pred`. Returns how many.
-    /// Used by shootdowns; linear in the size of the structure, which is fine
-    /// because shootdowns happen at OS-event frequency, not per access.
+    /// Survivors keep their recency order and the freed ways move to the end.
+    /// Linear in the size of the structure, which is fine because shootdowns
+    /// happen at OS-event frequency, not per access.
     pub fn invalidate_where(&mut self, mut pred: impl FnMut(u64) -> bool) -> usize {
+        let ways = self.ways;
         let mut n = 0;
-        for (t, s) in self.tags.iter_mut().zip(self.stamps.iter_mut()) {
-            if *t != EMPTY && pred(*t) {
+        for set in self.flat_mut().chunks_mut(ways) {
+            let mut keep = 0;
+            for w in 0..ways {
+                let t = set[w];
+                if t == EMPTY {
+                    break;
+                }
+                if pred(t) {
+                    n += 1;
+                } else {
+                    set[keep] = t;
+                    keep += 1;
+                }
+            }
+            for t in set[keep..].iter_mut() {
                 *t = EMPTY;
-                *s = 0;
-                n += 1;
             }
         }
         self.valid -= n;
@@ -141,62 +292,15 @@ impl SetAssoc {
     }
 
     pub fn flush(&mut self) {
-        self.tags.fill(EMPTY);
-        self.stamps.fill(0);
+        self.flat_mut().fill(EMPTY);
         self.valid = 0;
     }
 
     /// Iterate over valid tags (for tests and invariant checks).
     pub fn tags(&self) -> impl Iterator<Item = u64> + '_ {
-        self.tags.iter().copied().filter(|&t| t != EMPTY)
+        self.flat().iter().copied().filter(|&t| t != EMPTY)
     }
 }
-
-// Fixed-width scans for the associativities real TLBs use: the compiler
-// unrolls them into straight-line compares and conditional moves.
-
-#[inline(always)]
-fn find<const W: usize>(ways: &[u64], tag: u64) -> usize {
-    let ways: &[u64; W] = ways.try_into().expect("set width");
-    let mut hit = usize::MAX;
-    for w in 0..W {
-        if ways[w] == tag {
-            hit = w;
-        }
-    }
-    hit
-}
-
-#[inline(always)]
-fn find_dyn(ways: &[u64], tag: u64) -> usize {
-    ways.iter().position(|&t| t == tag).unwrap_or(usize::MAX)
-}
-
-#[inline(always)]
-fn argmin<const W: usize>(stamps: &[u64]) -> usize {
-    let s: &[u64; W] = stamps.try_into().expect("set width");
-    let (mut victim, mut oldest) = (0, s[0]);
-    for w in 1..W {
-        if s[w] < oldest {
-            oldest = s[w];
-            victim = w;
-        }
-    }
-    victim
-}
-
-#[inline(always)]
-fn argmin_dyn(stamps: &[u64]) -> usize {
-    let (mut victim, mut oldest) = (0, stamps[0]);
-    for (w, &s) in stamps.iter().enumerate().skip(1) {
-        if s < oldest {
-            oldest = s;
-            victim = w;
-        }
-    }
-    victim
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -228,6 +332,80 @@ mod tests {
         assert_eq!(odd.sets(), 170);
         odd.insert(171, 5);
         assert!(odd.contains(1, 5));
+    }
+
+    /// Reference LRU: per set, a list of tags in use order (oldest first).
+    struct Model {
+        sets: Vec<Vec<u64>>,
+        ways: usize,
+    }
+
+    impl Model {
+        fn set(&mut self, index: u64) -> &mut Vec<u64> {
+            let n = self.sets.len() as u64;
+            &mut self.sets[(index % n) as usize]
+        }
+        fn lookup(&mut self, index: u64, tag: u64) -> bool {
+            let s = self.set(index);
+            match s.iter().position(|&t| t == tag) {
+                Some(p) => {
+                    s.remove(p);
+                    s.push(tag);
+                    true
+                }
+                None => false,
+            }
+        }
+        fn insert(&mut self, index: u64, tag: u64) -> Option<u64> {
+            let ways = self.ways;
+            let s = self.set(index);
+            let evicted = if s.len() == ways { Some(s.remove(0)) } else { None };
+            s.push(tag);
+            evicted
+        }
+    }
+
+    proptest::proptest! {
+        /// Every width (fixed-size and generic sets, mask and modulo indexing)
+        /// behaves exactly like the reference LRU under random lookups, fills,
+        /// fused lookup-or-fill and invalidations.
+        #[test]
+        fn matches_reference_lru(
+            shape in proptest::sample::select(vec![(8usize, 2usize), (16, 4), (12, 6), (32, 8), (24, 12), (32, 16), (6, 3), (5, 0), (1020, 6)]),
+            ops in proptest::collection::vec((0u8..4, 0u64..40), 1..400),
+        ) {
+            let (entries, ways) = shape;
+            let mut c = SetAssoc::new(entries, ways);
+            let mut m = Model { sets: vec![Vec::new(); c.sets()], ways: c.ways() };
+            for (op, key) in ops {
+                // Index = tag, so a tag always maps to the same set.
+                let hit = m.sets[(key % c.sets() as u64) as usize].contains(&key);
+                match op {
+                    0 => proptest::prop_assert_eq!(c.lookup(key, key), m.lookup(key, key)),
+                    1 if !hit => proptest::prop_assert_eq!(c.insert(key, key), m.insert(key, key)),
+                    2 => {
+                        let want = m.lookup(key, key) || { m.insert(key, key); false };
+                        proptest::prop_assert_eq!(c.lookup_or_insert(key, key), want);
+                    }
+                    3 => {
+                        let gone = c.invalidate_where(|t| t % 7 == key % 7);
+                        let before: usize = m.sets.iter().map(Vec::len).sum();
+                        for s in m.sets.iter_mut() {
+                            s.retain(|t| t % 7 != key % 7);
+                        }
+                        let after: usize = m.sets.iter().map(Vec::len).sum();
+                        proptest::prop_assert_eq!(gone, before - after);
+                    }
+                    _ => {}
+                }
+                proptest::prop_assert_eq!(c.occupancy(), m.sets.iter().map(Vec::len).sum::<usize>());
+            }
+            let mut got: Vec<u64> = c.tags().collect();
+            let mut want: Vec<u64> = m.sets.concat();
+            got.sort_unstable();
+            want.sort_unstable();
+            proptest::prop_assert_eq!(got, want);
+        }
     }
 
     #[test]

@@ -38,27 +38,24 @@ impl Pwc {
     }
 
     /// Walk to a leaf at root-first level `leaf`: consult the caches of the
-    /// levels above it (deepest first), count the references, fill the caches
-    /// of every non-leaf level the walk traversed.
+    /// levels above it, deepest first, until one hits; count the references.
+    /// Every cache that missed is filled with the entry the walk read at its
+    /// level. The fill happens as each cache is probed (one pass over its set):
+    /// the levels' caches are separate structures, so this leaves the same
+    /// state as filling them after the walk.
     #[inline]
     pub fn walk(&mut self, va: u64, pid: u16, leaf: usize) -> WalkCost {
         let mut hit = None;
         for i in (0..leaf).rev() {
             if let Some(c) = self.levels[i].as_mut() {
                 let s = self.shifts[i];
-                if c.lookup(va >> s, pwc_tag(va, s, pid)) {
+                if c.lookup_or_insert(va >> s, pwc_tag(va, s, pid)) {
                     hit = Some(i);
                     break;
                 }
             }
         }
         let first = hit.map_or(0, |i| i + 1);
-        for i in first..leaf {
-            if let Some(c) = self.levels[i].as_mut() {
-                let s = self.shifts[i];
-                c.insert(va >> s, pwc_tag(va, s, pid));
-            }
-        }
         WalkCost { refs: (leaf + 1 - first) as u32, pwc_hit_level: hit }
     }
 

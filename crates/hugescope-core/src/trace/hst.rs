@@ -6,6 +6,7 @@
 //! file    = preamble header_json frame* footer trailer
 //! preamble= magic[8] version:u16 flags:u16 header_len:u32 header_crc:u32   (20 bytes)
 //! frame   = "CHNK" records:u32 payload_len:u32 crc:u32  zstd_payload      (16 + payload)
+//! payload = zstd(8 byte planes of the chunk's records)  (version 2; see `planes.rs`)
 //! footer  = "FOOT" json_len:u32 json_crc:u32 reserved:u32  summary_json
 //! trailer = footer_offset:u64 end_magic[8]                                  (16 bytes)
 //! ```
@@ -33,7 +34,36 @@ pub const MAGIC: [u8; 8] = *b"\x89HST\r\n\x1a\n";
 /// Last eight bytes of a complete file: its presence means `finish()` ran.
 pub const END_MAGIC: [u8; 8] = *b"\x89HSTEND\n";
 /// Format version written by this code; readers reject versions they do not know.
-pub const VERSION: u16 = 1;
+/// Version 2 stores each chunk's records as byte planes; version 1 stored them
+/// whole, one after another, and is still read.
+pub const VERSION: u16 = 2;
+/// Oldest version this code reads.
+pub const MIN_READ_VERSION: u16 = 1;
+
+/// How a chunk's uncompressed payload holds its records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    /// Version 1: each record's 8 little-endian bytes in turn.
+    Records,
+    /// Version 2: byte p of every record, for p = 0..8 (see `planes.rs`).
+    Planes,
+}
+
+impl Layout {
+    fn of_version(v: u16) -> Layout {
+        if v == 1 {
+            Layout::Records
+        } else {
+            Layout::Planes
+        }
+    }
+    fn version(self) -> u16 {
+        match self {
+            Layout::Records => 1,
+            Layout::Planes => 2,
+        }
+    }
+}
 
 pub const CHUNK_TAG: [u8; 4] = *b"CHNK";
 pub const FOOTER_TAG: [u8; 4] = *b"FOOT";
@@ -174,8 +204,10 @@ pub struct HstWriter {
     /// Bytes written to the temporary file so far (= offset of the next frame).
     offset: u64,
     chunk_records: usize,
-    /// Packed records of the chunk being filled, already little-endian bytes so
-    /// compression reads them directly.
+    layout: Layout,
+    /// Packed records of the chunk being filled.
+    recs: Vec<u64>,
+    /// The chunk's uncompressed payload, laid out for compression.
     raw: Vec<u8>,
     /// Reused compression output buffer.
     comp: Vec<u8>,
@@ -195,6 +227,12 @@ pub struct HstWriter {
 impl HstWriter {
     /// Start a trace at `path` (written under a temporary name until `finish`).
     pub fn create(path: impl AsRef<Path>, header: &TraceHeader) -> Result<HstWriter> {
+        Self::create_with_layout(path, header, Layout::Planes)
+    }
+
+    /// Start a trace in a given chunk layout: `Layout::Records` writes a
+    /// version-1 file (for tools that only read version 1).
+    pub fn create_with_layout(path: impl AsRef<Path>, header: &TraceHeader, layout: Layout) -> Result<HstWriter> {
         let path = path.as_ref().to_path_buf();
         let name = path
             .file_name()
@@ -237,6 +275,8 @@ impl HstWriter {
             out: Some(BufWriter::with_capacity(1 << 16, file)),
             offset: 0,
             chunk_records: DEFAULT_CHUNK_RECORDS,
+            layout,
+            recs: Vec::new(),
             raw: Vec::new(),
             comp: Vec::new(),
             compressor,
@@ -250,23 +290,22 @@ impl HstWriter {
         };
         let mut pre = [0u8; PREAMBLE_LEN as usize];
         pre[0..8].copy_from_slice(&MAGIC);
-        pre[8..10].copy_from_slice(&VERSION.to_le_bytes());
+        pre[8..10].copy_from_slice(&layout.version().to_le_bytes());
         pre[10..12].copy_from_slice(&0u16.to_le_bytes());
         pre[12..16].copy_from_slice(&(json.len() as u32).to_le_bytes());
         pre[16..20].copy_from_slice(&crc32fast::hash(&json).to_le_bytes());
         // On error `w` is dropped here, which removes the temporary file.
         w.put(&pre)?;
         w.put(&json)?;
-        w.raw.reserve_exact(w.chunk_records * 8);
+        w.recs.reserve_exact(w.chunk_records);
         Ok(w)
     }
 
     /// Records per chunk (clamped to 1..=`MAX_CHUNK_RECORDS`). Call before writing.
     pub fn with_chunk_records(mut self, n: usize) -> Self {
         self.chunk_records = n.clamp(1, MAX_CHUNK_RECORDS);
-        if self.raw.capacity() < self.chunk_records * 8 {
-            self.raw
-                .reserve_exact(self.chunk_records * 8 - self.raw.len());
+        if self.recs.capacity() < self.chunk_records {
+            self.recs.reserve_exact(self.chunk_records - self.recs.len());
         }
         self
     }
@@ -289,9 +328,9 @@ impl HstWriter {
             )));
         }
         let r = a.pack();
-        self.raw.extend_from_slice(&r.to_le_bytes());
+        self.recs.push(r);
         self.tally.add_packed(r);
-        if self.raw.len() >= self.chunk_records * 8 {
+        if self.recs.len() >= self.chunk_records {
             self.flush_chunk()?;
         }
         Ok(())
@@ -319,7 +358,7 @@ impl HstWriter {
         if self.broken {
             return Err(self.broken_error());
         }
-        if !self.raw.is_empty() {
+        if !self.recs.is_empty() {
             self.flush_chunk()?;
         }
         let summary = self.tally.summary(
@@ -389,7 +428,16 @@ impl HstWriter {
 
     /// Compress the filled chunk and append its frame.
     fn flush_chunk(&mut self) -> Result<()> {
-        let records = self.raw.len() / 8;
+        let records = self.recs.len();
+        self.raw.resize(records * 8, 0);
+        match self.layout {
+            Layout::Planes => super::planes::to_planes(&self.recs, &mut self.raw),
+            Layout::Records => {
+                for (b, r) in self.raw.chunks_exact_mut(8).zip(&self.recs) {
+                    b.copy_from_slice(&r.to_le_bytes());
+                }
+            }
+        }
         let bound = zstd::zstd_safe::compress_bound(self.raw.len());
         if self.comp.capacity() < bound {
             self.comp.reserve_exact(bound - self.comp.len());
@@ -418,7 +466,7 @@ impl HstWriter {
         r?;
         self.chunks += 1;
         self.compressed_bytes += n as u64;
-        self.raw.clear();
+        self.recs.clear();
         Ok(())
     }
 }
@@ -463,8 +511,12 @@ pub struct HstReader {
     footer: Option<TraceSummary>,
     footer_offset: Option<u64>,
     markers: Vec<Marker>,
+    layout: Layout,
     comp: Vec<u8>,
+    /// Uncompressed payload of the current chunk (byte planes).
     raw: Vec<u8>,
+    /// Decoded records of the current chunk (its first `count` entries; the
+    /// buffer keeps the largest chunk's length so it is not re-zeroed).
     records: Vec<u64>,
     decompressor: zstd::bulk::Decompressor<'static>,
     seen_records: u64,
@@ -517,11 +569,11 @@ impl HstReader {
             ));
         }
         let version = le_u16(&pre, 8);
-        if version != VERSION {
+        if !(MIN_READ_VERSION..=VERSION).contains(&version) {
             return Err(Error::format(
                 &path,
                 8,
-                format!("unsupported .hst version {version} (this build reads version {VERSION})"),
+                format!("unsupported .hst version {version} (this build reads versions {MIN_READ_VERSION} to {VERSION})"),
             ));
         }
         let flags = le_u16(&pre, 10);
@@ -529,7 +581,7 @@ impl HstReader {
             return Err(Error::format(
                 &path,
                 10,
-                format!("unknown header flags {flags:#06x} (version 1 defines none)"),
+                format!("unknown header flags {flags:#06x} (version {version} defines none)"),
             ));
         }
         let header_len = le_u32(&pre, 12) as u64;
@@ -571,6 +623,7 @@ impl HstReader {
             footer: None,
             footer_offset: None,
             markers: Vec::new(),
+            layout: Layout::of_version(version),
             comp: Vec::new(),
             raw: Vec::new(),
             records: Vec::new(),
@@ -678,15 +731,21 @@ impl HstReader {
             }
         }
         // Decompress into a buffer of exactly the declared size: a payload that
-        // inflates beyond it fails instead of growing memory.
-        self.raw.clear();
-        if self.raw.capacity() < raw_len {
-            self.raw.reserve_exact(raw_len);
+        // inflates beyond it fails instead of growing memory. Version 1 holds
+        // whole records, so it decompresses straight into the record buffer.
+        let count = count as usize;
+        if self.records.len() < count {
+            self.records.resize(count, 0);
         }
-        let got = match self
-            .decompressor
-            .decompress_to_buffer(&self.comp[..], &mut self.raw)
-        {
+        let layout = self.layout;
+        if layout == Layout::Planes && self.raw.len() < raw_len {
+            self.raw.resize(raw_len, 0);
+        }
+        let bytes: &mut [u8] = match layout {
+            Layout::Planes => &mut self.raw[..raw_len],
+            Layout::Records => bytemuck::cast_slice_mut(&mut self.records[..count]),
+        };
+        let got = match self.decompressor.decompress_to_buffer(&self.comp[..], bytes) {
             Ok(n) => n,
             Err(e) => {
                 return Err(self.err(
@@ -701,25 +760,31 @@ impl HstReader {
                 format!("record count mismatch in chunk at byte {at}: header says {count} records, payload holds {got} bytes"),
             ));
         }
-        let actual = crc32fast::hash(&self.raw[..raw_len]);
+        let payload: &[u8] = match layout {
+            Layout::Planes => &self.raw[..raw_len],
+            Layout::Records => bytemuck::cast_slice(&self.records[..count]),
+        };
+        let actual = crc32fast::hash(payload);
         if actual != crc {
             return Err(self.err(
                 payload_at,
                 format!("checksum mismatch in chunk at byte {at} (stored {crc:#010x}, computed {actual:#010x}): corrupt data"),
             ));
         }
-        self.records.clear();
-        self.records
-            .extend(self.raw[..raw_len].chunks_exact(8).map(|c| {
-                let mut b = [0u8; 8];
-                b.copy_from_slice(c);
-                u64::from_le_bytes(b)
-            }));
+        match layout {
+            Layout::Planes => super::planes::from_planes(&self.raw[..raw_len], &mut self.records[..count]),
+            // Stored little-endian; a no-op on little-endian hosts.
+            Layout::Records => {
+                for r in self.records[..count].iter_mut() {
+                    *r = u64::from_le(*r);
+                }
+            }
+        }
         self.pos = payload_at + clen;
-        self.seen_records += count;
+        self.seen_records += count as u64;
         self.seen_chunks += 1;
         self.seen_compressed += clen;
-        Ok(Some(&self.records))
+        Ok(Some(&self.records[..count]))
     }
 
     /// Call `f` on every remaining access; returns how many.

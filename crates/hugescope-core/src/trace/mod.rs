@@ -3,6 +3,7 @@
 
 pub mod hst;
 pub mod merge;
+pub mod planes;
 
 use serde::{Deserialize, Serialize};
 
