@@ -92,7 +92,14 @@ impl Mmu {
 
     /// Probe the L1 TLBs, then the L2 TLBs. An L2 hit refills the L1.
     /// Counts the access and its hits; a miss is counted by `complete_walk`.
-    #[inline]
+    ///
+    /// Hardware probes every page size at once; the model probes one size's
+    /// structure at a time, starting with the size of this cpu's previous
+    /// L1 hit or fill (a program mostly keeps hitting the same size). The
+    /// order cannot change the outcome: an address has one translation, so at
+    /// most one size can hit (remaps shoot the old one down), and a miss
+    /// leaves replacement state untouched.
+    #[inline(always)]
     pub fn lookup(&mut self, a: &Access) -> Outcome {
         self.stats.accesses += 1;
         self.stats.writes += a.write as u64;
@@ -101,42 +108,65 @@ impl Mmu {
             self.stats.l1_hits[ls] += 1;
             return Outcome::L1Hit(ls);
         }
-        let mut pending = self.filled;
+        // The previous size first, then the others that may be present.
+        let first = (self.filled & (1 << ls)) as u16;
+        let mut pending = first | (((self.filled as u16) & !first) << MAX_SIZES);
         while pending != 0 {
-            let s = pending.trailing_zeros() as usize;
+            let s = (pending.trailing_zeros() as usize) % MAX_SIZES;
             pending &= pending - 1;
-            let t = self.l1_of[s];
-            if t != NONE {
-                let vpn = a.addr >> self.shifts[s];
-                if self.l1[t as usize].cache.lookup(vpn, tag(vpn, s, a.pid)) {
-                    self.stats.l1_hits[s] += 1;
-                    self.last = (vpn, a.pid, s);
-                    return Outcome::L1Hit(s);
-                }
+            if self.probe_l1(a, s) {
+                return Outcome::L1Hit(s);
             }
         }
-        let mut pending = self.filled;
+        let mut pending = first | (((self.filled as u16) & !first) << MAX_SIZES);
         while pending != 0 {
-            let s = pending.trailing_zeros() as usize;
+            let s = (pending.trailing_zeros() as usize) % MAX_SIZES;
             pending &= pending - 1;
-            let t = self.l2_of[s];
-            if t != NONE {
-                let vpn = a.addr >> self.shifts[s];
-                let tg = tag(vpn, s, a.pid);
-                if self.l2[t as usize].cache.lookup(vpn, tg) {
-                    self.stats.l2_hits[s] += 1;
-                    let t1 = self.l1_of[s];
-                    if t1 != NONE {
-                        self.l1[t1 as usize].cache.insert(vpn, tg);
-                        self.last = (vpn, a.pid, s);
-                    } else {
-                        self.last.0 = NO_PAGE;
-                    }
-                    return Outcome::L2Hit(s);
-                }
+            if self.probe_l2(a, s) {
+                return Outcome::L2Hit(s);
             }
         }
         Outcome::Miss
+    }
+
+    /// Look `a` up in the L1 TLB holding size `s`, if any; count a hit.
+    #[inline(always)]
+    fn probe_l1(&mut self, a: &Access, s: usize) -> bool {
+        let t = self.l1_of[s];
+        if t == NONE {
+            return false;
+        }
+        let vpn = a.addr >> self.shifts[s];
+        if self.l1[t as usize].cache.lookup(vpn, tag(vpn, s, a.pid)) {
+            self.stats.l1_hits[s] += 1;
+            self.last = (vpn, a.pid, s);
+            return true;
+        }
+        false
+    }
+
+    /// Look `a` up in the L2 TLB holding size `s`, if any; a hit is counted
+    /// and refills the L1.
+    #[inline(always)]
+    fn probe_l2(&mut self, a: &Access, s: usize) -> bool {
+        let t = self.l2_of[s];
+        if t == NONE {
+            return false;
+        }
+        let vpn = a.addr >> self.shifts[s];
+        let tg = tag(vpn, s, a.pid);
+        if !self.l2[t as usize].cache.lookup(vpn, tg) {
+            return false;
+        }
+        self.stats.l2_hits[s] += 1;
+        let t1 = self.l1_of[s];
+        if t1 != NONE {
+            self.l1[t1 as usize].cache.insert(vpn, tg);
+            self.last = (vpn, a.pid, s);
+        } else {
+            self.last.0 = NO_PAGE;
+        }
+        true
     }
 
     /// Charge the page walk for an access whose leaf has page-size index `s`

@@ -162,12 +162,20 @@ impl Shape {
     }
 }
 
+const VMA_CACHE: usize = 16;
+
 #[derive(Clone, Debug, Default)]
 pub struct AddressSpace {
     pub pid: u16,
     pub name: String,
     pub vmas: Vec<Vma>,
-    last: usize,
+    /// Recently found VMA indices, direct-mapped by 2MB region of the address
+    /// (`VMA_CACHE` slots). A program alternating between a few arrays (bfs:
+    /// offsets, neighbors, parent) finds each in its own slot, where a single
+    /// last-VMA cache would miss on almost every switch and binary-search.
+    /// An entry is only a guess, checked against the VMA's bounds, so VMAs
+    /// being added or grown can never make it return a wrong one.
+    recent: [u32; VMA_CACHE],
     /// Frames (base pages) of physical memory held by this process.
     pub frames_held: u64,
     /// Base pages touched and not freed: the RSS it would have with base pages only.
@@ -194,25 +202,23 @@ impl AddressSpace {
         let v = Vma::new(r.name.clone(), start, end, r.hugepage_advised, false, g);
         let i = self.vmas.partition_point(|x| x.start < start);
         self.vmas.insert(i, v);
-        self.last = 0;
     }
 
     /// Index of the VMA holding `addr`, creating an inferred 2MB-aligned VMA
     /// (merged with an adjacent inferred one) when no declared region holds it.
     #[inline]
     pub fn vma_index(&mut self, addr: u64, g: &Shape) -> usize {
-        if let Some(v) = self.vmas.get(self.last) {
+        let slot = ((addr >> g.region_shift) as usize) % VMA_CACHE;
+        let guess = self.recent[slot] as usize;
+        if let Some(v) = self.vmas.get(guess) {
             if addr >= v.start && addr < v.end {
-                return self.last;
+                return guess;
             }
         }
         let i = self.vmas.partition_point(|v| v.start <= addr);
-        if i > 0 && addr < self.vmas[i - 1].end {
-            self.last = i - 1;
-            return i - 1;
-        }
-        self.last = self.infer(addr, g);
-        self.last
+        let found = if i > 0 && addr < self.vmas[i - 1].end { i - 1 } else { self.infer(addr, g) };
+        self.recent[slot] = found as u32;
+        found
     }
 
     /// Cold path: imported traces touch memory no region declared. Model it as
