@@ -14,12 +14,23 @@ from rich.table import Table
 
 from . import experiments, report
 
-# The paper's evaluation reads the PCC first one access-interval after the
-# start (its artifact: AI, 30 AI, 31 AI, ...), as HawkEye's first window ends.
-PCC = "pcc:artifact_phase=true"
-# The trace stands for this many seconds of the program, so 30 s PCC
-# intervals and HawkEye's 1 s + 30 s rounds happen a few times.
-DURATION = 60.0
+# The PCC policy with its defaults: the OS reads the PCCs every 30 s, the
+# first time one full interval after the start (the paper's description).
+# The authors' artifact also reads once early, one access-interval in
+# (`artifact_phase=true`: reads at 1 s, 30 s, 31 s, 60 s); the demo shows that
+# variant as a second line, since the two differ where the budget is tiny.
+PCC = "pcc"
+PCC_ARTIFACT = "pcc:artifact_phase=true"
+PCC_DEMOTION = "pcc:demotion=true"
+LABELS = {PCC: "pcc", PCC_ARTIFACT: "pcc (artifact reads)", "hawkeye": "hawkeye", "oracle": "oracle"}
+# The trace stands for this many seconds of the program. The PCC is read
+# every 30 s and the first 30 s are a cold period no read can help, so the
+# run must span several intervals for the policy to show its steady state,
+# as the paper's long runs do: 120 s gives reads at 30, 60 and 90 s (at 60 s
+# the only read falls at the midpoint and half the walks are out of reach).
+# HawkEye gets rounds at 1, 32, 63 and 94 s. The claims' dependence on this
+# choice is measured in docs/assumptions.md ('Demo virtual duration').
+DURATION = 120.0
 
 
 def _walks(df, policy, budget=None):
@@ -39,13 +50,15 @@ def claims_table(curve, frag) -> Table:
     t.add_column("this run", justify="right")
     t.add_row("pcc at 4% removes >= half of the walks ideal removes",
               f"{100 * removed(_walks(curve, PCC, 4)):.0f}% of ideal's")
-    wins = []
-    for b in (1, 2, 4, 8, 16):
-        p, h = _walks(curve, PCC, b), _walks(curve, "hawkeye", b)
-        wins.append(f"{b}%: {'pcc' if p < h else ('tie' if p == h else 'hawkeye')}")
-    t.add_row("pcc beats hawkeye at 1-16%", ", ".join(wins))
-    ok = all(_walks(curve, "oracle", b) <= _walks(curve, PCC, b) for b in sorted(set(curve["budget_pct"].dropna())))
-    t.add_row("oracle at least as good as pcc at every budget", "yes" if ok else "no")
+    for pcc, label in ((PCC, "pcc"), (PCC_ARTIFACT, "pcc (artifact reads)")):
+        wins = []
+        for b in (1, 2, 4, 8, 16):
+            p, h = _walks(curve, pcc, b), _walks(curve, "hawkeye", b)
+            wins.append(f"{b}%: {'pcc' if p < h else ('tie' if p == h else 'hawkeye')}")
+        t.add_row(f"{label} beats hawkeye at 1-16%", ", ".join(wins))
+    budgets = sorted(set(curve["budget_pct"].dropna()))
+    ok = all(_walks(curve, "oracle", b) <= _walks(curve, p, b) for b in budgets for p in (PCC, PCC_ARTIFACT))
+    t.add_row("oracle at least as good as both pcc lines at every budget", "yes" if ok else "no")
     f90 = frag[frag["frag_pct"] == 90]
     sp = {r["policy"]: r["speedup_est"] for _, r in f90.iterrows()}
     t.add_row("pcc beats linux at 90% fragmentation",
@@ -56,31 +69,33 @@ def claims_table(curve, frag) -> Table:
 def run_paper_demo(out: str, trace: str, console, quick: bool = False) -> None:
     results = os.path.join(out, "results")
     common = {"duration": DURATION, "threads": 2}
-    console.print(f"utility curves on {trace} (pcc, hawkeye, oracle; 9 budgets; Linux at 50%/90% fragmentation) ...")
-    curve = experiments.curve(trace, policies=[PCC, "hawkeye", "oracle"],
+    console.print(f"utility curves on {trace} (pcc, pcc with artifact reads, hawkeye, oracle; 9 budgets; "
+                  "Linux at 50%/90% fragmentation) ...")
+    curve = experiments.curve(trace, policies=[PCC, PCC_ARTIFACT, "hawkeye", "oracle"],
                               budgets=[0, 1, 2, 4, 8, 16, 32, 64, 100], out=results, **common)
     console.print("page reuse distance per region (Fig. 2) ...")
     reuse = experiments.reuse(trace, out=results)
     console.print(reuse.summary() if hasattr(reuse, "summary") else reuse)
     console.print("fragmentation comparison (50%, 90% of 2MB blocks pinned) ...")
-    frag = experiments.frag(trace, levels=[50, 90], policies=["base", "linux", "hawkeye", PCC, PCC + ",demotion=true"],
+    frag = experiments.frag(trace, levels=[50, 90], policies=["base", "linux", "hawkeye", PCC, PCC_DEMOTION],
                             out=results, **common)
     t = Table(title="utility curve: PTW rate (walks per access) and speedup estimate by share of footprint in huge pages")
     t.add_column("budget")
-    for p in (PCC, "hawkeye", "oracle"):
-        t.add_column(p.split(":")[0] + " PTW", justify="right")
-        t.add_column(p.split(":")[0] + " speedup", justify="right")
+    for p in LABELS:
+        t.add_column(LABELS[p] + " PTW", justify="right")
+        t.add_column(LABELS[p] + " speedup", justify="right")
     for b in (0, 1, 2, 4, 8, 16, 32, 64, 100):
         cells = []
-        for p in (PCC, "hawkeye", "oracle"):
+        for p in LABELS:
             r = curve[(curve["policy"] == p) & (curve["budget_pct"] == b)].iloc[0]
             cells += [f"{100 * r['ptw_rate']:.2f}%", f"{r['speedup_est']:.3f}x"]
         t.add_row(f"{b}%", *cells)
     for ref in ("base", "ideal"):
         r = curve[curve["policy"] == ref].iloc[0]
-        t.add_row(ref, f"{100 * r['ptw_rate']:.2f}%", f"{r['speedup_est']:.3f}x", "", "", "", "")
+        t.add_row(ref, f"{100 * r['ptw_rate']:.2f}%", f"{r['speedup_est']:.3f}x", *[""] * (2 * len(LABELS) - 2))
     for _, r in curve[curve["role"] == "point"].iterrows():
-        t.add_row(f"linux {r['frag_pct']:.0f}% frag", f"{100 * r['ptw_rate']:.2f}%", f"{r['speedup_est']:.3f}x", "", "", "", "")
+        t.add_row(f"linux {r['frag_pct']:.0f}% frag", f"{100 * r['ptw_rate']:.2f}%", f"{r['speedup_est']:.3f}x",
+                  *[""] * (2 * len(LABELS) - 2))
     console.print(t)
     console.print(claims_table(curve, frag))
     html = report.build(results, os.path.join("demo-report", "report.html"), title="hugescope demo: the PCC paper at small scale")

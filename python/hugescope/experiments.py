@@ -13,7 +13,7 @@ estimates of the model (``kind == "estimate"``); the reuse-distance tables are
 exact statistics of the trace (``kind == "measurement"``).
 
     import hugescope.experiments as ex
-    df = ex.curve("bfs.hst", policies=["pcc", "hawkeye", "oracle"], duration=60, out="results")
+    df = ex.curve("bfs.hst", policies=["pcc", "hawkeye", "oracle"], duration=120, out="results")
 """
 
 from __future__ import annotations
