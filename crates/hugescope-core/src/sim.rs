@@ -110,22 +110,10 @@ impl<P: PageTable> Simulator<P> {
         }
     }
 
-    /// Run every access of a trace file through the simulator.
+    /// Run every access of a trace file through the simulator, with the
+    /// trace's progress markers (populate/free events, phases) in place.
     pub fn run_reader(&mut self, r: &mut HstReader) -> Result<u64> {
-        let mut n = 0u64;
-        let markers: Vec<_> = r.markers().to_vec();
-        let mut next_marker = 0;
-        while let Some(chunk) = r.next_chunk()? {
-            for &rec in chunk {
-                while next_marker < markers.len() && markers[next_marker].index == n {
-                    self.pt.progress(&markers[next_marker].label);
-                    next_marker += 1;
-                }
-                self.step(Access::unpack(rec));
-                n += 1;
-            }
-        }
-        Ok(n)
+        r.feed(self)
     }
 
     pub fn counters(&self) -> TranslationCounters {

@@ -88,9 +88,8 @@ impl<const W: usize> Set for [u64; W] {
     #[inline(always)]
     fn push_front(&mut self, tag: u64) -> u64 {
         let old = self[W - 1];
-        for w in (1..W).rev() {
-            self[w] = self[w - 1];
-        }
+        // A constant-length overlapping move: a few vector loads and stores.
+        self.copy_within(0..W - 1, 1);
         self[0] = tag;
         old
     }
