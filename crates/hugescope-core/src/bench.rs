@@ -16,8 +16,12 @@ use std::time::Instant;
 pub struct Throughput {
     pub what: String,
     pub accesses: u64,
+    /// Best (shortest) pass: the least disturbed by other load on the machine.
     pub seconds: f64,
     pub accesses_per_second: f64,
+    /// Median pass, for how much the passes varied.
+    pub median_seconds: f64,
+    pub median_accesses_per_second: f64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -35,14 +39,23 @@ pub struct BenchReport {
 }
 
 fn best_of(repeats: u32, what: &str, mut f: impl FnMut() -> Result<u64>) -> Result<Throughput> {
-    let mut best = f64::INFINITY;
+    let mut times = Vec::new();
     let mut n = 0;
     for _ in 0..repeats.max(1) {
         let t = Instant::now();
         n = f()?;
-        best = best.min(t.elapsed().as_secs_f64());
+        times.push(t.elapsed().as_secs_f64());
     }
-    Ok(Throughput { what: what.into(), accesses: n, seconds: best, accesses_per_second: n as f64 / best })
+    times.sort_by(f64::total_cmp);
+    let (best, median) = (times[0], times[times.len() / 2]);
+    Ok(Throughput {
+        what: what.into(),
+        accesses: n,
+        seconds: best,
+        accesses_per_second: n as f64 / best,
+        median_seconds: median,
+        median_accesses_per_second: n as f64 / median,
+    })
 }
 
 /// Decode-only and decode+simulate throughput of a trace file (best of `repeats`).
@@ -73,7 +86,7 @@ pub fn file_throughput(path: &str, cfg: MachineConfig, pages: &str, repeats: u32
     })?;
     Ok(BenchReport {
         kind: "measurement",
-        how: "wall time (std::time::Instant) of one pass over the file, best of the repeats, one thread",
+        how: "wall time (std::time::Instant) of one pass over the file, best and median of the repeats, one thread",
         trace: path.into(),
         preset,
         pages: pages.into(),
