@@ -1,7 +1,8 @@
 """`hugescope demo` (what `make demo` runs): the main demonstration at a scale
 that finishes in a couple of minutes on 2 cores.
 
-1. Trace graph kernels on a Kronecker graph (Graph500 parameters).
+1. Trace GUPS at two sizes and graph kernels on a Kronecker graph (Graph500
+   parameters).
 2. The MMU alone: each trace through 4KB-only and 2MB-only page maps.
 3. The OS model: base, ideal and Linux THP (free memory, 50% and 90% of 2MB
    blocks fragmented) on the same pass of each trace.
@@ -38,8 +39,15 @@ GRAPHS = [
 ]
 
 
-def _trace(out: str, name: str, params: dict) -> str:
-    path = os.path.join(out, f"{name}-s{params['scale']}.hst")
+# GUPS, the TLB worst case (random 8-byte updates), at two sizes far beyond
+# the 4 MiB reach of the L2 TLB in 4KB pages: 64 MiB is 32 huge pages, as many
+# as the 2MB L1 TLB holds; 1 GiB is 512, which fit the shared L2.
+GUPS = [({"size": "64MiB", "updates": 2_000_000}, {"size": "16MiB", "updates": 200_000}),
+        ({"size": "1GiB", "updates": 2_000_000}, {"size": "64MiB", "updates": 200_000})]
+
+
+def _trace(out: str, name: str, params: dict, label: str = "") -> str:
+    path = os.path.join(out, f"{label}.hst" if label else f"{name}-s{params['scale']}.hst")
     if not os.path.exists(path):
         t = time.monotonic()
         info = workloads.trace(name, path, **params)
@@ -90,7 +98,12 @@ def run_demo(out: str = "demo-out", quick: bool = False) -> int:
     traces = {}
     for name, full, small in GRAPHS:
         traces[name] = _trace(out, name, small if quick else full)
-    t, static = static_table(traces)
+    gups = {}
+    for full, small in GUPS:
+        params = small if quick else full
+        label = f"gups-{params['size']}"
+        gups[label] = _trace(out, "gups", params, label)
+    t, static = static_table({**gups, **traces})
     console.print(t)
     # BFS gets the full PCC-paper treatment below; the policy table shows PageRank.
     t, pol = policy_table(traces, names={"pagerank"})
