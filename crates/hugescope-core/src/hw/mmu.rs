@@ -108,9 +108,12 @@ impl Mmu {
             self.stats.l1_hits[ls] += 1;
             return Outcome::L1Hit(ls);
         }
-        // The previous size first, then the others that may be present.
+        // The sizes to probe as one bit set: the previous size (if it may be
+        // present) in the low byte, the other present sizes in the high byte,
+        // so lowest-bit-first iteration visits the previous size first.
         let first = (self.filled & (1 << ls)) as u16;
-        let mut pending = first | (((self.filled as u16) & !first) << MAX_SIZES);
+        let order = first | (((self.filled as u16) & !first) << MAX_SIZES);
+        let mut pending = order;
         while pending != 0 {
             let s = (pending.trailing_zeros() as usize) % MAX_SIZES;
             pending &= pending - 1;
@@ -118,7 +121,7 @@ impl Mmu {
                 return Outcome::L1Hit(s);
             }
         }
-        let mut pending = first | (((self.filled as u16) & !first) << MAX_SIZES);
+        let mut pending = order;
         while pending != 0 {
             let s = (pending.trailing_zeros() as usize) % MAX_SIZES;
             pending &= pending - 1;
