@@ -13,9 +13,11 @@
 //! is all the state LRU needs. It replaced a stamp per way, whose fills needed a
 //! min-scan over the stamps (a serial chain of compares on every TLB miss).
 //!
-//! Sets of the widths real TLBs use (2, 4, 6, 8, 12, 16 ways) are stored as
-//! fixed-size arrays, so each operation is one dispatch on the width and then
-//! straight-line code with no bounds checks inside the set.
+//! Sets of 4 and 8 ways (the L1 and L2 TLBs and PDE caches of the x86
+//! presets, i.e. the hot path) are stored as fixed-size arrays, so each
+//! operation is one dispatch on the width and then straight-line code with no
+//! bounds checks inside the set. Other widths share a generic slice version;
+//! more fixed widths made the dispatch itself slower than what they saved.
 
 /// Tag value of an empty way. Real tags never reach it (they are built from
 /// 48-bit addresses shifted right and small ids; see `tlb.rs`).
@@ -58,30 +60,51 @@ trait Set {
     fn touch_or_push(&mut self, tag: u64) -> (bool, u64);
 }
 
+/// Fixed-width helpers: branch-free, because where a tag sits depends on
+/// random data, so early exits and data-dependent branches would mispredict;
+/// compares and conditional moves do not.
+trait FixedSet {
+    /// The way among 1.. holding `tag`, or 0 if none (way 0 is checked first
+    /// by the callers, as the common MRU hit).
+    fn find_after_mru(&self, tag: u64) -> usize;
+    /// Shift ways [0, at) down by one and put `tag` in way 0.
+    fn to_front(&mut self, at: usize, tag: u64);
+}
+
+impl<const W: usize> FixedSet for [u64; W] {
+    #[inline(always)]
+    fn find_after_mru(&self, tag: u64) -> usize {
+        let mut hit = 0;
+        for w in 1..W {
+            if self[w] == tag {
+                hit = w;
+            }
+        }
+        hit
+    }
+
+    #[inline(always)]
+    fn to_front(&mut self, at: usize, tag: u64) {
+        // Highest way first so each reads its old neighbour.
+        for w in (1..W).rev() {
+            let keep = ((w > at) as u64).wrapping_neg();
+            self[w] = (self[w] & keep) | (self[w - 1] & !keep);
+        }
+        self[0] = tag;
+    }
+}
+
 impl<const W: usize> Set for [u64; W] {
     #[inline(always)]
     fn touch(&mut self, tag: u64) -> bool {
         if self[0] == tag {
             return true;
         }
-        // Branch-free scan: where a tag sits depends on random data, so an
-        // early exit would mispredict; compares and conditional moves do not.
-        let mut hit = 0usize;
-        for w in 1..W {
-            if self[w] == tag {
-                hit = w;
-            }
-        }
+        let hit = self.find_after_mru(tag);
         if hit == 0 {
             return false;
         }
-        // Ways [0, hit) move down by one, highest first so each reads its old
-        // neighbour; the select keeps this free of data-dependent branches.
-        for w in (1..W).rev() {
-            let keep = ((w > hit) as u64).wrapping_neg();
-            self[w] = (self[w] & keep) | (self[w - 1] & !keep);
-        }
-        self[0] = tag;
+        self.to_front(hit, tag);
         true
     }
 
@@ -101,21 +124,10 @@ impl<const W: usize> Set for [u64; W] {
         }
         // A hit at way p moves ways [0, p) down; a miss moves all but the last,
         // which falls off: the same shift with p = W - 1.
-        let mut at = W - 1;
-        let mut hit = false;
-        for w in 1..W {
-            if self[w] == tag {
-                at = w;
-                hit = true;
-            }
-        }
-        let old = if hit { EMPTY } else { self[W - 1] };
-        for w in (1..W).rev() {
-            let keep = ((w > at) as u64).wrapping_neg();
-            self[w] = (self[w] & keep) | (self[w - 1] & !keep);
-        }
-        self[0] = tag;
-        (hit, old)
+        let hit = self.find_after_mru(tag);
+        let (at, old) = if hit == 0 { (W - 1, self[W - 1]) } else { (hit, EMPTY) };
+        self.to_front(at, tag);
+        (hit != 0, old)
     }
 }
 

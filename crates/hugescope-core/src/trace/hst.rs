@@ -51,7 +51,7 @@ pub enum Layout {
 
 impl Layout {
     fn of_version(v: u16) -> Layout {
-        if v == 1 {
+        if v == MIN_READ_VERSION {
             Layout::Records
         } else {
             Layout::Planes
@@ -59,8 +59,8 @@ impl Layout {
     }
     fn version(self) -> u16 {
         match self {
-            Layout::Records => 1,
-            Layout::Planes => 2,
+            Layout::Records => MIN_READ_VERSION,
+            Layout::Planes => VERSION,
         }
     }
 }

@@ -36,15 +36,12 @@ pub fn to_planes(records: &[u64], out: &mut [u8]) {
     let n = records.len();
     assert_eq!(out.len(), n * 8, "plane buffer size");
     let whole = n / 8 * 8;
-    {
-        let mut planes: Vec<std::slice::ChunksExactMut<u8>> =
-            out.chunks_exact_mut(n.max(1)).map(|p| p[..whole].chunks_exact_mut(8)).collect();
-        for group in records.chunks_exact(8) {
-            let mut w: [u64; 8] = group.try_into().expect("8 records");
-            transpose8(&mut w);
-            for (plane, v) in planes.iter_mut().zip(w) {
-                plane.next().expect("plane length").copy_from_slice(&v.to_le_bytes());
-            }
+    for (g, group) in records[..whole].chunks_exact(8).enumerate() {
+        let i = g * 8;
+        let mut w: [u64; 8] = group.try_into().expect("8 records");
+        transpose8(&mut w);
+        for (p, v) in w.iter().enumerate() {
+            out[p * n + i..p * n + i + 8].copy_from_slice(&v.to_le_bytes());
         }
     }
     for (i, r) in records.iter().enumerate().skip(whole) {
