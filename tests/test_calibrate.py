@@ -163,7 +163,7 @@ def test_calibrate_cli_refits_measurements(tmp_path, capsys):
 def test_cli_refuses_bad_arguments(capsys, tmp_path):
     def one_error(*args, words):
         code, out, err = run_cli(*args, capsys=capsys)
-        assert code == 1, (args, out, err)
+        assert code == 2, (args, out, err)
         lines = [ln for ln in err.strip().splitlines() if ln.strip()]
         assert lines[0].startswith("error:") and words in " ".join(lines), (args, err)
 

@@ -153,7 +153,7 @@ def test_machine_overrides(gups_trace):
 def test_bad_input_gives_one_clear_error(args, needle, gups_trace, tmp_path, capsys):
     args = [a.format(gups=gups_trace, tmp=tmp_path) for a in args]
     code, out, err = run_cli(*args, capsys=capsys)
-    assert code == 1
+    assert code == 2
     assert "error:" in err and needle in err, err
     assert "Traceback" not in err
     assert not (tmp_path / "x.hst").exists()
@@ -165,15 +165,15 @@ def test_corrupted_trace_errors_name_file_and_offset(gups_trace, tmp_path, capsy
     data[len(data) // 2] ^= 0xFF
     bad.write_bytes(bytes(data))
     code, _, err = run_cli("simulate", bad, capsys=capsys)
-    assert code == 1 and "bad.hst" in err and "byte" in err
+    assert code == 2 and "bad.hst" in err and "byte" in err
     trunc = tmp_path / "trunc.hst"
     trunc.write_bytes(bytes(data[: len(data) // 3]))
     code, _, err = run_cli("trace", "info", trunc, "--verify", capsys=capsys)
-    assert code == 1 and "trunc.hst" in err
+    assert code == 2 and "trunc.hst" in err
     empty = tmp_path / "empty.hst"
     empty.write_bytes(b"")
     code, _, err = run_cli("simulate", empty, capsys=capsys)
-    assert code == 1 and "empty.hst" in err
+    assert code == 2 and "empty.hst" in err
     # The Python reader refuses the same files with ValueError.
     for p in (bad, trunc, empty):
         with pytest.raises(ValueError):

@@ -93,7 +93,7 @@ def test_bad_arguments_give_clear_errors(traces):
     with pytest.raises(hs.HugescopeError, match="no such trace"):
         ex.frag("/nonexistent.hst")
     r = cli("sensitivity", traces["bfs"], "--pcc-sizes", "3..9")
-    assert r.returncode == 1 and "power of two" in r.stderr and "Traceback" not in r.stderr
+    assert r.returncode == 2 and "power of two" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_pcc_size_lists():
@@ -183,4 +183,4 @@ def test_report_is_self_contained_and_has_every_figure(traces, tmp_path):
 
 def test_report_errors(tmp_path):
     r = cli("report", tmp_path)
-    assert r.returncode == 1 and "no experiment results" in r.stderr
+    assert r.returncode == 2 and "no experiment results" in r.stderr

@@ -197,26 +197,26 @@ def cli(*args, capsys):
 def test_run_and_coverage_errors_are_clear(capsys, tmp_path):
     run_cli = cli  # noqa: F811 - the same calls, unwrapped output
     code, _, err = run_cli("run", "./prog", "--x", capsys=capsys)
-    assert code == 1 and "unknown workload './prog'" in err and "after '--'" in err
+    assert code == 2 and "unknown workload './prog'" in err and "after '--'" in err
     code, _, err = run_cli("run", "gups", "--plan", tmp_path / "missing.json", capsys=capsys)
-    assert code == 1 and "missing.json" in err and "does not exist" in err
+    assert code == 2 and "missing.json" in err and "does not exist" in err
     code, _, err = run_cli("run", "gups", "--size", "12x", capsys=capsys)
-    assert code == 1 and "size" in err
+    assert code == 2 and "size" in err
     code, _, err = run_cli("run", "gups", "--repeat", "0", capsys=capsys)
-    assert code == 1 and "--repeat" in err
+    assert code == 2 and "--repeat" in err
     code, _, err = run_cli("run", "--", capsys=capsys)
-    assert code == 1 and "nothing after '--'" in err
+    assert code == 2 and "nothing after '--'" in err
     bad = tmp_path / "bad.json"
     bad.write_text('[{"start": 4096, "length": "2MiB"}]')
     code, _, err = run_cli("run", "gups", "--plan", bad, capsys=capsys)
-    assert code == 1 and "not aligned" in err
+    assert code == 2 and "not aligned" in err
     with pytest.raises(ValueError, match="needs a built-in workload"):
         linux.run(["true"], plan="all")
     with pytest.raises(ValueError, match="repeat"):
         linux.run("gups", repeat=0)
     # A process that does not exist is named.
     code, _, err = run_cli("coverage", "4194305", capsys=capsys)
-    assert code == 1 and "4194305" in err
+    assert code == 2 and "4194305" in err
 
 
 def test_fragment_argument_errors(capsys, monkeypatch):
@@ -233,6 +233,6 @@ def test_fragment_argument_errors(capsys, monkeypatch):
     # Without root it refuses before touching memory (checked by pretending not to be root).
     monkeypatch.setattr(linux._core, "is_root", lambda: False)
     code, _, err = cli("fragment", "--share", "0.5", "--hold", capsys=capsys)
-    assert code == 1 and "needs root" in err
+    assert code == 2 and "needs root" in err
     with pytest.raises(hs.HugescopeError, match="needs root"):
         linux.fragment(0.5)

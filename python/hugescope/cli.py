@@ -15,6 +15,7 @@ from rich.table import Table
 
 from . import _core, api, workloads
 from ._io import write_json
+from .errors import EXIT_USAGE, Interrupted
 from .progress import progress_counter
 
 # Off a terminal (CI logs, pipes) rich would wrap tables at 80 columns.
@@ -449,10 +450,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         return a.func(a)
     except (_core.HugescopeError, CliError, OSError, ValueError) as e:
         err_console.print(f"[bold red]error:[/] {e}")
-        return 1
-    except KeyboardInterrupt:
+        return EXIT_USAGE
+    except KeyboardInterrupt as e:
         err_console.print("interrupted; no partial result was written")
-        return 130
+        return e.exit_code if isinstance(e, Interrupted) else 130
 
 
 if __name__ == "__main__":
