@@ -202,11 +202,19 @@ impl MachineConfig {
         if let Some(f) = file_val {
             merge(&mut v, f);
         }
+        let mut seen: Vec<(&str, &str)> = Vec::with_capacity(overrides.len());
         for o in overrides {
             let (key, val) = o
                 .split_once('=')
                 .ok_or_else(|| Error::config(format!("override '{o}' is not key=value")))?;
-            set_path(&mut v, key.trim(), parse_scalar(val.trim()))?;
+            let (key, val) = (key.trim(), val.trim());
+            // `--set k=1 --set k=2`: refuse rather than let the last one win
+            // silently (one of the two is a mistake).
+            if let Some((_, first)) = seen.iter().find(|(k, _)| *k == key) {
+                return Err(Error::config(format!("override {key} given twice ({key}={first} and {key}={val})")));
+            }
+            seen.push((key, val));
+            set_path(&mut v, key, parse_scalar(val))?;
         }
         let cfg: MachineConfig =
             serde_json::from_value(v).map_err(|e| Error::config(format!("invalid machine configuration: {e}")))?;
@@ -292,12 +300,14 @@ impl MachineConfig {
             ("walk_ref_cycles", c.walk_ref_cycles),
             ("pwc_hit_cycles", c.pwc_hit_cycles),
         ] {
-            if !v.is_finite() || v < 0.0 {
-                return Err(Error::config(format!("cost.{k} must be a non-negative number")));
+            // Bounded so virtual time (cycles / clock) stays finite and
+            // meaningful: no memory reference costs a million cycles.
+            if !v.is_finite() || !(0.0..=MAX_CYCLES).contains(&v) {
+                return Err(Error::config(format!("cost.{k}={v}: must be between 0 and {MAX_CYCLES} cycles")));
             }
         }
-        if !(c.cpu_ghz.is_finite() && c.cpu_ghz > 0.0) {
-            return Err(Error::config("cost.cpu_ghz must be positive"));
+        if !(c.cpu_ghz.is_finite() && (MIN_GHZ..=MAX_GHZ).contains(&c.cpu_ghz)) {
+            return Err(Error::config(format!("cost.cpu_ghz={}: must be between {MIN_GHZ} and {MAX_GHZ}", c.cpu_ghz)));
         }
         Ok(())
     }
@@ -307,9 +317,21 @@ impl MachineConfig {
     }
 }
 
+/// Largest cost of one event (an access, a hit, a walk reference), in cycles.
+const MAX_CYCLES: f64 = 1e6;
+/// Clock range of the cycle time base.
+const MIN_GHZ: f64 = 0.001;
+const MAX_GHZ: f64 = 1000.0;
+/// Most entries of one TLB or page-walk cache (a per-cpu array of this size is
+/// allocated for every simulated cpu and every policy of a run).
+pub const MAX_CACHE_ENTRIES: usize = 1 << 20;
+
 fn check_cache(what: &str, c: &CacheConfig) -> Result<()> {
-    if c.entries == 0 || c.entries > 1 << 20 {
-        return Err(Error::config(format!("{what}: entries must be between 1 and 1048576")));
+    if c.entries == 0 || c.entries > MAX_CACHE_ENTRIES {
+        return Err(Error::config(format!("{what}: entries={}: must be between 1 and {MAX_CACHE_ENTRIES}", c.entries)));
+    }
+    if c.ways > c.entries {
+        return Err(Error::config(format!("{what}: ways={}: more ways than the {} entries", c.ways, c.entries)));
     }
     if c.ways != 0 && c.entries % c.ways != 0 {
         return Err(Error::config(format!("{what}: {} entries are not a multiple of {} ways", c.entries, c.ways)));

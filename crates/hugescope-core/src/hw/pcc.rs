@@ -50,6 +50,11 @@ impl Replacement {
     }
 }
 
+/// Most entries of one PCC table. The paper's PCC has 128 (the sensitivity
+/// study goes to 1024); one table exists per simulated cpu (up to
+/// `trace::MAX_CPUS`), so this caps the tables at 20 bytes x 16384 x 256 = 80 MiB.
+pub const MAX_PCC_ENTRIES: usize = 1 << 14;
+
 /// Geometry of one core's PCCs.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct PccConfig {
@@ -87,11 +92,10 @@ impl PccConfig {
                 return Err(format!("PCC {name}={b}: must be between 1 and 32"));
             }
         }
-        if self.entries == 0 {
-            return Err("PCC entries must be at least 1".into());
-        }
-        if self.enable_1g && self.entries_1g == 0 {
-            return Err("PCC entries_1g must be at least 1 when the 1GB PCC is enabled".into());
+        for (name, n) in [("entries", self.entries), ("entries_1g", self.entries_1g)] {
+            if !(1..=MAX_PCC_ENTRIES).contains(&n) {
+                return Err(format!("PCC {name}={n}: must be between 1 and {MAX_PCC_ENTRIES}"));
+            }
         }
         Ok(())
     }

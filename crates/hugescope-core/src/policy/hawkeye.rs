@@ -55,9 +55,14 @@
 use super::{pmd_size, Params, Policy};
 use crate::os::kernel::Refusal;
 use crate::os::{AllocMode, Kernel};
-use crate::{Error, Result};
+use crate::Result;
 use serde::Serialize;
 use std::collections::HashMap;
+
+/// Most coverage buckets: one per possible coverage value of a 2MB region of
+/// 4KB pages (0..=512) is the finest that means anything; 1024 leaves room for
+/// larger regions. Each round records a counter per bucket.
+pub const MAX_BUCKETS: u32 = 1024;
 
 const WINDOW_START: u32 = 0x4845_0001;
 const WINDOW_END: u32 = 0x4845_0002;
@@ -126,29 +131,28 @@ pub struct HawkEye {
 }
 
 pub fn new(p: &mut Params) -> Result<Box<dyn Policy>> {
-    let scan_pages = p.u64("scan_pages", 4096)?;
+    use super::params::{MAX_COMPACT_PAGES, MAX_PERIOD_ACCESSES, MAX_PERIOD_S, MAX_PROMOTIONS_PER_ROUND, MIN_PERIOD_ACCESSES, MIN_PERIOD_S};
+    // Only counts of pages (no allocation); 2^40 pages is more than any memory.
+    let scan_pages = p.u64_in("scan_pages", 4096, 0, 1 << 40)?;
     let per_round_default = if scan_pages > 0 { (scan_pages / 512).max(1) } else { 8 };
+    let num_buckets = p.u64_in("num_buckets", 10, 1, MAX_BUCKETS as u64)? as u32;
     let src = p.choice("coverage_source", "all_accesses", &["all_accesses", "abit", "abit_sample"])?;
     let s = Settings {
-        window_s: p.f64("window_s", 1.0)?,
-        window_accesses: p.u64("window_accesses", 0)?,
-        sleep_windows: p.u64("sleep_windows", 30)?,
-        ema_alpha_history: p.f64("ema_alpha_history", 0.9)?,
-        bucket_width: p.u64("bucket_width", 50)?.clamp(1, u32::MAX as u64) as u32,
-        num_buckets: p.u64("num_buckets", 10)?.clamp(1, 1 << 16) as u32,
-        promotions_per_round: p.u64("promotions_per_round", per_round_default)?,
-        min_bucket: p.u64("min_bucket", 0)?.min(u32::MAX as u64) as u32,
+        window_s: p.f64_in("window_s", 1.0, MIN_PERIOD_S, MAX_PERIOD_S)?,
+        window_accesses: p.u64_off_or_in("window_accesses", 0, MIN_PERIOD_ACCESSES, MAX_PERIOD_ACCESSES)?,
+        sleep_windows: p.u64_in("sleep_windows", 30, 0, 1 << 20)?,
+        ema_alpha_history: p.f64_in("ema_alpha_history", 0.9, 0.0, 1.0)?,
+        // Coverage is 0..=512 base pages per region, so a bucket wider than
+        // that is one bucket; every round records one counter per bucket.
+        bucket_width: p.u64_in("bucket_width", 50, 1, 1 << 20)? as u32,
+        num_buckets,
+        promotions_per_round: p.u64_in("promotions_per_round", per_round_default, 0, MAX_PROMOTIONS_PER_ROUND)?,
+        min_bucket: p.u64_in("min_bucket", 0, 0, num_buckets as u64 - 1)? as u32,
         coverage_source: if src == "all_accesses" { CoverageSource::AllAccesses } else { CoverageSource::Abit },
-        compact_pages: p.u64("compact_pages", 1 << 14)?,
-        scan_us_per_page: p.f64("scan_us_per_page", 0.005)?.max(0.0),
+        compact_pages: p.u64_in("compact_pages", 1 << 14, 0, MAX_COMPACT_PAGES)?,
+        scan_us_per_page: p.f64_in("scan_us_per_page", 0.005, 0.0, 1e6)?,
         scan_pages,
     };
-    if s.window_accesses == 0 && s.window_s <= 0.0 {
-        return Err(Error::input(format!("policy hawkeye: window_s={} must be positive", s.window_s)));
-    }
-    if !(0.0..=1.0).contains(&s.ema_alpha_history) {
-        return Err(Error::input("policy hawkeye: ema_alpha_history must be between 0 and 1"));
-    }
     Ok(Box::new(HawkEye {
         s,
         regions: Vec::new(),

@@ -24,14 +24,19 @@ const KHUGEPAGED: u32 = 1;
 pub fn new(p: &mut Params) -> Result<Box<dyn Policy>> {
     let enabled = p.choice("enabled", "always", &["always", "madvise", "never"])?;
     let defrag = p.choice("defrag", "madvise", &["always", "defer", "defer+madvise", "madvise", "never"])?;
-    let compact_pages = p.u64("compact_pages", 1 << 14)?;
-    let light_compact_pages = p.u64("light_compact_pages", 512)?;
+    use super::params::{MAX_COMPACT_PAGES, MAX_PERIOD_S, MIN_PERIOD_S};
+    let compact_pages = p.u64_in("compact_pages", 1 << 14, 0, MAX_COMPACT_PAGES)?;
+    let light_compact_pages = p.u64_in("light_compact_pages", 512, 0, MAX_COMPACT_PAGES)?;
     let d = KhugepagedConfig::default();
+    // The sleeps have the common period floor: with scan_sleep_ms=0 the daemon
+    // re-fired at the same virtual instant forever.
+    let (min_ms, max_ms) = (MIN_PERIOD_S * 1e3, MAX_PERIOD_S * 1e3);
     let kcfg = KhugepagedConfig {
-        pages_to_scan: p.u64("pages_to_scan", d.pages_to_scan)?.max(1),
-        scan_sleep_s: p.f64("scan_sleep_ms", d.scan_sleep_s * 1e3)?.max(0.0) / 1e3,
-        alloc_sleep_s: p.f64("alloc_sleep_ms", d.alloc_sleep_s * 1e3)?.max(0.0) / 1e3,
-        max_ptes_none: p.u64("max_ptes_none", d.max_ptes_none as u64)?.min(511) as u32,
+        pages_to_scan: p.u64_in("pages_to_scan", d.pages_to_scan, 1, 1 << 40)?,
+        scan_sleep_s: p.f64_in("scan_sleep_ms", d.scan_sleep_s * 1e3, min_ms, max_ms)? / 1e3,
+        alloc_sleep_s: p.f64_in("alloc_sleep_ms", d.alloc_sleep_s * 1e3, min_ms, max_ms)? / 1e3,
+        // HPAGE_PMD_NR - 1, as the kernel's sysfs store accepts.
+        max_ptes_none: p.u64_in("max_ptes_none", d.max_ptes_none as u64, 0, 511)? as u32,
         require_referenced: p.bool("require_referenced", d.require_referenced)?,
         defrag: p.bool("khugepaged_defrag", d.defrag)?,
         compact_pages,

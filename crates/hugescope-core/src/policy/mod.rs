@@ -120,7 +120,7 @@ pub fn make(name: &str, params: &[(String, String)]) -> Result<Box<dyn Policy>> 
             REGISTRY.iter().map(|(n, _, _)| *n).collect::<Vec<_>>().join(", ")
         ))
     })?;
-    let mut p = Params::new(name, params);
+    let mut p = Params::new(name, params)?;
     let policy = ctor(&mut p)?;
     p.finish()?;
     Ok(policy)

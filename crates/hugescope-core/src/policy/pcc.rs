@@ -136,28 +136,36 @@ pub struct PccPolicy {
 }
 
 fn parse_pids(s: &str) -> Result<Vec<u16>> {
-    s.split(['+', ';', ' ', '|', '/'])
-        .filter(|x| !x.is_empty())
-        .map(|x| {
-            x.trim()
-                .parse::<u16>()
-                .map_err(|_| Error::input(format!("policy pcc: promotion_bias_process: '{x}' is not a pid (separate pids with '+')")))
-        })
-        .collect()
+    let max = crate::trace::MAX_PIDS - 1;
+    let mut pids: Vec<u16> = Vec::new();
+    for x in s.split(['+', ';', ' ', '|', '/']).filter(|x| !x.is_empty()) {
+        // A trace holds pids 0..MAX_PIDS; a larger one can never match and is a typo.
+        let pid = x.trim().parse::<u16>().ok().filter(|&p| p as u32 <= max).ok_or_else(|| {
+            Error::input(format!(
+                "policy pcc: promotion_bias_process={s}: '{x}' is not a pid 0..={max} (separate pids with '+')"
+            ))
+        })?;
+        if !pids.contains(&pid) {
+            pids.push(pid);
+        }
+    }
+    Ok(pids)
 }
 
 pub fn new(p: &mut Params) -> Result<Box<dyn Policy>> {
     let d = PccConfig::default();
-    let entries = p.u64("entries", d.entries as u64)? as usize;
+    use crate::hw::pcc::MAX_PCC_ENTRIES;
+    use super::params::{MAX_COMPACT_PAGES, MAX_PERIOD_ACCESSES, MAX_PERIOD_S, MAX_PROMOTIONS_PER_ROUND, MIN_PERIOD_ACCESSES, MIN_PERIOD_S};
+    let entries = p.u64_in("entries", d.entries as u64, 1, MAX_PCC_ENTRIES as u64)? as usize;
     let repl_s = p.choice("replacement", "lfu_lru", &["lfu_lru", "lru"])?;
     let promote_1g = p.bool("promote_1g", false)?;
     let hw = PccConfig {
         entries,
-        counter_bits: p.u64("counter_bits", d.counter_bits as u64)?.min(64) as u32,
+        counter_bits: p.u64_in("counter_bits", d.counter_bits as u64, 1, 32)? as u32,
         replacement: Replacement::parse(&repl_s).unwrap_or(Replacement::LfuLru),
         enable_1g: p.bool("pcc_1g", promote_1g)? || promote_1g,
-        entries_1g: p.u64("entries_1g", d.entries_1g as u64)? as usize,
-        counter_bits_1g: p.u64("counter_bits_1g", if promote_1g { 32 } else { d.counter_bits_1g as u64 })?.min(64) as u32,
+        entries_1g: p.u64_in("entries_1g", d.entries_1g as u64, 1, MAX_PCC_ENTRIES as u64)? as usize,
+        counter_bits_1g: p.u64_in("counter_bits_1g", if promote_1g { 32 } else { d.counter_bits_1g as u64 }, 1, 32)? as u32,
     };
     hw.validate().map_err(|e| Error::input(format!("policy pcc: {e}")))?;
     let pol = p.str("promotion_policy", "1");
@@ -167,21 +175,18 @@ pub fn new(p: &mut Params) -> Result<Box<dyn Policy>> {
         _ => return Err(Error::input(format!("policy pcc: promotion_policy={pol}: expected 1 (highest frequency) or 0 (round robin)"))),
     };
     let s = Settings {
-        interval_s: p.f64("interval_s", 30.0)?,
-        interval_accesses: p.u64("interval_accesses", 0)?,
+        interval_s: p.f64_in("interval_s", 30.0, MIN_PERIOD_S, MAX_PERIOD_S)?,
+        interval_accesses: p.u64_off_or_in("interval_accesses", 0, MIN_PERIOD_ACCESSES, MAX_PERIOD_ACCESSES)?,
         artifact_phase: p.bool("artifact_phase", false)?,
-        regions_to_promote: p.u64("regions_to_promote", entries as u64)?,
+        regions_to_promote: p.u64_in("regions_to_promote", entries as u64, 0, MAX_PROMOTIONS_PER_ROUND)?,
         promotion_policy,
         promotion_bias_process: parse_pids(&p.str("promotion_bias_process", ""))?,
-        min_freq: p.u64("min_freq", 1)?.min(u32::MAX as u64) as u32,
+        min_freq: p.u64_in("min_freq", 1, 0, u32::MAX as u64)? as u32,
         flush_on_read: p.bool("flush_on_read", false)?,
         demotion: p.bool("demotion", false)?,
         promote_1g,
-        compact_pages: p.u64("compact_pages", 1 << 14)?,
+        compact_pages: p.u64_in("compact_pages", 1 << 14, 0, MAX_COMPACT_PAGES)?,
     };
-    if s.interval_accesses == 0 && s.interval_s <= 0.0 {
-        return Err(Error::input(format!("policy pcc: interval_s={} must be positive", s.interval_s)));
-    }
     Ok(Box::new(PccPolicy {
         hw,
         s,

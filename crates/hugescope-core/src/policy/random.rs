@@ -13,7 +13,7 @@
 use super::{pmd_size, Params, Policy};
 use crate::os::kernel::Refusal;
 use crate::os::{AllocMode, Kernel};
-use crate::{Error, Result};
+use crate::Result;
 
 const TICK: u32 = 0x5241_4e44;
 
@@ -27,15 +27,13 @@ pub struct Random {
 }
 
 pub fn new(p: &mut Params) -> Result<Box<dyn Policy>> {
-    let interval_s = p.f64("interval_s", 30.0)?;
-    let first_s = p.f64("first_s", 1.0)?;
-    if interval_s <= 0.0 || first_s < 0.0 {
-        return Err(Error::input("policy random: interval_s must be positive and first_s non-negative"));
-    }
+    use super::params::{MAX_PERIOD_S, MAX_PROMOTIONS_PER_ROUND, MIN_PERIOD_S};
+    let interval_s = p.f64_in("interval_s", 30.0, MIN_PERIOD_S, MAX_PERIOD_S)?;
+    let first_s = p.f64_in("first_s", 1.0, 0.0, MAX_PERIOD_S)?;
     Ok(Box::new(Random {
         interval_s,
         first_s,
-        per_interval: p.u64("regions_to_promote", 128)?,
+        per_interval: p.u64_in("regions_to_promote", 128, 0, MAX_PROMOTIONS_PER_ROUND)?,
         state: p.u64("seed", 1)?,
         promoted: 0,
         failed: 0,
