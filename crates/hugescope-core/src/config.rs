@@ -3,7 +3,7 @@
 //! the papers. Every number is a knob: a preset is the starting point, a TOML
 //! file and `key=value` overrides are merged on top (see `docs/config.md`).
 
-use crate::units::{page_label, parse_size};
+use crate::units::{fmt_num, page_label, parse_size};
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -303,11 +303,11 @@ impl MachineConfig {
             // Bounded so virtual time (cycles / clock) stays finite and
             // meaningful: no memory reference costs a million cycles.
             if !v.is_finite() || !(0.0..=MAX_CYCLES).contains(&v) {
-                return Err(Error::config(format!("cost.{k}={v}: must be between 0 and {MAX_CYCLES} cycles")));
+                return Err(Error::config(format!("cost.{k}={}: must be between 0 and {MAX_CYCLES} cycles", fmt_num(v))));
             }
         }
         if !(c.cpu_ghz.is_finite() && (MIN_GHZ..=MAX_GHZ).contains(&c.cpu_ghz)) {
-            return Err(Error::config(format!("cost.cpu_ghz={}: must be between {MIN_GHZ} and {MAX_GHZ}", c.cpu_ghz)));
+            return Err(Error::config(format!("cost.cpu_ghz={}: must be between {MIN_GHZ} and {MAX_GHZ}", fmt_num(c.cpu_ghz))));
         }
         Ok(())
     }

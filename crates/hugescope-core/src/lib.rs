@@ -6,10 +6,12 @@
 //! See `DESIGN.md` of the project for how the pieces fit together.
 
 pub mod bench;
+pub mod bounded;
 pub mod config;
 pub mod cost;
 pub mod error;
 pub mod hw;
+pub mod limits;
 pub mod os;
 pub mod pagemap;
 pub mod plan;

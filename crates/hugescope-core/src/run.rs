@@ -15,7 +15,7 @@ use crate::sim::{Simulator, TraceInfo};
 use crate::stats::TranslationCounters;
 use crate::trace::hst::{self, HstReader};
 use crate::trace::TraceHeader;
-use crate::{Error, Result};
+use crate::{limits, Error, Result};
 use serde::Serialize;
 
 #[derive(Clone, Debug, Serialize)]
@@ -132,6 +132,63 @@ pub struct RunOptions {
     pub with_base: bool,
 }
 
+/// Under an access-rate time base the trace's virtual duration is known before
+/// the run: refuse one beyond `limits::MAX_DURATION_S` (a small trace at a tiny
+/// rate would otherwise fire every daemon millions of times). The cycle time
+/// base has no such estimate; the kernel stops daemons at `DAEMON_STOP_S`.
+fn check_implied_duration(header: &TraceHeader, os: &OsConfig, accesses: u64) -> Result<()> {
+    let rate = match os.time {
+        Some(TimeBase::AccessRate { accesses_per_second }) => accesses_per_second,
+        Some(TimeBase::Cycles { .. }) => return Ok(()),
+        // The kernel's choice when no time base is given: the header's rate.
+        None => match header.accesses_per_second {
+            Some(r) if r > 0.0 => r,
+            _ => return Ok(()),
+        },
+    };
+    let d = accesses as f64 / rate;
+    // Relative slack: --duration D sets rate = accesses / D, and the division
+    // back may round just above D.
+    if d > limits::MAX_DURATION_S * (1.0 + 1e-9) {
+        return Err(Error::input(format!(
+            "{accesses} accesses at {rate} accesses/s span {d:.6e} s of virtual time, more than the maximum {} s; give a --duration or a higher --rate",
+            limits::MAX_DURATION_S
+        )));
+    }
+    Ok(())
+}
+
+/// TLB and page-walk-cache entries of one cpu's MMU.
+pub fn cache_entries(machine: &MachineConfig) -> u64 {
+    machine.l1.values().chain(machine.l2.values()).chain(machine.pwc.values()).map(|c| c.entries as u64).sum()
+}
+
+/// Estimate the model state of a run (one kernel and one MMU set per policy,
+/// plus `base` and a profiling pass) and refuse it before allocating when it
+/// exceeds `limits::memory_limit` (`--memory 1PiB`, a header declaring a
+/// 2^47-byte region, the largest TLBs on 256 cpus).
+fn check_memory(machine: &MachineConfig, header: &TraceHeader, os: &OsConfig, specs: &[PolicySpec], cpus: u64) -> Result<()> {
+    let base_page = machine.page_size_bytes()?[0];
+    let frames = |o: &OsConfig| o.memory_for(o.footprint_bytes.unwrap_or_else(|| header.footprint())) / base_page;
+    let frames_per_kernel = specs.iter().map(|s| frames(s.os.as_ref().unwrap_or(os))).chain([frames(os)]).max().unwrap_or(0);
+    let vma_pages_per_kernel = header.regions.iter().map(|r| r.len / base_page + 1).fold(0u64, u64::saturating_add);
+    let runs = specs.len() as u64 + 1;
+    let f = limits::Footprint {
+        kernels: runs,
+        frames_per_kernel,
+        vma_pages_per_kernel,
+        simulators: runs + 1,
+        cpus,
+        cache_entries_per_cpu: cache_entries(machine),
+    };
+    let what = format!(
+        "{runs} runs of {} of simulated memory, {} of declared regions, {cpus} cpus",
+        limits::gib(frames_per_kernel.saturating_mul(base_page)),
+        limits::gib(vma_pages_per_kernel.saturating_mul(base_page))
+    );
+    limits::check_model_memory(&what, &f)
+}
+
 /// Simulate every policy of `specs` over the trace at `path` in one pass.
 pub fn simulate_policies(path: &str, machine: &MachineConfig, os: &OsConfig, specs: &[PolicySpec], opts: &RunOptions) -> Result<Vec<PolicyResult>> {
     if specs.is_empty() {
@@ -140,17 +197,16 @@ pub fn simulate_policies(path: &str, machine: &MachineConfig, os: &OsConfig, spe
     let (header, summary) = hst::summarize(path, false)?;
     let mut os = os.clone();
     if let Some(r) = opts.accesses_per_second {
-        if !(r.is_finite() && r > 0.0) {
-            return Err(Error::input("accesses per second must be positive"));
-        }
+        limits::check_rate("rate", r)?;
         os.time = Some(TimeBase::AccessRate { accesses_per_second: r });
     }
     if let Some(d) = opts.duration_s {
-        if !(d.is_finite() && d > 0.0) {
-            return Err(Error::input("duration must be a positive number of seconds"));
-        }
+        limits::check_duration("duration", d)?;
         os.time = Some(TimeBase::AccessRate { accesses_per_second: summary.accesses.max(1) as f64 / d });
     }
+    check_implied_duration(&header, &os, summary.accesses)?;
+    let cpus = (header.cpus as usize).max(summary.per_cpu.len()).max(1) as u64;
+    check_memory(machine, &header, &os, specs, cpus)?;
     let mut pols = Vec::with_capacity(specs.len());
     for s in specs {
         pols.push(policy::make(&s.name, &s.params)?);
@@ -246,6 +302,7 @@ fn finish(run: &mut Run, info: &TraceInfo) -> PolicyResult {
     if let Err(e) = k.check_invariants() {
         warnings.push(format!("internal invariant violated, do not trust this result: {e}"));
     }
+    warnings.extend(k.notes().iter().cloned());
     if k.stats.out_of_memory > 0 {
         warnings.push(format!(
             "{} base-page allocations found no free memory: the simulated memory ({} bytes) is too small for this trace",

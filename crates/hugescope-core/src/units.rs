@@ -39,6 +39,9 @@ fn parse_scaled(s: &str, base: u64, what: &str) -> Result<u64> {
         "m" => base.pow(2),
         "g" => base.pow(3),
         "t" => base.pow(4),
+        // Peta: accepted so that `--memory 1PiB` is a size the memory
+        // estimate refuses by name, not a parse error.
+        "p" => base.pow(5),
         _ => return Err(bad()),
     };
     // A bare "b" suffix in a count means billions (e.g. "1B accesses").
@@ -59,6 +62,17 @@ fn parse_scaled(s: &str, base: u64, what: &str) -> Result<u64> {
 }
 
 /// Human-readable binary size: 4096 -> "4KiB", 2097152 -> "2MiB".
+/// A number for an error message: plain when short, scientific when its plain
+/// form would be long (`1e300`, not three hundred digits).
+pub fn fmt_num(x: f64) -> String {
+    let s = x.to_string();
+    if s.len() > 16 {
+        format!("{x:e}")
+    } else {
+        s
+    }
+}
+
 pub fn fmt_size(bytes: u64) -> String {
     const UNITS: [(&str, u64); 4] = [("TiB", 1 << 40), ("GiB", GIB), ("MiB", MIB), ("KiB", KIB)];
     for (name, unit) in UNITS {

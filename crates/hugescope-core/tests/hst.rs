@@ -12,6 +12,9 @@ use hugescope_core::trace::hst::{
     MAX_CHUNK_RECORDS,
 };
 use hugescope_core::trace::{Access, AccessSink, TraceHeader, ADDR_MASK};
+
+mod common;
+use common::hstfile::{accesses, u32_at};
 use hugescope_core::Error;
 use proptest::prelude::*;
 
@@ -34,24 +37,6 @@ fn write_trace(path: &Path, acc: &[Access], chunk: usize) -> TraceSummary {
     w.finish().unwrap()
 }
 
-/// Deterministic pseudo-random accesses (xorshift), covering all fields.
-fn accesses(n: usize, seed: u64) -> Vec<Access> {
-    let mut x = seed | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            Access {
-                addr: x & ADDR_MASK,
-                write: x >> 63 == 1,
-                cpu: ((x >> 48) & 0xff) as u16,
-                pid: ((x >> 56) & 0x7f) as u16,
-            }
-        })
-        .collect()
-}
-
 /// Where the parts of a valid file are, parsed from the documented layout.
 #[derive(Debug)]
 struct Layout {
@@ -59,10 +44,6 @@ struct Layout {
     /// (frame offset, records, payload length)
     chunks: Vec<(u64, u32, u32)>,
     footer: u64,
-}
-
-fn u32_at(b: &[u8], at: u64) -> u32 {
-    u32::from_le_bytes(b[at as usize..at as usize + 4].try_into().unwrap())
 }
 
 fn layout(bytes: &[u8]) -> Layout {

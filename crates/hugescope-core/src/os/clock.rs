@@ -123,6 +123,14 @@ impl Clock {
         Some(t)
     }
 
+    /// Drop every pending timer (daemons stopped for good).
+    pub fn clear_timers(&mut self) {
+        self.timers.clear();
+        self.access_timers.clear();
+        self.next_due_accesses = u64::MAX;
+        self.recompute();
+    }
+
     fn recompute(&mut self) {
         let next = self.timers.iter().map(|t| t.0).fold(f64::INFINITY, f64::min);
         self.next_due_units = (next - self.os_sync_seconds) * self.units_per_second;

@@ -12,7 +12,9 @@ use super::clock::{Clock, TimeBase};
 use super::costs::OsCosts;
 use super::metrics::{OsStats, ProcessStats, Sample};
 use super::phys::{FragReport, Migration, Mobility, PhysMem, FRAG_OWNER};
+use crate::bounded::BoundedLog;
 use crate::config::CostConfig;
+use crate::limits::DAEMON_STOP_S;
 use crate::hw::pcc::{Pcc, PccConfig};
 use crate::hw::pwc::WalkCost;
 use crate::hw::{Geometry, Outcome};
@@ -76,6 +78,23 @@ impl Default for OsConfig {
     }
 }
 
+impl OsConfig {
+    /// Simulated physical memory for a footprint: `memory_bytes`, or the
+    /// default described in `Kernel::new`. Shared with the memory estimate
+    /// made before any run allocates (`run::check_memory`).
+    pub fn memory_for(&self, footprint: u64) -> u64 {
+        match self.memory_bytes {
+            Some(m) => m,
+            None => {
+                // Saturating: a footprint near 2^64 is refused by the estimate,
+                // not by an overflow.
+                let m = footprint.saturating_add(footprint.saturating_mul(3) / 10).saturating_add(8 << 20).div_ceil(2 << 20).max(32).saturating_mul(2 << 20);
+                if matches!(self.fragmentation, Some(Fragmentation::Ingens { .. })) { m.saturating_mul(2) } else { m }
+            }
+        }
+    }
+}
+
 /// What a walk found, for the policy's and the PCC's view of the hardware.
 #[derive(Clone, Copy, Debug, Default)]
 struct LastWalk {
@@ -101,10 +120,14 @@ pub struct Kernel {
     in_daemon: bool,
     /// Populating setup data before the traced phase: setup cost.
     in_setup: bool,
-    timeline: Vec<Sample>,
+    timeline: BoundedLog<Sample>,
     next_sample: u64,
     sample_every: u64,
-    plan: Vec<PlanEntry>,
+    plan: BoundedLog<PlanEntry>,
+    /// Warnings for the result (bounded logs that dropped entries, daemons
+    /// stopped at `limits::DAEMON_STOP_S`).
+    notes: Vec<String>,
+    daemons_stopped: bool,
     last_marker: Option<String>,
     frag_report: Option<FragReport>,
     huge_total: u64,
@@ -122,6 +145,11 @@ pub struct Kernel {
 }
 
 const OWNER_PID_SHIFT: u32 = 48;
+/// Most timeline samples kept (half from the start, half from the end): the
+/// default period of 2^20 accesses reaches it only past 10^11 accesses.
+const MAX_TIMELINE_SAMPLES: usize = 100_000;
+/// Most executed-plan entries kept (about 64 MiB).
+const MAX_PLAN_ENTRIES: usize = 1 << 20;
 
 impl Kernel {
     pub fn new(geo: Geometry, cost: CostConfig, header: &TraceHeader, cfg: &OsConfig, policy: Box<dyn Policy>) -> Result<Kernel> {
@@ -135,13 +163,7 @@ impl Kernel {
         // With Ingens' method the fragmenting program keeps half of the free
         // memory it grabbed (phys::fragment, free_share 0.5): double the
         // default so the workload still fits beside it.
-        let memory = match cfg.memory_bytes {
-            Some(m) => m,
-            None => {
-                let m = (footprint + footprint * 3 / 10 + (8 << 20)).div_ceil(2 << 20).max(32) * (2 << 20);
-                if matches!(cfg.fragmentation, Some(Fragmentation::Ingens { .. })) { 2 * m } else { m }
-            }
-        };
+        let memory = cfg.memory_for(footprint);
         let base_page = geo.sizes[0];
         let top_order = geo.shifts[geo.num_sizes() - 1] - geo.shifts[0];
         let mem_order = (63 - (memory / base_page).max(1).leading_zeros()).min(top_order.max(9));
@@ -187,6 +209,12 @@ impl Kernel {
             }
             spaces[p].add_region(r, &shape);
         }
+        if cfg.sample_every == 0 {
+            return Err(Error::input("sample_every=0: the timeline sample period must be at least 1 access"));
+        }
+        // Each sample holds two counters per process: keep about 4M numbers
+        // (32 MiB) at most, and never fewer than 64 samples.
+        let timeline_cap = ((1usize << 22) / (4 + 2 * spaces.len())).clamp(64, MAX_TIMELINE_SAMPLES);
         let policy_wants_walks = policy.wants_walks();
         let mut k = Kernel {
             geo,
@@ -205,10 +233,15 @@ impl Kernel {
             policy_wants_walks,
             in_daemon: false,
             in_setup: false,
-            timeline: Vec::new(),
+            timeline: BoundedLog::new(timeline_cap / 2, timeline_cap / 2),
             next_sample: 0,
-            sample_every: cfg.sample_every.max(1),
-            plan: Vec::new(),
+            sample_every: cfg.sample_every,
+            // A prefix: a plan with a gap in the middle would misstate when
+            // later entries apply. Promotions are bounded by regions unless
+            // memory is freed and re-promoted again and again.
+            plan: BoundedLog::new(MAX_PLAN_ENTRIES, 0),
+            notes: Vec::new(),
+            daemons_stopped: false,
             last_marker: None,
             frag_report,
             huge_total: 0,
@@ -269,10 +302,19 @@ impl Kernel {
         self.geo.size_index_of(self.region_bytes())
     }
     pub fn executed_plan(&self) -> &[PlanEntry] {
-        &self.plan
+        self.plan.head()
     }
-    pub fn timeline(&self) -> &[Sample] {
+    pub fn timeline(&self) -> &BoundedLog<Sample> {
         &self.timeline
+    }
+    /// Warnings for the result file.
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+    /// Add a warning to the result (policies: a bounded record log that
+    /// dropped entries).
+    pub fn note(&mut self, msg: impl Into<String>) {
+        self.notes.push(msg.into())
     }
     pub fn fragmentation_report(&self) -> Option<&FragReport> {
         self.frag_report.as_ref()
@@ -920,6 +962,19 @@ impl Kernel {
     }
 
     fn run_timers(&mut self) {
+        // The safety net behind the duration limits (see `limits`): past it no
+        // daemon runs, so their firings and records stay bounded.
+        if self.clock.now() > DAEMON_STOP_S {
+            self.clock.clear_timers();
+            if !self.daemons_stopped {
+                self.daemons_stopped = true;
+                self.note(format!(
+                    "virtual time passed {DAEMON_STOP_S} s at access {}: policy daemons were stopped there",
+                    self.clock.accesses
+                ));
+            }
+            return;
+        }
         while let Some((_, id)) = self.clock.pop_due() {
             self.in_daemon = true;
             self.with_policy(|p, k| p.on_timer(k, id));
@@ -932,6 +987,8 @@ impl Kernel {
     pub fn finish(&mut self) -> Vec<ProcessStats> {
         self.with_policy(|p, k| p.finish(k));
         self.sample();
+        let dropped = [self.timeline.warning("timeline"), self.plan.warning("executed plan")];
+        self.notes.extend(dropped.into_iter().flatten());
         let bs = self.shape.base_shift;
         self.stats.faults_huge = (1..self.geo.num_sizes()).map(|s| (page_label(self.geo.sizes[s]), self.faults_huge[s])).collect();
         self.spaces

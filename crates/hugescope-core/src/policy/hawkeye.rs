@@ -53,6 +53,7 @@
 //! used elsewhere) per base page of every VMA, as async daemon time.
 
 use super::{pmd_size, Params, Policy};
+use crate::bounded::BoundedLog;
 use crate::os::kernel::Refusal;
 use crate::os::{AllocMode, Kernel};
 use crate::Result;
@@ -125,7 +126,9 @@ pub struct HawkEye {
     window_start_accesses: u64,
     /// Scan cursor: index into the address-ordered list of regions.
     cursor: usize,
-    rounds: Vec<RoundRecord>,
+    /// One record per round, bounded by counters kept (each holds one per
+    /// bucket); `promoted`/`failed` count every round.
+    rounds: BoundedLog<RoundRecord>,
     promoted: u64,
     failed: u64,
 }
@@ -160,7 +163,12 @@ pub fn new(p: &mut Params) -> Result<Box<dyn Policy>> {
         seq: 0,
         window_start_accesses: 0,
         cursor: 0,
-        rounds: Vec::new(),
+        rounds: {
+            // About 2^21 bucket counters (16 MiB) at most, 10000 rounds from
+            // each end with the default 10 buckets: 86 hours at 31 s a round.
+            let keep = ((1usize << 21) / num_buckets as usize / 2).clamp(32, 10_000);
+            BoundedLog::new(keep, keep)
+        },
         promoted: 0,
         failed: 0,
     }))
@@ -313,8 +321,8 @@ impl HawkEye {
     }
 
     /// Per-round records (tests and reports).
-    pub fn rounds(&self) -> &[RoundRecord] {
-        &self.rounds
+    pub fn rounds(&self) -> Vec<RoundRecord> {
+        self.rounds.to_vec()
     }
 }
 
@@ -323,12 +331,22 @@ impl Policy for HawkEye {
         "hawkeye"
     }
     fn describe(&self) -> serde_json::Value {
-        serde_json::json!({
+        let mut v = serde_json::json!({
             "settings": self.s,
             "promoted": self.promoted,
             "failed": self.failed,
             "rounds": self.rounds,
-        })
+        });
+        // Only when the cap engaged, so ordinary results keep their bytes.
+        if self.rounds.dropped() > 0 {
+            v["rounds_dropped"] = self.rounds.dropped().into();
+        }
+        v
+    }
+    fn finish(&mut self, k: &mut Kernel) {
+        if let Some(w) = self.rounds.warning("hawkeye rounds") {
+            k.note(w);
+        }
     }
     fn init(&mut self, k: &mut Kernel) {
         self.begin_window(k);

@@ -105,7 +105,7 @@ impl Params {
         if x >= min && x <= max {
             Ok(x)
         } else {
-            Err(self.bad(key, &x.to_string(), &format!("out of range {min}..={max}")))
+            Err(self.bad(key, &crate::units::fmt_num(x), &format!("out of range {min}..={max}")))
         }
     }
 

@@ -52,6 +52,7 @@
 //! only), like a synchronous collapse (MADV_COLLAPSE) would.
 
 use super::{pmd_size, Params, Policy};
+use crate::bounded::BoundedLog;
 use crate::hw::pcc::{PccConfig, PccEntry, PccStats, Replacement};
 use crate::os::kernel::Refusal;
 use crate::os::{AllocMode, Kernel};
@@ -60,6 +61,10 @@ use serde::Serialize;
 use std::collections::{HashMap, HashSet};
 
 const READ: u32 = 0x5043_4301;
+/// Per-read records kept from the start and from the end of a run: 10000
+/// reads at the default 30 s interval are 83 hours of virtual time, far more
+/// than an ordinary run; beyond, the middle is dropped and counted.
+const INTERVALS_KEPT: usize = 10_000;
 
 /// What one read did.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -123,7 +128,9 @@ pub struct PccPolicy {
     hw: PccConfig,
     s: Settings,
     reads: u64,
-    records: Vec<IntervalRecord>,
+    /// One record per read; bounded (see `INTERVALS_KEPT`), with `totals`
+    /// counting every read.
+    records: BoundedLog<IntervalRecord>,
     totals: PccTotals,
     /// Huge pages this policy made (for demotion), in promotion order.
     promoted: Vec<Promoted>,
@@ -191,7 +198,7 @@ pub fn new(p: &mut Params) -> Result<Box<dyn Policy>> {
         hw,
         s,
         reads: 0,
-        records: Vec::new(),
+        records: BoundedLog::new(INTERVALS_KEPT, INTERVALS_KEPT),
         totals: PccTotals::default(),
         promoted: Vec::new(),
         prev_clock: Vec::new(),
@@ -473,7 +480,7 @@ impl Policy for PccPolicy {
         "pcc"
     }
     fn describe(&self) -> serde_json::Value {
-        serde_json::json!({
+        let mut v = serde_json::json!({
             "hardware": self.hw,
             "settings": self.s,
             "totals": self.totals,
@@ -481,7 +488,12 @@ impl Policy for PccPolicy {
             "pcc_2m_stats": self.hw_stats,
             "pcc_1g_stats": self.hw_stats_1g,
             "error": self.enable_error,
-        })
+        });
+        // Only when the cap engaged, so ordinary results keep their bytes.
+        if self.records.dropped() > 0 {
+            v["intervals_dropped"] = self.records.dropped().into();
+        }
+        v
     }
     fn init(&mut self, k: &mut Kernel) {
         if let Err(e) = k.enable_pcc(self.hw.clone()) {
@@ -517,12 +529,15 @@ impl Policy for PccPolicy {
         }
         self.hw_stats = Some(s2);
         self.hw_stats_1g = self.hw.enable_1g.then_some(s1);
+        if let Some(w) = self.records.warning("pcc intervals") {
+            k.note(w);
+        }
     }
 }
 
 impl PccPolicy {
     /// Per-interval records (tests and reports).
-    pub fn records(&self) -> &[IntervalRecord] {
-        &self.records
+    pub fn records(&self) -> Vec<IntervalRecord> {
+        self.records.to_vec()
     }
 }

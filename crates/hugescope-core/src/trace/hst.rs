@@ -617,6 +617,11 @@ impl HstReader {
         }
         let header: TraceHeader = serde_json::from_slice(&json)
             .map_err(|e| Error::format(&path, PREAMBLE_LEN, format!("invalid header JSON: {e}")))?;
+        // A valid checksum says the header is what the writer wrote, not that
+        // it is sane: its counts size per-cpu and per-process state later.
+        header
+            .check()
+            .map_err(|m| Error::format(&path, PREAMBLE_LEN, format!("invalid header field {m}")))?;
         let data_start = PREAMBLE_LEN + header_len;
 
         let decompressor = zstd::bulk::Decompressor::new().map_err(|e| Error::io(&path, e))?;

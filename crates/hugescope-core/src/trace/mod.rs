@@ -156,6 +156,58 @@ impl TraceHeader {
         self.regions.iter().map(|r| r.len).sum()
     }
 
+    /// Check every field that sizes something downstream (per-cpu MMUs,
+    /// address spaces, VMAs) against the record layout and `crate::limits`.
+    /// Returns the offending field and why, for the reader to place in the file.
+    pub fn check(&self) -> Result<(), String> {
+        use crate::limits::{MAX_HEADER_PARAMS, MAX_NAME_BYTES, MAX_RATE, MAX_REGIONS, MIN_RATE};
+        // 0 is read as 1 (old writers); above the layout's maxima no record
+        // could name the cpu or process, and per-cpu arrays would be sized by it.
+        if self.cpus > MAX_CPUS {
+            return Err(format!("cpus={}: exceeds the maximum {MAX_CPUS}", self.cpus));
+        }
+        if self.processes > MAX_PIDS {
+            return Err(format!("processes={}: exceeds the maximum {MAX_PIDS}", self.processes));
+        }
+        if self.process_names.len() > MAX_PIDS as usize {
+            return Err(format!("process_names: {} names exceed the maximum {MAX_PIDS}", self.process_names.len()));
+        }
+        if let Some(n) = self.process_names.iter().find(|n| n.len() > MAX_NAME_BYTES) {
+            return Err(format!("process_names: a name of {} bytes exceeds the maximum {MAX_NAME_BYTES}", n.len()));
+        }
+        if self.params.len() > MAX_HEADER_PARAMS {
+            return Err(format!("params: {} entries exceed the maximum {MAX_HEADER_PARAMS}", self.params.len()));
+        }
+        if self.regions.len() > MAX_REGIONS {
+            return Err(format!("regions: {} regions exceed the maximum {MAX_REGIONS}", self.regions.len()));
+        }
+        for (i, r) in self.regions.iter().enumerate() {
+            if r.pid as u32 >= MAX_PIDS {
+                return Err(format!("regions[{i}].pid={}: exceeds the maximum {}", r.pid, MAX_PIDS - 1));
+            }
+            if r.name.len() > MAX_NAME_BYTES {
+                return Err(format!("regions[{i}].name: {} bytes exceed the maximum {MAX_NAME_BYTES}", r.name.len()));
+            }
+            // Records hold 48-bit addresses: a region past 2^48 (or whose end
+            // overflows) can never be accessed and breaks end() arithmetic.
+            match r.base.checked_add(r.len) {
+                Some(end) if end <= 1 << ADDR_BITS => {}
+                _ => {
+                    return Err(format!(
+                        "regions[{i}] ({}): base={:#x} len={:#x} ends beyond the {ADDR_BITS}-bit address space",
+                        r.name, r.base, r.len
+                    ))
+                }
+            }
+        }
+        if let Some(r) = self.accesses_per_second {
+            if !(r.is_finite() && (MIN_RATE..=MAX_RATE).contains(&r)) {
+                return Err(format!("accesses_per_second={}: must be between {MIN_RATE} and {MAX_RATE}", crate::units::fmt_num(r)));
+            }
+        }
+        Ok(())
+    }
+
     /// The region holding an address, if any.
     pub fn region_of(&self, pid: u16, addr: u64) -> Option<&Region> {
         self.regions.iter().find(|r| r.contains(pid, addr))

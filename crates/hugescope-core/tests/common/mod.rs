@@ -57,3 +57,4 @@ impl Rng {
         self.0
     }
 }
+pub mod hstfile;
