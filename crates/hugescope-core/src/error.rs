@@ -28,6 +28,9 @@ pub enum Error {
     /// An argument or input value is invalid (bad size, unknown name, ...).
     #[error("{0}")]
     Input(String),
+    /// The work was stopped on request (`cancel::request`, a signal).
+    #[error("interrupted")]
+    Cancelled,
 }
 
 impl Error {

@@ -7,6 +7,7 @@
 
 pub mod bench;
 pub mod bounded;
+pub mod cancel;
 pub mod config;
 pub mod cost;
 pub mod error;

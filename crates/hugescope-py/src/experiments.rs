@@ -86,7 +86,8 @@ fn run_specs(
     }
     let threads = threads.clamp(1, specs.len());
     let opts = RunOptions { duration_s: duration, accesses_per_second: rate, with_base: true };
-    let results: hugescope_core::Result<Vec<PolicyResult>> = py.detach(|| {
+    let results: Vec<PolicyResult> = crate::interrupt::cancellable(py, || {
+        let all = || -> hugescope_core::Result<Vec<PolicyResult>> {
         let groups: Vec<Vec<(usize, PolicySpec)>> = (0..threads)
             .map(|g| specs.iter().cloned().enumerate().filter(|(i, _)| i % threads == g).collect())
             .collect();
@@ -111,8 +112,10 @@ fn run_specs(
             }
         }
         Ok(slots.into_iter().map(|r| r.expect("every configuration has a result")).collect())
-    });
-    json(&results.map_err(err)?)
+        };
+        all().map_err(err)
+    })?;
+    json(&results)
 }
 
 /// Page reuse distance at 4KB and 2MB per page, classified as in the PCC
@@ -139,7 +142,7 @@ fn reuse_distance(
         other => return Err(err(format!("unknown reuse-distance average '{other}' (ema, mean)"))),
     };
     let opts = ReuseOptions { threshold, average, small_shift, huge_shift, max_points, seed };
-    let report = py.detach(|| reuse::analyze_file(&trace, &opts)).map_err(err)?;
+    let report = crate::interrupt::cancellable(py, || reuse::analyze_file(&trace, &opts).map_err(err))?;
     json(&report)
 }
 
@@ -149,7 +152,7 @@ fn reuse_distance(
 fn merge_traces(py: Python<'_>, inputs: Vec<String>, out: String, slice: u64, separate_cpus: bool) -> PyResult<String> {
     let opts = MergeOptions { slice, separate_cpus };
     let refs: Vec<&str> = inputs.iter().map(|s| s.as_str()).collect();
-    let rep = py.detach(|| merge::merge(&refs, &out, &opts)).map_err(err)?;
+    let rep = crate::interrupt::cancellable(py, || merge::merge(&refs, &out, &opts).map_err(err))?;
     json(&rep)
 }
 

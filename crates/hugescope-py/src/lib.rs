@@ -14,7 +14,10 @@ use pyo3::prelude::*;
 use serde::Serialize;
 
 mod experiments;
+mod interrupt;
 mod linux;
+
+use interrupt::cancellable;
 
 pyo3::create_exception!(_core, HugescopeError, pyo3::exceptions::PyException);
 
@@ -101,16 +104,16 @@ fn machine_config(preset: Option<String>, config: Option<String>, overrides: Vec
 /// Simulate a trace under a static page-size map ("4k", "2m", "1g" or a plan file).
 #[pyfunction]
 #[pyo3(signature = (trace, preset=None, config=None, overrides=Vec::new(), pages="4k".to_string()))]
-fn simulate_static(trace: String, preset: Option<String>, config: Option<String>, overrides: Vec<String>, pages: String) -> PyResult<String> {
+fn simulate_static(py: Python<'_>, trace: String, preset: Option<String>, config: Option<String>, overrides: Vec<String>, pages: String) -> PyResult<String> {
     let cfg = machine(preset.as_deref(), config.as_deref(), &overrides)?;
-    json(&hugescope_core::sim::simulate_static(&trace, cfg, &pages).map_err(err)?)
+    json(&cancellable(py, || hugescope_core::sim::simulate_static(&trace, cfg, &pages).map_err(err))?)
 }
 
 /// Header and counts of a trace; `verify` decodes every chunk.
 #[pyfunction]
 #[pyo3(signature = (path, verify=false))]
-fn trace_info(path: String, verify: bool) -> PyResult<String> {
-    let (header, summary) = hst::summarize(&path, verify).map_err(err)?;
+fn trace_info(py: Python<'_>, path: String, verify: bool) -> PyResult<String> {
+    let (header, summary) = cancellable(py, || hst::summarize(&path, verify).map_err(err))?;
     json(&serde_json::json!({ "path": path, "header": header, "summary": summary }))
 }
 
@@ -122,6 +125,7 @@ fn trace_info(path: String, verify: bool) -> PyResult<String> {
     os_costs=Vec::new(), sample_every=None, with_base=true))]
 #[allow(clippy::too_many_arguments)]
 fn simulate_policies(
+    py: Python<'_>,
     trace: String,
     policies: Vec<String>,
     preset: Option<String>,
@@ -147,16 +151,16 @@ fn simulate_policies(
         .collect::<hugescope_core::Result<Vec<_>>>()
         .map_err(err)?;
     let opts = hugescope_core::run::RunOptions { duration_s: duration, accesses_per_second: rate, with_base };
-    json(&hugescope_core::run::simulate_policies(&trace, &cfg, &os, &specs, &opts).map_err(err)?)
+    json(&cancellable(py, || hugescope_core::run::simulate_policies(&trace, &cfg, &os, &specs, &opts).map_err(err))?)
 }
 
 /// Throughput of decoding alone and of decoding plus simulating a trace
 /// (a measurement: best wall time of `repeats` passes).
 #[pyfunction]
 #[pyo3(signature = (trace, preset=None, pages="4k".to_string(), repeats=3))]
-fn bench_file(trace: String, preset: Option<String>, pages: String, repeats: u32) -> PyResult<String> {
+fn bench_file(py: Python<'_>, trace: String, preset: Option<String>, pages: String, repeats: u32) -> PyResult<String> {
     let cfg = machine(preset.as_deref(), None, &[])?;
-    json(&hugescope_core::bench::file_throughput(&trace, cfg, &pages, repeats).map_err(err)?)
+    json(&cancellable(py, || hugescope_core::bench::file_throughput(&trace, cfg, &pages, repeats).map_err(err))?)
 }
 
 /// Names and descriptions of the registered policies.
@@ -188,17 +192,18 @@ fn workload_layout(name: String, params_json: String) -> PyResult<String> {
 }
 
 /// Writes accesses to a trace file, reports progress to Python, honours a cap.
-struct TraceSink<'py> {
+/// Runs on the worker thread of `cancellable`: the callback takes the GIL.
+struct TraceSink {
     writer: HstWriter,
     limit: u64,
     seen: u64,
-    callback: Option<Bound<'py, PyAny>>,
+    callback: Option<Py<PyAny>>,
     failure: Option<PyErr>,
 }
 
 const PROGRESS_EVERY: u64 = 1 << 20;
 
-impl AccessSink for TraceSink<'_> {
+impl AccessSink for TraceSink {
     #[inline]
     fn access(&mut self, a: Access) {
         if self.seen < self.limit && self.failure.is_none() {
@@ -208,10 +213,13 @@ impl AccessSink for TraceSink<'_> {
         if self.seen % PROGRESS_EVERY == 0 {
             if let Some(cb) = &self.callback {
                 if self.failure.is_none() {
-                    if let Err(e) = cb.call1((self.seen.min(self.limit),)) {
-                        // KeyboardInterrupt and friends: stop writing; the
-                        // temporary file is removed when the writer is dropped.
+                    let n = self.seen.min(self.limit);
+                    if let Err(e) = Python::attach(|py| cb.call1(py, (n,)).map(drop)) {
+                        // The callback failed: stop the generator (it polls the
+                        // cancellation request); the temporary file is removed
+                        // when the writer is dropped.
                         self.failure = Some(e);
+                        hugescope_core::cancel::request();
                     }
                 }
             }
@@ -227,16 +235,22 @@ impl AccessSink for TraceSink<'_> {
 /// Generate a workload's trace into `out`. Returns JSON {summary, result, header}.
 #[pyfunction]
 #[pyo3(signature = (name, params_json, out, limit=None, progress=None))]
-fn trace_workload<'py>(name: String, params_json: String, out: String, limit: Option<u64>, progress: Option<Bound<'py, PyAny>>) -> PyResult<String> {
+fn trace_workload(py: Python<'_>, name: String, params_json: String, out: String, limit: Option<u64>, progress: Option<Py<PyAny>>) -> PyResult<String> {
     let p = params(&params_json)?;
     let header = hugescope_workloads::header(&name, &p).map_err(err)?;
     let writer = HstWriter::create(&out, &header).map_err(err)?;
     let mut sink = TraceSink { writer, limit: limit.unwrap_or(u64::MAX), seen: 0, callback: progress, failure: None };
-    let output = hugescope_workloads::trace(&name, &p, &mut sink).map_err(err)?;
-    if let Some(e) = sink.failure {
-        return Err(e);
-    }
-    let summary = sink.writer.finish().map_err(err)?;
+    // The sink (and its temporary file) lives in the worker: on an error or a
+    // cancellation it is dropped there, which deletes the temporary file.
+    let (output, summary) = cancellable(py, move || {
+        let output = hugescope_workloads::trace(&name, &p, &mut sink);
+        if let Some(e) = sink.failure.take() {
+            hugescope_core::cancel::clear();
+            return Err(e);
+        }
+        let output = output.map_err(err)?;
+        Ok((output, sink.writer.finish().map_err(err)?))
+    })?;
     json(&serde_json::json!({ "path": out, "header": header, "summary": summary, "result": output }))
 }
 
@@ -264,6 +278,9 @@ fn native_workload<'py>(name: String, params_json: String, thp: bool, progress: 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("HugescopeError", m.py().get_type::<HugescopeError>())?;
+    // Long calls poll Python signals and stop when a handler raises (see
+    // `interrupt`); other parts of hugescope key on this.
+    m.add("CANCELLABLE", true)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
     m.add_function(wrap_pyfunction!(presets, m)?)?;
     m.add_function(wrap_pyfunction!(machine_config, m)?)?;

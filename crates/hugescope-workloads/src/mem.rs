@@ -275,6 +275,11 @@ impl Mem for Traced<'_> {
     fn touch(&mut self, addr: u64, write: bool) {
         self.accesses += 1;
         self.sink.access(Access { addr, write, cpu: self.cpu, pid: 0 });
+        // Generators cannot return an error from deep inside an algorithm:
+        // a cancelled trace unwinds to `registry::trace` (caught there).
+        if self.accesses & 0xffff == 0 {
+            hugescope_core::cancel::unwind_if_requested();
+        }
     }
     #[inline(always)]
     fn set_cpu(&mut self, cpu: usize) {

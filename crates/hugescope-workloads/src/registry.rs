@@ -353,7 +353,10 @@ pub fn header(name: &str, params: &Params) -> Result<TraceHeader> {
 pub fn trace(name: &str, params: &Params, sink: &mut dyn AccessSink) -> Result<RunOutput> {
     let (prep, _, layout, _) = planned(name, params)?;
     let mut m = Traced::new(sink);
-    let result = prep.run(&layout, &mut m)?;
+    // Cancellation unwinds out of the generator (see `Traced::touch`); the
+    // sink is left as it was (an unfinished trace writer deletes its
+    // temporary file when dropped).
+    let result = hugescope_core::cancel::catch_cancel(|| prep.run(&layout, &mut m))?;
     Ok(RunOutput { result, accesses: m.accesses })
 }
 

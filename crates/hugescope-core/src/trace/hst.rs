@@ -672,6 +672,9 @@ impl HstReader {
         if self.done {
             return Ok(None);
         }
+        // Every pass over a trace comes through here: the cancellation point
+        // of simulate, profile, reuse, merge, verify and bench.
+        crate::cancel::check()?;
         let at = self.pos;
         let remaining = self.file_len - at;
         if remaining == 0 {
