@@ -57,13 +57,24 @@ pub struct Plan {
     pub entries: Vec<PlanEntry>,
 }
 
+/// Largest plan file read (about 500000 entries of pretty-printed JSON).
+pub const MAX_PLAN_BYTES: u64 = 64 << 20;
+
 impl Plan {
     pub fn new(entries: Vec<PlanEntry>) -> Self {
         Plan { version: PLAN_VERSION, entries }
     }
 
     pub fn load(path: &Path) -> Result<Plan> {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        // Read at most one byte past the cap: a plan is a list of ranges, and
+        // a multi-gigabyte "plan" (or /dev/zero) must not be read into memory.
+        let mut text = String::new();
+        let f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+        std::io::Read::read_to_string(&mut std::io::Read::take(f, MAX_PLAN_BYTES + 1), &mut text)
+            .map_err(|e| Error::io(path, e))?;
+        if text.len() as u64 > MAX_PLAN_BYTES {
+            return Err(Error::format(path, MAX_PLAN_BYTES, format!("plan file larger than the {MAX_PLAN_BYTES}-byte limit")));
+        }
         Plan::parse(&text).map_err(|e| match e {
             Error::Input(msg) => Error::format(path, 0, msg),
             other => other,
