@@ -90,7 +90,8 @@ impl Footprint {
 }
 
 /// The model memory limit: `HUGESCOPE_MODEL_MEMORY_LIMIT` if set, else half of
-/// this machine's MemTotal (the rest is left to the OS, Python and results).
+/// this machine's MemTotal (the rest is left to the OS, Python and results),
+/// and at most half of the process's address-space limit if it has one.
 pub fn memory_limit() -> Result<u64> {
     if let Ok(v) = std::env::var(MEMORY_LIMIT_ENV) {
         return crate::units::parse_size(&v).map_err(|_| Error::input(format!("{MEMORY_LIMIT_ENV}={v}: not a size")));
@@ -100,7 +101,18 @@ pub fn memory_limit() -> Result<u64> {
         let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
         Some(kib.saturating_mul(1024))
     });
-    Ok(total.map_or(FALLBACK_MEMORY_LIMIT, |t| t / 2))
+    let limit = total.map_or(FALLBACK_MEMORY_LIMIT, |t| t / 2);
+    // Under an address-space limit (ulimit -v, RLIMIT_AS) an allocation past
+    // it aborts the process: keep the model to half of it as well.
+    Ok(address_space_limit().map_or(limit, |a| limit.min(a / 2)))
+}
+
+/// The soft RLIMIT_AS of this process, from /proc/self/limits (None: unlimited
+/// or unknown).
+fn address_space_limit() -> Option<u64> {
+    let t = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = t.lines().find(|l| l.starts_with("Max address space"))?;
+    line["Max address space".len()..].split_whitespace().next()?.parse().ok()
 }
 
 pub fn gib(b: u64) -> String {

@@ -164,9 +164,11 @@ pub fn new(p: &mut Params) -> Result<Box<dyn Policy>> {
         window_start_accesses: 0,
         cursor: 0,
         rounds: {
-            // About 2^21 bucket counters (16 MiB) at most, 10000 rounds from
-            // each end with the default 10 buckets: 86 hours at 31 s a round.
-            let keep = ((1usize << 21) / num_buckets as usize / 2).clamp(32, 10_000);
+            // About 2^19 bucket counters at most (4 MiB here, and the result
+            // JSON stays small enough for Python to load): 10000 rounds from
+            // each end with the default 10 buckets, 86 hours at 31 s a round;
+            // 256 from each end with 1024 buckets.
+            let keep = ((1usize << 19) / num_buckets as usize / 2).clamp(32, 10_000);
             BoundedLog::new(keep, keep)
         },
         promoted: 0,
