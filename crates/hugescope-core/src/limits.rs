@@ -53,6 +53,11 @@ pub fn check_rate(what: &str, r: f64) -> Result<()> {
 /// Environment variable raising (or lowering) the model memory limit: a size
 /// such as `64GiB`.
 pub const MEMORY_LIMIT_ENV: &str = "HUGESCOPE_MODEL_MEMORY_LIMIT";
+/// Model bytes of `pages` base pages of VMAs.
+pub fn vma_page_bytes(pages: u64) -> u64 {
+    pages.saturating_mul(BYTES_PER_VMA_PAGE)
+}
+
 /// Limit when /proc/meminfo cannot be read.
 const FALLBACK_MEMORY_LIMIT: u64 = 16 << 30;
 

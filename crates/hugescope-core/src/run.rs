@@ -167,7 +167,9 @@ pub fn cache_entries(machine: &MachineConfig) -> u64 {
 /// plus `base` and a profiling pass) and refuse it before allocating when it
 /// exceeds `limits::memory_limit` (`--memory 1PiB`, a header declaring a
 /// 2^47-byte region, the largest TLBs on 256 cpus).
-fn check_memory(machine: &MachineConfig, header: &TraceHeader, os: &OsConfig, specs: &[PolicySpec], cpus: u64) -> Result<()> {
+/// Returns the estimate and the limit, for the check of inferred VMAs during
+/// the run.
+fn check_memory(machine: &MachineConfig, header: &TraceHeader, os: &OsConfig, specs: &[PolicySpec], cpus: u64) -> Result<(u64, u64)> {
     let base_page = machine.page_size_bytes()?[0];
     let frames = |o: &OsConfig| o.memory_for(o.footprint_bytes.unwrap_or_else(|| header.footprint())) / base_page;
     let frames_per_kernel = specs.iter().map(|s| frames(s.os.as_ref().unwrap_or(os))).chain([frames(os)]).max().unwrap_or(0);
@@ -186,7 +188,27 @@ fn check_memory(machine: &MachineConfig, header: &TraceHeader, os: &OsConfig, sp
         limits::gib(frames_per_kernel.saturating_mul(base_page)),
         limits::gib(vma_pages_per_kernel.saturating_mul(base_page))
     );
-    limits::check_model_memory(&what, &f)
+    limits::check_model_memory(&what, &f)?;
+    Ok((f.bytes(), limits::memory_limit()?))
+}
+
+/// Accesses outside every declared region create VMAs as the trace goes (an
+/// imported trace, or one touching random 47-bit addresses): checked after
+/// each chunk so the model stays within its limit whatever the content.
+fn check_inferred(runs: &[Run], model_bytes: u64, limit: u64, at: u64) -> Result<()> {
+    let pages: u64 = runs.iter().map(|r| r.sim.pt.inferred_pages()).sum();
+    let bytes = model_bytes.saturating_add(limits::vma_page_bytes(pages));
+    if bytes > limit {
+        return Err(Error::input(format!(
+            "by access {at} the trace's accesses outside its declared regions need about {} of model memory \
+             ({pages} base pages of inferred mappings over all runs), more than the limit of {}; \
+             declare the regions in the trace header or raise {}",
+            limits::gib(bytes),
+            limits::gib(limit),
+            limits::MEMORY_LIMIT_ENV
+        )));
+    }
+    Ok(())
 }
 
 /// Simulate every policy of `specs` over the trace at `path` in one pass.
@@ -206,7 +228,7 @@ pub fn simulate_policies(path: &str, machine: &MachineConfig, os: &OsConfig, spe
     }
     check_implied_duration(&header, &os, summary.accesses)?;
     let cpus = (header.cpus as usize).max(summary.per_cpu.len()).max(1) as u64;
-    check_memory(machine, &header, &os, specs, cpus)?;
+    let (model_bytes, model_limit) = check_memory(machine, &header, &os, specs, cpus)?;
     let mut pols = Vec::with_capacity(specs.len());
     for s in specs {
         pols.push(policy::make(&s.name, &s.params)?);
@@ -265,6 +287,7 @@ pub fn simulate_policies(path: &str, machine: &MachineConfig, os: &OsConfig, spe
             next_marker += 1;
         }
         n = end;
+        check_inferred(&runs, model_bytes, model_limit, n)?;
     }
     for m in &markers[next_marker..] {
         for run in runs.iter_mut() {

@@ -184,6 +184,10 @@ pub struct AddressSpace {
     pub huge_bytes: [u64; 8],
     /// Peak of `frames_held`.
     pub peak_frames: u64,
+    /// Base pages of VMAs inferred from accesses outside every declared
+    /// region: model memory that grows with the trace's content, checked
+    /// against the limit while the run goes (`Kernel::inferred_pages`).
+    pub inferred_pages: u64,
 }
 
 impl AddressSpace {
@@ -250,10 +254,12 @@ impl AddressSpace {
                 grown.cov = prev.cov.clone();
                 grown.cov.resize(grown.flags.len().div_ceil(64), 0);
             }
+            self.inferred_pages += (grown.flags.len() - self.vmas[i - 1].flags.len()) as u64;
             self.vmas[i - 1] = grown;
             return i - 1;
         }
         let v = Vma::new(format!("anon@{start:#x}"), start, end, false, true, g);
+        self.inferred_pages += v.flags.len() as u64;
         self.vmas.insert(i, v);
         i
     }

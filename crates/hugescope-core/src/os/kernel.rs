@@ -307,6 +307,10 @@ impl Kernel {
     pub fn timeline(&self) -> &BoundedLog<Sample> {
         &self.timeline
     }
+    /// Base pages of inferred VMAs over all address spaces.
+    pub fn inferred_pages(&self) -> u64 {
+        self.spaces.iter().map(|s| s.inferred_pages).sum()
+    }
     /// Warnings for the result file.
     pub fn notes(&self) -> &[String] {
         &self.notes
