@@ -175,3 +175,35 @@ fn long_virtual_runs_keep_bounded_logs_and_say_so() {
     assert!(r[0].policy_params.get("intervals_dropped").is_none() && r[1].policy_params.get("rounds_dropped").is_none());
     assert!(r.iter().all(|x| x.warnings.is_empty()), "{:?}", r[0].warnings);
 }
+
+#[test]
+fn a_plan_over_vast_unmapped_space_counts_its_pages_without_visiting_them() {
+    let d = tempfile::tempdir().unwrap();
+    let p = small_trace(d.path(), 1000);
+    let mb2 = 2u64 << 20;
+    let run_plan = |start: u64, len: u64| {
+        let plan = d.path().join("plan.json");
+        std::fs::write(&plan, format!(r#"[{{"start": {start}, "length": {len}, "page_size": {mb2}, "when": {{"accesses": 500}}}}]"#)).unwrap();
+        let spec = format!("static:plan={}", plan.display());
+        let r = run(&p, &[spec.as_str()], OsConfig::default(), RunOptions { duration_s: Some(10.0), ..Default::default() }).unwrap();
+        (r[0].os_stats.promotions, r[0].os_stats.promotion_failures.ineligible)
+    };
+    // 64 pages of 2MB around the 8MB region: the 4 inside are promoted, the
+    // 60 outside are refused as ineligible, as when each was attempted.
+    assert_eq!(run_plan(BASE - 32 * mb2, 64 * mb2), (4, 60));
+    // 2^25 pages over 2^46 bytes: counted, not visited one by one.
+    assert_eq!(run_plan(BASE - (1 << 45), 1 << 46), (4, (1 << 25) - 4));
+}
+
+#[test]
+fn os_costs_and_ideal_sizes_are_checked() {
+    use hugescope_core::os::costs::OsCosts;
+    let o = |v: &[&str]| OsCosts::default().with_overrides(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+    assert!(o(&["fault_base_us=5"]).is_ok());
+    let e = o(&["fault_base_us=5", "fault_base_us=6"]).unwrap_err().to_string();
+    assert!(e.contains("fault_base_us given twice"), "{e}");
+    let e = o(&["shootdown_us=1e300"]).unwrap_err().to_string();
+    assert!(e.contains("shootdown_us=1e300"), "{e}");
+    let e = hugescope_core::policy::make("ideal", &[("size".into(), "3k".into())]).err().unwrap().to_string();
+    assert!(e.contains("size=3k"), "{e}");
+}

@@ -39,6 +39,9 @@ impl Default for OsCosts {
     }
 }
 
+/// Largest OS cost override, in microseconds (one hour).
+const MAX_COST_US: f64 = 3.6e9;
+
 impl OsCosts {
     /// Every cost zero: the OS model decides but takes no time, to study
     /// placement alone (and to make daemon timing exact in tests).
@@ -57,16 +60,23 @@ impl OsCosts {
     /// Apply `key=value` overrides (microseconds), e.g. `fault_base_us=2.5`.
     pub fn with_overrides(&self, overrides: &[String]) -> crate::Result<OsCosts> {
         let mut v = serde_json::to_value(self).expect("costs serialize");
+        let mut seen: Vec<&str> = Vec::new();
         for o in overrides {
             let (k, val) = o
                 .split_once('=')
                 .ok_or_else(|| crate::Error::config(format!("OS cost override '{o}' is not key=value")))?;
+            if seen.contains(&k.trim()) {
+                return Err(crate::Error::config(format!("OS cost {} given twice", k.trim())));
+            }
+            seen.push(k.trim());
+            // An hour per event bounds virtual time (and so daemon firings)
+            // far above any measured cost (microseconds to milliseconds).
             let x: f64 = val
                 .trim()
                 .parse()
                 .ok()
-                .filter(|x: &f64| x.is_finite() && *x >= 0.0)
-                .ok_or_else(|| crate::Error::config(format!("OS cost {k}: '{val}' is not a non-negative number")))?;
+                .filter(|x: &f64| x.is_finite() && (0.0..=MAX_COST_US).contains(x))
+                .ok_or_else(|| crate::Error::config(format!("OS cost {k}={val}: not a number of microseconds in 0..={MAX_COST_US}")))?;
             let obj = v.as_object_mut().expect("object");
             if !obj.contains_key(k.trim()) {
                 return Err(crate::Error::config(format!(

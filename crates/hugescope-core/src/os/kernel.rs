@@ -697,6 +697,13 @@ impl Kernel {
         r
     }
 
+    /// Count `n` promotion attempts refused as ineligible without making them:
+    /// what `promote` would record for addresses outside every VMA, where it
+    /// has no other effect (a plan range over unmapped space).
+    pub fn count_ineligible_promotions(&mut self, n: u64) {
+        self.stats.promotion_failures.ineligible += n;
+    }
+
     /// Demote (split) the huge leaf covering `addr` into base-page leaves.
     /// All its base pages stay mapped (Linux keeps the folio PTE-mapped).
     pub fn demote(&mut self, pid: u16, addr: u64) -> bool {

@@ -17,7 +17,14 @@ pub fn new(p: &mut Params) -> Result<Box<dyn Policy>> {
     let size_bytes = if s == "pmd" {
         None
     } else {
-        Some(parse_size(&s).map_err(|_| Error::input(format!("policy ideal: size={s} is not a page size")))?)
+        // A size the machine lacks falls back to base pages at run time (the
+        // machine is not known here), but one no machine can have is an error.
+        Some(
+            parse_size(&s)
+                .ok()
+                .filter(|b| b.is_power_of_two() && *b >= 4096)
+                .ok_or_else(|| Error::input(format!("policy ideal: size={s}: expected 'pmd' or a page size (a power of two of at least 4KiB)")))?,
+        )
     };
     Ok(Box::new(Ideal { size_bytes }))
 }
