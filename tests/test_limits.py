@@ -183,3 +183,19 @@ def check_refused(args, needle):
     assert "Traceback" not in stderr + stdout and "panicked" not in stderr + stdout
     assert stderr.count("error:") == 1, stderr
     assert needle in text, stderr
+
+
+def test_python_api_raises_hugescope_error_for_the_same_values(small, tmp_path):
+    # In-process: an allocation abort here would kill the test interpreter.
+    cases = [
+        lambda: hs.compare(small, ["pcc:entries=4000000000"], duration=60),
+        lambda: hs.compare(small, ["linux:scan_sleep_ms=0"], duration=60),
+        lambda: hs.compare(small, ["pcc:entries=8,entries=16"], duration=60),
+        lambda: hs.compare(small, ["pcc"], duration=1e9),
+        lambda: hs.compare(small, ["base"], memory="1PiB", duration=60),
+        lambda: hs.trace_info(str(crafted(small, tmp_path / "c.hst", cpus=1_000_000_000))),
+        lambda: hs.compare(str(crafted(small, tmp_path / "p.hst", processes=4_000_000_000)), ["pcc"]),
+    ]
+    for case in cases:
+        with pytest.raises(hs.HugescopeError):
+            case()
