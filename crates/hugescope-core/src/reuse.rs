@@ -81,11 +81,17 @@ impl ReuseOptions {
                 return Err(Error::input(format!("EMA alpha {alpha} must be in [0, 1)")));
             }
         }
-        if !(self.small_shift >= 6 && self.small_shift < self.huge_shift && self.huge_shift <= 40) {
+        // The analysis keeps a state per small page of every declared huge
+        // region: more than 2^18 small pages per huge one (4KB in 1GB) is no
+        // page-size pair a machine has, and would size that state by it.
+        if !(self.small_shift >= 6 && self.small_shift < self.huge_shift && self.huge_shift <= 40 && self.huge_shift - self.small_shift <= 18) {
             return Err(Error::input(format!(
-                "page shifts {} and {} must satisfy 6 <= small < huge <= 40",
+                "page shifts {} and {} must satisfy 6 <= small < huge <= 40 and huge - small <= 18",
                 self.small_shift, self.huge_shift
             )));
+        }
+        if self.max_points > MAX_POINTS {
+            return Err(Error::input(format!("reuse max_points={}: at most {MAX_POINTS}", self.max_points)));
         }
         Ok(())
     }
@@ -170,6 +176,8 @@ struct Span {
 /// Spans larger than this many huge regions (256 GiB of 2MB regions) are not
 /// allocated densely; their accesses go to the hash maps instead.
 const MAX_SPAN_HUGE: u64 = 1 << 17;
+/// Most sampled points of a reuse report (each becomes a row in Python).
+const MAX_POINTS: usize = 10_000_000;
 
 /// Counts of one class in one region.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -270,6 +278,23 @@ impl ReuseAnalyzer {
             }
         }
         let per_huge = 1usize << (hs - opts.small_shift);
+        // Estimate the per-page state before allocating it (a region of 2^17
+        // huge pages of 1GB in 4KB pages would be terabytes).
+        let pages: u64 = merged
+            .iter()
+            .filter(|&&(_, a, b)| b - a <= MAX_SPAN_HUGE)
+            .map(|&(_, a, b)| (b - a).saturating_mul(1 + per_huge as u64))
+            .fold(0, u64::saturating_add);
+        let bytes = pages.saturating_mul(std::mem::size_of::<PageState>() as u64);
+        let limit = crate::limits::memory_limit()?;
+        if bytes > limit {
+            return Err(Error::input(format!(
+                "reuse analysis of the declared regions would need about {} of memory ({pages} page states), more than the limit of {}; use a larger small page shift or raise {}",
+                crate::limits::gib(bytes),
+                crate::limits::gib(limit),
+                crate::limits::MEMORY_LIMIT_ENV
+            )));
+        }
         let spans = merged
             .into_iter()
             .filter(|&(_, a, b)| b - a <= MAX_SPAN_HUGE)

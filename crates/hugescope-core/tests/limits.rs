@@ -207,3 +207,24 @@ fn os_costs_and_ideal_sizes_are_checked() {
     let e = hugescope_core::policy::make("ideal", &[("size".into(), "3k".into())]).err().unwrap().to_string();
     assert!(e.contains("size=3k"), "{e}");
 }
+
+#[test]
+fn reuse_options_and_state_are_bounded() {
+    use hugescope_core::reuse::{analyze_file, ReuseOptions};
+    let d = tempfile::tempdir().unwrap();
+    let p = small_trace(d.path(), 100);
+    let ps = p.to_str().unwrap();
+    let e = analyze_file(ps, &ReuseOptions { small_shift: 6, huge_shift: 40, ..Default::default() }).unwrap_err().to_string();
+    assert!(e.contains("huge - small <= 18"), "{e}");
+    let e = analyze_file(ps, &ReuseOptions { max_points: usize::MAX, ..Default::default() }).unwrap_err().to_string();
+    assert!(e.contains("max_points"), "{e}");
+    // A header region of 2^17 1GB pages analysed at 4KB: refused before allocating.
+    let bytes = std::fs::read(&p).unwrap();
+    let mut h: serde_json::Value = serde_json::from_slice(header_json(&bytes)).unwrap();
+    h["regions"] = serde_json::json!([{"name": "big", "base": 0, "len": 1u64 << 47}]);
+    let q = d.path().join("big.hst");
+    std::fs::write(&q, splice_header(&bytes, &serde_json::to_vec(&h).unwrap())).unwrap();
+    let e = analyze_file(q.to_str().unwrap(), &ReuseOptions { small_shift: 12, huge_shift: 30, ..Default::default() }).unwrap_err().to_string();
+    assert!(e.contains("reuse analysis") && e.contains("limit"), "{e}");
+    assert!(analyze_file(ps, &ReuseOptions::default()).is_ok());
+}
