@@ -11,6 +11,7 @@ pub mod cost;
 pub mod error;
 pub mod hw;
 pub mod os;
+pub mod output;
 pub mod pagemap;
 pub mod plan;
 pub mod run;
