@@ -86,7 +86,7 @@ def test_frag_and_sensitivity_shapes(traces):
 
 
 def test_bad_arguments_give_clear_errors(traces):
-    with pytest.raises(ValueError, match="percentage"):
+    with pytest.raises(hs.HugescopeError, match=r"budgets: 150 is out of range \(expected 0\.\.100\)"):
         ex.curve(traces["bfs"], policies=["linux"], budgets=[150])
     with pytest.raises(hs.HugescopeError, match="unknown policy"):
         ex.curve(traces["bfs"], policies=["nosuchpolicy"], budgets=[0], frag_points=[])

@@ -18,7 +18,7 @@ from rich.markup import escape
 
 from . import _core, _io, api, units, workloads
 from ._io import check_output, write_json
-from .errors import EXIT_USAGE, Interrupted
+from .errors import EXIT_FAILURE, EXIT_USAGE, Interrupted
 from .progress import progress_counter
 
 # Off a terminal (CI logs, pipes) rich would wrap tables at 80 columns.
@@ -175,6 +175,8 @@ def cmd_simulate(a) -> int:
             raise CliError(f"--seed '{a.seed}' seeds the fragmentation injector; it has no effect without --frag")
         if a.emit_plan and len(a.policy) != 1:
             raise CliError("--emit-plan needs exactly one --policy")
+    if a.budget is not None:
+        a.budget = api._share(a.budget, "--budget")
     inputs = [a.trace] + _machine_inputs(a)
     if a.pages and a.pages.lower() not in ("4k", "2m", "1g"):
         inputs.append(a.pages)
@@ -589,6 +591,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     except SystemExit as e:
         # argparse's --help and --version end with SystemExit(0).
         return e.code if isinstance(e.code, int) else (0 if e.code is None else EXIT_USAGE)
+    except Exception as e:  # noqa: BLE001 - the last resort: a bug, not bad input
+        if os.environ.get("HUGESCOPE_TRACEBACK"):
+            raise
+        err_console.print(f"[bold red]internal error:[/] {escape(type(e).__name__)}: {escape(_error_line(e))} "
+                          "(a bug in hugescope: please report it; HUGESCOPE_TRACEBACK=1 shows the traceback)")
+        return EXIT_FAILURE
     finally:
         _io.FOLLOW_SYMLINKS = old_follow
         interrupt_note = None
