@@ -78,11 +78,15 @@ def _umask() -> int:
 
 
 def write_atomic(path, data: Union[str, bytes], kind: Optional[str] = None, inputs: Iterable = (),
-                 follow_symlinks: Optional[bool] = None) -> str:
+                 follow_symlinks: Optional[bool] = None, make_dirs: bool = False) -> str:
     """Write ``data`` (text or bytes) to ``path`` atomically after the checks
     of ``check_output`` (``kind`` sniffed from ``data`` when not given).
-    Returns the path written."""
+    A missing directory is an error (a mistyped path must not grow a tree of
+    directories), unless ``make_dirs`` (for the tool's own places, such as
+    its configuration directory). Returns the path written."""
     blob = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+    if make_dirs:
+        prepare_dir(os.path.dirname(os.path.abspath(os.fspath(path))), follow_symlinks)
     target = check_output(path, kind, inputs, follow_symlinks, head=blob[:_HEAD])
     d = os.path.dirname(os.path.abspath(target))
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(target) + ".", suffix=".tmp", dir=d)
@@ -106,7 +110,8 @@ def write_atomic(path, data: Union[str, bytes], kind: Optional[str] = None, inpu
     return target
 
 
-def write_json(path, data: Any, inputs: Iterable = (), follow_symlinks: Optional[bool] = None) -> str:
+def write_json(path, data: Any, inputs: Iterable = (), follow_symlinks: Optional[bool] = None,
+               make_dirs: bool = False) -> str:
     """``write_atomic`` of ``data`` as indented JSON (kind ``json``)."""
     return write_atomic(path, json.dumps(data, indent=2) + "\n", kind="json", inputs=inputs,
-                        follow_symlinks=follow_symlinks)
+                        follow_symlinks=follow_symlinks, make_dirs=make_dirs)
