@@ -562,7 +562,7 @@ def _dispatch(argv: List[str]) -> int:
     a = p.parse_args(argv)
     if not getattr(a, "func", None):
         p.print_help()
-        return EXIT_USAGE
+        raise CliError("hugescope: a command is required (listed above)")
     return a.func(a)
 
 
