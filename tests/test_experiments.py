@@ -281,3 +281,34 @@ def test_checkpoint_of_other_inputs_is_refused(traces, tmp_path, monkeypatch, ca
     assert hcli.main(["curve", traces["bfs"], "-o", str(whole)] + SWEEP) == 0
     assert (tmp_path / "curve-bfs.csv").read_bytes() == (whole / "curve-bfs.csv").read_bytes()
     assert not ckpt.exists()
+
+
+@pytest.mark.parametrize("call, needle", [
+    (lambda t: ex.curve(t, budgets=None), "budgets: expected a list"),
+    (lambda t: ex.curve(t, policies=None), "policies: expected a list"),
+    (lambda t: ex.curve(t, budgets=[float("nan")]), "budgets: nan is not a finite number"),
+    (lambda t: ex.curve(t, budgets=[1], threads="x"), "threads: 'x' is not an integer"),
+    (lambda t: ex.curve(t, budgets=[1], threads=10**6), "threads: 1000000 is out of range"),
+    (lambda t: ex.curve(t, budgets=[1], seed=-1), "seed: -1 is out of range"),
+    (lambda t: ex.curve(t, budgets=[1], duration=10, rate=5), "give one of them"),
+    (lambda t: hs.api.simulate(t, seed=-1), "no effect without a policy"),
+    (lambda t: hs.api.simulate(t, policy="linux", seed=-1), "seed: -1 is out of range"),
+    (lambda t: hs.api.simulate(t, policy="linux", duration=float("inf")), "duration: inf is not a finite number"),
+    (lambda t: hs.api.simulate(t, policy="linux", budget="150%"), "budget: '150%' is out of range"),
+    (lambda t: hs.api.compare(t, None), "policies: expected a list"),
+    (lambda t: hs.api.simulate(None), "trace: expected a path"),
+    (lambda t: ex.reuse(t, max_points=-1), "max_points: -1 is out of range"),
+    (lambda t: ex.reuse(t, alpha=float("nan")), "alpha: nan"),
+    (lambda t: ex.merge([t, t], "m.hst", slice=-1), "slice: -1 is out of range"),
+    (lambda t: ex.merge(t, "m.hst"), "inputs: expected a list"),
+    (lambda t: ex.sensitivity(t, pcc_sizes=[-4]), "PCC sizes: -4 is out of range"),
+    (lambda t: ex.multi(t, timeline_samples=0), "timeline_samples: 0 is out of range"),
+    (lambda t: workloads.trace("gups", "x.hst", limit=-1), "limit: -1 is out of range"),
+])
+def test_python_api_raises_hugescope_error(call, needle, traces, tmp_path, monkeypatch):
+    # Never an OverflowError or TypeError from inside: the documented type, one message.
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(hs.HugescopeError) as e:
+        call(traces["bfs"])
+    assert needle in str(e.value)
+    assert os.listdir(tmp_path) == []

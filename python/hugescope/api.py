@@ -10,7 +10,9 @@ from . import _core, units
 from .results import SimResult
 
 
-def _overrides(set: Optional[Iterable[str]]) -> list:
+def _overrides(set: Optional[Iterable[str]], what: str = "set") -> list:
+    if isinstance(set, (str, bytes)):
+        set = [set]  # one override, not its characters
     return [str(s) for s in (set or [])]
 
 
@@ -60,7 +62,7 @@ def simulate(
         if given:
             raise _core.HugescopeError(f"OS options {', '.join(given)} have no effect without a policy "
                                        "(the OS model runs only with one)")
-        text = _core.simulate_static(_path(trace), preset, _path(config), _overrides(set), str(pages or "4k"))
+        text = _core.simulate_static(_trace(trace), preset, _path(config), _overrides(set), str(pages or "4k"))
         return SimResult(json.loads(text))
     if pages is not None:
         raise _core.HugescopeError("pages= is a static map; with a policy use policy='static:plan=FILE'")
@@ -82,6 +84,8 @@ def compare(
     preset, config = _machine(preset, config)
     if isinstance(policies, (str, bytes)):
         policies = [policies]
+    if not hasattr(policies, "__iter__"):
+        raise _core.HugescopeError(f"policies: expected a list of policy names, not {policies!r}")
     policies = [str(p) for p in policies]
     if not policies:
         raise _core.HugescopeError("policies: empty list")
@@ -98,6 +102,9 @@ def compare(
     for k in ("duration", "rate"):
         if k in opts:
             opts[k] = units.check_float(opts[k], k, positive=True)
+    if "duration" in opts and "rate" in opts:
+        from .experiments import DURATION_AND_RATE
+        raise _core.HugescopeError(DURATION_AND_RATE)
     if "seed" in opts:
         opts["seed"] = units.check_int(opts["seed"], "seed")
     if "sample_every" in opts:
@@ -107,7 +114,7 @@ def compare(
             opts[k] = str(opts[k])
     if "os_costs" in opts:
         opts["os_costs"] = _overrides(opts["os_costs"])
-    text = _core.simulate_policies(_path(trace), policies, preset, _path(config), _overrides(set),
+    text = _core.simulate_policies(_trace(trace), policies, preset, _path(config), _overrides(set),
                                    with_base=with_base, **opts)
     return [SimResult(d) for d in json.loads(text)]
 
@@ -135,8 +142,18 @@ def _share(x, what: str = "share") -> float:
 def trace_info(path: str, verify: bool = False) -> dict:
     """Header and counts of a trace. ``verify=True`` decodes every chunk and
     checks its checksum (slower); otherwise counts come from the footer."""
-    return json.loads(_core.trace_info(_path(path), verify))
+    return json.loads(_core.trace_info(_trace(path), bool(verify)))
 
 
-def _path(p):
-    return None if p is None else os.fspath(p)
+def _trace(p) -> str:
+    if p is None:
+        raise _core.HugescopeError("trace: expected a path, not None")
+    return _path(p, "trace")
+
+
+def _path(p, what: str = "path"):
+    if p is None:
+        return None
+    if not isinstance(p, (str, os.PathLike)):
+        raise _core.HugescopeError(f"{what}: expected a file path, not {p!r}")
+    return os.fspath(p)

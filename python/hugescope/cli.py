@@ -175,6 +175,11 @@ def cmd_simulate(a) -> int:
             raise CliError(f"--seed '{a.seed}' seeds the fragmentation injector; it has no effect without --frag")
         if a.emit_plan and len(a.policy) != 1:
             raise CliError("--emit-plan needs exactly one --policy")
+        if a.duration is not None and a.rate is not None:
+            raise CliError("--duration and --rate both set the virtual time base "
+                           "(rate = accesses / duration); give one of them")
+    if a.quiet and not (a.json or a.emit_plan):
+        raise CliError("-q prints nothing; without --json or --emit-plan the run would have no output")
     if a.budget is not None:
         a.budget = api._share(a.budget, "--budget")
     inputs = [a.trace] + _machine_inputs(a)

@@ -122,6 +122,12 @@ def _common(a) -> dict:
             "threads": a.threads}
 
 
+def _time_base(a) -> None:
+    if getattr(a, "duration", None) is not None and getattr(a, "rate", None) is not None:
+        raise ValueError("--duration and --rate both set the virtual time base "
+                         "(rate = accesses / duration); give one of them")
+
+
 def _name(experiment: str, trace: str) -> str:
     return f"{experiment}-{ex._stem(trace)}"
 
@@ -132,6 +138,7 @@ def _prepare(a, experiment: str, trace: str, extra=()) -> str:
     replaced); returns the checkpoint path."""
     from . import plots
 
+    _time_base(a)
     name = _name(experiment, trace)
     inputs = [trace] + ([a.config] if getattr(a, "config", None) else [])
     ex.check_outputs(a.out, name, extra, inputs)

@@ -74,7 +74,7 @@ KIND_LABEL = {"estimate": "estimate (cost model)", "measurement": "measurement"}
 def _check_common(common: Dict[str, Any]) -> Dict[str, Any]:
     unknown = sorted(set(common) - set(COMMON_OPTIONS))
     if unknown:
-        raise ValueError(f"unknown option(s) {', '.join(unknown)}; known: {', '.join(COMMON_OPTIONS)}")
+        raise HugescopeError(f"unknown option(s) {', '.join(unknown)}; known: {', '.join(COMMON_OPTIONS)}")
     out = {k: v for k, v in common.items() if v is not None}
     if out.get("preset") == "calibrated":
         from .calibrate import machine_args
@@ -84,15 +84,19 @@ def _check_common(common: Dict[str, Any]) -> Dict[str, Any]:
         if out["preset"] is None:
             del out["preset"]
     if "set" in out:
-        out["overrides"] = [str(s) for s in out.pop("set")]
+        out["overrides"] = out.pop("set")
     if "os_costs" in out:
-        out["os_costs"] = [str(s) for s in out["os_costs"]]
+        out["os_costs"] = [str(s) for s in _sequence(out["os_costs"], "os_costs")]
+    if "overrides" in out:
+        out["overrides"] = [str(s) for s in _sequence(out["overrides"], "set")]
     for k in ("memory", "footprint"):
         if k in out:
             out[k] = str(out[k])
     for k in ("duration", "rate"):
         if k in out:
             out[k] = check_float(out[k], k, positive=True)
+    if "duration" in out and "rate" in out:
+        raise HugescopeError(DURATION_AND_RATE)
     if "seed" in out:
         out["seed"] = check_int(out["seed"], "seed")
     if "sample_every" in out:
@@ -102,7 +106,13 @@ def _check_common(common: Dict[str, Any]) -> Dict[str, Any]:
     return out
 
 
+#: Both set the virtual time base; one would silently win over the other.
+DURATION_AND_RATE = "duration and rate both set the virtual time base (rate = accesses / duration); give one of them"
+
+
 def _trace_path(trace) -> str:
+    if not isinstance(trace, (str, os.PathLike)):
+        raise HugescopeError(f"trace: expected a path, not {trace!r}")
     p = os.fspath(trace)
     if not os.path.exists(p):
         raise HugescopeError(f"{p}: no such trace file")
@@ -204,19 +214,25 @@ def run_configs(trace, configs: Sequence[Dict[str, Any]], progress: Optional[Cal
     return [SimResult(done[i]) for i in range(len(configs))]
 
 
+def _sequence(values, what: str) -> list:
+    """``values`` as a list; one string or a non-iterable is refused (a string
+    would be split into characters)."""
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise HugescopeError(f"{what}: expected a list, not {values!r}")
+    return list(values)
+
+
 def _pct_list(values: Iterable, what: str) -> List[float]:
-    if isinstance(values, (str, bytes)):
-        raise ValueError(f"{what}: expected a list of numbers, not the string '{values}'")
-    out = [check_float(v, what, 0.0, 100.0) for v in values]
+    out = [check_float(v, what, 0.0, 100.0) for v in _sequence(values, what)]
     if not out:
-        raise ValueError(f"{what}: empty list")
+        raise HugescopeError(f"{what}: empty list")
     return out
 
 
 def _policy_list(policies: Iterable[str]) -> List[str]:
-    out = [str(p).strip() for p in policies if str(p).strip()]
+    out = [str(p).strip() for p in _sequence(policies, "policies") if str(p).strip()]
     if not out:
-        raise ValueError("no policy given")
+        raise HugescopeError("no policy given")
     return out
 
 
@@ -412,7 +428,7 @@ def frag(trace, levels: Sequence[float] = DEFAULT_FRAG_LEVELS, policies: Sequenc
     policies = _policy_list(policies)
     levels = _pct_list(levels, "fragmentation levels")
     if frag_method not in ("pcc", "ingens"):
-        raise ValueError(f"unknown fragmentation method '{frag_method}' (pcc, ingens)")
+        raise HugescopeError(f"unknown fragmentation method '{frag_method}' (pcc, ingens)")
     configs, tags = [], []
     for lvl in levels:
         for p in policies:
@@ -443,10 +459,10 @@ def sensitivity(trace, pcc_sizes: Sequence[int] = DEFAULT_PCC_SIZES, budget: flo
     footprint (32% in the paper), plus ``base``/``ideal`` references."""
     path = _trace_path(trace)
     sizes = []
-    for s in pcc_sizes:
+    for s in _sequence(pcc_sizes, "PCC sizes"):
         sizes.append(check_int(s, "PCC sizes", 1, U64_MAX))
     if not sizes:
-        raise ValueError("PCC sizes: empty list")
+        raise HugescopeError("PCC sizes: empty list")
     (b,) = _pct_list([budget], "budget")
     sep = "," if ":" in policy else ":"
     configs = [{"policy": f"{policy}{sep}{param}={n}", "budget": b / 100.0} for n in sizes]
@@ -498,7 +514,7 @@ def reuse(trace, threshold: float = 1024, average: str = "ema", alpha: float = 0
     max_points = check_int(max_points, "max_points", 0, MAX_REUSE_POINTS)
     seed = check_int(seed, "seed")
     if average not in ("ema", "mean"):
-        raise ValueError(f"average: '{average}' is not one of ema, mean")
+        raise HugescopeError(f"average: '{average}' is not one of ema, mean")
     if out:
         check_outputs(out, f"reuse-{_stem(path)}", ("points",), [path])
     rep = json.loads(_core.reuse_distance(path, threshold=threshold, average=str(average), alpha=alpha,
@@ -539,11 +555,9 @@ def merge(inputs: Sequence[str], out: str, slice: int = 65536, separate_cpus: bo
     """Interleave traces (round robin, ``slice`` accesses at a time) into one
     multi-process trace; input i gets the next pid(s) and, with
     ``separate_cpus``, its own cpus. Returns {path, header, summary}."""
-    if isinstance(inputs, (str, bytes, os.PathLike)):
-        raise ValueError("inputs: expected a list of trace paths, not one path")
-    paths = [_trace_path(p) for p in inputs]
+    paths = [_trace_path(p) for p in _sequence(inputs, "inputs")]
     if len(paths) < 2:
-        raise ValueError("merging needs at least two traces")
+        raise HugescopeError("merging needs at least two traces")
     slice = check_int(slice, "slice", 1, U64_MAX)
     # Checked here too so a followed symbolic link resolves before the core,
     # which never follows one.
