@@ -178,13 +178,19 @@ pub fn check(path: impl AsRef<Path>, kind: Option<Kind>, inputs: &[&Path], follo
             Err(e) if e.kind() == ErrorKind::NotFound => break None,
             // ENOTDIR: a component of the path is a regular file.
             Err(e) if e.raw_os_error() == Some(20) => {
-                return Err(refuse(given, "a component of the path is not a directory"));
+                return Err(Error::io(
+                    given,
+                    std::io::Error::new(ErrorKind::NotADirectory, "a component of the path is not a directory"),
+                ));
             }
             Err(e) => return Err(Error::io(given, e)),
         }
     };
     let shown = if target == given { given.display().to_string() } else { format!("{} (target of {})", target.display(), given.display()) };
     let refuse_t = |why: &str| Error::input(format!("{shown}: {why}"));
+    // Where the file cannot be created at all, the error stays an I/O error
+    // (as the operating system would have reported it), with the reason.
+    let unplaceable = |kind: ErrorKind, why: String| Error::io(&shown, std::io::Error::new(kind, why));
     if let Some(m) = &meta {
         if !m.file_type().is_file() {
             return Err(refuse_t(&format!(
@@ -223,16 +229,17 @@ pub fn check(path: impl AsRef<Path>, kind: Option<Kind>, inputs: &[&Path], follo
     };
     match fs::metadata(&dir) {
         Ok(m) if m.is_dir() => {}
-        Ok(_) => return Err(refuse_t(&format!("{} is not a directory", dir.display()))),
+        Ok(_) => return Err(unplaceable(ErrorKind::NotADirectory, format!("{} is not a directory", dir.display()))),
         Err(e) if e.kind() == ErrorKind::NotFound => {
-            return Err(refuse_t(&format!("directory {} does not exist", dir.display())))
+            return Err(unplaceable(ErrorKind::NotFound, format!("directory {} does not exist", dir.display())))
         }
         Err(e) if e.raw_os_error() == Some(20) => {
-            return Err(refuse_t("a component of the path is not a directory"))
+            return Err(unplaceable(ErrorKind::NotADirectory, "a component of the path is not a directory".into()))
         }
         Err(e) => return Err(Error::io(&dir, e)),
     }
-    probe_writable(&dir).map_err(|e| refuse_t(&format!("cannot create files in {}: {e}", dir.display())))?;
+    probe_writable(&dir)
+        .map_err(|e| unplaceable(e.kind(), format!("cannot create files in {}: {e}", dir.display())))?;
     Ok(target)
 }
 
