@@ -224,7 +224,10 @@ def check(env, argv, category):
     before = {p: sha(p) for p in (env["t"], env["u"])}
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = cli.main(list(argv))
+        try:
+            code = cli.main(list(argv))
+        except SystemExit as e:  # argparse's usage errors and --help, as argparse does
+            code = 0 if e.code is None else e.code
     e = err.getvalue()
     COUNTS[f"{category} exit {code}"] += 1
     assert code in (0, 2), f"{argv}: exit {code}\n{e}"

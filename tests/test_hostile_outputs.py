@@ -69,7 +69,10 @@ def no_work(monkeypatch):
 
 
 def run(args, capsys):
-    code = cli.main([str(a) for a in args])
+    try:
+        code = cli.main([str(a) for a in args])
+    except SystemExit as e:  # argparse's usage errors and --help, as argparse does
+        code = e.code
     out, err = capsys.readouterr()
     return code, out, err
 

@@ -34,12 +34,13 @@ class CliError(Exception):
 
 class Parser(argparse.ArgumentParser):
     """argparse with the CLI's error convention: a usage error is one line
-    (``hugescope simulate: error: ...``, exit 2) through ``main``, not the
-    usage block followed by the message, and never ``sys.exit`` from inside
-    (so ``main`` can be called in-process)."""
+    (``error: hugescope simulate: ...``), not the usage block followed by the
+    message. It still ends in ``SystemExit(2)`` as argparse does (callers of
+    ``main`` in-process rely on that)."""
 
     def error(self, message):
-        raise CliError(f"{self.prog}: {message}")
+        err_console.print(f"[bold red]error:[/] {escape(_error_line(f'{self.prog}: {message}'))}")
+        raise SystemExit(EXIT_USAGE)
 
 
 #: Set by a command while it works to say what an interruption keeps (e.g. a
@@ -253,24 +254,26 @@ def _size(n: int) -> str:
     return f"{n} B"
 
 
-def _coerce(kind: str, value: str):
+def _coerce(kind: str, value: str, what: str = "value"):
     if kind == "bool":
         v = str(value).lower()
         if v in ("1", "true", "yes", "on"):
             return True
         if v in ("0", "false", "no", "off"):
             return False
-        raise CliError(f"'{value}' is not a boolean (true/false)")
+        raise CliError(f"{what}: '{value}' is not a boolean (true/false)")
     if kind == "int":
         try:
-            return int(value)
+            n = int(value)
         except ValueError:
             return value  # suffixes like 50M are parsed by the core
+        # Past u64 the JSON number would reach the core as a float (1e+20)
+        # and its message would not echo what was typed.
+        if n > units.U64_MAX:
+            raise CliError(f"{what}: '{value}' is out of range (expected at most {units.U64_MAX})")
+        return n
     if kind == "float":
-        try:
-            return float(value)
-        except ValueError:
-            raise CliError(f"'{value}' is not a number")
+        return units.check_float(value, what)
     return value
 
 
@@ -299,7 +302,7 @@ def _params(a, kinds) -> dict:
     for name, kind in kinds.items():
         v = getattr(a, name, None)
         if v is not None:
-            out[name] = _coerce(kind, v)
+            out[name] = _coerce(kind, v, "--" + name.replace("_", "-"))
     return out
 
 
@@ -593,9 +596,6 @@ def main(argv: Optional[List[str]] = None) -> int:
         name = signal.Signals(e.signum).name if isinstance(e, Interrupted) else "SIGINT"
         err_console.print(f"interrupted by {name}; {escape(interrupt_note or 'no partial result was written')}")
         return code
-    except SystemExit as e:
-        # argparse's --help and --version end with SystemExit(0).
-        return e.code if isinstance(e.code, int) else (0 if e.code is None else EXIT_USAGE)
     except Exception as e:  # noqa: BLE001 - the last resort: a bug, not bad input
         if os.environ.get("HUGESCOPE_TRACEBACK"):
             raise
