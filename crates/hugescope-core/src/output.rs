@@ -58,10 +58,20 @@ impl Kind {
 
     /// The kind named `s` ("json", "hst", ...).
     pub fn parse(s: &str) -> Result<Kind> {
-        const ALL: [Kind; 7] = [Kind::Trace, Kind::Json, Kind::Html, Kind::Png, Kind::Svg, Kind::Pdf, Kind::Csv];
-        ALL.into_iter()
-            .find(|k| k.name() == s)
-            .ok_or_else(|| Error::input(format!("unknown output kind '{s}' (hst, json, html, png, svg, pdf, csv)")))
+        const ALL: [Kind; 7] = [
+            Kind::Trace,
+            Kind::Json,
+            Kind::Html,
+            Kind::Png,
+            Kind::Svg,
+            Kind::Pdf,
+            Kind::Csv,
+        ];
+        ALL.into_iter().find(|k| k.name() == s).ok_or_else(|| {
+            Error::input(format!(
+                "unknown output kind '{s}' (hst, json, html, png, svg, pdf, csv)"
+            ))
+        })
     }
 }
 
@@ -81,9 +91,16 @@ pub fn sniff(head: &[u8]) -> Option<Kind> {
         return Some(Kind::Pdf);
     }
     let text = head.strip_prefix(b"\xef\xbb\xbf").unwrap_or(head);
-    let start = text.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(text.len());
+    let start = text
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(text.len());
     let text = &text[start..];
-    let lower: Vec<u8> = text.iter().take(SNIFF_BYTES).map(u8::to_ascii_lowercase).collect();
+    let lower: Vec<u8> = text
+        .iter()
+        .take(SNIFF_BYTES)
+        .map(u8::to_ascii_lowercase)
+        .collect();
     if lower.starts_with(b"<!doctype html") || lower.starts_with(b"<html") {
         return Some(Kind::Html);
     }
@@ -98,7 +115,11 @@ pub fn sniff(head: &[u8]) -> Option<Kind> {
     let line = text.split(|&b| b == b'\n').next().unwrap_or(&[]);
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     let ident = |c: &u8| c.is_ascii_alphanumeric() || *c == b'_';
-    if line.contains(&b',') && line.split(|&b| b == b',').all(|f| !f.is_empty() && f.iter().all(ident)) {
+    if line.contains(&b',')
+        && line
+            .split(|&b| b == b',')
+            .all(|f| !f.is_empty() && f.iter().all(ident))
+    {
         return Some(Kind::Csv);
     }
     None
@@ -148,7 +169,12 @@ fn file_type_name(t: &fs::FileType) -> &'static str {
 /// - a directory that does not exist, a path component that is not a
 ///   directory, or a directory where a file cannot be created (tested by
 ///   creating and removing one: as root `access()` always says yes).
-pub fn check(path: impl AsRef<Path>, kind: Option<Kind>, inputs: &[&Path], follow_symlinks: bool) -> Result<PathBuf> {
+pub fn check(
+    path: impl AsRef<Path>,
+    kind: Option<Kind>,
+    inputs: &[&Path],
+    follow_symlinks: bool,
+) -> Result<PathBuf> {
     let given = path.as_ref();
     if given.as_os_str().is_empty() {
         return Err(Error::input("output path is empty"));
@@ -180,17 +206,25 @@ pub fn check(path: impl AsRef<Path>, kind: Option<Kind>, inputs: &[&Path], follo
             Err(e) if e.raw_os_error() == Some(20) => {
                 return Err(Error::io(
                     given,
-                    std::io::Error::new(ErrorKind::NotADirectory, "a component of the path is not a directory"),
+                    std::io::Error::new(
+                        ErrorKind::NotADirectory,
+                        "a component of the path is not a directory",
+                    ),
                 ));
             }
             Err(e) => return Err(Error::io(given, e)),
         }
     };
-    let shown = if target == given { given.display().to_string() } else { format!("{} (target of {})", target.display(), given.display()) };
+    let shown = if target == given {
+        given.display().to_string()
+    } else {
+        format!("{} (target of {})", target.display(), given.display())
+    };
     let refuse_t = |why: &str| Error::input(format!("{shown}: {why}"));
     // Where the file cannot be created at all, the error stays an I/O error
     // (as the operating system would have reported it), with the reason.
-    let unplaceable = |kind: ErrorKind, why: String| Error::io(&shown, std::io::Error::new(kind, why));
+    let unplaceable =
+        |kind: ErrorKind, why: String| Error::io(&shown, std::io::Error::new(kind, why));
     if let Some(m) = &meta {
         if !m.file_type().is_file() {
             return Err(refuse_t(&format!(
@@ -209,7 +243,8 @@ pub fn check(path: impl AsRef<Path>, kind: Option<Kind>, inputs: &[&Path], follo
             }
         }
         let mut head = Vec::with_capacity(SNIFF_BYTES);
-        let read = fs::File::open(&target).and_then(|f| f.take(SNIFF_BYTES as u64).read_to_end(&mut head));
+        let read =
+            fs::File::open(&target).and_then(|f| f.take(SNIFF_BYTES as u64).read_to_end(&mut head));
         if let Err(e) = read {
             return Err(Error::io(&target, e));
         }
@@ -229,17 +264,32 @@ pub fn check(path: impl AsRef<Path>, kind: Option<Kind>, inputs: &[&Path], follo
     };
     match fs::metadata(&dir) {
         Ok(m) if m.is_dir() => {}
-        Ok(_) => return Err(unplaceable(ErrorKind::NotADirectory, format!("{} is not a directory", dir.display()))),
+        Ok(_) => {
+            return Err(unplaceable(
+                ErrorKind::NotADirectory,
+                format!("{} is not a directory", dir.display()),
+            ))
+        }
         Err(e) if e.kind() == ErrorKind::NotFound => {
-            return Err(unplaceable(ErrorKind::NotFound, format!("directory {} does not exist", dir.display())))
+            return Err(unplaceable(
+                ErrorKind::NotFound,
+                format!("directory {} does not exist", dir.display()),
+            ))
         }
         Err(e) if e.raw_os_error() == Some(20) => {
-            return Err(unplaceable(ErrorKind::NotADirectory, "a component of the path is not a directory".into()))
+            return Err(unplaceable(
+                ErrorKind::NotADirectory,
+                "a component of the path is not a directory".into(),
+            ))
         }
         Err(e) => return Err(Error::io(&dir, e)),
     }
-    probe_writable(&dir)
-        .map_err(|e| unplaceable(e.kind(), format!("cannot create files in {}: {e}", dir.display())))?;
+    probe_writable(&dir).map_err(|e| {
+        unplaceable(
+            e.kind(),
+            format!("cannot create files in {}: {e}", dir.display()),
+        )
+    })?;
     Ok(target)
 }
 
@@ -249,7 +299,10 @@ pub fn check(path: impl AsRef<Path>, kind: Option<Kind>, inputs: &[&Path], follo
 fn probe_writable(dir: &Path) -> std::io::Result<()> {
     let seq = PROBE_SEQ.fetch_add(1, Ordering::Relaxed);
     let probe = dir.join(format!(".hugescope-probe-{}-{}", std::process::id(), seq));
-    OpenOptions::new().write(true).create_new(true).open(&probe)?;
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)?;
     fs::remove_file(&probe)
 }
 
@@ -270,10 +323,16 @@ mod tests {
         assert_eq!(sniff(b"  {\"a\": 1}"), Some(Kind::Json));
         assert_eq!(sniff(b"[1]"), Some(Kind::Json));
         assert_eq!(sniff(b"<!DOCTYPE html><html>"), Some(Kind::Html));
-        assert_eq!(sniff(b"<?xml version='1.0'?>\n<svg xmlns="), Some(Kind::Svg));
+        assert_eq!(
+            sniff(b"<?xml version='1.0'?>\n<svg xmlns="),
+            Some(Kind::Svg)
+        );
         assert_eq!(sniff(b"\x89PNG\r\n\x1a\n...."), Some(Kind::Png));
         assert_eq!(sniff(b"%PDF-1.4"), Some(Kind::Pdf));
-        assert_eq!(sniff(b"policy,budget_pct,huge_share\npcc,1,0.5\n"), Some(Kind::Csv));
+        assert_eq!(
+            sniff(b"policy,budget_pct,huge_share\npcc,1,0.5\n"),
+            Some(Kind::Csv)
+        );
         assert_eq!(sniff(b""), None);
         assert_eq!(sniff(b"my thesis, chapter 1\n"), None);
     }
@@ -284,14 +343,28 @@ mod tests {
         let input = d.join("t.hst");
         fs::write(&input, MAGIC).unwrap();
         let msg = |r: Result<PathBuf>| r.unwrap_err().to_string();
-        assert!(msg(check(&input, Some(Kind::Json), &[input.as_path()], false)).contains("same file as the input"));
+        assert!(
+            msg(check(&input, Some(Kind::Json), &[input.as_path()], false))
+                .contains("same file as the input")
+        );
         let hard = d.join("hard.json");
         fs::hard_link(&input, &hard).unwrap();
-        assert!(msg(check(&hard, Some(Kind::Trace), &[input.as_path()], false)).contains("same file"));
+        assert!(
+            msg(check(&hard, Some(Kind::Trace), &[input.as_path()], false)).contains("same file")
+        );
         assert!(msg(check(&d, Some(Kind::Json), &[], false)).contains("a directory"));
         assert!(msg(check("/dev/null", Some(Kind::Json), &[], false)).contains("character device"));
-        assert!(msg(check(d.join("missing/x.json"), Some(Kind::Json), &[], false)).contains("does not exist"));
-        assert!(msg(check(input.join("x.json"), Some(Kind::Json), &[], false)).contains("not a directory"));
+        assert!(msg(check(
+            d.join("missing/x.json"),
+            Some(Kind::Json),
+            &[],
+            false
+        ))
+        .contains("does not exist"));
+        assert!(
+            msg(check(input.join("x.json"), Some(Kind::Json), &[], false))
+                .contains("not a directory")
+        );
         let res = d.join("r.json");
         fs::write(&res, "{}\n").unwrap();
         assert!(msg(check(&res, Some(Kind::Html), &[], false)).contains("holds JSON"));
@@ -299,13 +372,26 @@ mod tests {
         let link = d.join("link.json");
         std::os::unix::fs::symlink("r.json", &link).unwrap();
         assert!(msg(check(&link, Some(Kind::Json), &[], false)).contains("symbolic link"));
-        assert_eq!(check(&link, Some(Kind::Json), &[], true).unwrap(), d.join("r.json"));
+        assert_eq!(
+            check(&link, Some(Kind::Json), &[], true).unwrap(),
+            d.join("r.json")
+        );
         let dangling = d.join("dangling.json");
         std::os::unix::fs::symlink("new.json", &dangling).unwrap();
-        assert_eq!(check(&dangling, Some(Kind::Json), &[], true).unwrap(), d.join("new.json"));
+        assert_eq!(
+            check(&dangling, Some(Kind::Json), &[], true).unwrap(),
+            d.join("new.json")
+        );
         // No probe file is left behind.
-        let left: Vec<_> = fs::read_dir(&d).unwrap().map(|e| e.unwrap().file_name()).collect();
-        assert!(left.iter().all(|n| !n.to_string_lossy().starts_with(".hugescope-probe")), "{left:?}");
+        let left: Vec<_> = fs::read_dir(&d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert!(
+            left.iter()
+                .all(|n| !n.to_string_lossy().starts_with(".hugescope-probe")),
+            "{left:?}"
+        );
         fs::remove_dir_all(&d).unwrap();
     }
 }
