@@ -153,9 +153,12 @@ def _load_checkpoint(checkpoint: str, fingerprint: Dict[str, Any]) -> Dict[int, 
     if not isinstance(done, dict):
         raise HugescopeError(f"{checkpoint}: checkpoint has no results table")
     try:
-        return {int(k): v for k, v in done.items() if 0 <= int(k) < len(fingerprint["configs"])}
+        kept = {int(k): v for k, v in done.items() if 0 <= int(k) < len(fingerprint["configs"])}
     except ValueError:
-        raise HugescopeError(f"{checkpoint}: checkpoint has a bad results table") from None
+        kept = None
+    if kept is None or not all(isinstance(v, dict) and "translation" in v for v in kept.values()):
+        raise HugescopeError(f"{checkpoint}: checkpoint has a bad results table; delete it to start over")
+    return kept
 
 
 def checkpoint_path(out: str, name: str) -> str:

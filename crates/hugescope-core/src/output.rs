@@ -135,6 +135,11 @@ static PROBE_SEQ: AtomicU64 = AtomicU64::new(0);
 /// Symbolic links followed at most this many times (as the kernel's ELOOP).
 const MAX_LINK_HOPS: usize = 40;
 
+/// Longest file name accepted: the temporary names of the writers add up to
+/// 32 bytes to it (".NAME.tmp-PID-SEQ", ".NAME.XXXXXXXX.tmp") and must stay
+/// within the 255 bytes of NAME_MAX, or the write would fail after the work.
+pub const MAX_NAME_BYTES: usize = 255 - 32;
+
 fn refuse(path: &Path, why: impl std::fmt::Display) -> Error {
     Error::input(format!("{}: {why}", path.display()))
 }
@@ -257,6 +262,12 @@ pub fn check(
                 )));
             }
         }
+    }
+    let name_len = target.file_name().map_or(0, |n| n.len());
+    if name_len > MAX_NAME_BYTES {
+        return Err(refuse_t(&format!(
+            "file name is {name_len} bytes long, more than the {MAX_NAME_BYTES} the atomic writer can use"
+        )));
     }
     let dir = match target.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
@@ -382,6 +393,8 @@ mod tests {
             check(&dangling, Some(Kind::Json), &[], true).unwrap(),
             d.join("new.json")
         );
+        let long = d.join("x".repeat(MAX_NAME_BYTES + 1));
+        assert!(msg(check(&long, Some(Kind::Json), &[], false)).contains("bytes long"));
         // No probe file is left behind.
         let left: Vec<_> = fs::read_dir(&d)
             .unwrap()
