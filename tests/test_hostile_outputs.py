@@ -172,6 +172,14 @@ def test_output_equal_to_input_keeps_the_trace(writer, tiny, tmp_path, no_work, 
     assert sha(t) == before
 
 
+def test_emit_plan_over_the_replayed_plan_is_refused(tiny, tmp_path, capsys):
+    plan = tmp_path / "p.json"
+    plan.write_text("[]\n")
+    code, _, err = run(["simulate", tiny["t"], "--policy", f"static:plan={plan}", "--emit-plan", plan], capsys)
+    assert_refused(code, err, "same file as the input")
+    assert plan.read_text() == "[]\n"
+
+
 def test_trace_over_its_graph_file_is_refused(tmp_path, no_work, capsys):
     g = tmp_path / "g.el"
     g.write_text("0 1\n1 2\n")

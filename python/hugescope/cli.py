@@ -145,6 +145,18 @@ def _machine_inputs(a) -> list:
     return [p for p in (getattr(a, "config", None),) if p]
 
 
+def policy_inputs(policies) -> list:
+    """Files named by policy parameters (``static:plan=FILE``): inputs too,
+    so ``--emit-plan`` cannot replace the plan being replayed."""
+    out = []
+    for p in policies or []:
+        for kv in str(p).partition(":")[2].split(","):
+            key, _, value = kv.partition("=")
+            if key.strip() == "plan" and value.strip():
+                out.append(value.strip())
+    return out
+
+
 def check_outputs(outputs, inputs) -> None:
     """Check every (path, kind) output before the work starts, so a long run
     never fails at its end because of where it was asked to write."""
@@ -183,7 +195,7 @@ def cmd_simulate(a) -> int:
         raise CliError("-q prints nothing; without --json or --emit-plan the run would have no output")
     if a.budget is not None:
         a.budget = api._share(a.budget, "--budget")
-    inputs = [a.trace] + _machine_inputs(a)
+    inputs = [a.trace] + _machine_inputs(a) + policy_inputs(a.policy)
     if a.pages and a.pages.lower() not in ("4k", "2m", "1g"):
         inputs.append(a.pages)
     check_outputs([(a.json, "json"), (a.emit_plan, "json")], inputs)

@@ -141,6 +141,7 @@ def _prepare(a, experiment: str, trace: str, extra=()) -> str:
     _time_base(a)
     name = _name(experiment, trace)
     inputs = [trace] + ([a.config] if getattr(a, "config", None) else [])
+    inputs += _cli().policy_inputs(_policies(a.policies) if getattr(a, "policies", None) else [])
     ex.check_outputs(a.out, name, extra, inputs)
     if not a.no_plots:
         for png in plots.figure_paths({"hugescope_experiment": experiment}, os.path.join(a.out, name)):
