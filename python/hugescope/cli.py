@@ -12,9 +12,8 @@ import sys
 from typing import List, Optional
 
 from rich.console import Console
-from rich.table import Table
-
 from rich.markup import escape
+from rich.table import Table
 
 from . import _core, _io, api, units, workloads
 from ._io import check_output, write_json
@@ -185,7 +184,7 @@ def cmd_simulate(a) -> int:
         if a.frag is None and a.frag_method is not None:
             raise CliError(f"--frag-method '{a.frag_method}' has no effect without --frag")
         if a.frag is None and a.seed is not None:
-            raise CliError(f"--seed '{a.seed}' seeds the fragmentation injector; it has no effect without --frag")
+            raise CliError("--seed seeds the fragmentation injector; it has no effect without --frag")
         if a.emit_plan and len(a.policy) != 1:
             raise CliError("--emit-plan needs exactly one --policy")
         if a.duration is not None and a.rate is not None:

@@ -247,7 +247,7 @@ def cmd_curve(a) -> int:
         if a.frag_policy is not None:
             raise ValueError(f"--frag-policy '{a.frag_policy}' has no effect without --frag-points")
         if a.seed is not None:
-            raise ValueError(f"--seed '{a.seed}' seeds the fragmentation injector; it has no effect without --frag-points")
+            raise ValueError("--seed seeds the fragmentation injector; it has no effect without --frag-points")
     ckpt = _prepare(a, "curve", a.trace)
     with _keeps(ckpt), _progress("utility curve") as tick:
         df = ex.curve(a.trace, policies=policies, budgets=budgets, frag_points=frag_points,
@@ -318,7 +318,7 @@ def cmd_multi(a) -> int:
     if len(a.traces) == 1:
         # Merging options shape a merge, which one trace does not need.
         if a.slice is not None:
-            raise ValueError(f"--slice '{a.slice}' applies when several traces are merged; one was given")
+            raise ValueError("--slice applies when several traces are merged; one was given")
         if a.shared_cpus:
             raise ValueError("--shared-cpus applies when several traces are merged; one was given")
     else:
