@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import struct
+import subprocess
+import sys
 import zlib
 from pathlib import Path
 
@@ -14,6 +16,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import hugescope as hs
+from hugescope import cli
 from hugescope import hst
 from conftest import load, run_cli
 
@@ -203,3 +206,66 @@ def test_python_reader_never_crashes_on_mutations(tmp_path_factory, data):
         hs.trace_info(str(p), verify=True)
     except hs.HugescopeError:
         pass
+
+
+# ---------------------------------------------------------------- issue #17: bad input is one error line
+
+def _main(*args):
+    try:
+        return cli.main([str(a) for a in args])
+    except SystemExit as e:  # argparse usage errors end as argparse does
+        return e.code
+
+
+@pytest.mark.parametrize("args, needle", [
+    # Each was an OverflowError traceback (exit 1).
+    (["simulate", "{t}", "--policy", "linux", "--frag", "0.5", "--seed", "-1"], "--seed: '-1' is out of range"),
+    (["bench", "--repeat", "-1"], "--repeat: '-1' is out of range"),
+    (["reuse", "{t}", "-o", "{tmp}/r", "--max-points", "-1"], "--max-points: '-1' is out of range"),
+    (["reuse", "{t}", "-o", "{tmp}/r", "--seed", "-1"], "--seed: '-1'"),
+    (["curve", "{t}", "-o", "{tmp}/r", "--seed", "-1"], "--seed: '-1'"),
+    (["merge", "{t}", "{t}", "-o", "{tmp}/m.hst", "--slice", "36893488147419103232"], "--slice: '36893488147419103232'"),
+    # Each was silently ignored (or silently ran the linux policy).
+    (["simulate", "{t}", "--frag", "0.5"], "--frag applies to the OS model"),
+    (["simulate", "{t}", "--budget", "4%"], "--budget applies to the OS model"),
+    (["simulate", "{t}", "--policy", "linux", "--seed", "3"], "no effect without --frag"),
+    (["simulate", "{t}", "--policy", "linux", "--frag-method", "ingens"], "no effect without --frag"),
+    (["simulate", "{t}", "--policy", "linux", "--duration", "10", "--rate", "1e6"], "give one of them"),
+    (["simulate", "{t}", "-q"], "no output"),
+    (["curve", "{t}", "-o", "{tmp}/r", "--frag-points", "", "--seed", "2"], "no effect without --frag-points"),
+    (["curve", "{t}", "-o", "{tmp}/r", "--frag-points", "", "--frag-policy", "pcc"], "no effect without --frag-points"),
+    (["multi", "{t}", "-o", "{tmp}/r", "--slice", "5"], "one was given"),
+    (["trace", "gups", "--accesses", "100", "--updates", "7", "-o", "{tmp}/x.hst"], "give one of them"),
+    # Echoed as typed and naming the option.
+    (["trace", "bfs", "--scale", "99999999999999999999", "-o", "{tmp}/x.hst"], "--scale: '99999999999999999999'"),
+    (["trace", "bfs", "--direction-optimizing", "maybe", "-o", "{tmp}/x.hst"], "--direction-optimizing: 'maybe'"),
+    (["simulate", "{t}", "--policy", "pcc", "--duration", "nan"], "--duration: 'nan' is not a finite number"),
+    (["curve", "{t}", "-o", "{tmp}/r", "--budgets", "1e3"], "--budgets: '1e3' is out of range"),
+    # Refused before the simulation (it used to fail after it).
+    (["simulate", "{t}", "--policy", "pcc", "--policy", "linux", "--emit-plan", "{tmp}/p.json"], "exactly one --policy"),
+    (["simulate", "{t}", "--nosuch"], "unrecognized arguments: --nosuch"),
+    ([], "a command is required"),
+])
+def test_bad_values_and_ineffective_options_are_one_error(args, needle, gups_trace, tmp_path, capsys):
+    code = _main(*[a.format(t=gups_trace, tmp=tmp_path) for a in args])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0], err
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("args", [["validate", "--help"], ["trace", "info", "--help"], ["trace", "merge", "--help"],
+                                  ["trace", "gups", "--help"], ["native", "gups", "--help"], ["curve", "--help"]])
+def test_help_works_everywhere(args, capsys):
+    assert _main(*args) in (0, None)
+    assert "usage" in capsys.readouterr().out.lower()
+
+
+def test_python_dash_m_hugescope_and_unwrapped_errors(gups_trace, tmp_path):
+    long_path = str(tmp_path / ("d" * 120) / "x.json")  # longer than rich's 80 columns
+    r = subprocess.run([sys.executable, "-m", "hugescope", "simulate", gups_trace, "--json", long_path],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and long_path in r.stderr, r.stderr
+    r = subprocess.run([sys.executable, "-m", "hugescope", "--version"], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.startswith("hugescope ")

@@ -86,7 +86,7 @@ def test_frag_and_sensitivity_shapes(traces):
 
 
 def test_bad_arguments_give_clear_errors(traces):
-    with pytest.raises(ValueError, match="percentage"):
+    with pytest.raises(hs.HugescopeError, match=r"budgets: 150 is out of range \(expected 0\.\.100\)"):
         ex.curve(traces["bfs"], policies=["linux"], budgets=[150])
     with pytest.raises(hs.HugescopeError, match="unknown policy"):
         ex.curve(traces["bfs"], policies=["nosuchpolicy"], budgets=[0], frag_points=[])
@@ -184,3 +184,131 @@ def test_report_is_self_contained_and_has_every_figure(traces, tmp_path):
 def test_report_errors(tmp_path):
     r = cli("report", tmp_path)
     assert r.returncode == 2 and "no experiment results" in r.stderr
+
+
+# ---------------------------------------------------------------- checkpoints and --resume
+
+SWEEP = ["--policies", "linux,pcc", "--budgets", "0,4,32,100", "--frag-points", "50", "--duration", "60",
+         "--no-plots", "--threads", "2"]
+
+
+def _files(d):
+    return {f: open(os.path.join(d, f), "rb").read() for f in sorted(os.listdir(d))}
+
+
+def test_results_do_not_depend_on_grouping(traces, monkeypatch):
+    # Each configuration has its own kernel and base is deterministic, so
+    # batches of 1, 3 or all configurations give identical results.
+    configs = [{"policy": p, "budget": b} for p in ("linux", "pcc", "hawkeye") for b in (0.0, 0.04, 1.0)]
+    configs += [{"policy": "linux", "frag": 0.5}, {"policy": "ideal"}]
+    runs = []
+    for batch in (1, 3, 100):
+        monkeypatch.setattr(ex, "BATCH", batch)
+        runs.append([r.to_dict() for r in ex.run_configs(traces["bfs"], configs, duration=60, threads=2)])
+    assert runs[0] == runs[1] == runs[2]
+
+
+def _interrupt_after(monkeypatch, calls):
+    """The core's sweep call raises Interrupted (as a SIGINT handler would)
+    once ``calls`` batches have finished."""
+    real = hs._core.run_specs
+    seen = {"n": 0}
+
+    def run_specs(*a, **kw):
+        if seen["n"] == calls:
+            raise hs.errors.Interrupted(2)
+        seen["n"] += 1
+        return real(*a, **kw)
+    monkeypatch.setattr(hs._core, "run_specs", run_specs)
+
+
+@pytest.mark.parametrize("cmd", ["curve", "frag", "sensitivity", "multi"])
+def test_interrupted_sweep_resumes_to_identical_files(cmd, traces, tmp_path, monkeypatch, capsys):
+    from hugescope import cli as hcli
+
+    args = {"curve": SWEEP, "frag": ["--policies", "linux,pcc,hawkeye", "--levels", "50,90", "--no-plots"],
+            "sensitivity": ["--pcc-sizes", "4..64", "--no-plots"],
+            "multi": ["--policies", "pcc,linux", "--budgets", "1,4,16", "--no-plots"]}[cmd]
+    whole, part = tmp_path / "whole", tmp_path / "part"
+    monkeypatch.setattr(ex, "BATCH", 2)
+    assert hcli.main([cmd, traces["bfs"], "-o", str(whole)] + args) == 0
+    with monkeypatch.context() as m:
+        _interrupt_after(m, 2)
+        assert hcli.main([cmd, traces["bfs"], "-o", str(part)] + args) == 130
+    err = capsys.readouterr().err
+    ckpt = part / f"{cmd}-bfs.checkpoint.json"
+    assert "--resume" in err and str(ckpt) in err and len(err.strip().splitlines()) == 1, err
+    assert os.listdir(part) == [ckpt.name]  # no result file, no temporary
+    assert len(json.loads(ckpt.read_text())["results"]) == 4  # two batches of two kept
+    # Without --resume the finished work is not thrown away silently.
+    assert hcli.main([cmd, traces["bfs"], "-o", str(part)] + args) == 2
+    assert "--resume" in capsys.readouterr().err
+    calls = []
+    real = hs._core.run_specs
+    monkeypatch.setattr(hs._core, "run_specs", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    assert hcli.main([cmd, traces["bfs"], "-o", str(part), "--resume"] + args) == 0
+    n = len(json.loads(open(whole / f"{cmd}-bfs.json").read())["rows"])
+    assert len(calls) == -(-(n - 4) // 2)  # only the unfinished configurations ran
+    assert _files(part) == _files(whole)  # byte-identical, checkpoint removed
+
+
+def test_checkpoint_of_other_inputs_is_refused(traces, tmp_path, monkeypatch, capsys):
+    from hugescope import cli as hcli
+
+    monkeypatch.setattr(ex, "BATCH", 2)
+    with monkeypatch.context() as m:
+        _interrupt_after(m, 1)
+        assert hcli.main(["curve", traces["bfs"], "-o", str(tmp_path)] + SWEEP) == 130
+    ckpt = tmp_path / "curve-bfs.checkpoint.json"
+    saved = ckpt.read_bytes()
+    capsys.readouterr()
+    other = [a if a != "60" else "90" for a in SWEEP]  # another --duration
+    assert hcli.main(["curve", traces["bfs"], "-o", str(tmp_path), "--resume"] + other) == 2
+    assert "different run" in capsys.readouterr().err
+    # The same name for another trace (another workload at bfs.hst).
+    d2 = tmp_path / "t2"
+    d2.mkdir()
+    workloads.trace("bfs", str(d2 / "bfs.hst"), scale=12)
+    assert hcli.main(["curve", str(d2 / "bfs.hst"), "-o", str(tmp_path), "--resume"] + SWEEP) == 2
+    assert "trace" in capsys.readouterr().err
+    assert ckpt.read_bytes() == saved
+    # A checkpoint with points deleted resumes them: same files as a whole run.
+    data = json.loads(saved)
+    del data["results"]["0"]
+    ckpt.write_text(json.dumps(data))
+    assert hcli.main(["curve", traces["bfs"], "-o", str(tmp_path), "--resume"] + SWEEP) == 0
+    whole = tmp_path / "whole"
+    assert hcli.main(["curve", traces["bfs"], "-o", str(whole)] + SWEEP) == 0
+    assert (tmp_path / "curve-bfs.csv").read_bytes() == (whole / "curve-bfs.csv").read_bytes()
+    assert not ckpt.exists()
+
+
+@pytest.mark.parametrize("call, needle", [
+    (lambda t: ex.curve(t, budgets=None), "budgets: expected a list"),
+    (lambda t: ex.curve(t, policies=None), "policies: expected a list"),
+    (lambda t: ex.curve(t, budgets=[float("nan")]), "budgets: nan is not a finite number"),
+    (lambda t: ex.curve(t, budgets=[1], threads="x"), "threads: 'x' is not an integer"),
+    (lambda t: ex.curve(t, budgets=[1], threads=10**6), "threads: 1000000 is out of range"),
+    (lambda t: ex.curve(t, budgets=[1], seed=-1), "seed: -1 is out of range"),
+    (lambda t: ex.curve(t, budgets=[1], duration=10, rate=5), "give one of them"),
+    (lambda t: hs.api.simulate(t, seed=-1), "no effect without a policy"),
+    (lambda t: hs.api.simulate(t, policy="linux", seed=-1), "seed: -1 is out of range"),
+    (lambda t: hs.api.simulate(t, policy="linux", duration=float("inf")), "duration: inf is not a finite number"),
+    (lambda t: hs.api.simulate(t, policy="linux", budget="150%"), "budget: '150%' is out of range"),
+    (lambda t: hs.api.compare(t, None), "policies: expected a list"),
+    (lambda t: hs.api.simulate(None), "trace: expected a path"),
+    (lambda t: ex.reuse(t, max_points=-1), "max_points: -1 is out of range"),
+    (lambda t: ex.reuse(t, alpha=float("nan")), "alpha: nan"),
+    (lambda t: ex.merge([t, t], "m.hst", slice=-1), "slice: -1 is out of range"),
+    (lambda t: ex.merge(t, "m.hst"), "inputs: expected a list"),
+    (lambda t: ex.sensitivity(t, pcc_sizes=[-4]), "PCC sizes: -4 is out of range"),
+    (lambda t: ex.multi(t, timeline_samples=0), "timeline_samples: 0 is out of range"),
+    (lambda t: workloads.trace("gups", "x.hst", limit=-1), "limit: -1 is out of range"),
+])
+def test_python_api_raises_hugescope_error(call, needle, traces, tmp_path, monkeypatch):
+    # Never an OverflowError or TypeError from inside: the documented type, one message.
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(hs.HugescopeError) as e:
+        call(traces["bfs"])
+    assert needle in str(e.value)
+    assert os.listdir(tmp_path) == []

@@ -7,24 +7,47 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 from typing import List, Optional
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from . import _core, api, workloads
-from ._io import write_json
-from .errors import EXIT_USAGE, Interrupted
+from . import _core, _io, api, units, workloads
+from ._io import check_output, write_json
+from .errors import EXIT_FAILURE, EXIT_USAGE, Interrupted
 from .progress import progress_counter
 
 # Off a terminal (CI logs, pipes) rich would wrap tables at 80 columns.
 console = Console(width=None if sys.stdout.isatty() else 160)
-err_console = Console(stderr=True)
+# soft_wrap: an error is one line whatever the width, so a log or a test can
+# rely on "one error, one line" even when stderr is a pipe (80 columns).
+err_console = Console(stderr=True, soft_wrap=True, highlight=False)
 
 
 class CliError(Exception):
     pass
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with the CLI's error convention: a usage error is one line
+    (``error: hugescope simulate: ...``), not the usage block followed by the
+    message. It still ends in ``SystemExit(2)`` as argparse does (callers of
+    ``main`` in-process rely on that)."""
+
+    def error(self, message):
+        err_console.print(f"[bold red]error:[/] {escape(_error_line(f'{self.prog}: {message}'))}")
+        raise SystemExit(EXIT_USAGE)
+
+
+#: Set by a command while it works to say what an interruption keeps (e.g. a
+#: sweep's checkpoint and how to resume); printed by ``main`` on SIGINT/SIGTERM.
+interrupt_note: Optional[str] = None
+
+#: Seeds are u64 in the core; checked here so -1 is an error, not an OverflowError.
+seed_arg = units.int_arg("--seed")
 
 
 # ---------------------------------------------------------------- simulate
@@ -103,7 +126,7 @@ def render_policies(results) -> None:
     console.print("; ".join(notes))
     for r in results:
         for w in r.to_dict().get("warnings", []):
-            err_console.print(f"[yellow]warning ({r['label']}):[/] {w}")
+            err_console.print(f"[yellow]warning ({escape(str(r['label']))}):[/] {escape(str(w))}")
     procs = results[0]["processes"]
     if len(procs) > 1:
         pt = Table(title="per process")
@@ -116,29 +139,80 @@ def render_policies(results) -> None:
         console.print(pt)
 
 
+def _machine_inputs(a) -> list:
+    """Files a command reads besides its trace (never to be overwritten)."""
+    return [p for p in (getattr(a, "config", None),) if p]
+
+
+def policy_inputs(policies) -> list:
+    """Files named by policy parameters (``static:plan=FILE``): inputs too,
+    so ``--emit-plan`` cannot replace the plan being replayed."""
+    out = []
+    for p in policies or []:
+        for kv in str(p).partition(":")[2].split(","):
+            key, _, value = kv.partition("=")
+            if key.strip() == "plan" and value.strip():
+                out.append(value.strip())
+    return out
+
+
+def check_outputs(outputs, inputs) -> None:
+    """Check every (path, kind) output before the work starts, so a long run
+    never fails at its end because of where it was asked to write."""
+    named = [p for p, _ in outputs if p is not None]
+    if len({os.path.abspath(p) for p in named}) != len(named):
+        raise CliError(f"the same file is named for two outputs: {' and '.join(named)}")
+    for path, kind in outputs:
+        if path is not None:
+            check_output(path, kind, inputs)
+
+
 def cmd_simulate(a) -> int:
-    policy_mode = bool(a.policy) or any(v is not None for v in (a.frag, a.budget, a.memory, a.duration, a.rate)) or bool(a.os)
-    if not policy_mode:
-        if a.emit_plan:
-            raise CliError("--emit-plan records a policy's decisions; add --policy")
+    # Options of the OS model, which runs only with --policy: without one they
+    # would have no effect (they used to switch silently to the linux policy).
+    os_only = {"--frag": a.frag, "--frag-method": a.frag_method, "--budget": a.budget, "--memory": a.memory,
+               "--footprint": a.footprint, "--duration": a.duration, "--rate": a.rate, "--seed": a.seed,
+               "--os": a.os or None, "--no-base": a.no_base or None, "--emit-plan": a.emit_plan}
+    if not a.policy:
+        given = [k for k, v in os_only.items() if v is not None]
+        if given:
+            raise CliError(f"{given[0]} applies to the OS model, which runs only with a policy; "
+                           "add --policy (e.g. --policy linux)")
+    else:
+        if a.pages:
+            raise CliError("--pages is a static map; with --policy use --policy static:plan=FILE")
+        if a.frag is None and a.frag_method is not None:
+            raise CliError(f"--frag-method '{a.frag_method}' has no effect without --frag")
+        if a.frag is None and a.seed is not None:
+            raise CliError("--seed seeds the fragmentation injector; it has no effect without --frag")
+        if a.emit_plan and len(a.policy) != 1:
+            raise CliError("--emit-plan needs exactly one --policy")
+        if a.duration is not None and a.rate is not None:
+            raise CliError("--duration and --rate both set the virtual time base "
+                           "(rate = accesses / duration); give one of them")
+    if a.quiet and not (a.json or a.emit_plan):
+        raise CliError("-q prints nothing; without --json or --emit-plan the run would have no output")
+    if a.budget is not None:
+        a.budget = api._share(a.budget, "--budget")
+    inputs = [a.trace] + _machine_inputs(a) + policy_inputs(a.policy)
+    if a.pages and a.pages.lower() not in ("4k", "2m", "1g"):
+        inputs.append(a.pages)
+    check_outputs([(a.json, "json"), (a.emit_plan, "json")], inputs)
+    if not a.policy:
         r = api.simulate(a.trace, preset=a.preset, pages=a.pages or "4k", config=a.config, set=a.set)
         if a.json:
-            write_json(a.json, r.to_dict())
+            write_json(a.json, r.to_dict(), inputs=inputs)
         if not a.quiet:
             render_sim(r)
         return 0
-    if a.pages:
-        raise CliError("--pages is a static map; with --policy use --policy static:plan=FILE")
-    policies = a.policy or ["linux"]
-    results = api.compare(a.trace, policies, preset=a.preset, config=a.config, set=a.set,
-                          with_base=not a.no_base, **_os_options(a))
+    opts = {k: v for k, v in _os_options(a).items() if v is not None and v != []}
+    results = api.compare(a.trace, a.policy, preset=a.preset, config=a.config, set=a.set,
+                          with_base=not a.no_base, **opts)
     if a.json:
         data = results[0].to_dict() if len(results) == 1 else [r.to_dict() for r in results]
-        write_json(a.json, data)
+        write_json(a.json, data, inputs=inputs)
     if a.emit_plan:
-        if len(results) != 1:
-            raise CliError("--emit-plan needs exactly one --policy")
-        write_json(a.emit_plan, results[0].plan())
+        write_json(a.emit_plan, results[0].plan(), inputs=inputs)
     if not a.quiet:
         if len(results) == 1:
             render_sim(results[0])
@@ -149,7 +223,7 @@ def cmd_simulate(a) -> int:
 # ---------------------------------------------------------------- trace
 
 def cmd_trace_info(argv: List[str]) -> int:
-    p = argparse.ArgumentParser(prog="hugescope trace info", description="Print a trace's header and counts.")
+    p = Parser(prog="hugescope trace info", description="Print a trace's header and counts.")
     p.add_argument("file")
     p.add_argument("--verify", action="store_true", help="decode every chunk and check its checksum")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -191,24 +265,26 @@ def _size(n: int) -> str:
     return f"{n} B"
 
 
-def _coerce(kind: str, value: str):
+def _coerce(kind: str, value: str, what: str = "value"):
     if kind == "bool":
         v = str(value).lower()
         if v in ("1", "true", "yes", "on"):
             return True
         if v in ("0", "false", "no", "off"):
             return False
-        raise CliError(f"'{value}' is not a boolean (true/false)")
+        raise CliError(f"{what}: '{value}' is not a boolean (true/false)")
     if kind == "int":
         try:
-            return int(value)
+            n = int(value)
         except ValueError:
             return value  # suffixes like 50M are parsed by the core
+        # Past u64 the JSON number would reach the core as a float (1e+20)
+        # and its message would not echo what was typed.
+        if n > units.U64_MAX:
+            raise CliError(f"{what}: '{value}' is out of range (expected at most {units.U64_MAX})")
+        return n
     if kind == "float":
-        try:
-            return float(value)
-        except ValueError:
-            raise CliError(f"'{value}' is not a number")
+        return units.check_float(value, what)
     return value
 
 
@@ -217,7 +293,7 @@ def workload_parser(name: str, prog: str, extra) -> tuple:
     if name not in specs:
         raise CliError(f"unknown workload '{name}'; available: {', '.join(sorted(specs))}")
     w = specs[name]
-    p = argparse.ArgumentParser(prog=prog, description=w["about"])
+    p = Parser(prog=prog, description=w["about"])
     kinds = {}
     for ps in w["params"]:
         flag = "--" + ps["name"].replace("_", "-")
@@ -237,7 +313,7 @@ def _params(a, kinds) -> dict:
     for name, kind in kinds.items():
         v = getattr(a, name, None)
         if v is not None:
-            out[name] = _coerce(kind, v)
+            out[name] = _coerce(kind, v, "--" + name.replace("_", "-"))
     return out
 
 
@@ -265,18 +341,32 @@ def cmd_trace(argv: List[str]) -> int:
     a = p.parse_args(argv[1:])
     params = _params(a, kinds)
     if name == "gups" and a.accesses is not None:
-        from . import units
-        params["updates"] = max(1, units.parse_count(a.accesses) // 2)
-    limit = None
-    if a.limit is not None:
-        from . import units
-        limit = units.parse_count(a.limit)
+        if a.updates is not None:
+            raise CliError("--accesses sets --updates (2 accesses per update): give one of them")
+        params["updates"] = max(1, _count(a.accesses, "--accesses", 1) // 2)
+    limit = None if a.limit is None else _count(a.limit, "--limit", 1)
+    # A workload reading a graph file must not write its trace over it.
+    check_output(a.output, "hst", [params["file"]] if params.get("file") else [])
     with progress_counter(f"tracing {name}", "accesses") as tick:
         out = workloads.trace(name, a.output, limit=limit, progress=tick, **params)
     s = out["summary"]
     console.print(f"wrote {a.output}: {s['accesses']:,} accesses ({s['writes']:,} writes), "
                   f"{s['compressed_bytes']:,} bytes compressed; result: {json.dumps(out['result'].get('result', out['result']))}")
     return 0
+
+
+def _count(text, what: str, lo: int = 0) -> int:
+    """A count with an optional suffix (50M) in ``lo..=U64_MAX``; errors name
+    the option and echo the text as given."""
+    try:
+        n = units.parse_count(text)
+    except ValueError:
+        n = None
+    if n is None:
+        raise CliError(f"{what}: '{text}' is not a count (a number with an optional suffix such as 50M)")
+    if not lo <= n <= units.U64_MAX:
+        raise CliError(f"{what}: '{text}' is out of range (expected {lo}..{units.U64_MAX})")
+    return n
 
 
 def cmd_native(argv: List[str]) -> int:
@@ -291,11 +381,14 @@ def cmd_native(argv: List[str]) -> int:
 
     p, kinds = workload_parser(name, f"hugescope native {name}", extra)
     a = p.parse_args(argv[1:])
-    rep = workloads.native(name, thp=a.thp, **_params(a, kinds))
+    params = _params(a, kinds)
+    inputs = [params["file"]] if params.get("file") else []
+    check_outputs([(a.json, "json")], inputs)
+    rep = workloads.native(name, thp=a.thp, **params)
     if a.json:
-        write_json(a.json, rep)
+        write_json(a.json, rep, inputs=inputs)
     for w in rep.get("warnings", []):
-        err_console.print(f"[yellow]warning:[/] {w}")
+        err_console.print(f"[yellow]warning:[/] {escape(str(w))}")
     console.print(f"{name}: setup {rep['setup_seconds']:.3f} s, run {rep['run_seconds']:.3f} s "
                   f"(measured wall time, one run); result: {json.dumps(rep['result'])}")
     return 0
@@ -343,10 +436,14 @@ def cmd_bench(a) -> int:
     import tempfile
     import time as _time
 
+    n = _count(a.accesses, "--accesses", 2)
+    try:
+        units.parse_size(a.size)  # a bad --size fails here, not after the trace was made
+    except ValueError:
+        raise CliError(f"--size: '{a.size}' is not a size (e.g. 64MiB, 1GiB)") from None
+    check_outputs([(a.json, "json")], [])
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "gups.hst")
-        from . import units
-        n = units.parse_count(a.accesses)
         t0 = _time.perf_counter()
         workloads.trace("gups", path, size=a.size, updates=max(1, n // 2))
         gen = _time.perf_counter() - t0
@@ -375,11 +472,21 @@ def cmd_demo(a) -> int:
     return run_demo(a.out, quick=a.quick)
 
 
+def cmd_validate(rest: List[str]) -> int:
+    # validate takes free-form workload parameters (argparse.REMAINDER), which
+    # argparse will not start with an option, so `validate --help` was rejected
+    # by the top-level parser; main passes the raw arguments instead.
+    from .cli_linux import cmd_validate as run
+    return run(argparse.Namespace(rest=rest))
+
+
 # ---------------------------------------------------------------- main
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="hugescope", description="Which memory should be huge pages, and what does each policy buy?")
+    p = Parser(prog="hugescope", description="Which memory should be huge pages, and what does each policy buy?")
     p.add_argument("--version", action="version", version=f"hugescope {_core.version()}")
+    p.add_argument("--follow-symlinks", action="store_true",
+                   help="write outputs named by a symbolic link to the link's target (default: refuse such outputs)")
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
 
     s = sub.add_parser("simulate", help="simulate a trace through the MMU model")
@@ -388,14 +495,16 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--pages", default=None, help="static page-size map: 4k, 2m, 1g, or a plan JSON file (default 4k)")
     s.add_argument("--policy", action="append", default=[], metavar="NAME[:k=v,...]",
                    help="run the OS model with this policy (repeatable: all run on one pass); see 'hugescope policies'")
-    s.add_argument("--frag", type=float, default=None, help="fragment memory first: share of 2MB blocks with an unmovable page (pcc) or target FMFI (ingens)")
-    s.add_argument("--frag-method", default="pcc", choices=["pcc", "ingens"], help="fragmentation method (default pcc)")
+    s.add_argument("--frag", type=units.float_arg("--frag", 0.0, 1.0), default=None, help="fragment memory first: share of 2MB blocks with an unmovable page (pcc) or target FMFI (ingens)")
+    s.add_argument("--frag-method", default=None, choices=["pcc", "ingens"], help="fragmentation method (default pcc)")
     s.add_argument("--budget", default=None, help="cap huge-page memory at this share of the footprint (0.04 or 4%%)")
     s.add_argument("--memory", default=None, help="simulated physical memory (default: 1.3 x footprint + 8MiB, at least 64MiB)")
     s.add_argument("--footprint", default=None, help="footprint the budget refers to (default: the trace's regions)")
-    s.add_argument("--duration", type=float, default=None, help="treat the trace as this many seconds of virtual time")
-    s.add_argument("--rate", type=float, default=None, help="nominal accesses per second (default: the trace header's, else cost-model cycles)")
-    s.add_argument("--seed", type=int, default=1, help="seed of the fragmentation injector")
+    s.add_argument("--duration", type=units.float_arg("--duration", positive=True), default=None,
+                   help="treat the trace as this many seconds of virtual time")
+    s.add_argument("--rate", type=units.float_arg("--rate", positive=True), default=None,
+                   help="nominal accesses per second (default: the trace header's, else cost-model cycles)")
+    s.add_argument("--seed", type=seed_arg, default=None, help="seed of the fragmentation injector (default 1; with --frag)")
     s.add_argument("--os", action="append", default=[], metavar="COST=US", help="override an OS cost in microseconds, e.g. fault_base_us=2.5")
     s.add_argument("--no-base", action="store_true", help="do not simulate base pages alongside (no speedup)")
     s.add_argument("--emit-plan", metavar="PLAN", help="write the plan the policy executed (replay with static:plan=PLAN or 'hugescope run')")
@@ -423,7 +532,7 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("bench", help="measure simulation throughput (decode-only floor vs decode + simulate)")
     b.add_argument("--size", default="1GiB", help="GUPS table size (default 1GiB)")
     b.add_argument("--accesses", default="20M", help="accesses in the GUPS trace (default 20M)")
-    b.add_argument("--repeat", type=int, default=5,
+    b.add_argument("--repeat", type=units.int_arg("--repeat", 1, 1000), default=5,
                    help="passes per measurement; the best and the median are reported (default 5)")
     b.add_argument("--json", help="write the measurements to this JSON file")
     b.set_defaults(func=cmd_bench)
@@ -435,25 +544,80 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _raise_interrupted(signum, frame):
+    raise Interrupted(signum)
+
+
+def _install_signal_handlers() -> dict:
+    """SIGINT and SIGTERM raise ``Interrupted`` in the main thread, so every
+    ``finally`` cleans up (the writer's temporary files, a sweep's checkpoint)
+    and the core's long calls stop within a second. Returns the previous
+    handlers; nothing is installed outside the main thread (signal.signal
+    would refuse)."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    old = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        old[sig] = signal.signal(sig, _raise_interrupted)
+    return old
+
+
+def _error_line(e: BaseException) -> str:
+    # One line per error: a message spanning lines (rare: a value with a
+    # newline in it) is joined so the console contract holds.
+    return " ".join(str(e).splitlines()) or type(e).__name__
+
+
+def _dispatch(argv: List[str]) -> int:
+    if argv and argv[0] == "trace":
+        return cmd_trace(argv[1:])
+    if argv and argv[0] == "native":
+        return cmd_native(argv[1:])
+    if argv and argv[0] == "validate":
+        return cmd_validate(argv[1:])
+    p = build_parser()
+    a = p.parse_args(argv)
+    if not getattr(a, "func", None):
+        p.print_help()
+        raise CliError("hugescope: a command is required (listed above)")
+    return a.func(a)
+
+
 def main(argv: Optional[List[str]] = None) -> int:
+    global interrupt_note
     argv = list(sys.argv[1:] if argv is None else argv)
+    # The one top-level option is taken before the command, so it also holds
+    # for the commands parsed outside argparse (trace, native, validate).
+    follow = False
+    while argv and argv[0] == "--follow-symlinks":
+        follow = True
+        argv.pop(0)
+    old_handlers = _install_signal_handlers()
+    old_follow, _io.FOLLOW_SYMLINKS = _io.FOLLOW_SYMLINKS, follow
+    interrupt_note = None
     try:
-        if argv and argv[0] == "trace":
-            return cmd_trace(argv[1:])
-        if argv and argv[0] == "native":
-            return cmd_native(argv[1:])
-        p = build_parser()
-        a = p.parse_args(argv)
-        if not getattr(a, "func", None):
-            p.print_help()
-            return 2
-        return a.func(a)
+        return _dispatch(argv)
     except (_core.HugescopeError, CliError, OSError, ValueError) as e:
-        err_console.print(f"[bold red]error:[/] {e}")
+        err_console.print(f"[bold red]error:[/] {escape(_error_line(e))}")
         return EXIT_USAGE
     except KeyboardInterrupt as e:
-        err_console.print("interrupted; no partial result was written")
-        return e.exit_code if isinstance(e, Interrupted) else 130
+        code = e.exit_code if isinstance(e, Interrupted) else 128 + signal.SIGINT
+        name = signal.Signals(e.signum).name if isinstance(e, Interrupted) else "SIGINT"
+        err_console.print(f"interrupted by {name}; {escape(interrupt_note or 'no partial result was written')}")
+        return code
+    except Exception as e:  # noqa: BLE001 - the last resort: a bug, not bad input
+        if os.environ.get("HUGESCOPE_TRACEBACK"):
+            raise
+        err_console.print(f"[bold red]internal error:[/] {escape(type(e).__name__)}: {escape(_error_line(e))} "
+                          "(a bug in hugescope: please report it; HUGESCOPE_TRACEBACK=1 shows the traceback)")
+        return EXIT_FAILURE
+    finally:
+        _io.FOLLOW_SYMLINKS = old_follow
+        interrupt_note = None
+        for sig, h in old_handlers.items():
+            signal.signal(sig, h)
 
 
 if __name__ == "__main__":

@@ -20,9 +20,11 @@ import os
 import sys
 from typing import List
 
+from rich.markup import escape
 from rich.table import Table
 
 from . import experiments as ex
+from . import units
 
 
 def _cli():
@@ -33,9 +35,11 @@ def _cli():
 
 # ---------------------------------------------------------------- parsing
 
-def parse_numbers(text: str, what: str, integer: bool = False) -> List[float]:
+def parse_numbers(text: str, what: str, integer: bool = False, low: float = None, high: float = None) -> List[float]:
     """'0,1,2,4' -> [0, 1, 2, 4]; 'A..B' -> powers of two from A to B
-    (A and B powers of two); both forms can be mixed: '4..64,100'."""
+    (A and B powers of two); both forms can be mixed: '4..64,100'. Every
+    value must be finite and within ``low``..``high``; errors echo the item as
+    typed."""
     out: List[float] = []
     for part in str(text).split(","):
         part = part.strip()
@@ -49,6 +53,8 @@ def parse_numbers(text: str, what: str, integer: bool = False) -> List[float]:
                 raise ValueError(f"{what}: '{part}' is not a range of integers like 4..1024") from None
             if a < 1 or b < a or a & (a - 1) or b & (b - 1):
                 raise ValueError(f"{what}: range '{part}' must go from a power of two up to a larger power of two")
+            if high is not None and b > high:
+                raise ValueError(f"{what}: range '{part}' goes beyond {high:g}")
             n = a
             while n <= b:
                 out.append(n)
@@ -58,6 +64,10 @@ def parse_numbers(text: str, what: str, integer: bool = False) -> List[float]:
             v = float(part)
         except ValueError:
             raise ValueError(f"{what}: '{part}' is not a number") from None
+        if v != v or v in (float("inf"), float("-inf")):
+            raise ValueError(f"{what}: '{part}' is not a finite number")
+        if (low is not None and v < low) or (high is not None and v > high):
+            raise ValueError(f"{what}: '{part}' is out of range (expected {low:g}..{high:g})")
         if integer:
             if v != int(v):
                 raise ValueError(f"{what}: '{part}' is not an integer")
@@ -85,25 +95,70 @@ def _policies(text: str) -> List[str]:
     return items
 
 
-def _add_common(p: argparse.ArgumentParser, out_default: str = "results") -> None:
+def _add_common(p: argparse.ArgumentParser, out_default: str = "results", fragments: bool = True) -> None:
     cli = _cli()
     cli._add_machine_args(p)
     p.add_argument("-o", "--out", default=out_default, help=f"results directory (default {out_default})")
-    p.add_argument("--duration", type=float, default=None,
+    p.add_argument("--duration", type=units.float_arg("--duration", positive=True), default=None,
                    help="virtual seconds the trace spans (so the papers' 30 s intervals fire on a short trace)")
     p.add_argument("--memory", default=None, help="simulated physical memory (default: 1.3 x footprint + 8MiB, at least 64MiB)")
     p.add_argument("--footprint", default=None, help="footprint the N%% limits refer to (default: the trace's regions)")
-    p.add_argument("--rate", type=float, default=None, help="nominal accesses per second (instead of --duration)")
-    p.add_argument("--seed", type=int, default=1, help="seed of the fragmentation injector")
+    p.add_argument("--rate", type=units.float_arg("--rate", positive=True), default=None,
+                   help="nominal accesses per second (instead of --duration)")
+    if fragments:
+        p.add_argument("--seed", type=cli.seed_arg, default=None,
+                       help="seed of the fragmentation injector (default 1)")
     p.add_argument("--os", action="append", default=[], metavar="COST=US", help="override an OS cost in microseconds")
-    p.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1),
-                   help="simulation threads (each decodes the trace once; default 2)")
+    p.add_argument("--threads", type=units.int_arg("--threads", 1, ex.MAX_THREADS), default=min(2, os.cpu_count() or 1),
+                   help=f"simulation threads (each decodes the trace once; default 2, at most {ex.MAX_THREADS})")
     p.add_argument("--no-plots", action="store_true", help="do not write PNG figures next to the results")
+    p.add_argument("--resume", action="store_true",
+                   help="continue an interrupted run from the finished points kept in OUT/NAME.checkpoint.json")
 
 
 def _common(a) -> dict:
     return {"preset": a.preset, "config": a.config, "set": a.set, "memory": a.memory, "footprint": a.footprint,
-            "duration": a.duration, "rate": a.rate, "seed": a.seed, "os_costs": a.os, "threads": a.threads}
+            "duration": a.duration, "rate": a.rate, "seed": getattr(a, "seed", None), "os_costs": a.os,
+            "threads": a.threads}
+
+
+def _time_base(a) -> None:
+    if getattr(a, "duration", None) is not None and getattr(a, "rate", None) is not None:
+        raise ValueError("--duration and --rate both set the virtual time base "
+                         "(rate = accesses / duration); give one of them")
+
+
+def _name(experiment: str, trace: str) -> str:
+    return f"{experiment}-{ex._stem(trace)}"
+
+
+def _prepare(a, experiment: str, trace: str, extra=()) -> str:
+    """Before the work: every file the command will write is checked (results
+    directory created, CSV/JSON/PNG and checkpoint refused if they must not be
+    replaced); returns the checkpoint path."""
+    from . import plots
+
+    _time_base(a)
+    name = _name(experiment, trace)
+    inputs = [trace] + ([a.config] if getattr(a, "config", None) else [])
+    inputs += _cli().policy_inputs(_policies(a.policies) if getattr(a, "policies", None) else [])
+    ex.check_outputs(a.out, name, extra, inputs)
+    if not a.no_plots:
+        for png in plots.figure_paths({"hugescope_experiment": experiment}, os.path.join(a.out, name)):
+            ex.check_output(png, "png", inputs)
+    return ex.checkpoint_path(a.out, name)
+
+
+@contextlib.contextmanager
+def _keeps(checkpoint: str):
+    """On SIGINT/SIGTERM, tell main what the interrupted sweep kept."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        if os.path.exists(checkpoint):
+            _cli().interrupt_note = (f"finished points kept in {checkpoint}; "
+                                     "run the same command with --resume to continue")
+        raise
 
 
 @contextlib.contextmanager
@@ -164,8 +219,8 @@ def _print_table(df, columns, title: str) -> None:
     _cli().console.print(t)
 
 
-def _finish(df, a, extra=None) -> None:
-    name = f"{df.attrs['meta']['hugescope_experiment']}-{ex._stem(df.attrs['meta']['trace']['path'])}"
+def _finish(df, a, extra=None, checkpoint=None) -> None:
+    name = _name(df.attrs['meta']['hugescope_experiment'], df.attrs['meta']['trace']['path'])
     paths = ex.save(df, a.out, name=name, extra_tables=extra)
     msg = f"wrote {paths['csv']} and {paths['json']}"
     if not a.no_plots:
@@ -174,7 +229,10 @@ def _finish(df, a, extra=None) -> None:
         pngs = plots.save_figures(data, os.path.join(a.out, name))
         if pngs:
             msg += " and " + ", ".join(pngs)
-    _cli().console.print(msg)
+    # Only once every result file is written: the checkpoint is what an
+    # interruption before this point resumes from.
+    ex.remove_checkpoint(checkpoint)
+    _cli().console.print(escape(msg))
 
 
 # ---------------------------------------------------------------- commands
@@ -182,46 +240,58 @@ def _finish(df, a, extra=None) -> None:
 @_user_errors
 def cmd_curve(a) -> int:
     policies = _policies(a.policies)
-    budgets = parse_numbers(a.budgets, "--budgets")
-    frag_points = parse_numbers(a.frag_points, "--frag-points") if a.frag_points else []
-    with _progress("utility curve") as tick:
-        df = ex.curve(a.trace, policies=policies, budgets=budgets, frag_points=frag_points, frag_policy=a.frag_policy,
-                      progress=tick, **_common(a))
+    budgets = parse_numbers(a.budgets, "--budgets", low=0, high=100)
+    frag_points = parse_numbers(a.frag_points, "--frag-points", low=0, high=100) if a.frag_points.strip() else []
+    if not frag_points:
+        # Both only shape the fragmentation points: without any they do nothing.
+        if a.frag_policy is not None:
+            raise ValueError(f"--frag-policy '{a.frag_policy}' has no effect without --frag-points")
+        if a.seed is not None:
+            raise ValueError("--seed seeds the fragmentation injector; it has no effect without --frag-points")
+    ckpt = _prepare(a, "curve", a.trace)
+    with _keeps(ckpt), _progress("utility curve") as tick:
+        df = ex.curve(a.trace, policies=policies, budgets=budgets, frag_points=frag_points,
+                      frag_policy=a.frag_policy or "linux", progress=tick, checkpoint=ckpt, resume=a.resume,
+                      **_common(a))
     _print_table(df, ["policy", "role", "budget_pct", "frag_pct", "huge_share", "promotions", "ptw_rate",
                       "speedup_est"], "utility curve (speedup and walks are estimates of the model)")
-    _finish(df, a)
+    _finish(df, a, checkpoint=ckpt)
     return 0
 
 
 @_user_errors
 def cmd_frag(a) -> int:
-    levels = parse_numbers(a.levels, "--levels")
-    with _progress("fragmentation") as tick:
-        df = ex.frag(a.trace, levels=levels, policies=_policies(a.policies), frag_method=a.frag_method, progress=tick,
-                     **_common(a))
+    levels = parse_numbers(a.levels, "--levels", low=0, high=100)
+    policies = _policies(a.policies)
+    ckpt = _prepare(a, "frag", a.trace)
+    with _keeps(ckpt), _progress("fragmentation") as tick:
+        df = ex.frag(a.trace, levels=levels, policies=policies, frag_method=a.frag_method, progress=tick,
+                     checkpoint=ckpt, resume=a.resume, **_common(a))
     _print_table(df, ["policy", "frag_pct", "fmfi", "huge_share", "promotions", "ptw_rate", "speedup_est"],
                  "fragmentation (speedup over unfragmented base pages, estimate)")
-    _finish(df, a)
+    _finish(df, a, checkpoint=ckpt)
     return 0
 
 
 @_user_errors
 def cmd_sensitivity(a) -> int:
-    sizes = parse_numbers(a.pcc_sizes, "--pcc-sizes", integer=True)
-    budget = parse_numbers(a.budget, "--budget")
+    sizes = parse_numbers(a.pcc_sizes, "--pcc-sizes", integer=True, low=1, high=units.U64_MAX)
+    budget = parse_numbers(a.budget, "--budget", low=0, high=100)
     if len(budget) != 1:
-        raise ValueError("--budget takes one percentage")
-    with _progress("PCC size sensitivity") as tick:
+        raise ValueError(f"--budget takes one percentage, not '{a.budget}'")
+    ckpt = _prepare(a, "sensitivity", a.trace)
+    with _keeps(ckpt), _progress("PCC size sensitivity") as tick:
         df = ex.sensitivity(a.trace, pcc_sizes=sizes, budget=budget[0], policy=a.policy, param=a.param, progress=tick,
-                            **_common(a))
+                            checkpoint=ckpt, resume=a.resume, **_common(a))
     _print_table(df, ["policy", "role", "size", "huge_share", "promotions", "ptw_rate", "speedup_est"],
                  f"PCC size sensitivity at a {budget[0]:g}% limit (estimates)")
-    _finish(df, a)
+    _finish(df, a, checkpoint=ckpt)
     return 0
 
 
 @_user_errors
 def cmd_reuse(a) -> int:
+    _prepare(a, "reuse", a.trace, extra=("points",))
     with _progress("reuse distance"):
         res = ex.reuse(a.trace, threshold=a.threshold, average=a.average, alpha=a.alpha, max_points=a.max_points,
                        seed=a.seed)
@@ -243,20 +313,35 @@ def cmd_reuse(a) -> int:
 @_user_errors
 def cmd_multi(a) -> int:
     trace = a.traces[0]
-    if len(a.traces) > 1:
-        os.makedirs(a.out, exist_ok=True)
+    policies = _policies(a.policies)
+    budgets = parse_numbers(a.budgets, "--budgets", low=0, high=100)
+    if len(a.traces) == 1:
+        # Merging options shape a merge, which one trace does not need.
+        if a.slice is not None:
+            raise ValueError("--slice applies when several traces are merged; one was given")
+        if a.shared_cpus:
+            raise ValueError("--shared-cpus applies when several traces are merged; one was given")
+    else:
+        from ._io import prepare_dir
+        prepare_dir(a.out)
         trace = os.path.join(a.out, "merged-" + "-".join(ex._stem(t) for t in a.traces) + ".hst")
-        rep = ex.merge(a.traces, trace, slice=a.slice, separate_cpus=not a.shared_cpus)
-        _cli().console.print(f"merged {len(a.traces)} traces into {trace} ({rep['summary']['accesses']:,} accesses)")
-    with _progress("multi-process comparison") as tick:
-        df, procs, tl = ex.multi(trace, policies=_policies(a.policies), budgets=parse_numbers(a.budgets, "--budgets"),
-                                 progress=tick, **_common(a))
+        ex.check_output(trace, "hst", a.traces)
+    # The merged trace's name is known before merging, so every output is
+    # checked before the merge (the first piece of work).
+    ckpt = _prepare(a, "multi", trace, extra=("processes", "timeline"))
+    if len(a.traces) > 1:
+        rep = ex.merge(a.traces, trace, slice=65536 if a.slice is None else a.slice, separate_cpus=not a.shared_cpus)
+        _cli().console.print(escape(f"merged {len(a.traces)} traces into {trace} "
+                                    f"({rep['summary']['accesses']:,} accesses)"))
+    with _keeps(ckpt), _progress("multi-process comparison") as tick:
+        df, procs, tl = ex.multi(trace, policies=policies, budgets=budgets, progress=tick, checkpoint=ckpt,
+                                 resume=a.resume, **_common(a))
     _print_table(df, ["policy", "role", "budget_pct", "huge_share", "promotions", "ptw_rate", "speedup_est"],
                  "promotion policies (combined speedup, estimate)")
     if len(procs) and procs["pid"].nunique() > 1:
         _print_table(procs, ["policy", "budget_pct", "pid", "process", "huge_share", "walk_reduction"],
                      "per process (estimates)")
-    _finish(df, a, extra={"processes": procs, "timeline": tl})
+    _finish(df, a, extra={"processes": procs, "timeline": tl}, checkpoint=ckpt)
     return 0
 
 
@@ -264,8 +349,8 @@ def cmd_multi(a) -> int:
 def cmd_merge(a) -> int:
     rep = ex.merge(a.inputs, a.output, slice=a.slice, separate_cpus=not a.shared_cpus)
     h, s = rep["header"], rep["summary"]
-    _cli().console.print(f"wrote {a.output}: {s['accesses']:,} accesses of {h['processes']} processes "
-                         f"({', '.join(h['process_names'])}) on {h['cpus']} cpus, per pid {s['per_pid']}")
+    _cli().console.print(escape(f"wrote {a.output}: {s['accesses']:,} accesses of {h['processes']} processes "
+                                f"({', '.join(h['process_names'])}) on {h['cpus']} cpus, per pid {s['per_pid']}"))
     return 0
 
 
@@ -273,13 +358,16 @@ def cmd_merge(a) -> int:
 def cmd_report(a) -> int:
     from . import report
     out = a.output or os.path.join(a.results, "report.html")
+    if not os.path.isdir(a.results):
+        raise ValueError(f"{a.results}: not a directory of results")
+    _cli().check_output(out, "html")
     report.build(a.results, out, title=a.title)
-    _cli().console.print(f"wrote {out}")
+    _cli().console.print(escape(f"wrote {out}"))
     return 0
 
 
 def _merge_parser(prog: str) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog, description="Interleave traces into one multi-process trace "
+    p = _cli().Parser(prog=prog, description="Interleave traces into one multi-process trace "
                                 "(round robin in fixed slices; input i becomes pid i).")
     _merge_args(p)
     return p
@@ -288,7 +376,8 @@ def _merge_parser(prog: str) -> argparse.ArgumentParser:
 def _merge_args(p) -> None:
     p.add_argument("inputs", nargs="+", metavar="TRACE", help="two or more .hst traces")
     p.add_argument("-o", "--output", required=True, help="merged trace to write (.hst)")
-    p.add_argument("--slice", type=int, default=65536, help="accesses taken from one trace at a time (default 65536)")
+    p.add_argument("--slice", type=units.int_arg("--slice", 1), default=65536,
+                   help="accesses taken from one trace at a time (default 65536)")
     p.add_argument("--shared-cpus", action="store_true",
                    help="keep cpu ids (processes share cores) instead of giving each trace its own cpus")
 
@@ -306,7 +395,7 @@ def add_commands(sub) -> None:
     c.add_argument("--budgets", default=",".join(str(b) for b in ex.DEFAULT_BUDGETS),
                    help="huge-page limits in %% of the footprint (default 0,1,2,4,8,16,32,64,100)")
     c.add_argument("--frag-points", default="50,90", help="fragmentation levels (%%) for the Linux points ('' for none)")
-    c.add_argument("--frag-policy", default="linux", help="policy of the fragmentation points (default linux)")
+    c.add_argument("--frag-policy", default=None, help="policy of the fragmentation points (default linux)")
     _add_common(c)
     c.set_defaults(func=cmd_curve)
 
@@ -324,17 +413,20 @@ def add_commands(sub) -> None:
     s.add_argument("--budget", default="32", help="huge-page limit in %% of the footprint (default 32)")
     s.add_argument("--policy", default="pcc", help="policy to vary (default pcc)")
     s.add_argument("--param", default="entries", help="its parameter to vary (default entries: the pcc policy's PCC size)")
-    _add_common(s)
+    _add_common(s, fragments=False)
     s.set_defaults(func=cmd_sensitivity)
 
     r = sub.add_parser("reuse", help="page reuse distance at 4KB and 2MB, HUB classification (PCC Fig. 2)")
     r.add_argument("trace")
     r.add_argument("-o", "--out", default="results", help="results directory (default results)")
-    r.add_argument("--threshold", type=float, default=1024, help="low reuse distance below this (default 1024)")
+    r.add_argument("--threshold", type=units.float_arg("--threshold", positive=True), default=1024,
+                   help="low reuse distance below this (default 1024)")
     r.add_argument("--average", default="ema", choices=["ema", "mean"], help="per-page average (default ema)")
-    r.add_argument("--alpha", type=float, default=0.9, help="EMA weight of the old value (default 0.9)")
-    r.add_argument("--max-points", type=int, default=20000, help="pages kept for the scatter plot (default 20000)")
-    r.add_argument("--seed", type=int, default=1, help="seed of the scatter sampling")
+    r.add_argument("--alpha", type=units.float_arg("--alpha", 0.0, 1.0), default=0.9,
+                   help="EMA weight of the old value (default 0.9)")
+    r.add_argument("--max-points", type=units.int_arg("--max-points", 0, ex.MAX_REUSE_POINTS), default=20000,
+                   help=f"pages kept for the scatter plot (default 20000, at most {ex.MAX_REUSE_POINTS:,})")
+    r.add_argument("--seed", type=_cli().seed_arg, default=1, help="seed of the scatter sampling")
     r.add_argument("--no-plots", action="store_true", help="do not write PNG figures")
     r.set_defaults(func=cmd_reuse)
 
@@ -343,9 +435,10 @@ def add_commands(sub) -> None:
     m.add_argument("--policies", default=",".join(ex.DEFAULT_MULTI_POLICIES), help="comma-separated policies")
     m.add_argument("--budgets", default=",".join(str(b) for b in ex.DEFAULT_MULTI_BUDGETS),
                    help="huge-page limits in %% of the combined footprint")
-    m.add_argument("--slice", type=int, default=65536, help="merge slice when several traces are given")
+    m.add_argument("--slice", type=units.int_arg("--slice", 1), default=None,
+                   help="merge slice when several traces are given (default 65536)")
     m.add_argument("--shared-cpus", action="store_true", help="merged processes share cpus")
-    _add_common(m)
+    _add_common(m, fragments=False)
     m.set_defaults(func=cmd_multi)
 
     g = sub.add_parser("merge", help="interleave traces into one multi-process trace (= 'trace merge')")

@@ -93,8 +93,16 @@ def policy_table(traces: dict, names=None) -> tuple:
 
 
 def run_demo(out: str = "demo-out", quick: bool = False) -> int:
+    from ._io import check_output, prepare_dir
+
     start = time.monotonic()
-    os.makedirs(out, exist_ok=True)
+    # Every place the demo writes is checked before its first trace: the
+    # results JSON, the experiments' directory and the report (in ./demo-report).
+    prepare_dir(out)
+    check_output(os.path.join(out, "demo-results.json"), "json")
+    prepare_dir(os.path.join(out, "results"))
+    prepare_dir("demo-report")
+    check_output(os.path.join("demo-report", "report.html"), "html")
     traces = {}
     for name, full, small in GRAPHS:
         traces[name] = _trace(out, name, small if quick else full)

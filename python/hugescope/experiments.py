@@ -1,10 +1,13 @@
 """Experiments of the PCC paper's evaluation (MICRO'23 §3.1 and §5), as tidy
 tables. See ``docs/experiments.md`` for what each computes and every choice.
 
-Each experiment decodes the trace as few times as possible: all of its
-configurations (policy x budget x fragmentation) go to the core in one call,
-which deals them over ``threads`` cores, each core decoding the trace once
-and simulating its share of the configurations side by side with ``base``.
+Each experiment decodes the trace as few times as possible: its
+configurations (policy x budget x fragmentation) go to the core in batches of
+``BATCH``; the core deals a batch over ``threads`` cores, each core decoding
+the trace once and simulating its share side by side with ``base``. With a
+``checkpoint`` file, each finished batch is saved there as it completes, so
+an interrupted sweep keeps its finished points and ``resume=True`` continues
+from them (the final tables are byte-identical to an uninterrupted run).
 
 Every experiment returns a pandas DataFrame with one row per configuration
 (policy x point) and, with ``out=DIR``, writes ``DIR/<experiment>-<trace>.csv``
@@ -18,6 +21,7 @@ exact statistics of the trace (``kind == "measurement"``).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -25,8 +29,9 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 
 from . import _core
 from ._core import HugescopeError
-from ._io import write_atomic, write_json
+from ._io import check_output, write_atomic, write_json
 from .results import SimResult
+from .units import U64_MAX, check_float, check_int
 
 #: The paper's N% limits (§4, utility curves): 9 points, "~100" = no effective cap.
 DEFAULT_BUDGETS = [0, 1, 2, 4, 8, 16, 32, 64, 100]
@@ -44,9 +49,22 @@ DEFAULT_MULTI_BUDGETS = [1, 2, 4, 8, 16, 32]
 COMMON_OPTIONS = ("preset", "config", "set", "memory", "footprint", "duration", "rate", "seed", "os_costs",
                   "sample_every", "threads")
 
-#: At most this many configurations per core call: lets a progress bar move
-#: between calls at the price of one extra decoding pass per batch.
-BATCH = 24
+#: Configurations per core call. Each batch costs one decoding pass per
+#: thread, and is the unit a checkpoint keeps: 12 keeps the default curve
+#: (31 configurations) at 3 passes instead of 1-2 while an interruption loses
+#: at most one batch. Results do not depend on the grouping (each
+#: configuration has its own kernel; base is deterministic; tested).
+BATCH = 12
+
+#: Most simulation threads accepted (each decodes the trace on its own).
+MAX_THREADS = 256
+
+#: Most pages kept for the reuse scatter plot (each is a row in memory and in
+#: the points CSV).
+MAX_REUSE_POINTS = 10_000_000
+
+#: Format version of checkpoint files.
+CHECKPOINT_VERSION = 1
 
 KIND_LABEL = {"estimate": "estimate (cost model)", "measurement": "measurement"}
 
@@ -56,7 +74,7 @@ KIND_LABEL = {"estimate": "estimate (cost model)", "measurement": "measurement"}
 def _check_common(common: Dict[str, Any]) -> Dict[str, Any]:
     unknown = sorted(set(common) - set(COMMON_OPTIONS))
     if unknown:
-        raise ValueError(f"unknown option(s) {', '.join(unknown)}; known: {', '.join(COMMON_OPTIONS)}")
+        raise HugescopeError(f"unknown option(s) {', '.join(unknown)}; known: {', '.join(COMMON_OPTIONS)}")
     out = {k: v for k, v in common.items() if v is not None}
     if out.get("preset") == "calibrated":
         from .calibrate import machine_args
@@ -66,68 +84,158 @@ def _check_common(common: Dict[str, Any]) -> Dict[str, Any]:
         if out["preset"] is None:
             del out["preset"]
     if "set" in out:
-        out["overrides"] = [str(s) for s in out.pop("set")]
+        out["overrides"] = out.pop("set")
     if "os_costs" in out:
-        out["os_costs"] = [str(s) for s in out["os_costs"]]
+        out["os_costs"] = [str(s) for s in _sequence(out["os_costs"], "os_costs")]
+    if "overrides" in out:
+        out["overrides"] = [str(s) for s in _sequence(out["overrides"], "set")]
     for k in ("memory", "footprint"):
         if k in out:
             out[k] = str(out[k])
     for k in ("duration", "rate"):
         if k in out:
-            out[k] = float(out[k])
+            out[k] = check_float(out[k], k, positive=True)
+    if "duration" in out and "rate" in out:
+        raise HugescopeError(DURATION_AND_RATE)
+    if "seed" in out:
+        out["seed"] = check_int(out["seed"], "seed")
+    if "sample_every" in out:
+        out["sample_every"] = check_int(out["sample_every"], "sample_every", 1)
     if "threads" in out:
-        out["threads"] = int(out["threads"])
-        if out["threads"] < 1:
-            raise ValueError("threads must be at least 1")
+        out["threads"] = check_int(out["threads"], "threads", 1, MAX_THREADS)
     return out
 
 
+#: Both set the virtual time base; one would silently win over the other.
+DURATION_AND_RATE = "duration and rate both set the virtual time base (rate = accesses / duration); give one of them"
+
+
 def _trace_path(trace) -> str:
+    if not isinstance(trace, (str, os.PathLike)):
+        raise HugescopeError(f"trace: expected a path, not {trace!r}")
     p = os.fspath(trace)
     if not os.path.exists(p):
         raise HugescopeError(f"{p}: no such trace file")
     return p
 
 
+def _fingerprint(path: str, configs: List[Dict[str, Any]], opts: Dict[str, Any]) -> Dict[str, Any]:
+    """What a checkpoint's results depend on: the trace (size, header, footer
+    counts and a hash of its last 64 KiB, which hold the footer and the last
+    chunks), the resolved machine configuration, the OS options, the
+    configurations and the version. Threads are left out: they change how
+    work is dealt, not results."""
+    info = _core.trace_info(path, False)
+    size = os.path.getsize(path)
+    h = hashlib.sha256(info.encode())
+    with open(path, "rb") as f:
+        f.seek(max(0, size - 65536))
+        h.update(f.read())
+    machine = json.loads(_core.machine_config(opts.get("preset"), opts.get("config"), opts.get("overrides", [])))
+    os_opts = {k: v for k, v in sorted(opts.items()) if k not in ("preset", "config", "overrides", "threads")}
+    return {"version": _core.version(), "trace": {"size": size, "sha256": h.hexdigest()}, "machine": machine,
+            "os": os_opts, "configs": configs}
+
+
+def _load_checkpoint(checkpoint: str, fingerprint: Dict[str, Any]) -> Dict[int, Dict[str, Any]]:
+    try:
+        with open(checkpoint) as f:
+            data = json.load(f)
+    except (OSError, ValueError) as e:
+        raise HugescopeError(f"{checkpoint}: cannot read the checkpoint ({e}); delete it to start over") from None
+    if not isinstance(data, dict) or data.get("hugescope_checkpoint") != CHECKPOINT_VERSION:
+        raise HugescopeError(f"{checkpoint}: not a hugescope checkpoint (version {CHECKPOINT_VERSION})")
+    if data.get("fingerprint") != fingerprint:
+        differ = [k for k in fingerprint if (data.get("fingerprint") or {}).get(k) != fingerprint[k]]
+        raise HugescopeError(f"{checkpoint}: checkpoint of a different run ({', '.join(differ) or 'fingerprint'} "
+                             "differ); refusing to mix its results in (delete it, or resume with the same inputs)")
+    done = data.get("results")
+    if not isinstance(done, dict):
+        raise HugescopeError(f"{checkpoint}: checkpoint has no results table")
+    try:
+        kept = {int(k): v for k, v in done.items() if 0 <= int(k) < len(fingerprint["configs"])}
+    except ValueError:
+        kept = None
+    if kept is None or not all(isinstance(v, dict) and "translation" in v for v in kept.values()):
+        raise HugescopeError(f"{checkpoint}: checkpoint has a bad results table; delete it to start over")
+    return kept
+
+
+def checkpoint_path(out: str, name: str) -> str:
+    """Where a sweep named ``name`` keeps its finished points in ``out``."""
+    return os.path.join(out, f"{name}.checkpoint.json")
+
+
+def remove_checkpoint(checkpoint: Optional[str]) -> None:
+    """Delete a finished sweep's checkpoint (its results are saved)."""
+    if checkpoint:
+        try:
+            os.unlink(checkpoint)
+        except FileNotFoundError:
+            pass
+
+
 def run_configs(trace, configs: Sequence[Dict[str, Any]], progress: Optional[Callable] = None,
-                **common) -> List[SimResult]:
+                checkpoint: Optional[str] = None, resume: bool = False, **common) -> List[SimResult]:
     """Simulate ``configs`` (dicts with ``policy`` and optional ``label``,
     ``budget`` (share 0..1), ``frag`` (share 0..1), ``frag_method``) over
     ``trace``; one ``SimResult`` per config, in order. ``progress(done, total)``
-    is called with the number of configurations done after each core call."""
+    is called with the number of configurations done after each core call.
+
+    ``checkpoint``: a JSON file where each finished batch is saved as it
+    completes (atomically). ``resume=True`` takes the finished configurations
+    from it and simulates only the rest; a checkpoint made from another trace,
+    machine, OS options or set of configurations is refused. Without
+    ``resume`` an existing checkpoint is an error (it holds finished work)."""
     path = _trace_path(trace)
     opts = _check_common(common)
     opts.setdefault("threads", min(2, os.cpu_count() or 1))
-    out: List[SimResult] = []
     configs = list(configs)
-    for i in range(0, len(configs), BATCH):
-        batch = configs[i:i + BATCH]
-        text = _core.run_specs(path, json.dumps(batch), **opts)
-        out.extend(SimResult(d) for d in json.loads(text))
+    done: Dict[int, Dict[str, Any]] = {}
+    fingerprint = None
+    if checkpoint:
+        check_output(checkpoint, "json", [path] + ([opts["config"]] if opts.get("config") else []))
+        fingerprint = _fingerprint(path, configs, opts)
+        if os.path.exists(checkpoint):
+            if not resume:
+                raise HugescopeError(f"{checkpoint}: an interrupted run left its finished points here; "
+                                     "resume it (--resume) or delete the file to start over")
+            done = _load_checkpoint(checkpoint, fingerprint)
+    todo = [i for i in range(len(configs)) if i not in done]
+    if progress and done:
+        progress(len(done), len(configs))
+    for b in range(0, len(todo), BATCH):
+        idx = todo[b:b + BATCH]
+        text = _core.run_specs(path, json.dumps([configs[i] for i in idx]), **opts)
+        for i, d in zip(idx, json.loads(text)):
+            done[i] = d
+        if checkpoint and len(done) < len(configs):
+            write_json(checkpoint, {"hugescope_checkpoint": CHECKPOINT_VERSION, "fingerprint": fingerprint,
+                                    "results": {str(i): done[i] for i in sorted(done)}})
         if progress:
-            progress(len(out), len(configs))
-    return out
+            progress(len(done), len(configs))
+    return [SimResult(done[i]) for i in range(len(configs))]
+
+
+def _sequence(values, what: str) -> list:
+    """``values`` as a list; one string or a non-iterable is refused (a string
+    would be split into characters)."""
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise HugescopeError(f"{what}: expected a list, not {values!r}")
+    return list(values)
 
 
 def _pct_list(values: Iterable, what: str) -> List[float]:
-    out = []
-    for v in values:
-        try:
-            x = float(v)
-        except (TypeError, ValueError):
-            raise ValueError(f"{what}: '{v}' is not a number") from None
-        if not (0.0 <= x <= 100.0):
-            raise ValueError(f"{what}: {x:g} is not a percentage between 0 and 100")
-        out.append(x)
+    out = [check_float(v, what, 0.0, 100.0) for v in _sequence(values, what)]
     if not out:
-        raise ValueError(f"{what}: empty list")
+        raise HugescopeError(f"{what}: empty list")
     return out
 
 
 def _policy_list(policies: Iterable[str]) -> List[str]:
-    out = [str(p).strip() for p in policies if str(p).strip()]
+    out = [str(p).strip() for p in _sequence(policies, "policies") if str(p).strip()]
     if not out:
-        raise ValueError("no policy given")
+        raise HugescopeError("no policy given")
     return out
 
 
@@ -209,6 +317,25 @@ def _json_safe(v):
     return v
 
 
+def output_paths(out: str, name: str, extra: Iterable[str] = ()) -> Dict[str, tuple]:
+    """The files ``save`` writes for ``name`` in ``out``: key -> (path, kind)."""
+    paths = {"csv": (os.path.join(out, name + ".csv"), "csv")}
+    for key in extra:
+        paths[f"csv_{key}"] = (os.path.join(out, f"{name}-{key}.csv"), "csv")
+    paths["json"] = (os.path.join(out, name + ".json"), "json")
+    return paths
+
+
+def check_outputs(out: str, name: str, extra: Iterable[str] = (), inputs: Iterable[str] = ()) -> None:
+    """Before any work: create the results directory ``out`` if needed and
+    refuse outputs that must not be replaced (see ``hugescope._io``)."""
+    from ._io import prepare_dir
+
+    prepare_dir(out)
+    for path, kind in output_paths(out, name, extra).values():
+        check_output(path, kind, inputs)
+
+
 def save(df, out: str, name: Optional[str] = None, extra_tables: Optional[Dict[str, Any]] = None) -> Dict[str, str]:
     """Write ``df`` as ``OUT/NAME.csv`` and ``OUT/NAME.json`` (metadata from
     ``df.attrs["meta"]`` plus the rows, and any ``extra_tables`` as more row
@@ -216,27 +343,45 @@ def save(df, out: str, name: Optional[str] = None, extra_tables: Optional[Dict[s
     not at all. Returns the paths written."""
     meta = dict(df.attrs.get("meta", {}))
     name = name or f"{meta.get('hugescope_experiment', 'experiment')}-{_stem(meta.get('trace', {}).get('path', 'trace'))}"
-    os.makedirs(out, exist_ok=True)
+    from ._io import prepare_dir
+
+    prepare_dir(out)
+    inputs = [meta["trace"]["path"]] if meta.get("trace", {}).get("path") else []
+    where = output_paths(out, name, (extra_tables or {}).keys())
     paths = {}
-    paths["csv"] = os.path.join(out, name + ".csv")
-    write_atomic(paths["csv"], df.to_csv(index=False))
+    paths["csv"] = write_atomic(where["csv"][0], df.to_csv(index=False), kind="csv", inputs=inputs)
     data = dict(meta)
     data["rows"] = _json_safe(df.to_dict(orient="records"))
     for key, table in (extra_tables or {}).items():
         data[key] = _json_safe(table.to_dict(orient="records"))
-        p = os.path.join(out, f"{name}-{key}.csv")
-        write_atomic(p, table.to_csv(index=False))
-        paths[f"csv_{key}"] = p
-    paths["json"] = os.path.join(out, name + ".json")
-    write_json(paths["json"], _json_safe(data))
+        paths[f"csv_{key}"] = write_atomic(where[f"csv_{key}"][0], table.to_csv(index=False), kind="csv",
+                                           inputs=inputs)
+    paths["json"] = write_json(where["json"][0], _json_safe(data), inputs=inputs)
     return paths
+
+
+def _sweep_checkpoint(experiment: str, path: str, out: Optional[str], checkpoint: Optional[str]) -> Optional[str]:
+    """The checkpoint of a sweep: the one given, else NAME.checkpoint.json in
+    ``out`` (when the sweep saves its results), else none."""
+    if checkpoint:
+        return os.fspath(checkpoint)
+    return checkpoint_path(out, f"{experiment}-{_stem(path)}") if out else None
+
+
+def _done(df, out: Optional[str], ckpt: Optional[str], extra_tables=None) -> None:
+    # Results first, then the checkpoint goes: an interruption in between
+    # leaves a checkpoint that resumes to the same files.
+    if out:
+        save(df, out, extra_tables=extra_tables)
+        remove_checkpoint(ckpt)
 
 
 # ---------------------------------------------------------------- Fig. 5
 
 def curve(trace, policies: Sequence[str] = DEFAULT_CURVE_POLICIES, budgets: Sequence[float] = DEFAULT_BUDGETS,
           frag_points: Sequence[float] = (50, 90), frag_policy: str = "linux", out: Optional[str] = None,
-          progress: Optional[Callable] = None, **common):
+          progress: Optional[Callable] = None,
+          checkpoint: Optional[str] = None, resume: bool = False, **common):
     """Utility curves (PCC paper Fig. 5): estimated speedup and PTW rate
     (walks / accesses) of each policy with huge pages capped at N% of the
     footprint, N in ``budgets``; ``base`` and ``ideal`` (no cap) as reference
@@ -260,19 +405,23 @@ def curve(trace, policies: Sequence[str] = DEFAULT_CURVE_POLICIES, budgets: Sequ
     for f in frag_points:
         configs.append({"policy": frag_policy, "frag": f / 100.0})
         tags.append({"role": "point", "budget_pct": None, "frag_pct": f})
-    results = run_configs(path, configs, progress=progress, **common)
+    ckpt = _sweep_checkpoint("curve", path, out, checkpoint)
+    if out:
+        check_outputs(out, f"curve-{_stem(path)}", (), [path])
+    results = run_configs(path, configs, progress=progress, checkpoint=ckpt, resume=resume, **common)
     rows = [_row(r, experiment="curve", **t) for r, t in zip(results, tags)]
     df = _frame(rows, _meta("curve", path, results, {"policies": policies, "budgets_pct": budgets,
                                                         "frag_points_pct": list(frag_points), "frag_policy": frag_policy}))
     if out:
-        save(df, out)
+        _done(df, out, ckpt)
     return df
 
 
 # ---------------------------------------------------------------- Fig. 7
 
 def frag(trace, levels: Sequence[float] = DEFAULT_FRAG_LEVELS, policies: Sequence[str] = DEFAULT_FRAG_POLICIES,
-         frag_method: str = "pcc", out: Optional[str] = None, progress: Optional[Callable] = None, **common):
+         frag_method: str = "pcc", out: Optional[str] = None, progress: Optional[Callable] = None,
+         checkpoint: Optional[str] = None, resume: bool = False, **common):
     """Fragmentation (PCC paper §5.1.1, Fig. 7): each policy, with no
     huge-page cap ("each scheme promotes as much as it can"), on memory where
     ``level``% of the 2MB blocks hold one unmovable page (``frag_method="pcc"``;
@@ -282,43 +431,41 @@ def frag(trace, levels: Sequence[float] = DEFAULT_FRAG_LEVELS, policies: Sequenc
     policies = _policy_list(policies)
     levels = _pct_list(levels, "fragmentation levels")
     if frag_method not in ("pcc", "ingens"):
-        raise ValueError(f"unknown fragmentation method '{frag_method}' (pcc, ingens)")
+        raise HugescopeError(f"unknown fragmentation method '{frag_method}' (pcc, ingens)")
     configs, tags = [], []
     for lvl in levels:
         for p in policies:
             configs.append({"policy": p, "frag": lvl / 100.0, "frag_method": frag_method})
             tags.append({"role": "bar", "frag_pct": lvl, "frag_method": frag_method})
-    results = run_configs(path, configs, progress=progress, **common)
+    ckpt = _sweep_checkpoint("frag", path, out, checkpoint)
+    if out:
+        check_outputs(out, f"frag-{_stem(path)}", (), [path])
+    results = run_configs(path, configs, progress=progress, checkpoint=ckpt, resume=resume, **common)
     rows = []
     for r, t in zip(results, tags):
         fr = r.to_dict().get("fragmentation") or {}
         rows.append(_row(r, experiment="frag", blocked_share=fr.get("blocked_share"), fmfi=fr.get("fmfi"), **t))
     df = _frame(rows, _meta("frag", path, results, {"policies": policies, "levels_pct": levels, "frag_method": frag_method}))
     if out:
-        save(df, out)
+        _done(df, out, ckpt)
     return df
 
 
 # ---------------------------------------------------------------- Fig. 6
 
 def sensitivity(trace, pcc_sizes: Sequence[int] = DEFAULT_PCC_SIZES, budget: float = 32, policy: str = "pcc",
-                param: str = "entries", out: Optional[str] = None, progress: Optional[Callable] = None, **common):
+                param: str = "entries", out: Optional[str] = None, progress: Optional[Callable] = None,
+                checkpoint: Optional[str] = None, resume: bool = False, **common):
     """PCC size sensitivity (PCC paper §5.1, Fig. 6): ``policy:param=N`` (the
     pcc policy calls its number of PCC entries ``entries``) for
     each N in ``pcc_sizes`` with huge pages capped at ``budget``% of the
     footprint (32% in the paper), plus ``base``/``ideal`` references."""
     path = _trace_path(trace)
     sizes = []
-    for s in pcc_sizes:
-        try:
-            n = int(s)
-        except (TypeError, ValueError):
-            raise ValueError(f"PCC sizes: '{s}' is not an integer") from None
-        if n < 1:
-            raise ValueError(f"PCC sizes: {n} must be at least 1")
-        sizes.append(n)
+    for s in _sequence(pcc_sizes, "PCC sizes"):
+        sizes.append(check_int(s, "PCC sizes", 1, U64_MAX))
     if not sizes:
-        raise ValueError("PCC sizes: empty list")
+        raise HugescopeError("PCC sizes: empty list")
     (b,) = _pct_list([budget], "budget")
     sep = "," if ":" in policy else ":"
     configs = [{"policy": f"{policy}{sep}{param}={n}", "budget": b / 100.0} for n in sizes]
@@ -326,12 +473,15 @@ def sensitivity(trace, pcc_sizes: Sequence[int] = DEFAULT_PCC_SIZES, budget: flo
     for ref in ("base", "ideal"):
         configs.append({"policy": ref})
         tags.append({"role": "reference", "size": None, "budget_pct": None})
-    results = run_configs(path, configs, progress=progress, **common)
+    ckpt = _sweep_checkpoint("sensitivity", path, out, checkpoint)
+    if out:
+        check_outputs(out, f"sensitivity-{_stem(path)}", (), [path])
+    results = run_configs(path, configs, progress=progress, checkpoint=ckpt, resume=resume, **common)
     rows = [_row(r, experiment="sensitivity", **t) for r, t in zip(results, tags)]
     df = _frame(rows, _meta("sensitivity", path, results, {"policy": policy, "param": param, "sizes": sizes,
                                                               "budget_pct": b}))
     if out:
-        save(df, out)
+        _done(df, out, ckpt)
     return df
 
 
@@ -362,12 +512,16 @@ def reuse(trace, threshold: float = 1024, average: str = "ema", alpha: float = 0
     import pandas as pd
 
     path = _trace_path(trace)
-    try:
-        threshold = float(threshold)
-    except (TypeError, ValueError):
-        raise ValueError(f"threshold '{threshold}' is not a number") from None
-    rep = json.loads(_core.reuse_distance(path, threshold=threshold, average=str(average), alpha=float(alpha),
-                                          max_points=int(max_points), seed=int(seed)))
+    threshold = check_float(threshold, "threshold", positive=True)
+    alpha = check_float(alpha, "alpha", 0.0, 1.0)
+    max_points = check_int(max_points, "max_points", 0, MAX_REUSE_POINTS)
+    seed = check_int(seed, "seed")
+    if average not in ("ema", "mean"):
+        raise HugescopeError(f"average: '{average}' is not one of ema, mean")
+    if out:
+        check_outputs(out, f"reuse-{_stem(path)}", ("points",), [path])
+    rep = json.loads(_core.reuse_distance(path, threshold=threshold, average=str(average), alpha=alpha,
+                                          max_points=max_points, seed=seed))
     rows = []
     names = [g["name"] for g in rep["regions"]]
     for g in rep["regions"] + [rep["total"]]:
@@ -404,12 +558,14 @@ def merge(inputs: Sequence[str], out: str, slice: int = 65536, separate_cpus: bo
     """Interleave traces (round robin, ``slice`` accesses at a time) into one
     multi-process trace; input i gets the next pid(s) and, with
     ``separate_cpus``, its own cpus. Returns {path, header, summary}."""
-    paths = [_trace_path(p) for p in inputs]
+    paths = [_trace_path(p) for p in _sequence(inputs, "inputs")]
     if len(paths) < 2:
-        raise ValueError("merging needs at least two traces")
-    if int(slice) < 1:
-        raise ValueError("merge slice must be at least one access")
-    return json.loads(_core.merge_traces(paths, os.fspath(out), int(slice), bool(separate_cpus)))
+        raise HugescopeError("merging needs at least two traces")
+    slice = check_int(slice, "slice", 1, U64_MAX)
+    # Checked here too so a followed symbolic link resolves before the core,
+    # which never follows one.
+    target = check_output(out, "hst", paths)
+    return json.loads(_core.merge_traces(paths, target, slice, bool(separate_cpus)))
 
 
 def _process_cpus(header: Dict[str, Any]) -> Optional[Dict[int, range]]:
@@ -427,7 +583,8 @@ def _process_cpus(header: Dict[str, Any]) -> Optional[Dict[int, range]]:
 
 
 def multi(trace, policies: Sequence[str] = DEFAULT_MULTI_POLICIES, budgets: Sequence[float] = DEFAULT_MULTI_BUDGETS,
-          timeline_samples: int = 200, out: Optional[str] = None, progress: Optional[Callable] = None, **common):
+          timeline_samples: int = 200, out: Optional[str] = None, progress: Optional[Callable] = None,
+          checkpoint: Optional[str] = None, resume: bool = False, **common):
     """Multithread / multiprocess comparison (PCC paper §5.2-5.3, Figs. 8-9)
     of promotion policies (default: PCC highest-frequency vs round robin) at
     huge-page limits ``budgets``% of the combined footprint, with ``ideal`` as
@@ -443,7 +600,7 @@ def multi(trace, policies: Sequence[str] = DEFAULT_MULTI_POLICIES, budgets: Sequ
     info = json.loads(_core.trace_info(path, False))
     accesses = info["summary"]["accesses"]
     if "sample_every" not in common or common["sample_every"] is None:
-        common["sample_every"] = max(1000, accesses // max(1, int(timeline_samples)))
+        common["sample_every"] = max(1000, accesses // check_int(timeline_samples, "timeline_samples", 1))
     configs, tags = [], []
     for p in policies:
         for b in budgets:
@@ -451,7 +608,10 @@ def multi(trace, policies: Sequence[str] = DEFAULT_MULTI_POLICIES, budgets: Sequ
             tags.append({"role": "curve", "budget_pct": b})
     configs.append({"policy": "ideal"})
     tags.append({"role": "reference", "budget_pct": None})
-    results = run_configs(path, configs, progress=progress, **common)
+    ckpt = _sweep_checkpoint("multi", path, out, checkpoint)
+    if out:
+        check_outputs(out, f"multi-{_stem(path)}", ("processes", "timeline"), [path])
+    results = run_configs(path, configs, progress=progress, checkpoint=ckpt, resume=resume, **common)
     cpu_map = _process_cpus(info["header"])
     rows, per_proc, timeline = [], [], []
     for r, t in zip(results, tags):
@@ -480,7 +640,7 @@ def multi(trace, policies: Sequence[str] = DEFAULT_MULTI_POLICIES, budgets: Sequ
     pp = pd.DataFrame(per_proc)
     tl = pd.DataFrame(timeline, columns=["policy", "budget_pct", "role", "time_s", "accesses", "pid", "huge_bytes", "kind"])
     if out:
-        save(df, out, extra_tables={"processes": pp, "timeline": tl})
+        _done(df, out, ckpt, extra_tables={"processes": pp, "timeline": tl})
     return df, pp, tl
 
 

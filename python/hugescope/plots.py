@@ -309,25 +309,25 @@ def figures(data: Dict[str, Any]) -> List[Tuple[str, Any]]:
     return []
 
 
+def figure_paths(data: Dict[str, Any], stem: str) -> List[str]:
+    """The PNG paths ``save_figures`` writes for an experiment of ``data``'s
+    kind (so commands can check them before the work starts)."""
+    n = len(FIGURE_COUNTS.get(data.get("hugescope_experiment"), ()))
+    return [f"{stem}.png" if i == 0 else f"{stem}-{i + 1}.png" for i in range(n)]
+
+
+#: Figures per experiment kind (the captions ``figures`` gives them).
+FIGURE_COUNTS = {"curve": ("curve",), "frag": ("frag",), "sensitivity": ("sensitivity",),
+                 "reuse": ("scatter", "regions"), "multi": ("policies", "timeline"), "validate": ("validate",)}
+
+
 def save_figures(data: Dict[str, Any], stem: str) -> List[str]:
-    """Write the figures of ``data`` as ``STEM.png``, ``STEM-2.png``, ..."""
-    import os
-    import tempfile
+    """Write the figures of ``data`` as ``STEM.png``, ``STEM-2.png``, ...
+    through the one output writer (checked, atomic, normal modes)."""
+    from ._io import write_atomic
 
     paths = []
     for i, (_, fig) in enumerate(figures(data)):
         p = f"{stem}.png" if i == 0 else f"{stem}-{i + 1}.png"
-        png = to_png(fig)
-        d = os.path.dirname(os.path.abspath(p))
-        # Atomic like every result file: temporary name, then rename.
-        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(p) + ".", dir=d)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(png)
-            os.replace(tmp, p)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
-        paths.append(p)
+        paths.append(write_atomic(p, to_png(fig), kind="png"))
     return paths

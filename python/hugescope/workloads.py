@@ -40,7 +40,16 @@ def trace(
     the number of accesses generated so far (about every million).
     Returns ``{"path", "header", "summary", "result"}``.
     """
-    text = _core.trace_workload(name, json.dumps(_clean(params)), os.fspath(out), limit, progress)
+    from ._io import check_output
+    from .units import check_int
+
+    p = _clean(params)
+    if limit is not None:
+        limit = check_int(limit, "limit", 1)
+    # Before the trace is generated: the output rules of hugescope._io (a graph
+    # file read by the workload is an input), and a followed link resolved.
+    target = check_output(out, "hst", [p["file"]] if isinstance(p.get("file"), str) and p["file"] else [])
+    text = _core.trace_workload(name, json.dumps(p), target, limit, progress)
     return json.loads(text)
 
 

@@ -14,6 +14,7 @@ pub mod error;
 pub mod hw;
 pub mod limits;
 pub mod os;
+pub mod output;
 pub mod pagemap;
 pub mod plan;
 pub mod run;

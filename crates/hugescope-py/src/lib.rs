@@ -254,6 +254,24 @@ fn trace_workload(py: Python<'_>, name: String, params_json: String, out: String
     json(&serde_json::json!({ "path": out, "header": header, "summary": summary, "result": output }))
 }
 
+/// Check an output target before writing it (`hugescope_core::output::check`):
+/// `kind` names what will be written ("json", "csv", "html", "png", "svg",
+/// "pdf", "hst"); without it the kind is sniffed from `head`, the first bytes
+/// of the content. Returns the path to rename the finished file onto (the
+/// link's target when `follow_symlinks`); raises HugescopeError otherwise.
+#[pyfunction]
+#[pyo3(signature = (path, kind=None, head=None, inputs=Vec::new(), follow_symlinks=false))]
+fn check_output(path: std::path::PathBuf, kind: Option<String>, head: Option<Vec<u8>>, inputs: Vec<std::path::PathBuf>, follow_symlinks: bool) -> PyResult<std::path::PathBuf> {
+    use hugescope_core::output;
+    let kind = match (kind, head) {
+        (Some(k), _) => Some(output::Kind::parse(&k).map_err(err)?),
+        (None, Some(h)) => output::sniff(&h),
+        (None, None) => None,
+    };
+    let inputs: Vec<&std::path::Path> = inputs.iter().map(|p| p.as_path()).collect();
+    output::check(&path, kind, &inputs, follow_symlinks).map_err(err)
+}
+
 /// Run a workload natively; `progress` is called with each progress label.
 #[pyfunction]
 #[pyo3(signature = (name, params_json, thp=false, progress=None))]
@@ -293,6 +311,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(workload_layout, m)?)?;
     m.add_function(wrap_pyfunction!(trace_workload, m)?)?;
     m.add_function(wrap_pyfunction!(native_workload, m)?)?;
+    m.add_function(wrap_pyfunction!(check_output, m)?)?;
     experiments::register(m)?;
     linux::register(m)?;
     Ok(())

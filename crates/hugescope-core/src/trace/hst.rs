@@ -239,7 +239,21 @@ impl HstWriter {
     /// Start a trace in a given chunk layout: `Layout::Records` writes a
     /// version-1 file (for tools that only read version 1).
     pub fn create_with_layout(path: impl AsRef<Path>, header: &TraceHeader, layout: Layout) -> Result<HstWriter> {
-        let path = path.as_ref().to_path_buf();
+        Self::create_checked(path, header, layout, &[])
+    }
+
+    /// Start a trace after refusing targets that must not be replaced (see
+    /// [`crate::output::check`]): a device, FIFO, directory or symbolic link,
+    /// a file holding another kind of output, the same file as one of
+    /// `inputs`, or an unwritable directory. Runs before any access is traced,
+    /// so a long generation never fails at the end for its output.
+    pub fn create_checked(
+        path: impl AsRef<Path>,
+        header: &TraceHeader,
+        layout: Layout,
+        inputs: &[&Path],
+    ) -> Result<HstWriter> {
+        let path = crate::output::check(path, Some(crate::output::Kind::Trace), inputs, false)?;
         let name = path
             .file_name()
             .ok_or_else(|| Error::input(format!("{}: not a file path", path.display())))?;

@@ -14,7 +14,7 @@
 //! keeps private TLBs (and a private PCC), and per-cpu walk counts of the
 //! result separate the processes.
 
-use super::hst::{HstReader, HstWriter, Marker};
+use super::hst::{HstReader, HstWriter, Layout, Marker};
 use super::{free_label, parse_free_label, Access, Region, TraceHeader, MAX_CPUS, MAX_PIDS};
 use crate::{Error, Result};
 use serde::Serialize;
@@ -168,7 +168,8 @@ pub fn merge(inputs: &[&str], out: &str, opts: &MergeOptions) -> Result<MergeRep
     header.params.insert("separate_cpus".into(), serde_json::json!(opts.separate_cpus));
     header.params.insert("inputs".into(), serde_json::Value::Array(described));
 
-    let mut w = HstWriter::create(out, &header)?;
+    let input_paths: Vec<&std::path::Path> = inputs.iter().map(std::path::Path::new).collect();
+    let mut w = HstWriter::create_checked(out, &header, Layout::Planes, &input_paths)?;
     loop {
         let mut active = false;
         for s in sources.iter_mut() {
