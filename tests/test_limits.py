@@ -134,7 +134,7 @@ ABSURD = [
     (["--policy", "hawkeye:coverage_source=psychic"], "coverage_source=psychic"),
     (["--policy", "pcc", "--duration", "1e7"], "duration=10000000"),
     (["--policy", "pcc", "--duration", "1e9"], "duration=1000000000"),
-    (["--policy", "pcc", "--duration", "inf"], "duration=inf"),
+    (["--policy", "pcc", "--duration", "inf"], "--duration: 'inf' is not a finite number"),
     (["--policy", "pcc", "--rate", "0.5"], "rate=0.5"),
     (["--policy", "pcc", "--rate", "1e15"], "rate=1000000000000000"),
     (["--policy", "base", "--memory", "1PiB"], "limit"),
