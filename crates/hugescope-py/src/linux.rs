@@ -281,51 +281,60 @@ fn fragment_memory(
             return Err(err(format!("seconds {t}: expected a non-negative number")));
         }
     }
-    // The callback runs with the GIL taken back; its error (if any) is returned after
-    // the pins are released, so a failing callback never leaves memory fragmented.
-    let mut cb_err: Option<PyErr> = None;
+    // The callback runs with the GIL taken back, so a signal that arrives while it
+    // runs raises *in the callback*: its exception is handed to the stop check,
+    // which then ends the hold (or the fragmenting) as if the handler had raised
+    // there. Either way the pins and settings are released before it propagates.
+    let cb_err: std::sync::Mutex<Option<PyErr>> = std::sync::Mutex::new(None);
     let mut stop = PyStop::new();
     let report = py.detach(|| -> hugescope_linux::Result<String> {
-        let mut check = || stop.check();
+        let mut check = || {
+            if let Some(e) = cb_err.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                stop.raised = Some(e);
+            }
+            stop.check()
+        };
         let f = Fragmenter::start_with_stop(share, seed, margin, &mut check)?;
-        let mut ready = |r: &hugescope_linux::FragmentReport| {
+        let ready = |r: &hugescope_linux::FragmentReport| {
             if let Some(cb) = &on_ready {
                 let text = serde_json::to_string(r).unwrap_or_default();
                 Python::attach(|py| {
                     if let Err(e) = cb.call1(py, (text,)) {
-                        cb_err = Some(e);
+                        *cb_err.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
                     }
                 });
             }
         };
         let mut report = serde_json::to_value(f.report()).unwrap_or_default();
         if hold {
-            let sig = f.hold_until_stopped(&mut check, |r| ready(r));
+            let sig = f.hold_until_stopped(&mut check, ready);
             report["stopped_by_signal"] = sig.into();
         } else {
             ready(f.report());
             let until = std::time::Instant::now() + std::time::Duration::from_secs_f64(seconds.unwrap_or(0.0));
-            while std::time::Instant::now() < until {
+            loop {
                 if let Some(sig) = check() {
                     drop(f);
                     return Err(Error::Interrupted(sig));
                 }
-                std::thread::sleep(std::time::Duration::from_millis(50).min(until - std::time::Instant::now()));
+                let now = std::time::Instant::now();
+                if now >= until {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50).min(until - now));
             }
             drop(f);
         }
         Ok(report.to_string())
     });
-    if let Some(e) = cb_err {
-        return Err(e);
-    }
-    match report {
-        // A hold ends with a signal by design; anything else a handler raised is re-raised.
-        Ok(r) => match stop.raised {
-            Some(e) if !hold || !e.is_instance_of::<pyo3::exceptions::PyKeyboardInterrupt>(py) => Err(e),
-            _ => Ok(r),
-        },
-        Err(e) => Err(stop.into_err(e)),
+    let raised = stop.raised.take().or_else(|| cb_err.into_inner().unwrap_or_else(|p| p.into_inner()));
+    match (report, raised) {
+        // A hold ends with a signal by design: the report, with the signal in it.
+        (Ok(r), Some(e)) if hold && e.is_instance_of::<pyo3::exceptions::PyKeyboardInterrupt>(py) => Ok(r),
+        // Anything else a handler or the callback raised is re-raised, after the release.
+        (_, Some(e)) => Err(e),
+        (Ok(r), None) => Ok(r),
+        (Err(e), None) => Err(err(e)),
     }
 }
 
