@@ -139,8 +139,8 @@ def _run_options(p: argparse.ArgumentParser, suppress: bool) -> None:
     d = (lambda v: argparse.SUPPRESS) if suppress else (lambda v: v)
     p.add_argument("--plan", default=d(None), metavar="PLAN",
                    help="plan JSON file, or 'all' (every region of a workload huge); default: base pages")
-    p.add_argument("--repeat", type=_count_arg("measured runs", 1), default=d(3), help="measured runs (default 3)")
-    p.add_argument("--warmup", type=_count_arg("warm-up runs", 0), default=d(1),
+    p.add_argument("--repeat", type=_count_arg("measured runs", 1, linux.RUNS_MAX), default=d(3), help="measured runs (default 3)")
+    p.add_argument("--warmup", type=_count_arg("warm-up runs", 0, linux.RUNS_MAX), default=d(1),
                    help="unmeasured runs first (default 1)")
     p.add_argument("--json", default=d(None), metavar="OUT", help="write every measurement to this JSON file")
     p.add_argument("--sample-ms", type=_count_arg("sampling period in ms", 1, linux.SAMPLE_MS_MAX), default=d(100),
@@ -635,8 +635,8 @@ def add_calibrate_commands(sub) -> None:
     c.add_argument("--workload", action="append", default=[], metavar="NAME[:k=v,...]",
                    help="a workload and its parameters (repeatable); default: "
                         + "; ".join(calibrate._label(n, p) for n, p in calibrate.DEFAULT_WORKLOADS))
-    c.add_argument("--repeat", type=_count_arg("measured runs", 1), default=3, help="measured runs (default 3)")
-    c.add_argument("--warmup", type=_count_arg("warm-up runs", 0), default=1, help="warm-up runs first (default 1)")
+    c.add_argument("--repeat", type=_count_arg("measured runs", 1, linux.RUNS_MAX), default=3, help="measured runs (default 3)")
+    c.add_argument("--warmup", type=_count_arg("warm-up runs", 0, linux.RUNS_MAX), default=1, help="warm-up runs first (default 1)")
     c.add_argument("--preset", default=calibrate.DEFAULT_PRESET,
                    help=f"starting preset; its other latencies are held (default {calibrate.DEFAULT_PRESET})")
     c.add_argument("--config", metavar="TOML", help="TOML merged over the starting preset")
@@ -667,8 +667,8 @@ def _validate_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ks", default=",".join(map(str, validate.DEFAULT_KS)), help="numbers of regions, e.g. 1,2,4,8")
     p.add_argument("--policies", default=",".join(validate.DEFAULT_POLICIES),
                    help="policies that rank the regions ('random' = seeded random choice)")
-    p.add_argument("--repeat", type=_count_arg("measured runs", 1), default=3, help="measured runs per plan (default 3)")
-    p.add_argument("--warmup", type=_count_arg("warm-up runs", 0), default=1, help="warm-up runs per plan (default 1)")
+    p.add_argument("--repeat", type=_count_arg("measured runs", 1, linux.RUNS_MAX), default=3, help="measured runs per plan (default 3)")
+    p.add_argument("--warmup", type=_count_arg("warm-up runs", 0, linux.RUNS_MAX), default=1, help="warm-up runs per plan (default 1)")
     # Workloads have their own --seed (their data); this one only shuffles the random ranking.
     p.add_argument("--rank-seed", type=_seed, default=1, help="seed of the random ranking (default 1)")
     p.add_argument("--duration", type=_seconds_arg(positive=True), default=validate.DEFAULT_DURATION,

@@ -41,6 +41,9 @@ from .errors import Interrupted, RunFailed
 STOP_GRACE_S = 2.0
 # The largest process id Linux can hand out (PID_MAX_LIMIT on 64-bit).
 PID_MAX = 1 << 22
+# Largest --repeat/--warmup: far beyond any measurement (a million runs of even a
+# 1 ms program is a quarter hour), small enough that a typo is refused, not run.
+RUNS_MAX = 1_000_000
 # Bounds of the sampling period: 1 ms (a floor: the sampler reads smaps_rollup) to 1 h.
 SAMPLE_MS_MAX = 3_600_000
 
@@ -132,7 +135,8 @@ def coverage(pid: int, exact: bool = True) -> Coverage:
 
 
 def _pid(pid) -> int:
-    if isinstance(pid, bool):
+    # int("12") and int(12) only: a float or a bool that happens to convert is a mistake.
+    if isinstance(pid, (bool, float)) or not isinstance(pid, (int, str)):
         raise ValueError(f"'{pid}' is not a process id")
     try:
         p = int(pid)
@@ -143,11 +147,12 @@ def _pid(pid) -> int:
     return p
 
 
-def _count(name: str, v, least: int) -> int:
+def _count(name: str, v, least: int, most: Optional[int] = None) -> int:
     """An integer option (repeat, warmup, seed) checked here, with its name and the
     value as given, instead of a TypeError or OverflowError from the core."""
-    if isinstance(v, bool) or not isinstance(v, int) or v < least:
-        raise ValueError(f"{name} must be an integer >= {least}, got {v!r}")
+    if isinstance(v, bool) or not isinstance(v, int) or v < least or (most is not None and v > most):
+        bound = f">= {least}" if most is None else f"in {least}..{most}"
+        raise ValueError(f"{name} must be an integer {bound}, got {v!r}")
     return v
 
 
@@ -498,8 +503,8 @@ def run(target: Union[str, Sequence[str]], plan: PlanArg = None, repeat: int = 3
     ``HugescopeError`` from the core) before anything runs. SIGINT/SIGTERM stop the
     current run: the child is signalled, reaped, and the interrupt propagates.
     """
-    _count("repeat", repeat, 1)
-    _count("warmup", warmup, 0)
+    _count("repeat", repeat, 1, RUNS_MAX)
+    _count("warmup", warmup, 0, RUNS_MAX)
     sample_ms = _sample_ms(sample_ms)
     timeout = _seconds("timeout", timeout, positive=True)
     start_timeout = _seconds("start_timeout", start_timeout, positive=False)
