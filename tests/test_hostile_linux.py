@@ -152,6 +152,19 @@ def test_sigkill_of_hugescope_takes_the_program_with_it(tmp_path, state_dir):
     _wait_for(lambda: _gone(child), f"the end of the orphaned program {child}")
 
 
+def test_sigkill_of_hugescope_takes_the_workload_child_with_it(state_dir):
+    p = _cli("run", "gups", "--size", "64MiB", "--updates", "200M", "--repeat", "3", "--warmup", "0")
+    try:
+        _wait_for(lambda: _children(p.pid), "the workload child start")
+        kids = _children(p.pid)
+        p.kill()
+        p.wait(timeout=STOP_BOUND_S)
+    finally:
+        p.kill()
+        p.wait()
+    _wait_for(lambda: all(_gone(k) for k in kids), f"the end of the orphaned workload child {kids}")
+
+
 # ---------------------------------------------------------------- honest status
 
 def _run_json(tmp_path, *program, extra=()):
