@@ -143,6 +143,8 @@ mod tests {
     use std::os::unix::process::CommandExt;
 
     #[test]
+    // The children are reaped by stop_child (with wait4), which is what is tested.
+    #[allow(clippy::zombie_processes)]
     fn stop_child_forwards_then_kills_and_reaps() {
         // A child that ignores SIGTERM: it is killed after the grace period.
         let mut c = std::process::Command::new("sh");
