@@ -230,6 +230,27 @@ def test_apply_to_a_missing_pid_fails_with_one_line(tmp_path, state_dir):
         linux.apply_plan(pid, str(plan))
 
 
+def test_apply_to_a_target_that_has_exited_is_reported_per_entry(tmp_path, state_dir):
+    """An exited, not yet reaped target (a zombie: its PID exists, its memory is gone)
+    is what a target that exits during apply looks like to the later entries."""
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps([{"start": "0x7e0000000000", "length": "2MiB"},
+                                {"start": "0x7e0000400000", "length": "2MiB"}]))
+    out = tmp_path / "outcomes.json"
+    zombie = subprocess.Popen(["true"])
+    try:
+        _wait_for(lambda: _gone(zombie.pid), "the target's exit")
+        p = subprocess.run([HUGESCOPE, "apply", str(zombie.pid), str(plan), "--json", str(out)], capture_output=True,
+                           text=True, timeout=60)
+    finally:
+        zombie.wait()
+    assert p.returncode == 1, p.stderr
+    outs = json.loads(out.read_text())
+    assert [(o["status"], o["errno"]) for o in outs] == [("skipped", "ESRCH")] * 2
+    assert p.stderr.strip().splitlines() == [f"error: process {zombie.pid} exited during apply: 2 of 2 entries "
+                                             "not applied"]
+
+
 # ---------------------------------------------------------------- settings survive a kill
 
 def test_stale_setting_is_restored_by_the_next_invocation(tmp_path, state_dir):
