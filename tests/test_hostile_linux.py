@@ -392,6 +392,12 @@ def test_run_api_refuses_bad_numbers_with_value_error(name, value):
     assert name == "timeout" and (value is None or positive), f"{name}={value!r} was accepted"
 
 
+@pytest.mark.parametrize("target", [123, None, [1, 2], ("true", None), {"argv": ["true"]}])
+def test_run_api_refuses_a_target_that_is_neither_name_nor_argv(target):
+    with pytest.raises(ValueError, match="target"):
+        linux.run(target, repeat=1, warmup=0)
+
+
 @settings(max_examples=100, deadline=None)
 @given(pid=st.one_of(st.integers(max_value=-1), st.integers(min_value=1 << 22), st.text(max_size=4),
                      st.floats(), st.booleans(), st.none()))

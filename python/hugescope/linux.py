@@ -510,6 +510,8 @@ def run(target: Union[str, Sequence[str]], plan: PlanArg = None, repeat: int = 3
     start_timeout = _seconds("start_timeout", start_timeout, positive=False)
     if isinstance(target, str):
         return _run_workload(target, plan, repeat, warmup, sample_ms, progress, params)
+    if not isinstance(target, (list, tuple)) or not all(isinstance(a, (str, os.PathLike)) for a in target):
+        raise ValueError(f"target must be a workload name or a list of program arguments (strings), got {target!r}")
     argv = [os.fspath(a) for a in target]
     if not argv:
         raise ValueError("run needs a workload name or a non-empty command")
