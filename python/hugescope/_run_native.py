@@ -6,17 +6,29 @@ its own peak RSS) and its fixed-address regions free. The request comes as
 JSON on stdin: ``{"workload", "params", "plan": "none"|"all"|"plan",
 "plan_json", "sample_ms"}``; the run record goes to stdout as one JSON line,
 or ``{"error": message}`` with exit status 3.
+
+The child changes no machine setting, so it needs no cleanup: it dies with its
+parent (``PR_SET_PDEATHSIG``) and SIGINT/SIGTERM end it at once (the default
+actions), which is what the parent's forwarding of a stop relies on.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
 
 
 def main() -> int:
+    # Python's SIGINT handler would only raise once the native call returned.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     try:
         from . import _core
+        parent = int(os.environ.get("HUGESCOPE_PARENT_PID", "0") or 0)
+        if not _core.die_with_parent(signal.SIGKILL, parent):
+            return 1  # the parent is already gone: nobody wants this run
         req = json.loads(sys.stdin.read())
         text = _core.run_native_workload(req["workload"], json.dumps(req.get("params") or {}),
                                          req.get("plan", "none"), req.get("plan_json"),

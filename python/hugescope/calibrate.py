@@ -317,7 +317,7 @@ def measure(workloads_: Sequence[Tuple[str, Dict[str, Any]]], repeat: int = 3, w
             for plan, key in ((None, "base"), ("all", "huge")):
                 log(f"{label}: measuring {'base pages' if plan is None else 'all huge'} "
                     f"({warmup} warm-up + {repeat} runs)")
-                r = linux.run(name, plan=plan, repeat=repeat, warmup=warmup, **params)
+                r = linux.run(name, plan=plan, repeat=repeat, warmup=warmup, **params).check()
                 s = r.summary
                 side[key] = {"time_s": s["wall_s"]["median"], "time_min_s": s["wall_s"]["min"],
                              "time_max_s": s["wall_s"]["max"],

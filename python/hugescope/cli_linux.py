@@ -17,8 +17,11 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import math
 import os
+import signal
 import sys
+import threading
 
 from rich.markup import escape
 from rich.table import Table
@@ -27,17 +30,84 @@ from . import linux, workloads
 from ._core import HugescopeError
 from ._io import write_json
 from .cli import CliError, _params, _size, console, err_console, workload_parser
+from .errors import EXIT_FAILURE, Interrupted, RunFailed
+
+
+def _raise_interrupted(signum, frame):
+    raise Interrupted(signum)
+
+
+def _stop_on_signals() -> dict:
+    """SIGINT and SIGTERM raise errors.Interrupted, so every cleanup below runs
+    (children stopped and reaped, settings restored) and the CLI exits 128+signal.
+    The CLI installs the same handlers for every command; a handler already set
+    by someone else is kept. Returns the handlers replaced, to put back."""
+    old = {}
+    if threading.current_thread() is not threading.main_thread():
+        return old  # only the main thread may set handlers (and gets the signals)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        h = signal.getsignal(sig)
+        if h in (signal.SIG_DFL, signal.default_int_handler):
+            old[sig] = h
+            signal.signal(sig, _raise_interrupted)
+    return old
+
+
+def _repair_note() -> None:
+    """Put back settings a killed earlier invocation left changed, and say so."""
+    for r in linux.repair_settings():
+        err_console.print(f"[yellow]note:[/] {escape(r['message'])}", soft_wrap=True)
 
 
 def _cli_errors(f):
-    """Bad input raises ValueError in the API; the CLI shows it as `error: ...`."""
+    """Every Linux command: stop cleanly on SIGINT/SIGTERM, repair settings a
+    killed invocation left behind, show bad input (ValueError in the API) as one
+    `error: ...` line (exit 2) and failed work (RunFailed) as one line (exit 1)."""
     @functools.wraps(f)
     def g(*a, **k):
+        old = _stop_on_signals()
         try:
+            _repair_note()
             return f(*a, **k)
         except ValueError as e:
             raise CliError(str(e)) from None
+        except RunFailed as e:
+            err_console.print(f"[bold red]error:[/] {escape(str(e))}", soft_wrap=True)
+            return EXIT_FAILURE
+        finally:
+            # The CLI may run in a longer-lived process (tests, notebooks).
+            for sig, h in old.items():
+                signal.signal(sig, h)
     return g
+
+
+def _count_arg(what: str, least: int, most: int = 1 << 63):
+    """argparse type: an integer in least..most; errors echo the value as given."""
+    def parse(v: str) -> int:
+        try:
+            x = int(v)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"'{v}' is not an integer ({what})")
+        if x < least:
+            raise argparse.ArgumentTypeError(f"{v}: {what} must be at least {least}")
+        if x > most:
+            raise argparse.ArgumentTypeError(f"{v}: {what} must be at most {most}")
+        return x
+    return parse
+
+
+def _seconds_arg(positive: bool):
+    """argparse type: a finite number of seconds, > 0 or >= 0."""
+    def parse(v: str) -> float:
+        try:
+            x = float(v)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"'{v}' is not a number of seconds")
+        if not math.isfinite(x) or x < 0 or (positive and x == 0):
+            raise argparse.ArgumentTypeError(f"{v} is not a {'positive' if positive else 'non-negative'} "
+                                             "finite number of seconds")
+        return x
+    return parse
 
 
 def _sz(n) -> str:
@@ -69,19 +139,24 @@ def _run_options(p: argparse.ArgumentParser, suppress: bool) -> None:
     d = (lambda v: argparse.SUPPRESS) if suppress else (lambda v: v)
     p.add_argument("--plan", default=d(None), metavar="PLAN",
                    help="plan JSON file, or 'all' (every region of a workload huge); default: base pages")
-    p.add_argument("--repeat", type=int, default=d(3), help="measured runs (default 3)")
-    p.add_argument("--warmup", type=int, default=d(1), help="unmeasured runs first (default 1)")
+    p.add_argument("--repeat", type=_count_arg("measured runs", 1, linux.RUNS_MAX), default=d(3), help="measured runs (default 3)")
+    p.add_argument("--warmup", type=_count_arg("warm-up runs", 0, linux.RUNS_MAX), default=d(1),
+                   help="unmeasured runs first (default 1)")
     p.add_argument("--json", default=d(None), metavar="OUT", help="write every measurement to this JSON file")
-    p.add_argument("--sample-ms", type=int, default=d(100), help="coverage sampling period in ms (default 100)")
-    p.add_argument("--timeout", type=float, default=d(None),
-                   help="kill a program after this many seconds (programs only)")
-    p.add_argument("--start-timeout", type=float, default=d(10.0),
+    p.add_argument("--sample-ms", type=_count_arg("sampling period in ms", 1, linux.SAMPLE_MS_MAX), default=d(100),
+                   help="coverage sampling period in ms (default 100)")
+    p.add_argument("--timeout", type=_seconds_arg(positive=True), default=d(None),
+                   help="kill a program after this many seconds (programs only); the run is marked 'timeout'")
+    p.add_argument("--start-timeout", type=_seconds_arg(positive=False), default=d(10.0),
                    help="how long a program's 'start' entry waits for its range to be populated (default 10 s)")
 
 
 def _progress_line(ev) -> None:
     r = ev["record"]
     kind = "warm-up" if ev["warmup"] else "run"
+    if r.get("status", "ok") != "ok":
+        err_console.print(f"[yellow]{kind} {ev['run']}/{ev['of']} {r['status']}: {escape(str(r.get('status_detail')))}[/]")
+        return
     t = r.get("run_s", r.get("wall_s"))
     err_console.print(f"[dim]{kind} {ev['run']}/{ev['of']} done: {t:.4f} s[/]")
 
@@ -113,10 +188,6 @@ def cmd_run(a) -> int:
                     raise CliError(f"--{k.replace('_', '-')} given twice with different values")
                 opts[k] = v
         params = _params(wa, kinds)
-    if opts["repeat"] < 1:
-        raise CliError(f"--repeat {opts['repeat']}: need at least one measured run")
-    if opts["warmup"] < 0:
-        raise CliError(f"--warmup {opts['warmup']}: must not be negative")
     thp = linux.thp_state()
     if not thp["baseline_available"]:
         err_console.print(f"[yellow]warning:[/] THP mode for 2 MiB pages is '{thp['pmd_mode']}': the kernel backs "
@@ -137,7 +208,9 @@ def cmd_run(a) -> int:
                         sample_ms=opts["sample_ms"], progress=_progress_line, **params)
     if opts["json"]:
         write_json(opts["json"], res.to_dict())
-    render_run(res)
+    if res.summary["runs"]:
+        render_run(res)
+    res.check()
     return 0
 
 
@@ -186,7 +259,7 @@ def render_run(res: "linux.RunResult") -> None:
         if not s.get("results_agree", True):
             notes.append("[red]the workload's result differs between runs[/]")
     else:
-        codes = {(r.get("exit_code"), r.get("signal")) for r in res.runs}
+        codes = {(r.get("exit_code"), r.get("signal")) for r in res.runs if r.get("status") == "ok"}
         notes.append("exit " + ", ".join(f"code {c}" if c is not None else f"signal {g}" for c, g in sorted(codes, key=str)))
         if not all(r.get("aslr_disabled") for r in res.runs):
             notes.append("[yellow]ASLR was not disabled in every run[/]")
@@ -252,6 +325,9 @@ def cmd_apply(a) -> int:
     if a.json:
         write_json(a.json, outs)
     render_outcomes(outs, limit=10_000)
+    gone = [o for o in outs if o.get("errno") == "ESRCH"]
+    if gone:
+        raise RunFailed(f"process {a.pid} exited during apply: {len(gone)} of {len(outs)} entries not applied")
     return 0
 
 
@@ -274,6 +350,8 @@ def _seed(v: str) -> int:
         raise argparse.ArgumentTypeError(f"'{v}' is not an integer")
     if x < 0:
         raise argparse.ArgumentTypeError(f"{v} is negative")
+    if x >= 1 << 64:
+        raise argparse.ArgumentTypeError(f"{v} does not fit in 64 bits")
     return x
 
 
@@ -283,16 +361,6 @@ def _size_arg(v: str) -> int:
         return units.parse_size(v)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e))
-
-
-def _seconds(v: str) -> float:
-    try:
-        x = float(v)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{v}' is not a number of seconds")
-    if not x >= 0:
-        raise argparse.ArgumentTypeError(f"{v} is not a non-negative number of seconds")
-    return x
 
 
 def render_buddy(b, title: str) -> None:
@@ -352,7 +420,9 @@ def cmd_fragment(a) -> int:
         now = f.read().strip()
     console.print(f"released: pins unmapped; vm.compact_unevictable_allowed restored to {now} "
                   f"(was {rep['compact_unevictable_allowed_was']})")
-    return 0
+    # --hold ends with a signal by design; exit as a shell reports it (128 + signal).
+    sig = rep.get("stopped_by_signal")
+    return 128 + sig if sig else 0
 
 
 # ---------------------------------------------------------------- thp, coverage
@@ -457,7 +527,7 @@ def add_commands(sub) -> None:
                    help="free memory left alone, e.g. 2GiB (default max(1 GiB, 5%% of memory))")
     g = f.add_mutually_exclusive_group()
     g.add_argument("--hold", action="store_true", help="hold the pins until Ctrl-C or SIGTERM")
-    g.add_argument("--seconds", type=_seconds, default=None, help="hold the pins this long, then release")
+    g.add_argument("--seconds", type=_seconds_arg(positive=False), default=None, help="hold the pins this long, then release")
     f.add_argument("--json", metavar="OUT", help="write the fragmentation report to this JSON file")
     f.set_defaults(func=cmd_fragment)
 
@@ -477,18 +547,6 @@ def add_commands(sub) -> None:
 
 
 # ---------------------------------------------------------------- calibrate, validate
-
-def _count_arg(what: str, least: int):
-    def parse(v: str) -> int:
-        try:
-            x = int(v)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"'{v}' is not an integer ({what})")
-        if x < least:
-            raise argparse.ArgumentTypeError(f"{v}: {what} must be at least {least}")
-        return x
-    return parse
-
 
 def _ghz_arg(v: str) -> float:
     try:
@@ -577,8 +635,8 @@ def add_calibrate_commands(sub) -> None:
     c.add_argument("--workload", action="append", default=[], metavar="NAME[:k=v,...]",
                    help="a workload and its parameters (repeatable); default: "
                         + "; ".join(calibrate._label(n, p) for n, p in calibrate.DEFAULT_WORKLOADS))
-    c.add_argument("--repeat", type=_count_arg("measured runs", 1), default=3, help="measured runs (default 3)")
-    c.add_argument("--warmup", type=_count_arg("warm-up runs", 0), default=1, help="warm-up runs first (default 1)")
+    c.add_argument("--repeat", type=_count_arg("measured runs", 1, linux.RUNS_MAX), default=3, help="measured runs (default 3)")
+    c.add_argument("--warmup", type=_count_arg("warm-up runs", 0, linux.RUNS_MAX), default=1, help="warm-up runs first (default 1)")
     c.add_argument("--preset", default=calibrate.DEFAULT_PRESET,
                    help=f"starting preset; its other latencies are held (default {calibrate.DEFAULT_PRESET})")
     c.add_argument("--config", metavar="TOML", help="TOML merged over the starting preset")
@@ -609,11 +667,11 @@ def _validate_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ks", default=",".join(map(str, validate.DEFAULT_KS)), help="numbers of regions, e.g. 1,2,4,8")
     p.add_argument("--policies", default=",".join(validate.DEFAULT_POLICIES),
                    help="policies that rank the regions ('random' = seeded random choice)")
-    p.add_argument("--repeat", type=_count_arg("measured runs", 1), default=3, help="measured runs per plan (default 3)")
-    p.add_argument("--warmup", type=_count_arg("warm-up runs", 0), default=1, help="warm-up runs per plan (default 1)")
+    p.add_argument("--repeat", type=_count_arg("measured runs", 1, linux.RUNS_MAX), default=3, help="measured runs per plan (default 3)")
+    p.add_argument("--warmup", type=_count_arg("warm-up runs", 0, linux.RUNS_MAX), default=1, help="warm-up runs per plan (default 1)")
     # Workloads have their own --seed (their data); this one only shuffles the random ranking.
     p.add_argument("--rank-seed", type=_seed, default=1, help="seed of the random ranking (default 1)")
-    p.add_argument("--duration", type=float, default=validate.DEFAULT_DURATION,
+    p.add_argument("--duration", type=_seconds_arg(positive=True), default=validate.DEFAULT_DURATION,
                    help=f"virtual seconds the trace spans for the simulated policies (default {validate.DEFAULT_DURATION:g})")
     p.add_argument("--preset", default=None, help="machine preset, or 'calibrated' (default haswell-pcc)")
     p.add_argument("--config", metavar="TOML", default=None, help="machine TOML (e.g. a calibration)")

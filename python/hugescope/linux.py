@@ -24,7 +24,9 @@ a command is launched afresh for every repetition anyway.
 from __future__ import annotations
 
 import json
+import math
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -32,6 +34,18 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import _core
 from ._core import HugescopeError
+from .errors import Interrupted, RunFailed
+
+# How long a child gets to exit after a forwarded SIGINT/SIGTERM before SIGKILL
+# (the same grace as the Rust side's lifetime::STOP_GRACE).
+STOP_GRACE_S = 2.0
+# The largest process id Linux can hand out (PID_MAX_LIMIT on 64-bit).
+PID_MAX = 1 << 22
+# Largest --repeat/--warmup: far beyond any measurement (a million runs of even a
+# 1 ms program is a quarter hour), small enough that a typo is refused, not run.
+RUNS_MAX = 1_000_000
+# Bounds of the sampling period: 1 ms (a floor: the sampler reads smaps_rollup) to 1 h.
+SAMPLE_MS_MAX = 3_600_000
 
 PlanArg = Union[None, str, os.PathLike, dict, list]
 
@@ -60,6 +74,21 @@ def thp_state() -> Dict[str, Any]:
     s["other_mthp_always"] = sorted(k for k, v in s.get("mthp_enabled", {}).items()
                                     if v == "always" and k != "hugepages-2048kB")
     return s
+
+
+def repair_settings() -> List[Dict[str, Any]]:
+    """Restore every kernel setting a killed hugescope process left changed
+    (recorded in the state file, ``settings_state_path()``, with an owner that is
+    no longer running), and remove those records. Returns one entry per setting:
+    ``path``, ``original``, ``owners`` (PIDs), ``error`` (None when restored) and
+    ``message`` (one line for the user). Every Linux command calls this first."""
+    return json.loads(_core.repair_settings())
+
+
+def settings_state_path() -> str:
+    """The state file that records changed settings: ``/run/hugescope/state.json``,
+    or ``state.json`` in ``$HUGESCOPE_STATE_DIR``."""
+    return _core.settings_state_path()
 
 
 def buddyinfo() -> Dict[str, Any]:
@@ -106,13 +135,45 @@ def coverage(pid: int, exact: bool = True) -> Coverage:
 
 
 def _pid(pid) -> int:
+    # int("12") and int(12) only: a float or a bool that happens to convert is a mistake.
+    if isinstance(pid, (bool, float)) or not isinstance(pid, (int, str)):
+        raise ValueError(f"'{pid}' is not a process id")
     try:
         p = int(pid)
     except (TypeError, ValueError):
         raise ValueError(f"'{pid}' is not a process id")
-    if p < 0:
-        raise ValueError(f"{p} is not a process id")
+    if not 0 <= p < PID_MAX:
+        raise ValueError(f"'{pid}' is not a process id (0..{PID_MAX - 1})")
     return p
+
+
+def _count(name: str, v, least: int, most: Optional[int] = None) -> int:
+    """An integer option (repeat, warmup, seed) checked here, with its name and the
+    value as given, instead of a TypeError or OverflowError from the core."""
+    if isinstance(v, bool) or not isinstance(v, int) or v < least or (most is not None and v > most):
+        bound = f">= {least}" if most is None else f"in {least}..{most}"
+        raise ValueError(f"{name} must be an integer {bound}, got {v!r}")
+    return v
+
+
+def _seconds(name: str, v, positive: bool) -> Optional[float]:
+    if v is None:
+        return None
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number of seconds, got {v!r}")
+    if isinstance(v, bool) or not math.isfinite(x) or x < 0 or (positive and x == 0):
+        raise ValueError(f"{name} must be a {'positive' if positive else 'non-negative'} finite number of "
+                         f"seconds, got {v!r}")
+    return x
+
+
+def _sample_ms(v) -> int:
+    v = _count("sample_ms", v, 1)
+    if v > SAMPLE_MS_MAX:
+        raise ValueError(f"sample_ms must be at most {SAMPLE_MS_MAX} (one hour), got {v!r}")
+    return v
 
 
 # ---------------------------------------------------------------- plans
@@ -150,7 +211,24 @@ def apply_plan(pid: int, plan: PlanArg, precheck: bool = True) -> List[Dict[str,
     p = load_plan(plan)
     if p is None:
         raise ValueError("apply_plan needs a plan")
+    if pid != 0:
+        _check_process(pid)
     return json.loads(_core.apply_plan(pid, json.dumps(p), bool(precheck)))
+
+
+def _check_process(pid: int) -> None:
+    """A target that does not exist (or cannot be seen) is bad input, not a plan
+    whose every entry failed."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        raise HugescopeError(f"process {pid} does not exist")
+    except PermissionError:
+        raise HugescopeError(f"process {pid} is not accessible (applying a plan to another user's process "
+                             "needs root)")
+    if not os.path.exists(f"/proc/{pid}/smaps"):
+        raise HugescopeError(f"process {pid} is not accessible: /proc/{pid}/smaps does not exist "
+                             "(a kernel thread, or a process that just exited)")
 
 
 # ---------------------------------------------------------------- runs
@@ -191,7 +269,12 @@ HOW_COMMAND = {
 class RunResult:
     """Measured runs of one workload or command under one plan.
 
-    ``summary`` holds median/min/max over the measured runs of ``wall_s``,
+    Every run has a ``status``: ``ok``, ``failed`` (non-zero exit), ``killed`` (by
+    a signal) or ``timeout``, and ``status_detail`` in words. Only ``ok`` runs are
+    summarised; ``summary["runs"]`` counts them and ``summary["failed_runs"]``
+    lists the others (``check()`` raises ``RunFailed`` naming them).
+
+    ``summary`` holds median/min/max over the ok measured runs of ``wall_s``,
     ``user_s``, ``sys_s``, ``peak_rss_bytes``, ``huge_bytes`` and ``collapse_s``;
     ``how`` says how each was measured; ``runs`` are the raw records (one per
     measured run; warm-up runs are not kept); ``outcomes`` the collapse outcome of
@@ -233,18 +316,37 @@ class RunResult:
             "aslr_disabled": r.get("aslr_disabled"),
         }
 
+    @property
+    def failed_runs(self) -> List[Dict[str, Any]]:
+        """``{"run", "status", "detail"}`` of every measured run that is not ok."""
+        return [{"run": i, "status": r.get("status"), "detail": r.get("status_detail")}
+                for i, r in enumerate(self.runs) if r.get("status") != "ok"]
+
+    def check(self) -> "RunResult":
+        """Raise ``RunFailed`` (one line naming each failed run and why) unless
+        every measured run is ok; returns self."""
+        bad = self.failed_runs
+        if bad:
+            what = self.target if isinstance(self.target, str) else " ".join(self.target)
+            runs = "; ".join(f"run {b['run'] + 1}: {b['status']} ({b['detail']})" for b in bad)
+            raise RunFailed(f"{len(bad)} of {len(self.runs)} measured run(s) of '{what}' failed and were not "
+                            f"summarised: {runs}")
+        return self
+
     def _summarise(self) -> Dict[str, Any]:
-        rows = [self._row(i, r) for i, r in enumerate(self.runs)]
+        ok = [r for r in self.runs if r.get("status") == "ok"]
+        rows = [self._row(i, r) for i, r in enumerate(self.runs) if r.get("status") == "ok"]
         keys = ["wall_s", "user_s", "sys_s", "peak_rss_bytes", "huge_bytes", "coverage", "collapse_s"]
         if self.kind == "workload":
             keys += ["setup_s", "process_wall_s"]
         s = {k: _spread([row[k] for row in rows]) for k in keys}
         s["runs"] = len(rows)
-        statuses = [tuple(a["outcome"]["status"] for a in r.get("applied", [])) for r in self.runs]
+        s["failed_runs"] = self.failed_runs
+        statuses = [tuple(a["outcome"]["status"] for a in r.get("applied", [])) for r in ok]
         s["outcomes_consistent"] = len(set(statuses)) <= 1
         if self.kind == "workload":
             # The workload's whole result (checksums, counts): a plan changes speed, not answers.
-            results = {json.dumps(r.get("result"), sort_keys=True) for r in self.runs}
+            results = {json.dumps(r.get("result"), sort_keys=True) for r in ok}
             s["results_agree"] = len(results) <= 1
             s["footprint_bytes"] = self.footprint
         return s
@@ -271,7 +373,8 @@ class RunResult:
         """One row per measured run: wall_s, user_s, sys_s, peak_rss_bytes,
         huge_bytes, coverage, collapse_s (and setup/checksum or exit code)."""
         import pandas as pd
-        df = pd.DataFrame([self._row(i, r) for i, r in enumerate(self.runs)])
+        df = pd.DataFrame([dict(self._row(i, r), status=r.get("status")) if r.get("status") == "ok"
+                           else {"run": i, "status": r.get("status")} for i, r in enumerate(self.runs)])
         df.insert(0, "plan", self.plan)
         df.insert(0, "target", self.target if isinstance(self.target, str) else " ".join(self.target))
         return df
@@ -303,27 +406,55 @@ class RunResult:
                 f"wall median={w.get('median', float('nan')):.4f} s)")
 
 
+def _stop_child(p: subprocess.Popen, signum: int) -> None:
+    """Forward ``signum`` to our child's process group, give it ``STOP_GRACE_S``,
+    then SIGKILL the group, and reap the child."""
+    for sig, wait in ((signum, STOP_GRACE_S), (signal.SIGKILL, None)):
+        try:
+            os.killpg(p.pid, sig)
+        except ProcessLookupError:
+            pass
+        try:
+            p.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
 def _native_child(request: Dict[str, Any]) -> Dict[str, Any]:
-    """One repetition of a built-in workload in a fresh Python process."""
+    """One repetition of a built-in workload in a fresh Python process. The child
+    leads its own process group and dies with this process (PR_SET_PDEATHSIG, set
+    by ``_run_native``); a SIGINT/SIGTERM here is forwarded to it and it is reaped
+    before the interrupt propagates. A child that exits non-zero or is killed gives
+    a record with that ``status`` (never averaged); bad input raises."""
     env = dict(os.environ)
     # The child must import this same package, also from a source checkout.
     pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env["PYTHONPATH"] = pkg_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    p = subprocess.run([sys.executable, "-m", "hugescope._run_native"], input=json.dumps(request),
-                       capture_output=True, text=True, env=env)
-    out = p.stdout.strip()
+    env["HUGESCOPE_PARENT_PID"] = str(os.getpid())
+    p = subprocess.Popen([sys.executable, "-m", "hugescope._run_native"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, process_group=0)
+    try:
+        stdout, stderr = p.communicate(json.dumps(request))
+    except BaseException as e:
+        _stop_child(p, e.signum if isinstance(e, Interrupted) else signal.SIGINT)
+        raise
+    out = stdout.strip()
     try:
         data = json.loads(out.splitlines()[-1]) if out else None
     except json.JSONDecodeError:
         data = None
     if isinstance(data, dict) and "error" in data:
         raise HugescopeError(data["error"])
-    if p.returncode != 0 or not isinstance(data, dict):
-        why = (p.stderr or "").strip().splitlines()[-1:] or [f"exit status {p.returncode}"]
-        if p.returncode < 0:
-            why = [f"killed by signal {-p.returncode}"]
-        raise HugescopeError(f"the native run of '{request['workload']}' failed in its child process: {why[0]}")
-    return data
+    if p.returncode == 0 and isinstance(data, dict):
+        return dict(data, status="ok", status_detail="exit 0")
+    if p.returncode < 0:
+        status, detail = "killed", f"signal {-p.returncode} ({signal.Signals(-p.returncode).name})"
+    else:
+        why = (stderr or "").strip().splitlines()[-1:]
+        status, detail = "failed", f"exit {p.returncode}" + (f": {why[0]}" if why else "")
+    return {"status": status, "status_detail": detail, "exit_code": p.returncode if p.returncode >= 0 else None,
+            "signal": -p.returncode if p.returncode < 0 else None}
 
 
 def _plan_mode(plan: PlanArg, for_workload: bool) -> Tuple[str, Optional[str], str]:
@@ -365,13 +496,22 @@ def run(target: Union[str, Sequence[str]], plan: PlanArg = None, repeat: int = 3
     the command after that many seconds.
 
     ``progress`` is called after every run with ``{"run", "of", "warmup", "record"}``.
+
+    A run that fails (non-zero exit, killed by a signal, ``timeout``) is kept with
+    its ``status`` and left out of the summary; call ``.check()`` on the result to
+    turn any failure into ``RunFailed``. Bad arguments raise ``ValueError`` (or
+    ``HugescopeError`` from the core) before anything runs. SIGINT/SIGTERM stop the
+    current run: the child is signalled, reaped, and the interrupt propagates.
     """
-    if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
-        raise ValueError(f"repeat must be a positive integer, got {repeat!r}")
-    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
-        raise ValueError(f"warmup must be a non-negative integer, got {warmup!r}")
+    _count("repeat", repeat, 1, RUNS_MAX)
+    _count("warmup", warmup, 0, RUNS_MAX)
+    sample_ms = _sample_ms(sample_ms)
+    timeout = _seconds("timeout", timeout, positive=True)
+    start_timeout = _seconds("start_timeout", start_timeout, positive=False)
     if isinstance(target, str):
         return _run_workload(target, plan, repeat, warmup, sample_ms, progress, params)
+    if not isinstance(target, (list, tuple)) or not all(isinstance(a, (str, os.PathLike)) for a in target):
+        raise ValueError(f"target must be a workload name or a list of program arguments (strings), got {target!r}")
     argv = [os.fspath(a) for a in target]
     if not argv:
         raise ValueError("run needs a workload name or a non-empty command")
@@ -382,8 +522,7 @@ def run(target: Union[str, Sequence[str]], plan: PlanArg = None, repeat: int = 3
     runs = []
     total = warmup + repeat
     for i in range(total):
-        rec = json.loads(_core.launch_command(argv, plan_json, int(sample_ms), float(start_timeout),
-                                              None if timeout is None else float(timeout), True, None))
+        rec = json.loads(_core.launch_command(argv, plan_json, sample_ms, start_timeout, timeout, True, None))
         if progress:
             progress({"run": i + 1, "of": total, "warmup": i < warmup, "record": rec})
         if i >= warmup:
@@ -437,20 +576,28 @@ def fragment(share: float, seed: int = 0, margin: Union[None, str, int] = None, 
     ``hold``, the pins stay until SIGINT/SIGTERM; else for ``seconds`` (default:
     released at once). Every sysctl it changed is restored before it returns
     the report. Needs root; takes most of free memory while it runs.
+
+    Settings are recorded in the state file before they change, so a fragmenter
+    killed outright is repaired by the next ``repair_settings()``. A signal while
+    fragmenting (or during ``seconds``) releases everything and re-raises; a hold
+    ends with a signal by design and returns the report with ``stopped_by_signal``.
     """
+    given = share
     try:
         share = float(share)
     except (TypeError, ValueError):
-        raise ValueError(f"share '{share}' is not a number")
-    if not 0.0 <= share <= 1.0:
-        raise ValueError(f"share {share} must be between 0 and 1 (the share of 2 MiB blocks to pin)")
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+        raise ValueError(f"share '{given}' is not a number")
+    if isinstance(given, bool) or not 0.0 <= share <= 1.0:
+        raise ValueError(f"share {given!r} must be between 0 and 1 (the share of 2 MiB blocks to pin)")
+    _count("seed", seed, 0)
+    if seed >= 1 << 64:
+        raise ValueError(f"seed must be below 2**64, got {seed!r}")
     if margin is not None:
         from . import units
         margin = str(units.parse_size(margin))
-    if seconds is not None and (hold or seconds < 0):
-        raise ValueError("seconds must be non-negative, and hold and seconds exclude each other")
+    seconds = _seconds("seconds", seconds, positive=False)
+    if seconds is not None and hold:
+        raise ValueError("hold and seconds exclude each other")
     if not _core.is_root():
         raise HugescopeError("the fragmenter needs root: it reads physical frame numbers from "
                              "/proc/self/pagemap, mlocks pages and sets vm.compact_unevictable_allowed")

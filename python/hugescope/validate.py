@@ -270,7 +270,7 @@ def validate(workload: str, params: Optional[Dict[str, Any]] = None, ks: Sequenc
             tmp.cleanup()
 
     log(f"measuring base pages ({warmup} warm-up + {repeat} runs)")
-    base = linux.run(workload, plan=None, repeat=repeat, warmup=warmup, **params)
+    base = linux.run(workload, plan=None, repeat=repeat, warmup=warmup, **params).check()
     tb = base.summary["wall_s"]["median"]
     measured: Dict[frozenset, Any] = {}
     for (pol, k), plan in plans.items():
@@ -281,7 +281,7 @@ def validate(workload: str, params: Optional[Dict[str, Any]] = None, ks: Sequenc
             measured[key] = base
             continue
         log(f"measuring {pol} k={k} ({warmup} warm-up + {repeat} runs)")
-        measured[key] = linux.run(workload, plan=plan, repeat=repeat, warmup=warmup, **params)
+        measured[key] = linux.run(workload, plan=plan, repeat=repeat, warmup=warmup, **params).check()
 
     pairs = [((pol, k), predicted[frozenset(rank[(pol, k)])],
               tb / measured[frozenset(rank[(pol, k)])].summary["wall_s"]["median"]) for (pol, k) in plans]

@@ -35,6 +35,9 @@ pub enum Error {
     /// A bad argument.
     #[error("{0}")]
     Input(String),
+    /// Stopped by this signal (SIGINT, SIGTERM) after cleaning up.
+    #[error("interrupted by signal {0}")]
+    Interrupted(i32),
 }
 
 impl Error {

@@ -7,8 +7,16 @@
 //! left alone. The parent applies time-based plan entries with `process_madvise`
 //! (see `collapse`), samples huge-page coverage from `smaps_rollup`, and reaps the
 //! child with `wait4` to get its user/system time and peak RSS.
+//!
+//! The child leads a process group of its own and is SIGKILLed by the kernel if
+//! the thread that started it dies (`PR_SET_PDEATHSIG`), so it never outlives a
+//! killed hugescope. A stop request (SIGINT/SIGTERM, see `lifetime`) is forwarded
+//! to its group; after `lifetime::STOP_GRACE` the group is SIGKILLed and reaped.
+//! `--timeout` SIGKILLs the group. When the program exits, anything it left running
+//! in its group is killed too: it would go on using the machine unmeasured.
 
 use crate::collapse::{Applier, ApplyOptions, CollapseOutcome, Status, Target};
+use crate::lifetime::{self, Stop};
 use crate::smaps::{self, Pid};
 use crate::thp::ThpState;
 use crate::{Error, Result};
@@ -71,6 +79,11 @@ pub struct RunRecord {
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
     pub timed_out: bool,
+    /// "ok" (exit 0), "failed" (non-zero exit), "killed" (by a signal) or "timeout".
+    /// Only "ok" runs are summarised.
+    pub status: String,
+    /// The status in words: "exit 1", "signal 9 (SIGKILL)", "killed after the 2 s timeout".
+    pub status_detail: String,
     pub wall_s: f64,
     pub user_s: f64,
     pub sys_s: f64,
@@ -81,6 +94,30 @@ pub struct RunRecord {
     pub peak_anon_huge_bytes: u64,
     pub applied: Vec<AppliedEntry>,
     pub thp: Option<ThpState>,
+}
+
+/// The status of a finished run, as `RunRecord::status` and `status_detail`.
+pub fn run_status(exit_code: Option<i32>, signal: Option<i32>, timeout_s: Option<f64>) -> (String, String) {
+    match (exit_code, signal, timeout_s) {
+        (_, _, Some(t)) => ("timeout".into(), format!("killed after the {t} s timeout")),
+        (Some(0), _, _) => ("ok".into(), "exit 0".into()),
+        (Some(c), _, _) => ("failed".into(), format!("exit {c}")),
+        (None, Some(g), _) => ("killed".into(), format!("signal {g} ({})", signal_name(g))),
+        (None, None, _) => ("failed".into(), "no exit status".into()),
+    }
+}
+
+/// The conventional name of a signal, for status lines people read and grep.
+pub fn signal_name(sig: i32) -> String {
+    let name = match sig {
+        libc::SIGHUP => "SIGHUP", libc::SIGINT => "SIGINT", libc::SIGQUIT => "SIGQUIT", libc::SIGILL => "SIGILL",
+        libc::SIGTRAP => "SIGTRAP", libc::SIGABRT => "SIGABRT", libc::SIGBUS => "SIGBUS", libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL", libc::SIGUSR1 => "SIGUSR1", libc::SIGSEGV => "SIGSEGV", libc::SIGUSR2 => "SIGUSR2",
+        libc::SIGPIPE => "SIGPIPE", libc::SIGALRM => "SIGALRM", libc::SIGTERM => "SIGTERM", libc::SIGXCPU => "SIGXCPU",
+        libc::SIGXFSZ => "SIGXFSZ", libc::SIGSYS => "SIGSYS",
+        _ => return format!("signal {sig}"),
+    };
+    name.to_string()
 }
 
 /// Read `/proc/PID/personality` (hex).
@@ -100,20 +137,36 @@ struct Pending {
 }
 
 /// Run `cmd`, apply the time-based entries of `entries`, and measure.
-pub fn launch(mut cmd: Command, entries: &[PlanEntry], opts: &LaunchOptions) -> Result<RunRecord> {
+pub fn launch(cmd: Command, entries: &[PlanEntry], opts: &LaunchOptions) -> Result<RunRecord> {
+    launch_with_stop(cmd, entries, opts, &mut lifetime::never())
+}
+
+/// `launch`, asking `stop` about every 100 ms whether to stop: then the signal it
+/// returns is forwarded to the child's group, the child is reaped, and the result
+/// is `Error::Interrupted(signal)`.
+pub fn launch_with_stop(mut cmd: Command, entries: &[PlanEntry], opts: &LaunchOptions, stop: Stop) -> Result<RunRecord> {
     let mut command = vec![cmd.get_program().to_string_lossy().to_string()];
     command.extend(cmd.get_args().map(|a| a.to_string_lossy().to_string()));
-    if opts.disable_aslr {
-        // SAFETY: personality is a plain syscall, async-signal-safe in the forked child.
-        unsafe {
-            cmd.pre_exec(|| {
+    // Its own group: a stop or a timeout reaches everything the program started.
+    cmd.process_group(0);
+    // SAFETY: getpid has no failure mode.
+    let parent = unsafe { libc::getpid() };
+    cmd.env(lifetime::PARENT_PID_ENV, parent.to_string());
+    let disable_aslr = opts.disable_aslr;
+    // SAFETY: only async-signal-safe system calls run in the forked child.
+    unsafe {
+        cmd.pre_exec(move || {
+            if !lifetime::die_with_parent(libc::SIGKILL, parent) {
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            if disable_aslr {
                 let cur = libc::personality(0xffff_ffff);
                 if cur == -1 || libc::personality((cur as u32 | ADDR_NO_RANDOMIZE) as libc::c_ulong) == -1 {
                     return Err(std::io::Error::last_os_error());
                 }
-                Ok(())
-            });
-        }
+            }
+            Ok(())
+        });
     }
     let thp = ThpState::read().ok();
     let t0 = Instant::now();
@@ -149,26 +202,25 @@ pub fn launch(mut cmd: Command, entries: &[PlanEntry], opts: &LaunchOptions) -> 
     let mut samples = Vec::new();
     let mut next_sample = 0.0f64;
     let mut timed_out = false;
-    let mut status: libc::c_int = 0;
-    // SAFETY: zeroed rusage is a valid out-parameter.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    let status: libc::c_int;
+    let ru: libc::rusage;
     let wall_s;
     loop {
-        // SAFETY: non-blocking wait on our own child.
-        let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut ru) };
-        if r == pid {
+        if lifetime::has_exited(pid) {
             wall_s = t0.elapsed().as_secs_f64();
+            // Reap it, and end whatever it left running in its group.
+            (status, ru) = lifetime::stop_child(pid, libc::SIGKILL, Duration::ZERO);
             break;
         }
-        if r < 0 {
-            return Err(Error::last_os(format!("wait4({pid})")));
+        if let Some(sig) = stop() {
+            lifetime::stop_child(pid, sig, lifetime::STOP_GRACE);
+            return Err(Error::Interrupted(sig));
         }
         let now = t0.elapsed().as_secs_f64();
         if let Some(limit) = opts.timeout_s {
             if now > limit && !timed_out {
-                // Our own child, past the caller's limit: this is the one signal we send.
-                // SAFETY: kill of a pid we have not reaped yet.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
+                // Our own child's group, past the caller's limit.
+                lifetime::signal_child(pid, libc::SIGKILL);
                 timed_out = true;
             }
         }
@@ -254,6 +306,7 @@ pub fn launch(mut cmd: Command, entries: &[PlanEntry], opts: &LaunchOptions) -> 
     drop(child);
     let exit_code = if libc::WIFEXITED(status) { Some(libc::WEXITSTATUS(status)) } else { None };
     let signal = if libc::WIFSIGNALED(status) { Some(libc::WTERMSIG(status)) } else { None };
+    let (run_status, status_detail) = run_status(exit_code, signal, if timed_out { opts.timeout_s } else { None });
     let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     let peak_anon_huge_bytes = samples.iter().map(|s: &CoverageSample| s.anon_huge_bytes).max().unwrap_or(0);
     Ok(RunRecord {
@@ -264,6 +317,8 @@ pub fn launch(mut cmd: Command, entries: &[PlanEntry], opts: &LaunchOptions) -> 
         exit_code,
         signal,
         timed_out,
+        status: run_status,
+        status_detail,
         wall_s,
         user_s: tv(ru.ru_utime),
         sys_s: tv(ru.ru_stime),
@@ -322,7 +377,8 @@ where
     for i in 0..n {
         runs.push(f(warmup + i)?);
     }
-    let pick = |g: fn(&RunRecord) -> f64| Spread::of(&runs.iter().map(g).collect::<Vec<_>>());
+    // A failed, killed or timed-out run measured something else: never summarised.
+    let pick = |g: fn(&RunRecord) -> f64| Spread::of(&runs.iter().filter(|r| r.status == "ok").map(g).collect::<Vec<_>>());
     Ok(RepeatSummary {
         warmup,
         wall_s: pick(|r| r.wall_s),
@@ -354,6 +410,60 @@ mod tests {
         let j = serde_json::to_string(&s).unwrap();
         assert!(j.contains("wall_s"));
         assert!(repeat(0, 0, |_| launch(Command::new("true"), &[], &LaunchOptions::default())).is_err());
+    }
+
+    fn sh(script: &str) -> Command {
+        let mut c = Command::new("sh");
+        c.args(["-c", script]);
+        c
+    }
+
+    #[test]
+    fn failed_killed_and_timed_out_runs_are_marked_and_not_summarised() {
+        let opts = LaunchOptions { sample_ms: 0, ..LaunchOptions::default() };
+        let r = launch(sh("exit 3"), &[], &opts).unwrap();
+        assert_eq!((r.status.as_str(), r.status_detail.as_str()), ("failed", "exit 3"));
+        let r = launch(sh("kill -9 $$"), &[], &opts).unwrap();
+        assert_eq!((r.status.as_str(), r.status_detail.as_str()), ("killed", "signal 9 (SIGKILL)"));
+        let t = LaunchOptions { timeout_s: Some(0.2), ..opts.clone() };
+        let r = launch(sh("sleep 30"), &[], &t).unwrap();
+        assert_eq!(r.status, "timeout");
+        assert!(r.timed_out && r.wall_s < 5.0, "{}", r.wall_s);
+        // Only the ok run is summarised; none ok: no summary at all.
+        let s = repeat(2, 0, |i| launch(sh(if i == 0 { "exit 1" } else { "true" }), &[], &opts)).unwrap();
+        assert_eq!(s.runs.len(), 2);
+        assert_eq!(s.wall_s.as_ref().unwrap().min, s.runs[1].wall_s);
+        let s = repeat(2, 0, |_| launch(sh("exit 1"), &[], &opts)).unwrap();
+        assert!(s.wall_s.is_none() && s.user_s.is_none());
+    }
+
+    #[test]
+    fn a_stop_request_ends_the_child_and_its_group() {
+        let opts = LaunchOptions { sample_ms: 0, ..LaunchOptions::default() };
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("bg");
+        // The program leaves a background job in its group: it must end too.
+        let script = format!("sleep 30 & echo $! > {}; wait", pidfile.display());
+        let mut calls = 0;
+        let mut stop = || {
+            calls += 1;
+            (calls > 3 && pidfile.exists()).then_some(libc::SIGTERM)
+        };
+        let t0 = Instant::now();
+        let e = launch_with_stop(sh(&script), &[], &opts, &mut stop).unwrap_err();
+        assert!(matches!(e, Error::Interrupted(libc::SIGTERM)), "{e}");
+        assert!(t0.elapsed() < Duration::from_secs(5));
+        let bg: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+        // The background sleep is gone (a zombie at most until init reaps it).
+        let gone = (0..100).any(|_| {
+            let st = std::fs::read_to_string(format!("/proc/{bg}/stat")).unwrap_or_default();
+            let alive = st.rfind(')').is_some_and(|i| !matches!(st[i + 1..].split_whitespace().next(), Some("Z") | None));
+            if alive {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            !alive
+        });
+        assert!(gone, "background job {bg} survived");
     }
 
     #[test]

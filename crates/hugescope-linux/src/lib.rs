@@ -6,6 +6,9 @@
 //! * `fragment`: fragmenting physical memory the way the PCC paper did;
 //! * `launch`: running a command with ASLR off, applying a plan over time, and
 //!   measuring time, peak RSS and huge-page coverage;
+//! * `settings`: every kernel setting hugescope changes, recorded in a state file
+//!   and restored (also by the next invocation after a kill);
+//! * `lifetime`: stopping on signals, and children that die with hugescope;
 //! * `native`: running a built-in workload in this process with a plan applied at
 //!   its progress points, measured the same way.
 //!
@@ -16,8 +19,10 @@ pub mod collapse;
 pub mod error;
 pub mod fragment;
 pub mod launch;
+pub mod lifetime;
 pub mod native;
 pub mod pagemap;
+pub mod settings;
 pub mod smaps;
 pub mod thp;
 

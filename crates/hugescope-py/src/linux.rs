@@ -3,15 +3,91 @@
 //! Plain arguments in, JSON text out, like the rest of the module. Calls that wait
 //! on the kernel or on a child process (launch, native runs, the fragmenter) release
 //! the GIL, so a Python program can keep other threads running meanwhile.
+//!
+//! While they wait they run Python's signal handlers about every 100 ms (`PyStop`):
+//! when a handler raises (the CLI's raises `errors.Interrupted` for SIGINT and
+//! SIGTERM, plain Python raises KeyboardInterrupt for SIGINT), the call forwards
+//! that signal to its child, releases every page and setting, and re-raises the
+//! handler's exception.
 
 use crate::{err, json};
 use hugescope_core::plan::Plan;
 use hugescope_core::units::parse_size;
 use hugescope_linux::collapse::{self, ApplyOptions, Target};
-use hugescope_linux::launch::{launch, LaunchOptions};
+use hugescope_linux::launch::{launch_with_stop, LaunchOptions};
+use hugescope_linux::{lifetime, settings, Error};
 use hugescope_linux::native::{run_native, NativePlan, NativeRunOptions};
 use hugescope_linux::{fragment, pagemap, smaps, Fragmenter, ThpState};
 use pyo3::prelude::*;
+
+/// A stop check that runs Python's signal handlers and keeps the exception one raised.
+struct PyStop {
+    raised: Option<PyErr>,
+}
+
+impl PyStop {
+    fn new() -> PyStop {
+        PyStop { raised: None }
+    }
+
+    /// `Some(signal)` once a handler raised: the signal its exception names
+    /// (`signum` of errors.Interrupted), SIGINT for a plain KeyboardInterrupt, and
+    /// SIGTERM for anything else a handler raised (stop, and re-raise it).
+    fn check(&mut self) -> Option<i32> {
+        if let Some(e) = &self.raised {
+            return Python::attach(|py| Self::signal_of(py, e));
+        }
+        let e = Python::attach(|py| py.check_signals().err())?;
+        let sig = Python::attach(|py| Self::signal_of(py, &e));
+        self.raised = Some(e);
+        sig
+    }
+
+    fn signal_of(py: Python<'_>, e: &PyErr) -> Option<i32> {
+        if let Ok(n) = e.value(py).getattr("signum").and_then(|v| v.extract::<i32>()) {
+            return Some(n);
+        }
+        Some(if e.is_instance_of::<pyo3::exceptions::PyKeyboardInterrupt>(py) { lifetime::SIGINT } else { lifetime::SIGTERM })
+    }
+
+    /// The Python exception for a result: the handler's own when the call stopped for it.
+    fn into_err(self, e: Error) -> PyErr {
+        match (e, self.raised) {
+            (Error::Interrupted(_), Some(raised)) => raised,
+            (e, _) => err(e),
+        }
+    }
+}
+
+/// Restore the settings a killed hugescope process left changed (its record is in
+/// the state file and its owner is dead). Returns JSON: one entry per setting,
+/// `{path, original, owners, error, message}`.
+#[pyfunction]
+fn repair_settings() -> PyResult<String> {
+    let out: Vec<serde_json::Value> = settings::repair_stale()
+        .map_err(err)?
+        .iter()
+        .map(|r| {
+            let mut v = serde_json::to_value(r).unwrap_or_default();
+            v["message"] = settings::describe(r).into();
+            v
+        })
+        .collect();
+    json(&out)
+}
+
+/// The state file that records changed settings (`HUGESCOPE_STATE_DIR` moves it).
+#[pyfunction]
+fn settings_state_path() -> String {
+    settings::state_path().display().to_string()
+}
+
+/// For a child hugescope started: ask for `sig` when the parent dies, and return
+/// False if the parent is already no longer `expected_parent`.
+#[pyfunction]
+fn die_with_parent(sig: i32, expected_parent: i32) -> bool {
+    lifetime::die_with_parent(sig, expected_parent)
+}
 
 /// The system THP state (`/sys/kernel/mm/transparent_hugepage`) as JSON.
 #[pyfunction]
@@ -93,7 +169,23 @@ fn apply_plan(py: Python<'_>, pid: i32, plan_json: String, precheck: bool) -> Py
     let list = entries(&plan_json)?;
     let target = if pid == 0 { Target::SelfProcess } else { Target::Pid(pid) };
     let opts = ApplyOptions { precheck, ..ApplyOptions::default() };
-    json(&py.detach(|| collapse::apply_with(target, &list, &opts)))
+    // Entry by entry, so that a signal stops a long plan between two entries.
+    let mut stop = PyStop::new();
+    let out = py.detach(|| {
+        let mut a = collapse::Applier::new(target, opts);
+        let mut out = Vec::with_capacity(list.len());
+        for (i, e) in list.iter().enumerate() {
+            if let Some(sig) = stop.check() {
+                return Err(Error::Interrupted(sig));
+            }
+            out.push(a.apply_entry(i, e));
+        }
+        Ok(out)
+    });
+    match out {
+        Ok(o) => json(&o),
+        Err(e) => Err(stop.into_err(e)),
+    }
 }
 
 /// Run a command with ASLR disabled for it, apply the plan's `start` and `time_s`
@@ -121,7 +213,12 @@ fn launch_command(
     let opts = LaunchOptions { sample_ms, start_timeout_s, timeout_s, plan_pid, disable_aslr, ..LaunchOptions::default() };
     let mut cmd = std::process::Command::new(prog);
     cmd.args(args);
-    json(&py.detach(|| launch(cmd, &list, &opts)).map_err(err)?)
+    let mut stop = PyStop::new();
+    let r = py.detach(|| launch_with_stop(cmd, &list, &opts, &mut || stop.check()));
+    match r {
+        Ok(rec) => json(&rec),
+        Err(e) => Err(stop.into_err(e)),
+    }
 }
 
 /// Run a built-in workload natively in this process. `plan` is "none", "all" or
@@ -163,6 +260,10 @@ fn buddyinfo() -> PyResult<String> {
 /// then, with `hold`, the pins are held until SIGINT/SIGTERM, else for `seconds`
 /// (default: released at once). Every changed setting is restored before this
 /// returns the report JSON. Needs root.
+///
+/// A signal (see `PyStop`) while fragmenting or while holding for `seconds`
+/// releases everything and re-raises the handler's exception. With `hold`, a
+/// signal is the expected end: the report is returned with `stopped_by_signal`.
 #[pyfunction]
 #[pyo3(signature = (share, seed=0, margin=None, hold=false, seconds=None, on_ready=None))]
 fn fragment_memory(
@@ -180,42 +281,68 @@ fn fragment_memory(
             return Err(err(format!("seconds {t}: expected a non-negative number")));
         }
     }
-    // The callback runs with the GIL taken back; its error (if any) is returned after
-    // the pins are released, so a failing callback never leaves memory fragmented.
-    let mut cb_err: Option<PyErr> = None;
+    // The callback runs with the GIL taken back, so a signal that arrives while it
+    // runs raises *in the callback*: its exception is handed to the stop check,
+    // which then ends the hold (or the fragmenting) as if the handler had raised
+    // there. Either way the pins and settings are released before it propagates.
+    let cb_err: std::sync::Mutex<Option<PyErr>> = std::sync::Mutex::new(None);
+    let mut stop = PyStop::new();
     let report = py.detach(|| -> hugescope_linux::Result<String> {
-        let f = Fragmenter::start(share, seed, margin)?;
-        let mut ready = |r: &hugescope_linux::FragmentReport| {
+        let mut check = || {
+            if let Some(e) = cb_err.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                stop.raised = Some(e);
+            }
+            stop.check()
+        };
+        let f = Fragmenter::start_with_stop(share, seed, margin, &mut check)?;
+        let ready = |r: &hugescope_linux::FragmentReport| {
             if let Some(cb) = &on_ready {
                 let text = serde_json::to_string(r).unwrap_or_default();
                 Python::attach(|py| {
                     if let Err(e) = cb.call1(py, (text,)) {
-                        cb_err = Some(e);
+                        *cb_err.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
                     }
                 });
             }
         };
-        let text = serde_json::to_string(f.report()).unwrap_or_default();
+        let mut report = serde_json::to_value(f.report()).unwrap_or_default();
         if hold {
-            f.hold_until_signal_then(|r| ready(r));
+            let sig = f.hold_until_stopped(&mut check, ready);
+            report["stopped_by_signal"] = sig.into();
         } else {
             ready(f.report());
-            if let Some(t) = seconds {
-                std::thread::sleep(std::time::Duration::from_secs_f64(t));
+            let until = std::time::Instant::now() + std::time::Duration::from_secs_f64(seconds.unwrap_or(0.0));
+            loop {
+                if let Some(sig) = check() {
+                    drop(f);
+                    return Err(Error::Interrupted(sig));
+                }
+                let now = std::time::Instant::now();
+                if now >= until {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50).min(until - now));
             }
             drop(f);
         }
-        Ok(text)
+        Ok(report.to_string())
     });
-    let report = report.map_err(err)?;
-    if let Some(e) = cb_err {
-        return Err(e);
+    let raised = stop.raised.take().or_else(|| cb_err.into_inner().unwrap_or_else(|p| p.into_inner()));
+    match (report, raised) {
+        // A hold ends with a signal by design: the report, with the signal in it.
+        (Ok(r), Some(e)) if hold && e.is_instance_of::<pyo3::exceptions::PyKeyboardInterrupt>(py) => Ok(r),
+        // Anything else a handler or the callback raised is re-raised, after the release.
+        (_, Some(e)) => Err(e),
+        (Ok(r), None) => Ok(r),
+        (Err(e), None) => Err(err(e)),
     }
-    Ok(report)
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(thp_state, m)?)?;
+    m.add_function(wrap_pyfunction!(repair_settings, m)?)?;
+    m.add_function(wrap_pyfunction!(settings_state_path, m)?)?;
+    m.add_function(wrap_pyfunction!(die_with_parent, m)?)?;
     m.add_function(wrap_pyfunction!(is_root, m)?)?;
     m.add_function(wrap_pyfunction!(smaps_vmas, m)?)?;
     m.add_function(wrap_pyfunction!(coverage, m)?)?;

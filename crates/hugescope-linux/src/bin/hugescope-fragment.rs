@@ -4,9 +4,13 @@
 //!
 //! Prints the fragmentation report as JSON, then holds the pins until SIGINT/SIGTERM
 //! (`--hold`) or for T seconds, and restores every setting it changed. Needs root.
+//! SIGINT, SIGTERM and SIGHUP stop it at any point (also while fragmenting), with
+//! everything released and exit status 128 + signal; it gets SIGTERM when its
+//! parent dies. A SIGKILL leaves the changed sysctl recorded in the state file,
+//! where the next hugescope invocation finds and restores it.
 
 use hugescope_core::units::parse_size;
-use hugescope_linux::Fragmenter;
+use hugescope_linux::{lifetime, settings, Error, Fragmenter};
 use std::io::Write;
 
 fn main() {
@@ -42,7 +46,19 @@ fn main() {
         }
     }
     let share = share.unwrap_or_else(|| fail("--share is required".into()));
-    let f = Fragmenter::start(share, seed, margin).unwrap_or_else(|e| fail(e.to_string()));
+    // SIGTERM (not SIGKILL) when the parent dies: it restores the settings on its way out.
+    lifetime::die_with_parent_from_env(libc::SIGTERM);
+    lifetime::install_stop_handlers();
+    match settings::repair_stale() {
+        Ok(r) => r.iter().for_each(|x| eprintln!("hugescope-fragment: {}", settings::describe(x))),
+        Err(e) => fail(e.to_string()),
+    }
+    let mut stop = lifetime::stop_signal;
+    let f = match Fragmenter::start_with_stop(share, seed, margin, &mut stop) {
+        Ok(f) => f,
+        Err(Error::Interrupted(sig)) => std::process::exit(128 + sig),
+        Err(e) => fail(e.to_string()),
+    };
     let print = |r: &hugescope_linux::FragmentReport| {
         let json = serde_json::to_string_pretty(r).unwrap_or_default();
         let mut out = std::io::stdout().lock();
@@ -51,12 +67,20 @@ fn main() {
         let _ = out.flush();
     };
     if hold {
-        f.hold_until_signal_then(print);
-    } else {
-        print(f.report());
-        if let Some(t) = seconds {
-            std::thread::sleep(std::time::Duration::from_secs_f64(t));
-        }
-        drop(f);
+        let sig = f.hold_until_stopped(&mut stop, print);
+        std::process::exit(128 + sig);
     }
+    print(f.report());
+    if let Some(t) = seconds {
+        // Sleep in short steps so that a signal ends the hold at once.
+        let until = std::time::Instant::now() + std::time::Duration::from_secs_f64(t);
+        while std::time::Instant::now() < until {
+            if let Some(sig) = stop() {
+                drop(f);
+                std::process::exit(128 + sig);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50).min(until - std::time::Instant::now()));
+        }
+    }
+    drop(f);
 }

@@ -117,6 +117,8 @@ fn run(a: &Args) -> Result<(), String> {
 }
 
 fn main() {
+    // A test target must never outlive whoever started it (a killed test run).
+    hugescope_linux::lifetime::die_with_parent_from_env(libc::SIGKILL);
     let code = match parse_args().and_then(|a| run(&a)) {
         Ok(()) => 0,
         Err(msg) => {
