@@ -428,5 +428,6 @@ def save_preset(cal: Dict[str, Any], path: Optional[str] = None) -> str:
         api.machine_config(config=tmp)
     finally:
         os.unlink(tmp)
-    write_atomic(path, text)
+    # The default place (~/.config/hugescope) is the tool's own: create it.
+    write_atomic(path, text, make_dirs=True)
     return path

@@ -17,7 +17,7 @@ from rich.table import Table
 
 from . import _core, _io, api, units, workloads
 from ._io import check_output, write_json
-from .errors import EXIT_FAILURE, EXIT_USAGE, Interrupted
+from .errors import EXIT_FAILURE, EXIT_USAGE, Interrupted, RunFailed
 from .progress import progress_counter
 
 # Off a terminal (CI logs, pipes) rich would wrap tables at 80 columns.
@@ -602,6 +602,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     except (_core.HugescopeError, CliError, OSError, ValueError) as e:
         err_console.print(f"[bold red]error:[/] {escape(_error_line(e))}")
         return EXIT_USAGE
+    except RunFailed as e:
+        err_console.print(f"[bold red]error:[/] {escape(_error_line(e))}")
+        return EXIT_FAILURE
     except KeyboardInterrupt as e:
         code = e.exit_code if isinstance(e, Interrupted) else 128 + signal.SIGINT
         name = signal.Signals(e.signum).name if isinstance(e, Interrupted) else "SIGINT"
