@@ -80,7 +80,8 @@ def test_saved_preset_loads_with_fitted_values(tmp_path):
     cal = {"host": "testhost", "when": "2025-01-01 00:00 UTC", "preset": "haswell-pcc", "machine": "haswell-pcc",
            "host_ghz": 2.6, "how": "synthetic", "points": pts, "thp": {"enabled": "madvise"},
            "fit": calibrate.fit(pts, START, ghz=2.6)}
-    path = calibrate.save_preset(cal, tmp_path / "cal.toml")
+    # A fresh machine has no ~/.config/hugescope yet: saving creates it.
+    path = calibrate.save_preset(cal, tmp_path / "fresh" / "hugescope" / "cal.toml")
     text = open(path).read()
     assert text.count('preset = "haswell-pcc"') == 1 and "[cost]" in text
     m = hs.machine_config(config=path)
