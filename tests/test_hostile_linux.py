@@ -99,6 +99,19 @@ def _children(pid: int):
 
 # ---------------------------------------------------------------- signals to run
 
+def _stop(p, sig):
+    """Send ``sig`` to the hugescope process ``p`` and wait for it to end within
+    STOP_BOUND_S (killing it if it does not, so no test leaves it behind);
+    returns its stderr."""
+    p.send_signal(sig)
+    try:
+        _, err = p.communicate(timeout=STOP_BOUND_S)
+    finally:
+        p.kill()
+        p.wait()
+    return err
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_signal_to_run_program_stops_and_reaps_the_child(sig, tmp_path, state_dir):
     pidfile = tmp_path / "child.pid"
@@ -108,11 +121,10 @@ def test_signal_to_run_program_stops_and_reaps_the_child(sig, tmp_path, state_di
         _wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), "the program start")
         child = int(pidfile.read_text())
         assert not _gone(child)
-        p.send_signal(sig)
-        _, err = p.communicate(timeout=STOP_BOUND_S)
-    finally:
-        p.kill()
-        p.wait()
+    except BaseException:
+        _stop(p, signal.SIGKILL)
+        raise
+    err = _stop(p, sig)
     assert p.returncode == 128 + sig, err
     assert _gone(child), f"the measured program {child} outlived hugescope"
     assert "Traceback" not in err and "interrupted" in err
@@ -127,11 +139,10 @@ def test_signal_to_run_workload_stops_and_reaps_the_child(sig, state_dir):
         _wait_for(lambda: _children(p.pid), "the workload child start")
         kids = _children(p.pid)
         time.sleep(0.3)
-        p.send_signal(sig)
-        _, err = p.communicate(timeout=STOP_BOUND_S)
-    finally:
-        p.kill()
-        p.wait()
+    except BaseException:
+        _stop(p, signal.SIGKILL)
+        raise
+    err = _stop(p, sig)
     assert p.returncode == 128 + sig, err
     assert all(_gone(k) for k in kids), f"workload child {kids} outlived hugescope"
     assert "Traceback" not in err
