@@ -1,11 +1,14 @@
-//! One cpu's MMU: L1 TLBs, L2 TLBs, page-walk caches, and the counters of what
-//! each access cost. The page table itself lives outside (a static page-size
-//! map or the OS model): on a miss the simulator asks it for the leaf size,
-//! then calls `complete_walk` to charge the walk and fill the TLBs.
+//! One cpu's MMU: L1 TLBs, L2 TLBs, a page walker (with its walk caches), and
+//! the counters of what each access cost. The page table itself lives outside
+//! (a static page-size map or the OS model): on a miss the simulator asks it
+//! for the leaf, then calls `complete_walk`, which has the walker price the
+//! walk and fills the TLBs with the size the leaf's TLB entry covers.
 
 use super::geometry::Geometry;
-use super::pwc::{Pwc, WalkCost};
+use super::leaf::Leaf;
+use super::pwc::WalkCost;
 use super::tlb::{tag, Tlb};
+use super::walker::{RadixWalker, Walker};
 use crate::config::MachineConfig;
 use crate::stats::MmuStats;
 use crate::trace::Access;
@@ -24,10 +27,10 @@ pub enum Outcome {
 }
 
 #[derive(Clone, Debug)]
-pub struct Mmu {
+pub struct Mmu<W: Walker = RadixWalker> {
     pub l1: Vec<Tlb>,
     pub l2: Vec<Tlb>,
-    pub pwc: Pwc,
+    pub walker: W,
     /// For each page size, the L1 / L2 structure holding it (NONE if none).
     l1_of: [u8; MAX_SIZES],
     l2_of: [u8; MAX_SIZES],
@@ -42,7 +45,6 @@ pub struct Mmu {
     /// without probing. Exact, not an approximation; cleared by shootdowns.
     last: (u64, u16, usize),
     shifts: [u32; MAX_SIZES],
-    leaf_level: [usize; MAX_SIZES],
     pub stats: MmuStats,
 }
 
@@ -63,29 +65,32 @@ fn build(level: &str, map: &std::collections::BTreeMap<String, crate::config::Ca
     Ok(out)
 }
 
-impl Mmu {
+impl Mmu<RadixWalker> {
+    /// An MMU with the native radix walker of `cfg`'s geometry and PWCs.
     pub fn new(geo: &Geometry, cfg: &MachineConfig) -> Result<Mmu> {
+        Mmu::with_walker(geo, cfg, RadixWalker::new(geo, cfg))
+    }
+}
+
+impl<W: Walker> Mmu<W> {
+    /// An MMU with `cfg`'s TLBs and the given walker.
+    pub fn with_walker(geo: &Geometry, cfg: &MachineConfig, walker: W) -> Result<Mmu<W>> {
         let mut l1_of = [NONE; MAX_SIZES];
         let mut l2_of = [NONE; MAX_SIZES];
         let l1 = build("l1", &cfg.l1, geo, &mut l1_of)?;
         let l2 = build("l2", &cfg.l2, geo, &mut l2_of)?;
         let mut shifts = [0; MAX_SIZES];
-        let mut leaf_level = [0; MAX_SIZES];
-        for s in 0..geo.num_sizes() {
-            shifts[s] = geo.shifts[s];
-            leaf_level[s] = geo.leaf_level[s];
-        }
+        shifts[..geo.num_sizes()].copy_from_slice(&geo.shifts);
         Ok(Mmu {
             l1,
             l2,
-            pwc: Pwc::new(geo, &cfg.pwc),
+            walker,
             l1_of,
             l2_of,
             filled: 0,
             num_sizes: geo.num_sizes(),
             last: (NO_PAGE, 0, 0),
             shifts,
-            leaf_level,
             stats: MmuStats::default(),
         })
     }
@@ -172,12 +177,15 @@ impl Mmu {
         true
     }
 
-    /// Charge the page walk for an access whose leaf has page-size index `s`
-    /// and fill the TLBs that hold that size.
+    /// Have the walker price the walk that found `leaf` for `a`, and fill the
+    /// TLBs holding the size its TLB entry covers (the leaf's own size on a
+    /// native walk). Walks are counted by that size: it is the translation
+    /// the TLBs now hold.
     #[inline]
-    pub fn complete_walk(&mut self, a: &Access, s: usize) -> WalkCost {
-        debug_assert!(s < self.num_sizes);
-        let cost = self.pwc.walk(a.addr, a.pid, self.leaf_level[s]);
+    pub fn complete_walk(&mut self, a: &Access, leaf: &Leaf) -> WalkCost {
+        let s = leaf.tlb_size();
+        debug_assert!(s < self.num_sizes && leaf.size() < self.num_sizes);
+        let cost = self.walker.walk(a, leaf);
         self.stats.walks[s] += 1;
         self.stats.walk_refs += cost.refs as u64;
         if let Some(l) = cost.pwc_hit_level {
@@ -210,7 +218,7 @@ impl Mmu {
         for t in self.l1.iter_mut().chain(self.l2.iter_mut()) {
             n += t.shootdown(pid, start, end, shifts);
         }
-        self.pwc.shootdown(pid, start, end);
+        self.walker.shootdown(pid, start, end);
         self.last.0 = NO_PAGE;
         self.stats.shootdowns += 1;
         self.stats.tlb_entries_invalidated += n as u64;
@@ -232,7 +240,7 @@ impl Mmu {
         for t in self.l1.iter_mut().chain(self.l2.iter_mut()) {
             t.cache.flush();
         }
-        self.pwc.flush();
+        self.walker.flush();
         self.filled = 0;
         self.last.0 = NO_PAGE;
     }

@@ -3,10 +3,14 @@
 
 pub mod assoc;
 pub mod geometry;
+pub mod leaf;
 pub mod mmu;
 pub mod pcc;
 pub mod pwc;
 pub mod tlb;
+pub mod walker;
 
 pub use geometry::Geometry;
+pub use leaf::Leaf;
 pub use mmu::{Mmu, Outcome};
+pub use walker::{RadixWalker, Walker};

@@ -1,0 +1,68 @@
+//! The page walker: given the leaf the page table holds for an address, make
+//! the walk's memory references through the walker's own caches and say what
+//! it cost. The MMU calls it on a TLB miss and fills its TLBs from the leaf;
+//! it never needs to know how the walk was made, so another walker (a nested
+//! 2-D walker, a fixed-latency test walker) plugs in without touching the MMU
+//! or the simulation loop.
+//!
+//! `RadixWalker` is the native x86-64 walk: one reference per level from the
+//! root to the leaf, minus the levels a page-walk-cache hit skips (Intel SDM
+//! vol. 3A §4.10.3, paging-structure caches). A nested walker's cost is
+//! (g+1)(h+1)-1 references for g guest and h host levels (Bhargava et al.,
+//! ASPLOS'08 §3: 24 for 4KB/4KB); it reads g and h from the leaf's `size` and
+//! `host_size` through its geometry, as `RadixWalker` reads the leaf level.
+//!
+//! Walkers are per cpu (each MMU owns one; the simulator clones a template)
+//! and are generic parameters, not trait objects, so the per-miss call is
+//! inlined: no dynamic dispatch, no allocation.
+
+use super::geometry::Geometry;
+use super::leaf::Leaf;
+use super::mmu::MAX_SIZES;
+use super::pwc::{Pwc, WalkCost};
+use crate::config::MachineConfig;
+use crate::trace::Access;
+
+pub trait Walker: Clone {
+    /// Walk to `leaf` for access `a`: consult and fill the walker's caches and
+    /// return the page-table references made (and the PWC level that hit, if
+    /// any). Called once per TLB miss, after the page table produced `leaf`.
+    fn walk(&mut self, a: &Access, leaf: &Leaf) -> WalkCost;
+
+    /// Drop cached walk state of `pid` covering any part of [start, end).
+    fn shootdown(&mut self, pid: u16, start: u64, end: u64);
+
+    /// Drop all cached walk state (a full TLB flush).
+    fn flush(&mut self);
+}
+
+/// The native radix walk with per-level page-walk caches.
+#[derive(Clone, Debug)]
+pub struct RadixWalker {
+    pub pwc: Pwc,
+    /// Root-first level index of the leaf entry of each page size.
+    leaf_level: [usize; MAX_SIZES],
+}
+
+impl RadixWalker {
+    pub fn new(geo: &Geometry, cfg: &MachineConfig) -> RadixWalker {
+        let mut leaf_level = [0; MAX_SIZES];
+        leaf_level[..geo.num_sizes()].copy_from_slice(&geo.leaf_level);
+        RadixWalker { pwc: Pwc::new(geo, &cfg.pwc), leaf_level }
+    }
+}
+
+impl Walker for RadixWalker {
+    #[inline(always)]
+    fn walk(&mut self, a: &Access, leaf: &Leaf) -> WalkCost {
+        self.pwc.walk(a.addr, a.pid, self.leaf_level[leaf.size()])
+    }
+
+    fn shootdown(&mut self, pid: u16, start: u64, end: u64) {
+        self.pwc.shootdown(pid, start, end);
+    }
+
+    fn flush(&mut self) {
+        self.pwc.flush();
+    }
+}
