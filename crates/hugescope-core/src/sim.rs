@@ -10,7 +10,7 @@
 use crate::config::MachineConfig;
 use crate::cost::{self, CostEstimate};
 use crate::hw::pwc::WalkCost;
-use crate::hw::{Geometry, Leaf, Mmu, Outcome, RadixWalker, Walker};
+use crate::hw::{Geometry, Leaf, Mmu, Outcome, RadixWalker, Space, Walker};
 use crate::pagemap::StaticMap;
 use crate::stats::TranslationCounters;
 use crate::trace::hst::HstReader;
@@ -24,6 +24,16 @@ pub struct Shootdown {
     pub pid: u16,
     pub start: u64,
     pub end: u64,
+}
+
+impl Shootdown {
+    /// The address space the range belongs to. Every page table today is a
+    /// native (host) one, so VM 0; a guest kernel's shootdowns will carry
+    /// their VM id when the virtualization model adds one.
+    #[inline]
+    pub fn space(&self) -> Space {
+        Space::native(self.pid)
+    }
 }
 
 /// What the simulator needs from a page table.
@@ -135,7 +145,7 @@ impl<P: PageTable, W: Walker> Simulator<P, W> {
         self.pt.take_shootdowns(&mut self.pending);
         for sd in self.pending.drain(..) {
             for m in self.mmus.iter_mut() {
-                m.shootdown(sd.pid, sd.start, sd.end);
+                m.shootdown(sd.space(), sd.start, sd.end);
             }
         }
     }

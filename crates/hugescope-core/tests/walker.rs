@@ -9,7 +9,7 @@ use common::{header, BASE};
 use hugescope_core::config::MachineConfig;
 use hugescope_core::hw::leaf::{LEAF_A, LEAF_D, NATIVE, NO_PA, PMD_A, PUD_A};
 use hugescope_core::hw::pwc::WalkCost;
-use hugescope_core::hw::{Geometry, Leaf, RadixWalker, Walker};
+use hugescope_core::hw::{Geometry, Leaf, RadixWalker, Space, Walker};
 use hugescope_core::os::kernel::OsConfig;
 use hugescope_core::pagemap::StaticMap;
 use hugescope_core::sim::{PageTable, Simulator};
@@ -33,11 +33,11 @@ struct FixedWalker {
 }
 
 impl Walker for FixedWalker {
-    fn walk(&mut self, _a: &Access, _leaf: &Leaf) -> WalkCost {
+    fn walk(&mut self, _space: Space, _a: &Access, _leaf: &Leaf) -> WalkCost {
         self.walks += 1;
         WalkCost { refs: self.refs, pwc_hit_level: None }
     }
-    fn shootdown(&mut self, _pid: u16, _start: u64, _end: u64) {
+    fn shootdown(&mut self, _space: Space, _start: u64, _end: u64) {
         self.shootdowns += 1;
     }
     fn flush(&mut self) {}
@@ -59,7 +59,7 @@ fn a_fixed_cost_walker_plugs_in_without_touching_the_mmu() {
     assert_eq!((c.accesses, c.walks, c.walk_refs, c.l1_hits, c.pwc_hits), (32, 16, 112, 16, 0));
     assert_eq!(s.mmus[0].walker.walks, 16);
     // A shootdown reaches the walker of every cpu through the MMU.
-    s.mmus[0].shootdown(0, BASE, BASE + KB4);
+    s.mmus[0].shootdown(Space::native(0), BASE, BASE + KB4);
     assert_eq!(s.mmus[0].walker.shootdowns, 1);
 }
 
@@ -103,12 +103,12 @@ fn the_radix_walker_prices_a_leaf_directly() {
     let geo = Geometry::new(&cfg).unwrap();
     let mut w = RadixWalker::new(&geo, &cfg);
     let a = Access::read(BASE);
-    assert_eq!(w.walk(&a, &Leaf::sized(0)), WalkCost { refs: 4, pwc_hit_level: None });
+    assert_eq!(w.walk(Space::native(0), &a, &Leaf::sized(0)), WalkCost { refs: 4, pwc_hit_level: None });
     // Same address, now as a 2MB leaf: the PDPTE cache filled by the first
     // walk hits (root-first level 1), the PDE is read.
-    assert_eq!(w.walk(&a, &Leaf::sized(1)), WalkCost { refs: 1, pwc_hit_level: Some(1) });
+    assert_eq!(w.walk(Space::native(0), &a, &Leaf::sized(1)), WalkCost { refs: 1, pwc_hit_level: Some(1) });
     w.flush();
-    assert_eq!(w.walk(&a, &Leaf::sized(2)).refs, 2);
+    assert_eq!(w.walk(Space::native(0), &a, &Leaf::sized(2)).refs, 2);
 }
 
 /// A page table standing in for a guest kernel over a host one: every leaf is
@@ -135,13 +135,13 @@ struct NestedShape {
 }
 
 impl Walker for NestedShape {
-    fn walk(&mut self, _a: &Access, leaf: &Leaf) -> WalkCost {
+    fn walk(&mut self, _space: Space, _a: &Access, leaf: &Leaf) -> WalkCost {
         assert!(leaf.is_nested());
         let g = self.levels_of_size[leaf.size()];
         let h = self.levels_of_size[leaf.host_size as usize];
         WalkCost { refs: (g + 1) * (h + 1) - 1, pwc_hit_level: None }
     }
-    fn shootdown(&mut self, _pid: u16, _start: u64, _end: u64) {}
+    fn shootdown(&mut self, _space: Space, _start: u64, _end: u64) {}
     fn flush(&mut self) {}
 }
 

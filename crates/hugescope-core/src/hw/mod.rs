@@ -7,10 +7,12 @@ pub mod leaf;
 pub mod mmu;
 pub mod pcc;
 pub mod pwc;
+pub mod space;
 pub mod tlb;
 pub mod walker;
 
 pub use geometry::Geometry;
 pub use leaf::Leaf;
 pub use mmu::{Mmu, Outcome};
+pub use space::Space;
 pub use walker::{RadixWalker, Walker};

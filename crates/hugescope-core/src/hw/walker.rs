@@ -20,17 +20,19 @@ use super::geometry::Geometry;
 use super::leaf::Leaf;
 use super::mmu::MAX_SIZES;
 use super::pwc::{Pwc, WalkCost};
+use super::space::Space;
 use crate::config::MachineConfig;
 use crate::trace::Access;
 
 pub trait Walker: Clone {
-    /// Walk to `leaf` for access `a`: consult and fill the walker's caches and
-    /// return the page-table references made (and the PWC level that hit, if
-    /// any). Called once per TLB miss, after the page table produced `leaf`.
-    fn walk(&mut self, a: &Access, leaf: &Leaf) -> WalkCost;
+    /// Walk to `leaf` for access `a` of address space `space`: consult and
+    /// fill the walker's caches and return the page-table references made
+    /// (and the PWC level that hit, if any). Called once per TLB miss, after
+    /// the page table produced `leaf`.
+    fn walk(&mut self, space: Space, a: &Access, leaf: &Leaf) -> WalkCost;
 
-    /// Drop cached walk state of `pid` covering any part of [start, end).
-    fn shootdown(&mut self, pid: u16, start: u64, end: u64);
+    /// Drop cached walk state of `space` covering any part of [start, end).
+    fn shootdown(&mut self, space: Space, start: u64, end: u64);
 
     /// Drop all cached walk state (a full TLB flush).
     fn flush(&mut self);
@@ -54,12 +56,12 @@ impl RadixWalker {
 
 impl Walker for RadixWalker {
     #[inline(always)]
-    fn walk(&mut self, a: &Access, leaf: &Leaf) -> WalkCost {
-        self.pwc.walk(a.addr, a.pid, self.leaf_level[leaf.size()])
+    fn walk(&mut self, space: Space, a: &Access, leaf: &Leaf) -> WalkCost {
+        self.pwc.walk(a.addr, space, self.leaf_level[leaf.size()])
     }
 
-    fn shootdown(&mut self, pid: u16, start: u64, end: u64) {
-        self.pwc.shootdown(pid, start, end);
+    fn shootdown(&mut self, space: Space, start: u64, end: u64) {
+        self.pwc.shootdown(space, start, end);
     }
 
     fn flush(&mut self) {
