@@ -58,6 +58,14 @@ pub trait PageTable {
         self.leaf(a).size()
     }
 
+    /// Called after the walker priced the walk to `leaf` (and the TLBs were
+    /// filled): `set` are the bits the walk wrote (`hw::leaf::{LEAF_A,
+    /// LEAF_D, PMD_A, PUD_A}`), for a page table that keeps them. The walker
+    /// decides them (hardware does, SDM vol. 3A §4.8); the page table stores
+    /// them. Default: nothing (a static map has no bits).
+    #[inline]
+    fn walked(&mut self, _a: &Access, _leaf: &Leaf, _set: u8) {}
+
     /// Move shootdowns queued since the last call into `out`.
     #[inline]
     fn take_shootdowns(&mut self, _out: &mut Vec<Shootdown>) {}
@@ -132,7 +140,10 @@ impl<P: PageTable, W: Walker> Simulator<P, W> {
             if self.pt.has_shootdowns() {
                 self.apply_shootdowns();
             }
-            walk = Some(self.mmus[cpu].complete_walk(&a, &leaf));
+            let m = &mut self.mmus[cpu];
+            walk = Some(m.complete_walk(&a, &leaf));
+            let set = m.walker.writes(&a, &leaf);
+            self.pt.walked(&a, &leaf, set);
         }
         self.pt.after_access(&a, out, walk);
         if self.pt.has_shootdowns() {

@@ -10,7 +10,7 @@ use hugescope_core::config::MachineConfig;
 use hugescope_core::hw::leaf::{LEAF_A, LEAF_D, NATIVE, NO_PA, PMD_A, PUD_A};
 use hugescope_core::hw::pwc::WalkCost;
 use hugescope_core::hw::{Geometry, Leaf, RadixWalker, Space, Walker};
-use hugescope_core::os::kernel::OsConfig;
+use hugescope_core::os::kernel::{Kernel, OsConfig};
 use hugescope_core::pagemap::StaticMap;
 use hugescope_core::sim::{PageTable, Simulator};
 use hugescope_core::trace::Access;
@@ -36,6 +36,10 @@ impl Walker for FixedWalker {
     fn walk(&mut self, _space: Space, _a: &Access, _leaf: &Leaf) -> WalkCost {
         self.walks += 1;
         WalkCost { refs: self.refs, pwc_hit_level: None }
+    }
+    /// Writes no accessed/dirty bits: the page table must then keep none.
+    fn writes(&self, _a: &Access, _leaf: &Leaf) -> u8 {
+        0
     }
     fn shootdown(&mut self, _space: Space, _start: u64, _end: u64) {
         self.shootdowns += 1;
@@ -141,6 +145,9 @@ impl Walker for NestedShape {
         let h = self.levels_of_size[leaf.host_size as usize];
         WalkCost { refs: (g + 1) * (h + 1) - 1, pwc_hit_level: None }
     }
+    fn writes(&self, _a: &Access, _leaf: &Leaf) -> u8 {
+        LEAF_A
+    }
     fn shootdown(&mut self, _space: Space, _start: u64, _end: u64) {}
     fn flush(&mut self) {}
 }
@@ -165,24 +172,44 @@ fn a_nested_shaped_walker_fits_the_seam() {
 }
 
 #[test]
-fn the_kernel_reports_bits_as_the_walk_found_them() {
+fn the_kernel_reports_bits_as_the_walk_found_them_and_the_walker_sets_them() {
     let h = header(8 * MB2, false);
     let mut s = common::sim(&h, OsConfig::default(), "base", &[]);
     let a = Access::read(BASE + 0x1234);
-    // First walk: the fault maps the page; no accessed bit was set yet on the
-    // leaf or the PMD/PUD entries above it.
+    // Asking the page table alone faults the page in but sets no bit: no
+    // walker has walked yet.
     let first = s.pt.leaf(&a);
     assert_eq!((first.size(), first.was_set), (0, 0));
     assert_ne!(first.pa, NO_PA);
     assert_eq!(first.pa & 0xfff, 0x234, "the page offset survives translation");
-    // Second walk (e.g. after a TLB eviction): all three A bits are now set.
+    assert_eq!(s.pt.leaf(&a).was_set, 0);
+    // A TLB miss through the simulator: the radix walker sets A on the leaf
+    // and on the PMD and PUD entries above it; the next walk finds them.
+    s.step(a);
     let second = s.pt.leaf(&a);
     assert_eq!(second.was_set, LEAF_A | PMD_A | PUD_A);
     assert_eq!(second.pa, first.pa);
-    // A write walk sets D; the next walk finds it.
-    s.pt.leaf(&Access::write(BASE + 0x1234));
+    // A write walk (after a flush, so it misses) sets D.
+    s.mmus[0].flush();
+    s.step(Access::write(BASE + 0x1234));
     assert!(s.pt.leaf(&a).was(LEAF_D));
     // Another 4KB page of the same 2MB region: its own A bit is clear, the
     // PMD and PUD bits were set by the walks above.
     assert_eq!(s.pt.leaf(&Access::read(BASE + 0x5000)).was_set, PMD_A | PUD_A);
+}
+
+#[test]
+fn a_walker_that_writes_no_bits_leaves_the_kernel_without_any() {
+    let cfg = haswell();
+    let h = header(8 * MB2, false);
+    let pol = hugescope_core::policy::make("base", &[]).unwrap();
+    let k = Kernel::new(Geometry::new(&cfg).unwrap(), cfg.cost.clone(), &h, &OsConfig::default(), pol).unwrap();
+    let mut s = Simulator::with_walker(cfg, 1, k, FixedWalker { refs: 1, ..Default::default() }).unwrap();
+    for i in 0..4 {
+        s.step(Access::write(BASE + i * KB4));
+    }
+    assert_eq!(s.counters().walks, 4);
+    for i in 0..4 {
+        assert_eq!(s.pt.leaf(&Access::read(BASE + i * KB4)).was_set, 0, "page {i}");
+    }
 }

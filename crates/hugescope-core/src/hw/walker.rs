@@ -17,7 +17,7 @@
 //! inlined: no dynamic dispatch, no allocation.
 
 use super::geometry::Geometry;
-use super::leaf::Leaf;
+use super::leaf::{Leaf, LEAF_A, LEAF_D, PMD_A, PUD_A};
 use super::mmu::MAX_SIZES;
 use super::pwc::{Pwc, WalkCost};
 use super::space::Space;
@@ -30,6 +30,12 @@ pub trait Walker: Clone {
     /// (and the PWC level that hit, if any). Called once per TLB miss, after
     /// the page table produced `leaf`.
     fn walk(&mut self, space: Space, a: &Access, leaf: &Leaf) -> WalkCost;
+
+    /// The accessed/dirty bits the walk to `leaf` for `a` writes (a set of
+    /// `hw::leaf::{LEAF_A, LEAF_D, PMD_A, PUD_A}`); the page table stores
+    /// them (`PageTable::walked`). Part of the walker because hardware, not
+    /// the OS, sets them, and a nested walk also sets the host's (EPT) bits.
+    fn writes(&self, a: &Access, leaf: &Leaf) -> u8;
 
     /// Drop cached walk state of `space` covering any part of [start, end).
     fn shootdown(&mut self, space: Space, start: u64, end: u64);
@@ -58,6 +64,18 @@ impl Walker for RadixWalker {
     #[inline(always)]
     fn walk(&mut self, space: Space, a: &Access, leaf: &Leaf) -> WalkCost {
         self.pwc.walk(a.addr, space, self.leaf_level[leaf.size()])
+    }
+
+    /// A on every entry of the path and D on the leaf for a write (SDM vol.
+    /// 3A §4.8: set when the entry is used; entries a PWC hit skipped were
+    /// cached with A already set). PMD_A is the PDE's bit: the leaf's own for
+    /// a 2MB leaf. A 1GB leaf has no PDE; the OS model keeps a PMD accessed
+    /// bit per 2MB region under it, and the walk sets it as the leaf's A so
+    /// results match the model's history (the one-A-bit-per-leaf view of
+    /// issue #10 item 5 will fold it into the leaf's).
+    #[inline(always)]
+    fn writes(&self, a: &Access, _leaf: &Leaf) -> u8 {
+        LEAF_A | PMD_A | PUD_A | if a.write { LEAF_D } else { 0 }
     }
 
     fn shootdown(&mut self, space: Space, start: u64, end: u64) {

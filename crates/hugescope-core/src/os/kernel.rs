@@ -96,10 +96,14 @@ impl OsConfig {
     }
 }
 
-/// What a walk found, for the policy's and the PCC's view of the hardware.
+/// What a walk found, for the policy's and the PCC's view of the hardware:
+/// the leaf's size and where its flags live (VMA and page index), so the
+/// walk's writes land on the entry `leaf` read without a second VMA lookup.
 #[derive(Clone, Copy, Debug, Default)]
 struct LastWalk {
     size: usize,
+    vi: usize,
+    pi: usize,
 }
 
 pub struct Kernel {
@@ -1113,29 +1117,45 @@ impl PageTable for Kernel {
         let v = &mut sp.vmas[vi];
         let ri = v.region_index(a.addr, shape.region_shift);
         let pud = ((a.addr >> shape.pud_shift) - (v.start >> shape.pud_shift)) as usize;
-        // The bits as this walk finds them, then as it leaves them: the walk
-        // sets A on every entry it reads and D on a write (SDM vol. 3A §4.8).
+        // The bits as this walk finds them; the walker decides which it sets
+        // (`walked` below applies them once the walk is priced).
         let flags = v.flags[pi];
         let was_set = (if flags & ACCESSED != 0 { LEAF_A } else { 0 })
             | (if flags & DIRTY != 0 { LEAF_D } else { 0 })
             | (if v.pmd_a[ri] { PMD_A } else { 0 })
             | (if v.pud_a[pud] { PUD_A } else { 0 });
-        v.pmd_a[ri] = true;
-        v.pud_a[pud] = true;
-        v.flags[pi] |= ACCESSED | if a.write { DIRTY } else { 0 };
-        let size = size_of_flags(v.flags[pi]);
+        let size = size_of_flags(flags);
         let pfn = v.pfn[pi];
         let pa = if pfn == NO_PFN { NO_PA } else { ((pfn as u64) << shape.base_shift) | (a.addr & ((1u64 << shape.base_shift) - 1)) };
-        let leaf = Leaf::native(size, pa, was_set);
-        self.last = LastWalk { size };
+        self.last = LastWalk { size, vi, pi };
+        Leaf::native(size, pa, was_set)
+    }
+
+    /// The walk's side effects, as the walker reported them: its accessed and
+    /// dirty bit writes into the tables, then what watches walks (the PCC,
+    /// fed by the walker in hardware: PCC §3.2; a policy that asked for walk
+    /// events). Nothing of the kernel runs between `leaf` and here (only the
+    /// MMUs' shootdowns and TLB fill), so `last` still names the entry.
+    #[inline]
+    fn walked(&mut self, a: &Access, leaf: &Leaf, set: u8) {
+        let shape = self.shape;
+        let LastWalk { size, vi, pi } = self.last;
+        let v = &mut self.spaces[a.pid as usize].vmas[vi];
+        if set & PMD_A != 0 {
+            let ri = v.region_index(a.addr, shape.region_shift);
+            v.pmd_a[ri] = true;
+        }
+        if set & PUD_A != 0 {
+            v.pud_a[((a.addr >> shape.pud_shift) - (v.start >> shape.pud_shift)) as usize] = true;
+        }
+        v.flags[pi] |= (if set & LEAF_A != 0 { ACCESSED } else { 0 }) | (if set & LEAF_D != 0 { DIRTY } else { 0 });
         if self.pcc_cfg.is_some() {
-            self.feed_pcc(a, &leaf);
+            self.feed_pcc(a, leaf);
         }
         if self.policy_wants_walks {
             let w = Walk { pid: a.pid, cpu: a.cpu, addr: a.addr, write: a.write, size, pmd_a_was_set: leaf.was(PMD_A), pud_a_was_set: leaf.was(PUD_A) };
             self.with_policy(|p, k| p.on_walk(k, &w));
         }
-        leaf
     }
 
     #[inline]
