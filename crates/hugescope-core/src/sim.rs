@@ -1,7 +1,7 @@
 //! The simulation loop: feed each access through its cpu's MMU; on a TLB miss
 //! ask the page table (a static map or the OS model) for the leaf, apply any
 //! shootdowns the page table queued, then have the walker price the walk and
-//! fill the TLBs.
+//! fill the TLBs, and hand the bits the walk wrote back to the page table.
 //!
 //! `Simulator` is generic over the page table and the walker so the per-access
 //! path is monomorphized: no dynamic dispatch, no allocation, no hashing per

@@ -1,5 +1,7 @@
-//! The hardware side of address translation: TLBs, page-walk caches, the radix
-//! walker and the per-cpu MMU that composes them. One file per structure.
+//! The hardware side of address translation: TLBs, page-walk caches, the
+//! walker seam (`Leaf` in, references and bit writes out; the radix walker is
+//! its native implementation), the address-space ids entries are tagged with,
+//! and the per-cpu MMU that composes them. One file per structure.
 
 pub mod assoc;
 pub mod geometry;
