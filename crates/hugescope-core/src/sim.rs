@@ -1,14 +1,16 @@
 //! The simulation loop: feed each access through its cpu's MMU; on a TLB miss
 //! ask the page table (a static map or the OS model) for the leaf, apply any
-//! shootdowns the page table queued, then charge the walk and fill the TLBs.
+//! shootdowns the page table queued, then have the walker price the walk and
+//! fill the TLBs, and hand the bits the walk wrote back to the page table.
 //!
-//! `Simulator` is generic over the page table so the per-access path is
-//! monomorphized: no dynamic dispatch, no allocation, no hashing per access.
+//! `Simulator` is generic over the page table and the walker so the per-access
+//! path is monomorphized: no dynamic dispatch, no allocation, no hashing per
+//! access. The walker defaults to the native radix walker.
 
 use crate::config::MachineConfig;
 use crate::cost::{self, CostEstimate};
 use crate::hw::pwc::WalkCost;
-use crate::hw::{Geometry, Mmu, Outcome};
+use crate::hw::{Geometry, Leaf, Mmu, Outcome, RadixWalker, Space, Walker};
 use crate::pagemap::StaticMap;
 use crate::stats::TranslationCounters;
 use crate::trace::hst::HstReader;
@@ -24,11 +26,45 @@ pub struct Shootdown {
     pub end: u64,
 }
 
+impl Shootdown {
+    /// The address space the range belongs to. Every page table today is a
+    /// native (host) one, so VM 0; a guest kernel's shootdowns will carry
+    /// their VM id when the virtualization model adds one.
+    #[inline]
+    pub fn space(&self) -> Space {
+        Space::native(self.pid)
+    }
+}
+
 /// What the simulator needs from a page table.
+///
+/// Implement `leaf` (or, for a page table that knows nothing but page sizes,
+/// only `translate`): each has a default in terms of the other, so an
+/// implementation must provide at least one of them.
 pub trait PageTable {
-    /// Called on every TLB miss: the page-size index of the leaf translating
-    /// `a`. May fault, map and remap; remaps must queue shootdowns.
-    fn translate(&mut self, a: &Access) -> usize;
+    /// Called on every TLB miss: the leaf translating `a`, as a walk of the
+    /// tables finds it (with its accessed/dirty bits as they were before this
+    /// walk). May fault, map and remap; remaps must queue shootdowns.
+    #[inline]
+    fn leaf(&mut self, a: &Access) -> Leaf {
+        Leaf::sized(self.translate(a))
+    }
+
+    /// The page-size index of the leaf translating `a`: the size-only form of
+    /// `leaf`, for page tables that model no frames or bits (the walk
+    /// profiler of two-pass policies).
+    #[inline]
+    fn translate(&mut self, a: &Access) -> usize {
+        self.leaf(a).size()
+    }
+
+    /// Called after the walker priced the walk to `leaf` (and the TLBs were
+    /// filled): `set` are the bits the walk wrote (`hw::leaf::{LEAF_A,
+    /// LEAF_D, PMD_A, PUD_A}`), for a page table that keeps them. The walker
+    /// decides them (hardware does, SDM vol. 3A §4.8); the page table stores
+    /// them. Default: nothing (a static map has no bits).
+    #[inline]
+    fn walked(&mut self, _a: &Access, _leaf: &Leaf, _set: u8) {}
 
     /// Move shootdowns queued since the last call into `out`.
     #[inline]
@@ -52,24 +88,36 @@ pub trait PageTable {
 
 impl PageTable for StaticMap {
     #[inline]
-    fn translate(&mut self, a: &Access) -> usize {
-        self.size_at(a.pid, a.addr)
+    fn leaf(&mut self, a: &Access) -> Leaf {
+        // No frames behind a static map: an identity mapping stands in, and
+        // no accessed/dirty bits are modelled.
+        Leaf::native(self.size_at(a.pid, a.addr), a.addr, 0)
     }
 }
 
-pub struct Simulator<P: PageTable> {
+pub struct Simulator<P: PageTable, W: Walker = RadixWalker> {
     pub cfg: MachineConfig,
     pub geo: Geometry,
-    pub mmus: Vec<Mmu>,
+    pub mmus: Vec<Mmu<W>>,
     pub pt: P,
     pending: Vec<Shootdown>,
-    template: Mmu,
+    template: Mmu<W>,
 }
 
 impl<P: PageTable> Simulator<P> {
+    /// A simulator with the native radix walker of `cfg`.
     pub fn new(cfg: MachineConfig, cpus: usize, pt: P) -> Result<Self> {
         let geo = Geometry::new(&cfg)?;
-        let template = Mmu::new(&geo, &cfg)?;
+        let walker = RadixWalker::new(&geo, &cfg);
+        Simulator::with_walker(cfg, cpus, pt, walker)
+    }
+}
+
+impl<P: PageTable, W: Walker> Simulator<P, W> {
+    /// A simulator whose cpus each walk with a copy of `walker`.
+    pub fn with_walker(cfg: MachineConfig, cpus: usize, pt: P, walker: W) -> Result<Self> {
+        let geo = Geometry::new(&cfg)?;
+        let template = Mmu::with_walker(&geo, &cfg, walker)?;
         let mmus = vec![template.clone(); cpus.max(1)];
         Ok(Simulator { cfg, geo, mmus, pt, pending: Vec::new(), template })
     }
@@ -85,14 +133,17 @@ impl<P: PageTable> Simulator<P> {
         let out = self.mmus[cpu].lookup(&a);
         let mut walk = None;
         if out == Outcome::Miss {
-            let s = self.pt.translate(&a);
+            let leaf = self.pt.leaf(&a);
             // Shootdowns queued by a fault or promotion apply before the new
             // translation is filled, so the fill is never invalidated by a
             // remap that happened before it.
             if self.pt.has_shootdowns() {
                 self.apply_shootdowns();
             }
-            walk = Some(self.mmus[cpu].complete_walk(&a, s));
+            let m = &mut self.mmus[cpu];
+            walk = Some(m.complete_walk(&a, &leaf));
+            let set = m.walker.writes(&a, &leaf);
+            self.pt.walked(&a, &leaf, set);
         }
         self.pt.after_access(&a, out, walk);
         if self.pt.has_shootdowns() {
@@ -105,7 +156,7 @@ impl<P: PageTable> Simulator<P> {
         self.pt.take_shootdowns(&mut self.pending);
         for sd in self.pending.drain(..) {
             for m in self.mmus.iter_mut() {
-                m.shootdown(sd.pid, sd.start, sd.end);
+                m.shootdown(sd.space(), sd.start, sd.end);
             }
         }
     }
@@ -122,7 +173,7 @@ impl<P: PageTable> Simulator<P> {
     }
 }
 
-impl<P: PageTable> AccessSink for Simulator<P> {
+impl<P: PageTable, W: Walker> AccessSink for Simulator<P, W> {
     #[inline]
     fn access(&mut self, a: Access) {
         self.step(a)

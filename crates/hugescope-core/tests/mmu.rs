@@ -1,7 +1,7 @@
 //! Hand-checked translation counts (issue: foundation, acceptance list).
 
 use hugescope_core::config::MachineConfig;
-use hugescope_core::hw::Outcome;
+use hugescope_core::hw::{Outcome, Space};
 use hugescope_core::pagemap::StaticMap;
 use hugescope_core::sim::Simulator;
 use hugescope_core::trace::Access;
@@ -19,6 +19,8 @@ impl Rng {
 }
 
 const BASE: u64 = 0x7e00_0000_0000;
+/// Process 0 of the host: the address space every test here uses.
+const P0: Space = Space { vm: 0, asid: 0 };
 
 fn sim(cfg: MachineConfig, pages: usize) -> Simulator<StaticMap> {
     Simulator::new(cfg, 1, StaticMap::Uniform(pages)).unwrap()
@@ -131,13 +133,13 @@ fn shootdown_leaves_no_stale_translation() {
         }
     }
     let (lo, hi) = (BASE + 100 * 4096, BASE + 300 * 4096);
-    assert!(s.mmus.iter().all(|m| m.holds(0, lo, hi)));
+    assert!(s.mmus.iter().all(|m| m.holds(P0, lo, hi)));
     for m in s.mmus.iter_mut() {
-        m.shootdown(0, lo, hi);
+        m.shootdown(P0, lo, hi);
     }
-    assert!(s.mmus.iter().all(|m| !m.holds(0, lo, hi)));
+    assert!(s.mmus.iter().all(|m| !m.holds(P0, lo, hi)));
     // Outside the range, entries survive.
-    assert!(s.mmus.iter().all(|m| m.holds(0, BASE + 400 * 4096, BASE + 600 * 4096)));
+    assert!(s.mmus.iter().all(|m| m.holds(P0, BASE + 400 * 4096, BASE + 600 * 4096)));
     let before = s.counters().walks;
     s.step(Access::read(BASE + 200 * 4096).on_cpu(1));
     assert_eq!(s.counters().walks, before + 1);
@@ -179,8 +181,43 @@ fn same_page_repeats_follow_where_the_translation_lives() {
     for i in 0..10u64 {
         t.step(Access::read(BASE + i * 8));
     }
-    t.mmus[0].shootdown(0, BASE, BASE + 4096);
+    t.mmus[0].shootdown(P0, BASE, BASE + 4096);
     t.step(Access::read(BASE));
     let c = t.counters();
     assert_eq!((c.walks, c.l1_hits), (2, 9));
+}
+
+/// Tags name 4096 address spaces and 16 VMs: pids that a 7-bit tag would have
+/// folded together (0 and 128) or the same pid in two VMs never share an
+/// entry, and a shootdown of one space leaves the others' entries in place.
+#[test]
+fn address_spaces_and_vms_never_share_entries() {
+    let cfg = MachineConfig::preset("haswell-pcc").unwrap();
+    let mut s = sim(cfg, 0);
+    let at = |pid: u16| Access { pid, ..Access::read(BASE) };
+    // Same page in pids 0, 128 and 4095 of VM 0: three cold walks.
+    for pid in [0, 128, 4095] {
+        s.step(at(pid));
+    }
+    assert_eq!(s.counters().walks, 3);
+    // Each now hits its own entry.
+    for pid in [0, 128, 4095] {
+        s.step(at(pid));
+    }
+    assert_eq!((s.counters().walks, s.counters().l1_hits), (3, 3));
+    // The cpu switches to VM 1: pid 0 there is a different address space, it
+    // walks (and the walk caches share nothing with VM 0: 4 references).
+    s.mmus[0].set_vm(1);
+    let refs = s.counters().walk_refs;
+    s.step(at(0));
+    assert_eq!((s.counters().walks, s.counters().walk_refs - refs), (4, 4));
+    let vm1 = Space { vm: 1, asid: 0 };
+    assert!(s.mmus[0].holds(vm1, BASE, BASE + 4096) && s.mmus[0].holds(P0, BASE, BASE + 4096));
+    // Shooting down VM 1's pid 0 leaves VM 0's pid 0 (and pid 128) alone.
+    s.mmus[0].shootdown(vm1, BASE, BASE + 4096);
+    assert!(!s.mmus[0].holds(vm1, BASE, BASE + 4096));
+    assert!(s.mmus[0].holds(P0, BASE, BASE + 4096) && s.mmus[0].holds(Space { vm: 0, asid: 128 }, BASE, BASE + 4096));
+    s.mmus[0].set_vm(0);
+    s.step(at(128));
+    assert_eq!(s.counters().walks, 4, "VM 0's entries survived VM 1's shootdown");
 }

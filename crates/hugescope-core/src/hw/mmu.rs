@@ -1,11 +1,15 @@
-//! One cpu's MMU: L1 TLBs, L2 TLBs, page-walk caches, and the counters of what
-//! each access cost. The page table itself lives outside (a static page-size
-//! map or the OS model): on a miss the simulator asks it for the leaf size,
-//! then calls `complete_walk` to charge the walk and fill the TLBs.
+//! One cpu's MMU: L1 TLBs, L2 TLBs, a page walker (with its walk caches), and
+//! the counters of what each access cost. The page table itself lives outside
+//! (a static page-size map or the OS model): on a miss the simulator asks it
+//! for the leaf, then calls `complete_walk`, which has the walker price the
+//! walk and fills the TLBs with the size the leaf's TLB entry covers.
 
 use super::geometry::Geometry;
-use super::pwc::{Pwc, WalkCost};
-use super::tlb::{tag, Tlb};
+use super::leaf::Leaf;
+use super::pwc::WalkCost;
+use super::space::Space;
+use super::tlb::{tag, Tlb, VPN_BITS};
+use super::walker::{RadixWalker, Walker};
 use crate::config::MachineConfig;
 use crate::stats::MmuStats;
 use crate::trace::Access;
@@ -24,10 +28,10 @@ pub enum Outcome {
 }
 
 #[derive(Clone, Debug)]
-pub struct Mmu {
+pub struct Mmu<W: Walker = RadixWalker> {
     pub l1: Vec<Tlb>,
     pub l2: Vec<Tlb>,
-    pub pwc: Pwc,
+    pub walker: W,
     /// For each page size, the L1 / L2 structure holding it (NONE if none).
     l1_of: [u8; MAX_SIZES],
     l2_of: [u8; MAX_SIZES],
@@ -39,10 +43,13 @@ pub struct Mmu {
     /// L1 TLB as the most recently used entry of its set: (vpn, pid, size).
     /// An access to the same page is then an L1 hit whose LRU update would
     /// change nothing (the entry is already its set's MRU), so it is counted
-    /// without probing. Exact, not an approximation; cleared by shootdowns.
+    /// without probing. Exact, not an approximation; cleared by shootdowns
+    /// and by a change of VM (the pid alone names the space within one VM).
     last: (u64, u16, usize),
+    /// The VM this cpu runs (its VPID): the VM id of every tag it makes. 0,
+    /// the host, until a virtualization model switches it.
+    vm: u8,
     shifts: [u32; MAX_SIZES],
-    leaf_level: [usize; MAX_SIZES],
     pub stats: MmuStats,
 }
 
@@ -63,31 +70,56 @@ fn build(level: &str, map: &std::collections::BTreeMap<String, crate::config::Ca
     Ok(out)
 }
 
-impl Mmu {
+impl Mmu<RadixWalker> {
+    /// An MMU with the native radix walker of `cfg`'s geometry and PWCs.
     pub fn new(geo: &Geometry, cfg: &MachineConfig) -> Result<Mmu> {
+        Mmu::with_walker(geo, cfg, RadixWalker::new(geo, cfg))
+    }
+}
+
+impl<W: Walker> Mmu<W> {
+    /// An MMU with `cfg`'s TLBs and the given walker.
+    pub fn with_walker(geo: &Geometry, cfg: &MachineConfig, walker: W) -> Result<Mmu<W>> {
         let mut l1_of = [NONE; MAX_SIZES];
         let mut l2_of = [NONE; MAX_SIZES];
         let l1 = build("l1", &cfg.l1, geo, &mut l1_of)?;
         let l2 = build("l2", &cfg.l2, geo, &mut l2_of)?;
-        let mut shifts = [0; MAX_SIZES];
-        let mut leaf_level = [0; MAX_SIZES];
-        for s in 0..geo.num_sizes() {
-            shifts[s] = geo.shifts[s];
-            leaf_level[s] = geo.leaf_level[s];
+        // Tags hold 45 bits of page number (57-bit addresses over 4KB pages);
+        // trace addresses have ADDR_BITS, so only an absurdly small base page
+        // could overflow it.
+        if crate::trace::ADDR_BITS.saturating_sub(geo.shifts[0]) > VPN_BITS {
+            return Err(Error::config(format!("base page of {} bytes: too small for the TLB tags", geo.sizes[0])));
         }
+        let mut shifts = [0; MAX_SIZES];
+        shifts[..geo.num_sizes()].copy_from_slice(&geo.shifts);
         Ok(Mmu {
             l1,
             l2,
-            pwc: Pwc::new(geo, &cfg.pwc),
+            walker,
             l1_of,
             l2_of,
             filled: 0,
             num_sizes: geo.num_sizes(),
             last: (NO_PAGE, 0, 0),
+            vm: 0,
             shifts,
-            leaf_level,
             stats: MmuStats::default(),
         })
+    }
+
+    /// The address space of access `a` on this cpu.
+    #[inline(always)]
+    pub fn space(&self, a: &Access) -> Space {
+        Space { vm: self.vm, asid: a.pid }
+    }
+
+    /// Switch this cpu to VM `vm` (a VM entry with VPIDs: no flush, the
+    /// entries of other VMs stay and cannot hit).
+    pub fn set_vm(&mut self, vm: u8) {
+        if vm != self.vm {
+            self.vm = vm;
+            self.last.0 = NO_PAGE;
+        }
     }
 
     /// Probe the L1 TLBs, then the L2 TLBs. An L2 hit refills the L1.
@@ -140,7 +172,8 @@ impl Mmu {
             return false;
         }
         let vpn = a.addr >> self.shifts[s];
-        if self.l1[t as usize].cache.lookup(vpn, tag(vpn, s, a.pid)) {
+        let tg = tag(vpn, s, self.space(a));
+        if self.l1[t as usize].cache.lookup(vpn, tg) {
             self.stats.l1_hits[s] += 1;
             self.last = (vpn, a.pid, s);
             return true;
@@ -157,7 +190,7 @@ impl Mmu {
             return false;
         }
         let vpn = a.addr >> self.shifts[s];
-        let tg = tag(vpn, s, a.pid);
+        let tg = tag(vpn, s, self.space(a));
         if !self.l2[t as usize].cache.lookup(vpn, tg) {
             return false;
         }
@@ -172,19 +205,22 @@ impl Mmu {
         true
     }
 
-    /// Charge the page walk for an access whose leaf has page-size index `s`
-    /// and fill the TLBs that hold that size.
+    /// Have the walker price the walk that found `leaf` for `a`, and fill the
+    /// TLBs holding the size its TLB entry covers (the leaf's own size on a
+    /// native walk). Walks are counted by that size: it is the translation
+    /// the TLBs now hold.
     #[inline]
-    pub fn complete_walk(&mut self, a: &Access, s: usize) -> WalkCost {
-        debug_assert!(s < self.num_sizes);
-        let cost = self.pwc.walk(a.addr, a.pid, self.leaf_level[s]);
+    pub fn complete_walk(&mut self, a: &Access, leaf: &Leaf) -> WalkCost {
+        let s = leaf.tlb_size();
+        debug_assert!(s < self.num_sizes && leaf.size() < self.num_sizes);
+        let cost = self.walker.walk(self.space(a), a, leaf);
         self.stats.walks[s] += 1;
         self.stats.walk_refs += cost.refs as u64;
         if let Some(l) = cost.pwc_hit_level {
             self.stats.pwc_hits[l] += 1;
         }
         let vpn = a.addr >> self.shifts[s];
-        let tg = tag(vpn, s, a.pid);
+        let tg = tag(vpn, s, self.space(a));
         let t1 = self.l1_of[s];
         if t1 != NONE {
             self.l1[t1 as usize].cache.insert(vpn, tg);
@@ -202,28 +238,29 @@ impl Mmu {
         cost
     }
 
-    /// Invalidate every TLB and page-walk-cache entry of `pid` covering any
-    /// part of [start, end). Returns the number of TLB entries dropped.
-    pub fn shootdown(&mut self, pid: u16, start: u64, end: u64) -> usize {
+    /// Invalidate every TLB and walk-cache entry of `space` covering any
+    /// part of [start, end) (INVLPG/INVPCID for a process, INVVPID for a VM).
+    /// Returns the number of TLB entries dropped.
+    pub fn shootdown(&mut self, space: Space, start: u64, end: u64) -> usize {
         let shifts = &self.shifts[..self.num_sizes];
         let mut n = 0;
         for t in self.l1.iter_mut().chain(self.l2.iter_mut()) {
-            n += t.shootdown(pid, start, end, shifts);
+            n += t.shootdown(space, start, end, shifts);
         }
-        self.pwc.shootdown(pid, start, end);
+        self.walker.shootdown(space, start, end);
         self.last.0 = NO_PAGE;
         self.stats.shootdowns += 1;
         self.stats.tlb_entries_invalidated += n as u64;
         n
     }
 
-    /// Whether any TLB holds a translation of `pid` overlapping [start, end).
-    pub fn holds(&self, pid: u16, start: u64, end: u64) -> bool {
+    /// Whether any TLB holds a translation of `space` overlapping [start, end).
+    pub fn holds(&self, space: Space, start: u64, end: u64) -> bool {
         self.l1.iter().chain(self.l2.iter()).any(|t| {
             t.cache.tags().any(|tg| {
                 let (vpn, s, p) = super::tlb::untag(tg);
                 let lo = vpn << self.shifts[s];
-                p == pid && lo < end && start < lo + (1u64 << self.shifts[s])
+                p == space && lo < end && start < lo + (1u64 << self.shifts[s])
             })
         })
     }
@@ -232,7 +269,7 @@ impl Mmu {
         for t in self.l1.iter_mut().chain(self.l2.iter_mut()) {
             t.cache.flush();
         }
-        self.pwc.flush();
+        self.walker.flush();
         self.filled = 0;
         self.last.0 = NO_PAGE;
     }

@@ -1,12 +1,20 @@
-//! The hardware side of address translation: TLBs, page-walk caches, the radix
-//! walker and the per-cpu MMU that composes them. One file per structure.
+//! The hardware side of address translation: TLBs, page-walk caches, the
+//! walker seam (`Leaf` in, references and bit writes out; the radix walker is
+//! its native implementation), the address-space ids entries are tagged with,
+//! and the per-cpu MMU that composes them. One file per structure.
 
 pub mod assoc;
 pub mod geometry;
+pub mod leaf;
 pub mod mmu;
 pub mod pcc;
 pub mod pwc;
+pub mod space;
 pub mod tlb;
+pub mod walker;
 
 pub use geometry::Geometry;
+pub use leaf::Leaf;
 pub use mmu::{Mmu, Outcome};
+pub use space::Space;
+pub use walker::{RadixWalker, Walker};

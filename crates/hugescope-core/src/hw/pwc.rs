@@ -5,6 +5,7 @@
 
 use super::assoc::SetAssoc;
 use super::geometry::Geometry;
+use super::space::{Space, SPACE_BITS};
 use crate::config::CacheConfig;
 use std::collections::BTreeMap;
 
@@ -23,9 +24,11 @@ pub struct WalkCost {
     pub pwc_hit_level: Option<usize>,
 }
 
+/// The VA bits above the level's shift, then the space (as in `tlb.rs`): at
+/// most 57 - 13 = 44 bits of address, 60 in all, never `assoc::EMPTY`.
 #[inline(always)]
-fn pwc_tag(va: u64, shift: u32, pid: u16) -> u64 {
-    ((va >> shift) << 7) | (pid as u64 & 0x7f)
+fn pwc_tag(va: u64, shift: u32, space: Space) -> u64 {
+    ((va >> shift) << SPACE_BITS) | space.bits()
 }
 
 impl Pwc {
@@ -44,12 +47,12 @@ impl Pwc {
     /// the levels' caches are separate structures, so this leaves the same
     /// state as filling them after the walk.
     #[inline]
-    pub fn walk(&mut self, va: u64, pid: u16, leaf: usize) -> WalkCost {
+    pub fn walk(&mut self, va: u64, space: Space, leaf: usize) -> WalkCost {
         let mut hit = None;
         for i in (0..leaf).rev() {
             if let Some(c) = self.levels[i].as_mut() {
                 let s = self.shifts[i];
-                if c.lookup_or_insert(va >> s, pwc_tag(va, s, pid)) {
+                if c.lookup_or_insert(va >> s, pwc_tag(va, s, space)) {
                     hit = Some(i);
                     break;
                 }
@@ -59,18 +62,18 @@ impl Pwc {
         WalkCost { refs: (leaf + 1 - first) as u32, pwc_hit_level: hit }
     }
 
-    /// Invalidate cached entries of `pid` covering any part of [start, end).
+    /// Invalidate cached entries of `space` covering any part of [start, end).
     /// Conservative like INVLPG, which drops paging-structure-cache entries
     /// for the address at every level.
-    pub fn shootdown(&mut self, pid: u16, start: u64, end: u64) -> usize {
+    pub fn shootdown(&mut self, space: Space, start: u64, end: u64) -> usize {
         let mut n = 0;
         for (i, c) in self.levels.iter_mut().enumerate() {
             if let Some(c) = c {
                 let s = self.shifts[i];
                 n += c.invalidate_where(|t| {
-                    let lo = (t >> 7) << s;
+                    let lo = (t >> SPACE_BITS) << s;
                     let hi = lo + (1u64 << s);
-                    (t & 0x7f) as u16 == pid && lo < end && start < hi
+                    Space::from_bits(t) == space && lo < end && start < hi
                 });
             }
         }
@@ -94,19 +97,23 @@ mod tests {
         let cfg = MachineConfig::preset("haswell-pcc").unwrap();
         let g = Geometry::new(&cfg).unwrap();
         let mut p = Pwc::new(&g, &cfg.pwc);
+        let (p0, p1, vm1) = (Space::native(0), Space::native(1), Space::new(1, 0));
         // Cold: 4 references for a 4KB leaf, nothing cached.
-        assert_eq!(p.walk(0x1234_5000, 0, 3), WalkCost { refs: 4, pwc_hit_level: None });
+        assert_eq!(p.walk(0x1234_5000, p0, 3), WalkCost { refs: 4, pwc_hit_level: None });
         // Same 2MB region: the PDE cache (root-first index 2) hits, 1 reference.
-        assert_eq!(p.walk(0x1234_6000, 0, 3), WalkCost { refs: 1, pwc_hit_level: Some(2) });
+        assert_eq!(p.walk(0x1234_6000, p0, 3), WalkCost { refs: 1, pwc_hit_level: Some(2) });
         // Same 1GB, other 2MB: the PDPTE cache hits, PD + PT = 2 references.
-        assert_eq!(p.walk(0x1260_0000, 0, 3), WalkCost { refs: 2, pwc_hit_level: Some(1) });
+        assert_eq!(p.walk(0x1260_0000, p0, 3), WalkCost { refs: 2, pwc_hit_level: Some(1) });
         // A 2MB leaf in the same 1GB: PDPTE hit, 1 reference (the PDE itself).
-        assert_eq!(p.walk(0x1280_0000, 0, 2), WalkCost { refs: 1, pwc_hit_level: Some(1) });
-        // Another pid shares nothing.
-        assert_eq!(p.walk(0x1234_5000, 1, 3).refs, 4);
+        assert_eq!(p.walk(0x1280_0000, p0, 2), WalkCost { refs: 1, pwc_hit_level: Some(1) });
+        // Another pid shares nothing, nor does the same pid in another VM.
+        assert_eq!(p.walk(0x1234_5000, p1, 3).refs, 4);
+        assert_eq!(p.walk(0x1234_5000, vm1, 3).refs, 4);
         // Shootdown of the first 2MB region for pid 0 drops its PDE-cache entry
         // (and, conservatively, the covering PDPTE and PML4E entries).
-        assert!(p.shootdown(0, 0x1220_0000, 0x1240_0000) >= 1);
-        assert_eq!(p.walk(0x1234_5000, 0, 3).refs, 4);
+        assert!(p.shootdown(p0, 0x1220_0000, 0x1240_0000) >= 1);
+        assert_eq!(p.walk(0x1234_5000, p0, 3).refs, 4);
+        // The other VM's entries survived it.
+        assert_eq!(p.walk(0x1234_5000, vm1, 3).refs, 1);
     }
 }

@@ -17,7 +17,8 @@ use crate::config::CostConfig;
 use crate::limits::DAEMON_STOP_S;
 use crate::hw::pcc::{Pcc, PccConfig};
 use crate::hw::pwc::WalkCost;
-use crate::hw::{Geometry, Outcome};
+use crate::hw::leaf::{LEAF_A, LEAF_D, NO_PA, PMD_A, PUD_A};
+use crate::hw::{Geometry, Leaf, Outcome};
 use crate::plan::{PlanEntry, When};
 use crate::policy::{Fault, FaultAction, Policy, Walk};
 use crate::sim::{PageTable, Shootdown};
@@ -95,10 +96,14 @@ impl OsConfig {
     }
 }
 
-/// What a walk found, for the policy's and the PCC's view of the hardware.
+/// What a walk found, for the policy's and the PCC's view of the hardware:
+/// the leaf's size and where its flags live (VMA and page index), so the
+/// walk's writes land on the entry `leaf` read without a second VMA lookup.
 #[derive(Clone, Copy, Debug, Default)]
 struct LastWalk {
     size: usize,
+    vi: usize,
+    pi: usize,
 }
 
 pub struct Kernel {
@@ -430,10 +435,10 @@ impl Kernel {
     /// The walker's PCC update (PCC §3.2): off the hot path of walks when no
     /// PCC is enabled (the caller tests `pcc_cfg`).
     #[inline(never)]
-    fn feed_pcc(&mut self, a: &Access, size: usize, pmd_a_was_set: bool, pud_a_was_set: bool) {
-        let leaf_shift = self.geo.shifts[size];
+    fn feed_pcc(&mut self, a: &Access, leaf: &Leaf) {
+        let leaf_shift = self.geo.shifts[leaf.size()];
         if let Some(p) = self.pcc_mut(a.cpu) {
-            p.on_walk(a.pid, a.addr, leaf_shift, pmd_a_was_set, pud_a_was_set);
+            p.on_walk(a.pid, a.addr, leaf_shift, leaf.was(PMD_A), leaf.was(PUD_A));
         }
     }
 
@@ -1094,7 +1099,7 @@ pub struct RegionState {
 
 impl PageTable for Kernel {
     #[inline]
-    fn translate(&mut self, a: &Access) -> usize {
+    fn leaf(&mut self, a: &Access) -> Leaf {
         let pid = a.pid as usize;
         if pid >= self.spaces.len() {
             self.spaces.resize_with(pid + 1, Default::default);
@@ -1112,21 +1117,45 @@ impl PageTable for Kernel {
         let v = &mut sp.vmas[vi];
         let ri = v.region_index(a.addr, shape.region_shift);
         let pud = ((a.addr >> shape.pud_shift) - (v.start >> shape.pud_shift)) as usize;
-        let pmd_a_was_set = v.pmd_a[ri];
-        let pud_a_was_set = v.pud_a[pud];
-        v.pmd_a[ri] = true;
-        v.pud_a[pud] = true;
-        v.flags[pi] |= ACCESSED | if a.write { DIRTY } else { 0 };
-        let size = size_of_flags(v.flags[pi]);
-        self.last = LastWalk { size };
+        // The bits as this walk finds them; the walker decides which it sets
+        // (`walked` below applies them once the walk is priced).
+        let flags = v.flags[pi];
+        let was_set = (if flags & ACCESSED != 0 { LEAF_A } else { 0 })
+            | (if flags & DIRTY != 0 { LEAF_D } else { 0 })
+            | (if v.pmd_a[ri] { PMD_A } else { 0 })
+            | (if v.pud_a[pud] { PUD_A } else { 0 });
+        let size = size_of_flags(flags);
+        let pfn = v.pfn[pi];
+        let pa = if pfn == NO_PFN { NO_PA } else { ((pfn as u64) << shape.base_shift) | (a.addr & ((1u64 << shape.base_shift) - 1)) };
+        self.last = LastWalk { size, vi, pi };
+        Leaf::native(size, pa, was_set)
+    }
+
+    /// The walk's side effects, as the walker reported them: its accessed and
+    /// dirty bit writes into the tables, then what watches walks (the PCC,
+    /// fed by the walker in hardware: PCC §3.2; a policy that asked for walk
+    /// events). Nothing of the kernel runs between `leaf` and here (only the
+    /// MMUs' shootdowns and TLB fill), so `last` still names the entry.
+    #[inline]
+    fn walked(&mut self, a: &Access, leaf: &Leaf, set: u8) {
+        let shape = self.shape;
+        let LastWalk { size, vi, pi } = self.last;
+        let v = &mut self.spaces[a.pid as usize].vmas[vi];
+        if set & PMD_A != 0 {
+            let ri = v.region_index(a.addr, shape.region_shift);
+            v.pmd_a[ri] = true;
+        }
+        if set & PUD_A != 0 {
+            v.pud_a[((a.addr >> shape.pud_shift) - (v.start >> shape.pud_shift)) as usize] = true;
+        }
+        v.flags[pi] |= (if set & LEAF_A != 0 { ACCESSED } else { 0 }) | (if set & LEAF_D != 0 { DIRTY } else { 0 });
         if self.pcc_cfg.is_some() {
-            self.feed_pcc(a, size, pmd_a_was_set, pud_a_was_set);
+            self.feed_pcc(a, leaf);
         }
         if self.policy_wants_walks {
-            let w = Walk { pid: a.pid, cpu: a.cpu, addr: a.addr, write: a.write, size, pmd_a_was_set, pud_a_was_set };
+            let w = Walk { pid: a.pid, cpu: a.cpu, addr: a.addr, write: a.write, size, pmd_a_was_set: leaf.was(PMD_A), pud_a_was_set: leaf.was(PUD_A) };
             self.with_policy(|p, k| p.on_walk(k, &w));
         }
-        size
     }
 
     #[inline]

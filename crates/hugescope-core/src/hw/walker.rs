@@ -1,0 +1,88 @@
+//! The page walker: given the leaf the page table holds for an address, make
+//! the walk's memory references through the walker's own caches and say what
+//! it cost. The MMU calls it on a TLB miss and fills its TLBs from the leaf;
+//! it never needs to know how the walk was made, so another walker (a nested
+//! 2-D walker, a fixed-latency test walker) plugs in without touching the MMU
+//! or the simulation loop.
+//!
+//! `RadixWalker` is the native x86-64 walk: one reference per level from the
+//! root to the leaf, minus the levels a page-walk-cache hit skips (Intel SDM
+//! vol. 3A §4.10.3, paging-structure caches). A nested walker's cost is
+//! (g+1)(h+1)-1 references for g guest and h host levels (Bhargava et al.,
+//! ASPLOS'08 §3: 24 for 4KB/4KB); it reads g and h from the leaf's `size` and
+//! `host_size` through its geometry, as `RadixWalker` reads the leaf level.
+//!
+//! Walkers are per cpu (each MMU owns one; the simulator clones a template)
+//! and are generic parameters, not trait objects, so the per-miss call is
+//! inlined: no dynamic dispatch, no allocation.
+
+use super::geometry::Geometry;
+use super::leaf::{Leaf, LEAF_A, LEAF_D, PMD_A, PUD_A};
+use super::mmu::MAX_SIZES;
+use super::pwc::{Pwc, WalkCost};
+use super::space::Space;
+use crate::config::MachineConfig;
+use crate::trace::Access;
+
+pub trait Walker: Clone {
+    /// Walk to `leaf` for access `a` of address space `space`: consult and
+    /// fill the walker's caches and return the page-table references made
+    /// (and the PWC level that hit, if any). Called once per TLB miss, after
+    /// the page table produced `leaf`.
+    fn walk(&mut self, space: Space, a: &Access, leaf: &Leaf) -> WalkCost;
+
+    /// The accessed/dirty bits the walk to `leaf` for `a` writes (a set of
+    /// `hw::leaf::{LEAF_A, LEAF_D, PMD_A, PUD_A}`); the page table stores
+    /// them (`PageTable::walked`). Part of the walker because hardware, not
+    /// the OS, sets them, and a nested walk also sets the host's (EPT) bits.
+    fn writes(&self, a: &Access, leaf: &Leaf) -> u8;
+
+    /// Drop cached walk state of `space` covering any part of [start, end).
+    fn shootdown(&mut self, space: Space, start: u64, end: u64);
+
+    /// Drop all cached walk state (a full TLB flush).
+    fn flush(&mut self);
+}
+
+/// The native radix walk with per-level page-walk caches.
+#[derive(Clone, Debug)]
+pub struct RadixWalker {
+    pub pwc: Pwc,
+    /// Root-first level index of the leaf entry of each page size.
+    leaf_level: [usize; MAX_SIZES],
+}
+
+impl RadixWalker {
+    pub fn new(geo: &Geometry, cfg: &MachineConfig) -> RadixWalker {
+        let mut leaf_level = [0; MAX_SIZES];
+        leaf_level[..geo.num_sizes()].copy_from_slice(&geo.leaf_level);
+        RadixWalker { pwc: Pwc::new(geo, &cfg.pwc), leaf_level }
+    }
+}
+
+impl Walker for RadixWalker {
+    #[inline(always)]
+    fn walk(&mut self, space: Space, a: &Access, leaf: &Leaf) -> WalkCost {
+        self.pwc.walk(a.addr, space, self.leaf_level[leaf.size()])
+    }
+
+    /// A on every entry of the path and D on the leaf for a write (SDM vol.
+    /// 3A §4.8: set when the entry is used; entries a PWC hit skipped were
+    /// cached with A already set). PMD_A is the PDE's bit: the leaf's own for
+    /// a 2MB leaf. A 1GB leaf has no PDE; the OS model keeps a PMD accessed
+    /// bit per 2MB region under it, and the walk sets it as the leaf's A so
+    /// results match the model's history (the one-A-bit-per-leaf view of
+    /// issue #10 item 5 will fold it into the leaf's).
+    #[inline(always)]
+    fn writes(&self, a: &Access, _leaf: &Leaf) -> u8 {
+        LEAF_A | PMD_A | PUD_A | if a.write { LEAF_D } else { 0 }
+    }
+
+    fn shootdown(&mut self, space: Space, start: u64, end: u64) {
+        self.pwc.shootdown(space, start, end);
+    }
+
+    fn flush(&mut self) {
+        self.pwc.flush();
+    }
+}
