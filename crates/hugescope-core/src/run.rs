@@ -476,10 +476,12 @@ impl WalkProfiler {
 }
 
 impl crate::sim::PageTable for WalkProfiler {
+    /// Every walk of the base-page profile ends in a 4KB leaf; the profile
+    /// needs no frames or accessed bits.
     #[inline]
-    fn translate(&mut self, a: &crate::trace::Access) -> usize {
+    fn leaf(&mut self, a: &crate::trace::Access) -> crate::hw::Leaf {
         self.count(a.pid, a.addr);
-        0
+        crate::hw::Leaf::sized(0)
     }
     fn take_shootdowns(&mut self, out: &mut Vec<crate::sim::Shootdown>) {
         out.append(&mut self.pending);

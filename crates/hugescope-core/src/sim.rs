@@ -37,26 +37,11 @@ impl Shootdown {
 }
 
 /// What the simulator needs from a page table.
-///
-/// Implement `leaf` (or, for a page table that knows nothing but page sizes,
-/// only `translate`): each has a default in terms of the other, so an
-/// implementation must provide at least one of them.
 pub trait PageTable {
     /// Called on every TLB miss: the leaf translating `a`, as a walk of the
     /// tables finds it (with its accessed/dirty bits as they were before this
     /// walk). May fault, map and remap; remaps must queue shootdowns.
-    #[inline]
-    fn leaf(&mut self, a: &Access) -> Leaf {
-        Leaf::sized(self.translate(a))
-    }
-
-    /// The page-size index of the leaf translating `a`: the size-only form of
-    /// `leaf`, for page tables that model no frames or bits (the walk
-    /// profiler of two-pass policies).
-    #[inline]
-    fn translate(&mut self, a: &Access) -> usize {
-        self.leaf(a).size()
-    }
+    fn leaf(&mut self, a: &Access) -> Leaf;
 
     /// Called after the walker priced the walk to `leaf` (and the TLBs were
     /// filled): `set` are the bits the walk wrote (`hw::leaf::{LEAF_A,
