@@ -247,3 +247,44 @@ def test_fuzz_import_never_crashes(tmp_path, text, fmt):
     except hs.HugescopeError as e:
         assert str(e).startswith(str(src)), e
         assert not out.exists()
+
+
+THREADS = r"""
+#include <pthread.h>
+#include <stdio.h>
+static volatile long cells[8 * 64];
+static void *work(void *p) {
+    long k = (long)p;
+    for (int i = 0; i < 1000; i++)
+        cells[k * 64] += i;     /* volatile: 1 read + 1 write each time */
+    return NULL;
+}
+int main(void) {
+    for (long round = 0; round < 2; round++) {
+        pthread_t t[4];
+        for (long i = 0; i < 4; i++) pthread_create(&t[i], NULL, work, (void *)(round * 4 + i));
+        for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+    }
+    printf("%ld\n", cells[0]);
+    return 0;
+}
+"""
+
+
+def test_threads_are_cpus(prog, tmp_path, capfd):
+    """Each thread is a cpu of the trace; buffers of exited threads are reused
+    and every record reaches the trace."""
+    src = tmp_path / "thr.c"
+    src.write_text(THREADS)
+    exe = tmp_path / "thr"
+    assert tracing.cc(["-O1", str(src), "-o", str(exe)]) == 0
+    out = tmp_path / "thr.hst"
+    assert run_cli("trace", "-o", out, "--", exe)[0] == 0
+    capfd.readouterr()
+    s = hs.api.trace_info(str(out))
+    assert s["header"]["cpus"] == 9            # main + 2 rounds of 4
+    # Threads are numbered in the order of their first traced access.
+    per_cpu = sorted(s["summary"]["per_cpu"])
+    assert per_cpu[1:] == [2000] * 8           # each worker: 1000 x (read + write)
+    assert per_cpu[0] < 20                     # main's own few
+    assert s["summary"]["accesses"] == sum(per_cpu)

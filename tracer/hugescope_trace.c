@@ -56,6 +56,10 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_key_t key;
 static struct tbuf *all[MAX_THREADS];
 static unsigned nall;
+/* Buffers of exited threads, reused by new ones: a program that starts
+ * thousands of short threads must not keep 8 MiB per dead thread. */
+static struct tbuf *spare[MAX_THREADS];
+static unsigned nspare;
 static __thread struct tbuf *mine;
 
 static void write_all(int fd, const void *p, size_t len) {
@@ -109,6 +113,15 @@ static void flush_locked(struct tbuf *b, int maps) {
 }
 
 static struct tbuf *new_buffer(void) {
+    pthread_mutex_lock(&lock);
+    if (nspare) {
+        struct tbuf *b = spare[--nspare];
+        b->tid = (uint32_t)threads++;
+        pthread_mutex_unlock(&lock);
+        pthread_setspecific(key, b);
+        return b;
+    }
+    pthread_mutex_unlock(&lock);
     void *m = mmap(NULL, BUF_RECORDS * sizeof(uint64_t) + 4096, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED)
@@ -128,10 +141,13 @@ static struct tbuf *new_buffer(void) {
 }
 
 /* A thread's records are written when it exits; its buffer stays listed (and
- * mapped) so a late flush at exit finds it empty rather than unmapped. */
+ * mapped) so a late flush at exit finds it empty rather than unmapped, and
+ * goes to the spare list for the next new thread. */
 static void thread_done(void *p) {
     pthread_mutex_lock(&lock);
     flush_locked(p, 0);
+    if (nspare < MAX_THREADS)
+        spare[nspare++] = p;
     pthread_mutex_unlock(&lock);
 }
 
