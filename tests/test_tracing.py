@@ -288,3 +288,40 @@ def test_threads_are_cpus(prog, tmp_path, capfd):
     assert per_cpu[1:] == [2000] * 8           # each worker: 1000 x (read + write)
     assert per_cpu[0] < 20                     # main's own few
     assert s["summary"]["accesses"] == sum(per_cpu)
+
+
+FORKS = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+static volatile long v[512];
+int main(int argc, char **argv) {
+    for (int i = 0; i < 100; i++) v[i] = i;          /* 100 writes, buffered at fork */
+    pid_t p = fork();
+    if (p == 0) {
+        if (argc > 1)                                /* run the program again, untraced */
+            execl(argv[0], argv[0], (char *)NULL);
+        for (int i = 0; i < 300; i++) v[i] += 1;     /* a forked child: not traced */
+        exit(0);                                     /* (atexit must not write records twice) */
+    }
+    waitpid(p, NULL, 0);
+    return v[3] == 3 ? 3 : 4;                        /* a failing exit status */
+}
+"""
+
+
+def test_children_are_not_traced_and_failure_is_reported(prog, tmp_path, capfd):
+    src = tmp_path / "forks.c"
+    src.write_text(FORKS)
+    exe = tmp_path / "forks"
+    assert tracing.cc(["-O1", str(src), "-o", str(exe)]) == 0
+    out = tmp_path / "f.hst"
+    code, _, _ = run_cli("trace", "-o", out, "--", exe, "again")
+    err = capfd.readouterr().err
+    # Exactly the parent's 100 writes (plus its few reads): the forked child's
+    # and the re-executed program's accesses are not in the trace, and the
+    # parent's buffered records were not written twice.
+    s = hs.api.trace_info(str(out))["summary"]
+    assert s["writes"] == 100 and s["accesses"] < 110
+    assert code == 1 and "exited with status 3" in err and err.count("\n") == 1

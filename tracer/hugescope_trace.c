@@ -173,6 +173,14 @@ static void on_fatal(int sig) {
     raise(sig);
 }
 
+/* In a forked child: trace nothing and drop the parent's buffered records,
+ * which the parent writes itself (the child would write them a second time). */
+static void in_child(void) {
+    active = 0;
+    for (unsigned i = 0; i < nall; i++)
+        all[i]->n = 0;
+}
+
 static uint64_t env_u64(const char *name) {
     const char *v = getenv(name);
     return v && *v ? strtoull(v, NULL, 10) : 0;
@@ -203,6 +211,11 @@ __attribute__((constructor(101))) static void start(void) {
     skip_n = env_u64("HUGESCOPE_TRACE_SKIP");
     record_n = env_u64("HUGESCOPE_TRACE_RECORD");
     windowed = skip_n || record_n;
+    /* Only this process is traced: a program it executes must not open (and
+     * truncate) the same files, and a forked child stops tracing. */
+    unsetenv("HUGESCOPE_TRACE_OUT");
+    unsetenv("HUGESCOPE_TRACE_META");
+    pthread_atfork(NULL, NULL, in_child);
     pthread_key_create(&key, thread_done);
     atexit(finish);
     int fatal[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTERM, SIGINT, SIGHUP};

@@ -396,9 +396,13 @@ def cmd_trace_program(argv: List[str]) -> int:
     s = tracing.trace_program(argv[cut + 1:], a.output, skip=skip, record=record,
                               valgrind=a.valgrind, instructions=a.instructions)
     _print_trace(a.output, s)
-    if s["exit_status"] != 0:
-        err_console.print(f"[yellow]warning:[/] the program exited with status {s['exit_status']}; "
-                          "the trace holds the accesses up to its end")
+    st = s["exit_status"]
+    if st != 0:
+        # The trace is kept (it holds the accesses up to the end), but a
+        # failed run is reported as one, like any measured program's.
+        how = f"was killed by {signal.Signals(-st).name}" if st < 0 else f"exited with status {st}"
+        err_console.print(f"[yellow]warning:[/] the program {how}; the trace holds its accesses up to its end")
+        return EXIT_FAILURE
     return 0
 
 
