@@ -117,6 +117,7 @@ static struct tbuf *new_buffer(void) {
     if (nspare) {
         struct tbuf *b = spare[--nspare];
         b->tid = (uint32_t)threads++;
+        meta_printf("# threads %llu\n", threads, 0);
         pthread_mutex_unlock(&lock);
         pthread_setspecific(key, b);
         return b;
@@ -133,6 +134,9 @@ static struct tbuf *new_buffer(void) {
     b->tid = (uint32_t)threads++;
     if (nall < MAX_THREADS)
         all[nall++] = b;
+    /* The thread count so far, also here: a run killed before exit still
+     * tells the converter how many cpu ids its records use. */
+    meta_printf("# threads %llu\n", threads, 0);
     meta_printf("# buffer %llx %llx\n", (unsigned long long)(uintptr_t)m,
                 (unsigned long long)(uintptr_t)m + BUF_RECORDS * sizeof(uint64_t) + 4096);
     pthread_mutex_unlock(&lock);

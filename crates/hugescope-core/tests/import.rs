@@ -171,3 +171,47 @@ proptest! {
         prop_assert_eq!(got, want);
     }
 }
+
+/// The tracing runtime's files, written by hand: records become accesses
+/// (size bits dropped), regions come from the maps minus the buffers.
+#[test]
+fn runtime_records_convert() {
+    use hugescope_core::trace::import::raw;
+    let dir = tempfile::tempdir().unwrap();
+    let (rawp, metap, out) = (dir.path().join("r"), dir.path().join("m"), dir.path().join("o.hst"));
+    let recs: Vec<u64> = vec![
+        0x7fff_f3c0_0010 | (3 << 56),                  // 8-byte load, thread 0
+        0x5555_5555_9000 | (1 << 48) | (4 << 56) | (1 << 63), // 16-byte store, thread 1
+    ];
+    let mut bytes = raw::MAGIC.to_vec();
+    for r in &recs {
+        bytes.extend_from_slice(&r.to_le_bytes());
+    }
+    std::fs::write(&rawp, &bytes).unwrap();
+    std::fs::write(
+        &metap,
+        "# exe /tmp/prog\n# threads 1\n# buffer 7ffff3e00000 7ffff4000000\n# threads 2\n# maps\n\
+         555555557000-555555558000 rw-p 00003000 08:01 123 /tmp/prog\n\
+         555555558000-55555555a000 rw-p 00000000 00:00 0\n\
+         7ffff3c00000-7ffff4000000 rw-p 00000000 00:00 0\n",
+    )
+    .unwrap();
+    raw::convert(&rawp, &metap, &out, TraceHeader::new("program:prog")).unwrap();
+    let (h, acc) = read_all(&out).unwrap();
+    assert_eq!(acc, vec![r(0x7fff_f3c0_0010), w(0x5555_5555_9000).on_cpu(1)]);
+    assert_eq!(h.cpus, 2);
+    let names: Vec<(&str, u64)> = h.regions.iter().map(|r| (r.name.as_str(), r.len)).collect();
+    assert_eq!(names, [("data:prog", 0x1000), ("bss:prog", 0x2000), ("anon:0x7ffff3c00000", 0x200000)]);
+    assert_eq!(h.params["region_kinds"]["bss:prog"], "bss");
+
+    // A record of a thread the metadata does not list, a cut record, a wrong magic.
+    std::fs::write(&metap, "# threads 1\n# maps\n").unwrap();
+    let e = raw::convert(&rawp, &metap, &out, TraceHeader::new("p")).unwrap_err().to_string();
+    assert!(e.ends_with("at byte 16: record of thread 1 but the metadata lists 1 thread(s)"), "{e}");
+    std::fs::write(&rawp, &bytes[..13]).unwrap();
+    let e = raw::convert(&rawp, &metap, &out, TraceHeader::new("p")).unwrap_err().to_string();
+    assert!(e.ends_with("at byte 8: ends inside a record (5 of 8 bytes)"), "{e}");
+    std::fs::write(&rawp, b"whatever").unwrap();
+    let e = raw::convert(&rawp, &metap, &out, TraceHeader::new("p")).unwrap_err().to_string();
+    assert!(e.contains("wrong magic"), "{e}");
+}

@@ -45,7 +45,8 @@ pub fn read_meta(path: &Path) -> Result<Meta> {
                         }
                     }
                 }
-                "threads" => m.threads = v.parse().ok(),
+                // Written at every new thread and at exit: the largest wins.
+                "threads" => m.threads = m.threads.max(v.parse().ok()),
                 "seen" => m.seen = v.parse().ok(),
                 "exe" => m.exe = Some(v.to_string()),
                 _ => {}
@@ -99,9 +100,16 @@ pub fn convert(raw: &Path, meta: &Path, output: &Path, mut header: TraceHeader) 
         }
         let have = carry + n;
         let whole = have / 8 * 8;
-        for rec in buf[..whole].chunks_exact(8) {
-            let a = decode(u64::from_le_bytes(rec.try_into().unwrap()));
+        for (i, rec) in buf[..whole].chunks_exact(8).enumerate() {
             // Threads past 255 share cpu ids (the runtime wraps them).
+            let a = decode(u64::from_le_bytes(rec.try_into().unwrap()));
+            if a.cpu as u32 >= header.cpus {
+                return Err(Error::format(
+                    raw,
+                    offset + 8 * i as u64,
+                    format!("record of thread {} but the metadata lists {} thread(s)", a.cpu, header.cpus),
+                ));
+            }
             w.write(a)?;
         }
         offset += whole as u64;
