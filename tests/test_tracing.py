@@ -325,3 +325,17 @@ def test_children_are_not_traced_and_failure_is_reported(prog, tmp_path, capfd):
     s = hs.api.trace_info(str(out))["summary"]
     assert s["writes"] == 100 and s["accesses"] < 110
     assert code == 1 and "exited with status 3" in err and err.count("\n") == 1
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(tokens=st.lists(st.sampled_from(["--skip", "--record", "-o", "{d}/x.hst", "--", "--instructions",
+                                        "1", "0", "-5", "abc", "1M", "1e99", "/bin/true", "import", "text"]),
+                       max_size=8))
+def test_fuzz_trace_arguments(tmp_path, capsys, tokens):
+    """Any argument vector of the new forms: success or one error line, never
+    a traceback (the only program here is uninstrumented, so none traces)."""
+    argv = ["trace", "-o", "{d}/y.hst"] + tokens if tokens[:1] != ["import"] else ["trace"] + tokens
+    code, _, err = _cli(*[a.format(d=tmp_path) for a in argv], capsys=capsys)
+    assert code in (0, 2), err
+    if code == 2:
+        assert err.count("\n") == 1 and err.startswith("error:"), err

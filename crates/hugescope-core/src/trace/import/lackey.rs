@@ -27,7 +27,7 @@ pub fn parse<R: BufRead>(r: R, feed: &mut Feed<'_>, opts: &ImportOptions) -> Res
         let bad = |msg: String| feed.error(off, format!("line {no}: {msg}"));
         let text = std::str::from_utf8(l).map_err(|_| bad("not text (invalid UTF-8)".into()))?;
         let body = text.trim_start();
-        let mut parts = body.splitn(2, |c: char| c == ' ' || c == '\t');
+        let mut parts = body.splitn(2, [' ', '\t']);
         let op = parts.next().unwrap_or("");
         let operand = parts.next().unwrap_or("").trim();
         let kinds: &[bool] = match op {

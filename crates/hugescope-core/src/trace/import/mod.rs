@@ -162,7 +162,7 @@ impl<'a> Feed<'a> {
                 self.kept += 1;
             }
         }
-        if self.sampler.seen() % CANCEL_EVERY == 0 {
+        if self.sampler.seen().is_multiple_of(CANCEL_EVERY) {
             crate::cancel::check()?;
         }
         Ok(true)
