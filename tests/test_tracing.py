@@ -339,3 +339,28 @@ def test_fuzz_trace_arguments(tmp_path, capsys, tokens):
     assert code in (0, 2), err
     if code == 2:
         assert err.count("\n") == 1 and err.startswith("error:"), err
+
+
+@pytest.mark.parametrize("sig,code", [("SIGINT", 130), ("SIGTERM", 143)])
+def test_signal_stops_tracing_and_leaves_nothing(prog, tmp_path, sig, code):
+    import signal
+    import sys
+    import time
+
+    out = tmp_path / "x.hst"
+    p = subprocess.Popen([sys.executable, "-m", "hugescope", "trace", "-o", str(out), "--", str(prog), "100000000000"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        # Wait (bounded) until the program runs: its record directory exists.
+        for _ in range(200):
+            if any(tmp_path.iterdir()):
+                break
+            time.sleep(0.05)
+        assert any(tmp_path.iterdir()), "the traced program never started"
+        p.send_signal(getattr(signal, sig))
+        _, err = p.communicate(timeout=10)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == code, err
+    assert list(tmp_path.iterdir()) == []   # no trace, no record files left
