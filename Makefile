@@ -11,7 +11,7 @@ PIP    := $(PY) -m pip
 CARGO  ?= cargo
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: demo test build deps rust-test py-test bench clean
+.PHONY: demo test build deps clang rust-test py-test bench clean
 
 $(VENV)/.created:
 	$(PYTHON) -m venv $(VENV)
@@ -24,9 +24,22 @@ $(VENV)/.deps: $(VENV)/.created pyproject.toml
 
 deps: $(VENV)/.deps
 
+# clang compiles programs for 'hugescope cc' / 'hugescope trace' (its
+# sanitizer-coverage load/store hooks; gcc has none). Installed from the
+# distribution when missing and we are root; otherwise a message says how, and
+# the tests that need it skip naming the reason.
+clang:
+	@if command -v clang >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "clang not found: installing it (apt-get install -y clang) for program tracing"; \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q clang >/dev/null || \
+		{ apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q clang >/dev/null; } || \
+		echo "warning: could not install clang; program-tracing tests will be skipped"; \
+	else echo "note: clang not found and not root: run 'apt-get install clang' as root for 'hugescope cc' (its tests skip)"; fi
+
 # Release build of the Rust core and its Python extension, installed into the
 # venv (editable: python/ is used in place, the extension is built in release).
-build: deps
+build: deps clang
 	VIRTUAL_ENV=$(abspath $(VENV)) PATH=$(abspath $(VENV))/bin:$$PATH $(VENV)/bin/maturin develop --release -q
 
 demo: build

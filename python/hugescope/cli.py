@@ -320,12 +320,19 @@ def _params(a, kinds) -> dict:
 def cmd_trace(argv: List[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         console.print("usage: hugescope trace WORKLOAD [params] -o FILE.hst\n"
+                      "       hugescope trace -o FILE.hst [--skip N] [--record M] [--valgrind] -- PROGRAM [args]\n"
+                      "       hugescope trace import {lackey,champsim,text} INPUT -o FILE.hst [--skip N] [--record M]\n"
                       "       hugescope trace info FILE.hst [--verify]\n"
                       "       hugescope trace merge A.hst B.hst -o AB.hst\n\n"
-                      f"workloads: {', '.join(workloads.names())}")
+                      f"workloads: {', '.join(workloads.names())}\n"
+                      "programs: build them with 'hugescope cc' (see docs/tracing.md), or use --valgrind")
         return 0
     if argv[0] == "info":
         return cmd_trace_info(argv[1:])
+    if argv[0] == "import":
+        return cmd_trace_import(argv[1:])
+    if argv[0].startswith("-"):
+        return cmd_trace_program(argv)
     if argv[0] == "merge":
         from .cli_experiments import cmd_trace_merge
         return cmd_trace_merge(argv[1:])
@@ -353,6 +360,87 @@ def cmd_trace(argv: List[str]) -> int:
     console.print(f"wrote {a.output}: {s['accesses']:,} accesses ({s['writes']:,} writes), "
                   f"{s['compressed_bytes']:,} bytes compressed; result: {json.dumps(out['result'].get('result', out['result']))}")
     return 0
+
+
+def _window_args(p) -> None:
+    p.add_argument("--skip", default="0", help="accesses to skip before recording (default 0)")
+    p.add_argument("--record", default=None, help="accesses to record after the skipped ones (default: all)")
+
+
+def _window(a) -> tuple:
+    return _count(a.skip, "--skip"), None if a.record is None else _count(a.record, "--record", 1)
+
+
+def _print_trace(output: str, s: dict) -> None:
+    console.print(f"wrote {output}: {s['accesses']:,} accesses ({s['writes']:,} writes), "
+                  f"{s['compressed_bytes']:,} bytes compressed")
+
+
+def cmd_trace_program(argv: List[str]) -> int:
+    from . import tracing
+
+    if "--" not in argv:
+        raise CliError("hugescope trace: give the program after '--' (hugescope trace -o OUT.hst -- ./prog args)")
+    cut = argv.index("--")
+    p = Parser(prog="hugescope trace", description="Trace a program's data accesses (ASLR off) into a .hst.")
+    p.add_argument("-o", "--output", required=True, help="trace file to write (.hst)")
+    _window_args(p)
+    p.add_argument("--valgrind", action="store_true",
+                   help="run any binary under valgrind's lackey tool (no recompile; about 100x slower)")
+    p.add_argument("--instructions", action="store_true",
+                   help="with --valgrind: also record instruction fetches as reads")
+    a = p.parse_args(argv[:cut])
+    skip, record = _window(a)
+    if a.instructions and not a.valgrind:
+        raise CliError("--instructions: only with --valgrind (compiled programs trace data accesses only)")
+    s = tracing.trace_program(argv[cut + 1:], a.output, skip=skip, record=record,
+                              valgrind=a.valgrind, instructions=a.instructions)
+    _print_trace(a.output, s)
+    st = s["exit_status"]
+    if st != 0:
+        # The trace is kept (it holds the accesses up to the end), but a
+        # failed run is reported as one, like any measured program's.
+        how = f"was killed by {signal.Signals(-st).name}" if st < 0 else f"exited with status {st}"
+        err_console.print(f"[yellow]warning:[/] the program {how}; the trace holds its accesses up to its end")
+        return EXIT_FAILURE
+    return 0
+
+
+def cmd_trace_import(argv: List[str]) -> int:
+    from . import tracing
+
+    p = Parser(prog="hugescope trace import", description="Convert another tool's trace into a .hst.")
+    p.add_argument("format", choices=["lackey", "champsim", "text"],
+                   help="lackey: valgrind --tool=lackey --trace-mem=yes output; champsim: 64-byte "
+                        "input_instr records (.xz decompressed); text: ADDR[,R|W][,CPU] lines")
+    p.add_argument("input", help="file to import")
+    p.add_argument("-o", "--output", required=True, help="trace file to write (.hst)")
+    _window_args(p)
+    p.add_argument("--instructions", action="store_true", help="lackey: also import instruction fetches as reads")
+    a = p.parse_args(argv)
+    skip, record = _window(a)
+    s = tracing.import_trace(a.format, a.input, a.output, skip=skip, record=record, instructions=a.instructions)
+    _print_trace(a.output, s)
+    return 0
+
+
+def cmd_cc(argv: List[str]) -> int:
+    from . import tracing
+
+    if argv and argv[0] in ("-h", "--help"):
+        console.print("usage: hugescope cc [clang arguments]   compile and link with the tracing runtime\n"
+                      "       hugescope cc --print-cflags      flags for CFLAGS= (compiling)\n"
+                      "       hugescope cc --print-ldflags     flags for LDFLAGS= / LIBS= (linking)\n\n"
+                      "Build with CC='hugescope cc', then: hugescope trace -o OUT.hst -- ./prog args")
+        return 0
+    if argv == ["--print-cflags"]:
+        print(" ".join(tracing.COVERAGE_FLAGS))
+        return 0
+    if argv == ["--print-ldflags"]:
+        print(" ".join(tracing.ldflags()))
+        return 0
+    # clang's own status: its messages are already printed.
+    return tracing.cc(argv)
 
 
 def _count(text, what: str, lo: int = 0) -> int:
@@ -512,8 +600,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("-q", "--quiet", action="store_true", help="print nothing (with --json)")
     s.set_defaults(func=cmd_simulate)
 
-    sub.add_parser("trace", help="generate a workload trace, or 'trace info FILE'", add_help=False)
+    sub.add_parser("trace", help="generate a workload trace, trace a program (-- PROG), import one, or 'trace info FILE'", add_help=False)
     sub.add_parser("native", help="run a workload natively and time it", add_help=False)
+    sub.add_parser("cc", help="compile a program with the tracing runtime (clang arguments follow)", add_help=False)
 
     po = sub.add_parser("policies", help="list huge-page policies")
     po.set_defaults(func=cmd_policies)
@@ -575,6 +664,8 @@ def _dispatch(argv: List[str]) -> int:
         return cmd_trace(argv[1:])
     if argv and argv[0] == "native":
         return cmd_native(argv[1:])
+    if argv and argv[0] == "cc":
+        return cmd_cc(argv[1:])
     if argv and argv[0] == "validate":
         return cmd_validate(argv[1:])
     p = build_parser()

@@ -16,6 +16,7 @@ use serde::Serialize;
 mod experiments;
 mod interrupt;
 mod linux;
+mod tracing;
 
 use interrupt::cancellable;
 
@@ -314,5 +315,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check_output, m)?)?;
     experiments::register(m)?;
     linux::register(m)?;
+    tracing::register(m)?;
     Ok(())
 }

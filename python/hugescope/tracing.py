@@ -1,0 +1,234 @@
+"""Traces of real programs, and imports of other tools' traces.
+
+Three ways in (see ``docs/tracing.md``):
+
+- ``cc(args)`` compiles with clang's sanitizer-coverage load/store hooks and
+  links hugescope's C runtime; ``trace_program(argv, out)`` runs such a
+  program with ASLR disabled and converts what the runtime recorded into a
+  ``.hst`` with the program's regions (named from ``/proc/PID/maps``);
+- ``trace_program(argv, out, valgrind=True)`` runs any binary under valgrind's
+  lackey tool and streams its output through a pipe into the trace;
+- ``import_trace(fmt, file, out)`` converts a lackey log, a ChampSim trace
+  (plain or ``.xz``) or a text/CSV address list.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from typing import Dict, List, Optional, Sequence
+
+from . import _core
+from ._io import check_output
+from .errors import HugescopeError
+
+#: Coverage flags: trace-loads/trace-stores need a base coverage kind, and
+#: inline-8bit-counters is the cheapest (a counter increment per edge, no call).
+COVERAGE_FLAGS = ["-fsanitize-coverage=inline-8bit-counters,trace-loads,trace-stores"]
+#: Link flags: the runtime's buffers are per thread (pthread), and clang's own
+#: sanitizer runtime is left out: hugescope's runtime defines every hook, and
+#: clang's would add ~10 MiB of BSS and C++ libraries to the traced address space.
+RUNTIME_LIBS = ["-lpthread", "-fno-sanitize-link-runtime"]
+#: Compiler arguments that stop before linking: no runtime object then.
+_NO_LINK = {"-c", "-S", "-E", "-M", "-MM", "-fsyntax-only"}
+#: personality(2) flag that turns off address-space randomisation (as
+#: ``hugescope run`` does through hugescope-linux's launcher).
+ADDR_NO_RANDOMIZE = 0x0040000
+
+
+def find_clang() -> str:
+    """The clang to compile with: ``$HUGESCOPE_CLANG``, else ``clang`` (or the
+    newest ``clang-NN``) on ``PATH``."""
+    env = os.environ.get("HUGESCOPE_CLANG")
+    if env:
+        path = shutil.which(env)
+        if not path:
+            raise HugescopeError(f"HUGESCOPE_CLANG: '{env}' is not an executable")
+        return path
+    path = shutil.which("clang")
+    if path:
+        return path
+    for v in range(30, 13, -1):
+        path = shutil.which(f"clang-{v}")
+        if path:
+            return path
+    raise HugescopeError("clang not found: install it (apt-get install clang; 'make build' does as root) "
+                         "or set HUGESCOPE_CLANG")
+
+
+def _cache_dir() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "hugescope")
+
+
+def runtime_object() -> str:
+    """Path of the compiled C runtime, built on first use into the cache
+    directory (keyed by the source's hash, so an updated hugescope rebuilds it)."""
+    src = _core.tracer_runtime_source()
+    digest = hashlib.sha256(src.encode()).hexdigest()[:16]
+    d = _cache_dir()
+    obj = os.path.join(d, f"hugescope_trace-{digest}.o")
+    if os.path.exists(obj):
+        return obj
+    os.makedirs(d, exist_ok=True)
+    compiler = shutil.which("cc") or shutil.which("gcc") or find_clang()
+    with tempfile.TemporaryDirectory(dir=d, prefix=".build-") as tmp:
+        c = os.path.join(tmp, "hugescope_trace.c")
+        with open(c, "w") as f:
+            f.write(src)
+        o = os.path.join(tmp, "hugescope_trace.o")
+        r = subprocess.run([compiler, "-O2", "-fPIC", "-c", c, "-o", o], capture_output=True, text=True)
+        if r.returncode != 0:
+            first = (r.stderr.strip().splitlines() or ["(no message)"])[0]
+            raise HugescopeError(f"cannot compile the tracing runtime with {compiler}: {first}")
+        # Rename into place: concurrent first uses each build, one wins whole.
+        os.replace(o, obj)
+    return obj
+
+
+def cc_command(args: Sequence[str]) -> List[str]:
+    """The clang command line ``hugescope cc ARGS`` runs."""
+    args = list(args)
+    cmd = [find_clang(), *COVERAGE_FLAGS, *args]
+    if not any(a in _NO_LINK for a in args):
+        cmd += [runtime_object(), *RUNTIME_LIBS]
+    return cmd
+
+
+def cc(args: Sequence[str]) -> int:
+    """Compile (and link) like clang with the tracing instrumentation and
+    runtime; returns clang's exit status."""
+    return subprocess.call(cc_command(args))
+
+
+def ldflags() -> List[str]:
+    """What to add when linking objects compiled with ``COVERAGE_FLAGS``."""
+    return [runtime_object(), *RUNTIME_LIBS]
+
+
+def _no_aslr() -> None:
+    # Runs in the child between fork and exec; the personality survives exec.
+    libc = ctypes.CDLL(None, use_errno=True)
+    cur = libc.personality(0xFFFFFFFF)
+    if cur == -1 or libc.personality((cur & 0xFFFFFFFF) | ADDR_NO_RANDOMIZE) == -1:
+        os._exit(126)
+
+
+def _program(argv: Sequence[str]) -> str:
+    if not argv:
+        raise HugescopeError("trace: give the program to run after '--' (hugescope trace -o OUT.hst -- ./prog args)")
+    prog = argv[0]
+    path = shutil.which(prog) if os.sep not in prog else (prog if os.access(prog, os.X_OK) and os.path.isfile(prog) else None)
+    if not path:
+        raise HugescopeError(f"program '{prog}': not found or not executable")
+    return path
+
+
+def _window(skip: int, record: Optional[int]) -> None:
+    if skip < 0:
+        raise HugescopeError(f"--skip: {skip} is negative")
+    if record is not None and record < 1:
+        raise HugescopeError(f"--record: {record} must be at least 1")
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """End a child we started (on an interrupt or an error), then reap it."""
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+
+
+def trace_program(argv: Sequence[str], output: str, skip: int = 0, record: Optional[int] = None,
+                  valgrind: bool = False, instructions: bool = False) -> Dict:
+    """Run ``argv`` and write its data accesses to ``output`` (.hst).
+
+    Without ``valgrind`` the program must have been built with ``cc`` (its
+    runtime writes the records); with it, any binary runs under valgrind's
+    lackey tool. ASLR is disabled in both, so the addresses hold for a later
+    ``hugescope run``. ``skip``/``record`` trace a window of the accesses.
+    Returns the trace summary plus ``exit_status`` (the program's).
+    """
+    _window(skip, record)
+    path = _program(argv)
+    check_output(output, "hst")
+    name = os.path.basename(argv[0])
+    params = {"argv": list(argv), "skip": skip, "record": record,
+              "capture": "valgrind-lackey" if valgrind else "clang-sancov"}
+    if valgrind:
+        return _trace_valgrind(path, argv, output, name, params, skip, record, instructions)
+    out_dir = os.path.dirname(os.path.abspath(output))
+    # The raw records go next to the output (same file system, and the user
+    # chose a place with room for the trace).
+    tmp = tempfile.mkdtemp(prefix=".hugescope-trace-", dir=out_dir)
+    try:
+        raw, meta = os.path.join(tmp, "records"), os.path.join(tmp, "meta")
+        env = dict(os.environ, HUGESCOPE_TRACE_OUT=raw, HUGESCOPE_TRACE_META=meta,
+                   HUGESCOPE_TRACE_SKIP=str(skip), HUGESCOPE_TRACE_RECORD=str(record or 0))
+        proc = subprocess.Popen([path, *argv[1:]], env=env, preexec_fn=_no_aslr)
+        try:
+            status = proc.wait()
+        finally:
+            _stop(proc)
+        if not os.path.exists(raw) or not os.path.exists(meta):
+            raise HugescopeError(f"program '{argv[0]}' wrote no trace records: build it with 'hugescope cc' "
+                                 f"(or trace it with --valgrind)")
+        s = json.loads(_core.tracer_convert(raw, meta, output, f"program:{name}", json.dumps(params)))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    s["exit_status"] = status
+    return s
+
+
+def _trace_valgrind(path: str, argv: Sequence[str], output: str, name: str, params: Dict,
+                    skip: int, record: Optional[int], instructions: bool) -> Dict:
+    vg = shutil.which("valgrind")
+    if not vg:
+        raise HugescopeError("--valgrind: valgrind not found (apt-get install valgrind)")
+    # lackey writes to valgrind's log: a pipe we read as it is written, so the
+    # (large) text is never stored.
+    r, w = os.pipe()
+    try:
+        cmd = [vg, "--tool=lackey", "--trace-mem=yes", f"--log-fd={w}", path, *argv[1:]]
+        proc = subprocess.Popen(cmd, pass_fds=(w,), preexec_fn=_no_aslr)
+        os.close(w)
+        w = -1
+        try:
+            s = json.loads(_core.import_trace("lackey", f"valgrind lackey output of {argv[0]}", output,
+                                              f"program:{name}", json.dumps(params), skip, record,
+                                              instructions, r))
+            # A full window stops the import early: the rest of the log is
+            # read and dropped so the program runs to its end (closing the
+            # pipe instead would kill valgrind with SIGPIPE).
+            while os.read(r, 1 << 16):
+                pass
+            status = proc.wait()
+        finally:
+            _stop(proc)
+    finally:
+        for fd in (r, w):
+            if fd >= 0:
+                os.close(fd)
+    s["exit_status"] = status
+    return s
+
+
+def import_trace(fmt: str, path: str, output: str, skip: int = 0, record: Optional[int] = None,
+                 instructions: bool = False) -> Dict:
+    """Convert a trace of another tool (``lackey``, ``champsim``, ``text``)
+    into ``output`` (.hst). Returns the trace summary."""
+    _window(skip, record)
+    check_output(output, "hst", [path])
+    params = {"source": os.path.basename(path), "skip": skip, "record": record}
+    return json.loads(_core.import_trace(fmt, path, output, f"imported:{fmt}", json.dumps(params),
+                                         skip, record, instructions))
+
+
+def region_kind(header: Dict, name: str) -> Optional[str]:
+    """The kind (heap, stack, anon, file, data, bss, code) of a region of a
+    traced program, from the header's ``params.region_kinds``."""
+    return (header.get("params", {}).get("region_kinds") or {}).get(name)

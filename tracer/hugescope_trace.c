@@ -1,0 +1,274 @@
+/*
+ * hugescope's tracing runtime for clang's sanitizer-coverage load/store hooks.
+ *
+ * A program compiled with
+ *   -fsanitize-coverage=inline-8bit-counters,trace-loads,trace-stores
+ * calls __sanitizer_cov_loadN / __sanitizer_cov_storeN before every memory
+ * access; linked with this file, each call appends one 8-byte record to a
+ * per-thread buffer, and full buffers are written to a file in large blocks.
+ * `hugescope cc` builds and links it; `hugescope trace -- ./prog` sets the
+ * environment below and converts the result into a .hst trace.
+ *
+ * Environment (without HUGESCOPE_TRACE_OUT the hooks do nothing, so an
+ * instrumented binary also runs untraced):
+ *   HUGESCOPE_TRACE_OUT     record file to write
+ *   HUGESCOPE_TRACE_META    metadata file (maps snapshots, counts)
+ *   HUGESCOPE_TRACE_SKIP    accesses to skip before recording (default 0)
+ *   HUGESCOPE_TRACE_RECORD  accesses to record after that (default: all)
+ *
+ * Record: bits 0-47 address, 48-55 thread number (mod 256), 56-58 log2 of the
+ * access size, 63 store. Format details: crates/hugescope-core/src/trace/import/raw.rs.
+ *
+ * This file itself is compiled WITHOUT instrumentation, so the runtime never
+ * traces its own buffers; their addresses are written to the metadata file
+ * so they are left out of the program's regions too.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+/* 1 Mi records (8 MiB) per thread: one write() per million accesses keeps the
+ * system-call cost negligible next to the hooks themselves. */
+#define BUF_RECORDS (1u << 20)
+#define MAX_THREADS 4096
+
+struct tbuf {
+    uint64_t *rec;
+    uint32_t n;
+    uint32_t tid;
+};
+
+static int out_fd = -1, meta_fd = -1;
+static volatile int active;      /* tracing is on (set once at start-up) */
+static uint64_t skip_n, record_n; /* record_n == 0: no limit */
+static int windowed;
+static uint64_t seen;             /* accesses seen, skipped ones included (windowed runs) */
+static uint64_t threads;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_key_t key;
+static struct tbuf *all[MAX_THREADS];
+static unsigned nall;
+/* Buffers of exited threads, reused by new ones: a program that starts
+ * thousands of short threads must not keep 8 MiB per dead thread. */
+static struct tbuf *spare[MAX_THREADS];
+static unsigned nspare;
+static __thread struct tbuf *mine;
+
+static void write_all(int fd, const void *p, size_t len) {
+    const char *c = p;
+    while (len > 0) {
+        ssize_t w = write(fd, c, len);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return; /* a full disk: the converter reports the short file */
+        }
+        c += w;
+        len -= (size_t)w;
+    }
+}
+
+/* One metadata line from a format taking up to two numbers (snprintf ignores
+ * arguments the format does not use). */
+static void meta_printf(const char *fmt, unsigned long long a, unsigned long long b) {
+    char line[128];
+    int n = snprintf(line, sizeof line, fmt, a, b);
+    if (n > 0)
+        write_all(meta_fd, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+}
+
+/* Append a snapshot of /proc/self/maps to the metadata file. Called at every
+ * block flush as well as at exit, so mappings freed before exit keep a name. */
+static void snapshot_maps(void) {
+    if (meta_fd < 0)
+        return;
+    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    char buf[8192];
+    write_all(meta_fd, "# maps\n", 7);
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR))
+        if (n > 0)
+            write_all(meta_fd, buf, (size_t)n);
+    close(fd);
+}
+
+/* Caller holds `lock`. */
+static void flush_locked(struct tbuf *b, int maps) {
+    if (b->n) {
+        write_all(out_fd, b->rec, (size_t)b->n * sizeof b->rec[0]);
+        b->n = 0;
+        if (maps)
+            snapshot_maps();
+    }
+}
+
+static struct tbuf *new_buffer(void) {
+    pthread_mutex_lock(&lock);
+    if (nspare) {
+        struct tbuf *b = spare[--nspare];
+        b->tid = (uint32_t)threads++;
+        meta_printf("# threads %llu\n", threads, 0);
+        pthread_mutex_unlock(&lock);
+        pthread_setspecific(key, b);
+        return b;
+    }
+    pthread_mutex_unlock(&lock);
+    void *m = mmap(NULL, BUF_RECORDS * sizeof(uint64_t) + 4096, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+        return NULL;
+    struct tbuf *b = (struct tbuf *)((char *)m + BUF_RECORDS * sizeof(uint64_t));
+    b->rec = m;
+    b->n = 0;
+    pthread_mutex_lock(&lock);
+    b->tid = (uint32_t)threads++;
+    if (nall < MAX_THREADS)
+        all[nall++] = b;
+    /* The thread count so far, also here: a run killed before exit still
+     * tells the converter how many cpu ids its records use. */
+    meta_printf("# threads %llu\n", threads, 0);
+    meta_printf("# buffer %llx %llx\n", (unsigned long long)(uintptr_t)m,
+                (unsigned long long)(uintptr_t)m + BUF_RECORDS * sizeof(uint64_t) + 4096);
+    pthread_mutex_unlock(&lock);
+    pthread_setspecific(key, b);
+    return b;
+}
+
+/* A thread's records are written when it exits; its buffer stays listed (and
+ * mapped) so a late flush at exit finds it empty rather than unmapped, and
+ * goes to the spare list for the next new thread. */
+static void thread_done(void *p) {
+    pthread_mutex_lock(&lock);
+    flush_locked(p, 0);
+    if (nspare < MAX_THREADS)
+        spare[nspare++] = p;
+    pthread_mutex_unlock(&lock);
+}
+
+static void finish(void) {
+    if (!active)
+        return;
+    active = 0;
+    pthread_mutex_lock(&lock);
+    for (unsigned i = 0; i < nall; i++)
+        flush_locked(all[i], 0);
+    snapshot_maps();
+    meta_printf("# threads %llu\n", threads, 0);
+    if (windowed)
+        meta_printf("# seen %llu\n", seen, 0);
+    pthread_mutex_unlock(&lock);
+}
+
+static void on_fatal(int sig) {
+    /* Not async-signal-safe in general (a lock may be held), but the program
+     * is dying anyway: try to keep what was traced, then die as it would have. */
+    finish();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+/* In a forked child: trace nothing and drop the parent's buffered records,
+ * which the parent writes itself (the child would write them a second time). */
+static void in_child(void) {
+    active = 0;
+    for (unsigned i = 0; i < nall; i++)
+        all[i]->n = 0;
+}
+
+static uint64_t env_u64(const char *name) {
+    const char *v = getenv(name);
+    return v && *v ? strtoull(v, NULL, 10) : 0;
+}
+
+__attribute__((constructor(101))) static void start(void) {
+    const char *out = getenv("HUGESCOPE_TRACE_OUT");
+    if (!out || !*out)
+        return;
+    out_fd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (out_fd < 0) {
+        fprintf(stderr, "hugescope_trace: cannot open %s: %s\n", out, strerror(errno));
+        return;
+    }
+    const char *meta = getenv("HUGESCOPE_TRACE_META");
+    if (meta && *meta)
+        meta_fd = open(meta, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    write_all(out_fd, "HSTRAW1\n", 8);
+    if (meta_fd >= 0) {
+        char exe[4096];
+        ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+        if (n > 0) {
+            write_all(meta_fd, "# exe ", 6);
+            write_all(meta_fd, exe, (size_t)n);
+            write_all(meta_fd, "\n", 1);
+        }
+    }
+    skip_n = env_u64("HUGESCOPE_TRACE_SKIP");
+    record_n = env_u64("HUGESCOPE_TRACE_RECORD");
+    windowed = skip_n || record_n;
+    /* Only this process is traced: a program it executes must not open (and
+     * truncate) the same files, and a forked child stops tracing. */
+    unsetenv("HUGESCOPE_TRACE_OUT");
+    unsetenv("HUGESCOPE_TRACE_META");
+    pthread_atfork(NULL, NULL, in_child);
+    pthread_key_create(&key, thread_done);
+    atexit(finish);
+    int fatal[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTERM, SIGINT, SIGHUP};
+    for (unsigned i = 0; i < sizeof fatal / sizeof fatal[0]; i++)
+        signal(fatal[i], on_fatal);
+    active = 1;
+}
+
+static inline __attribute__((always_inline)) void put(const void *addr, uint64_t size_log2, uint64_t store) {
+    if (__builtin_expect(!active, 0))
+        return;
+    if (windowed) {
+        /* Counting continues past the window (one relaxed atomic add), so the
+         * trace can say which share of the run it holds. */
+        uint64_t k = __atomic_fetch_add(&seen, 1, __ATOMIC_RELAXED);
+        if (k < skip_n || (record_n && k - skip_n >= record_n))
+            return;
+    }
+    struct tbuf *b = mine;
+    if (__builtin_expect(b == NULL, 0)) {
+        b = mine = new_buffer();
+        if (!b)
+            return;
+    }
+    b->rec[b->n++] = ((uint64_t)(uintptr_t)addr & 0xffffffffffffull) | ((uint64_t)(b->tid & 0xff) << 48) |
+                     (size_log2 << 56) | (store << 63);
+    if (__builtin_expect(b->n == BUF_RECORDS, 0)) {
+        pthread_mutex_lock(&lock);
+        flush_locked(b, 1);
+        pthread_mutex_unlock(&lock);
+    }
+}
+
+#define HOOKS(N, LOG2)                                                                                       \
+    void __sanitizer_cov_load##N(void *addr) { put(addr, LOG2, 0); }                                       \
+    void __sanitizer_cov_store##N(void *addr) { put(addr, LOG2, 1); }
+HOOKS(1, 0)
+HOOKS(2, 1)
+HOOKS(4, 2)
+HOOKS(8, 3)
+HOOKS(16, 4)
+
+/* The base coverage kind's hooks (inline-8bit-counters needs this one; the
+ * counters themselves are not used). */
+void __sanitizer_cov_8bit_counters_init(char *start, char *end) {
+    (void)start;
+    (void)end;
+}
+void __sanitizer_cov_pcs_init(const uintptr_t *b, const uintptr_t *e) {
+    (void)b;
+    (void)e;
+}
