@@ -107,6 +107,12 @@ fn default_cost(ghz: f64) -> CostConfig {
 }
 
 impl MachineConfig {
+    /// TLB and page-walk-cache entries of one cpu's MMU (the model-memory
+    /// estimate of `limits` charges each).
+    pub fn cache_entries_per_cpu(&self) -> u64 {
+        self.l1.values().chain(self.l2.values()).chain(self.pwc.values()).map(|c| c.entries as u64).sum()
+    }
+
     pub fn preset(name: &str) -> Result<MachineConfig> {
         let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
         let cfg = match name {

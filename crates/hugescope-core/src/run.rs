@@ -158,11 +158,6 @@ fn check_implied_duration(header: &TraceHeader, os: &OsConfig, accesses: u64) ->
     Ok(())
 }
 
-/// TLB and page-walk-cache entries of one cpu's MMU.
-pub fn cache_entries(machine: &MachineConfig) -> u64 {
-    machine.l1.values().chain(machine.l2.values()).chain(machine.pwc.values()).map(|c| c.entries as u64).sum()
-}
-
 /// Estimate the model state of a run (one kernel and one MMU set per policy,
 /// plus `base` and a profiling pass) and refuse it before allocating when it
 /// exceeds `limits::memory_limit` (`--memory 1PiB`, a header declaring a
@@ -181,7 +176,7 @@ fn check_memory(machine: &MachineConfig, header: &TraceHeader, os: &OsConfig, sp
         vma_pages_per_kernel,
         simulators: runs + 1,
         cpus,
-        cache_entries_per_cpu: cache_entries(machine),
+        cache_entries_per_cpu: machine.cache_entries_per_cpu(),
     };
     let what = format!(
         "{runs} runs of {} of simulated memory, {} of declared regions, {cpus} cpus",

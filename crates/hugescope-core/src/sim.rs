@@ -207,7 +207,7 @@ pub fn simulate_static(path: &str, cfg: MachineConfig, pages: &str) -> Result<St
     let map = StaticMap::from_spec(pages, &geo)?;
     let described = map.describe(&geo);
     let cpus = r.header().cpus.max(1) as u64;
-    let f = crate::limits::Footprint { simulators: 1, cpus, cache_entries_per_cpu: crate::run::cache_entries(&cfg), ..Default::default() };
+    let f = crate::limits::Footprint { simulators: 1, cpus, cache_entries_per_cpu: cfg.cache_entries_per_cpu(), ..Default::default() };
     crate::limits::check_model_memory(&format!("{cpus} cpus' TLBs"), &f)?;
     let mut sim = Simulator::new(cfg, r.header().cpus as usize, map)?;
     sim.run_reader(&mut r)?;

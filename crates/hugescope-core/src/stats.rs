@@ -1,7 +1,7 @@
 //! Counters. Every number the tool prints is one of these or derived from them
 //! in `report`, so it can be traced back to the JSON result.
 
-use crate::hw::mmu::MAX_SIZES;
+use crate::hw::geometry::MAX_SIZES;
 use serde::Serialize;
 
 /// Per-cpu MMU counters; fixed-size arrays so the hot path never allocates.

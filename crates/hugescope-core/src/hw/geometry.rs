@@ -5,6 +5,10 @@
 use crate::config::MachineConfig;
 use crate::Result;
 
+/// Most page sizes a machine may have (per-size arrays of the MMU, the
+/// walker and the counters are this long; a size index fits in 3 tag bits).
+pub const MAX_SIZES: usize = 8;
+
 #[derive(Clone, Debug)]
 pub struct Geometry {
     /// Page sizes in bytes, ascending; index 0 is the base page.

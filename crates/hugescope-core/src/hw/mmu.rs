@@ -16,7 +16,7 @@ use crate::trace::Access;
 use crate::units::parse_size;
 use crate::{Error, Result};
 
-pub const MAX_SIZES: usize = 8;
+pub use super::geometry::MAX_SIZES;
 const NONE: u8 = u8::MAX;
 const NO_PAGE: u64 = u64::MAX;
 

@@ -18,7 +18,7 @@
 
 use super::geometry::Geometry;
 use super::leaf::{Leaf, LEAF_A, LEAF_D, PMD_A, PUD_A};
-use super::mmu::MAX_SIZES;
+use super::geometry::MAX_SIZES;
 use super::pwc::{Pwc, WalkCost};
 use super::space::Space;
 use crate::config::MachineConfig;
