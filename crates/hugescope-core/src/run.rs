@@ -18,10 +18,25 @@ use crate::trace::TraceHeader;
 use crate::{limits, Error, Result};
 use serde::Serialize;
 
-#[derive(Clone, Debug, Serialize)]
-pub struct PolicySpec {
+/// One policy of a spec: a registered name and its `key=value` parameters.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PolicyPart {
     pub name: String,
     pub params: Vec<(String, String)>,
+}
+
+/// What one run simulates: one or several policies on one kernel, written
+/// `name[:k=v,...]` joined by '+' (`linux:enabled=never+pcc`), in kernel
+/// order (`Kernel::new_multi` for how they share it).
+#[derive(Clone, Debug, Serialize)]
+pub struct PolicySpec {
+    /// The policy's name, or the names joined by '+' for several.
+    pub name: String,
+    /// The parameters of a single policy (several: empty, see `parts`).
+    pub params: Vec<(String, String)>,
+    /// Each policy with its parameters, in order (one for a single policy).
+    #[serde(skip)]
+    pub parts: Vec<PolicyPart>,
     /// Overrides of the OS configuration for this policy only (budget, fragmentation).
     #[serde(skip)]
     pub os: Option<OsConfig>,
@@ -30,25 +45,75 @@ pub struct PolicySpec {
 }
 
 impl PolicySpec {
-    /// Parse "name" or "name:key=value,key=value".
+    /// Parse "name", "name:key=value,key=value", or several of these joined
+    /// by '+'. A parameter value may itself hold a '+' (`1e+3`, a plan file
+    /// `a+b.json`): a '+' separates policies only where the text after it, up
+    /// to the next ':' or '+', is a registered policy name.
     pub fn parse(s: &str) -> Result<PolicySpec> {
-        let (name, rest) = s.split_once(':').unwrap_or((s, ""));
-        let mut params = Vec::new();
-        for kv in rest.split(',').filter(|x| !x.is_empty()) {
-            let (k, v) = kv
-                .split_once('=')
-                .ok_or_else(|| Error::input(format!("policy parameter '{kv}' in '{s}' is not key=value")))?;
-            params.push((k.trim().to_string(), v.trim().to_string()));
+        let parts = split_policies(s).into_iter().map(|p| parse_part(p, s)).collect::<Result<Vec<_>>>()?;
+        if let Some(dup) = parts.iter().enumerate().find(|(i, p)| parts[..*i].iter().any(|q| q.name == p.name)) {
+            // Two copies would share the kernel-wide state one policy sets up
+            // (the PCC hardware, coverage tracking): refused rather than guessed.
+            return Err(Error::input(format!("policy '{}' appears twice in '{s}'", dup.1.name)));
         }
-        let name = name.trim().to_string();
-        if name.is_empty() {
-            return Err(Error::input("empty policy name"));
-        }
-        Ok(PolicySpec { label: s.to_string(), name, params, os: None })
+        let name = parts.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join("+");
+        let params = if parts.len() == 1 { parts[0].params.clone() } else { Vec::new() };
+        Ok(PolicySpec { label: s.to_string(), name, params, parts, os: None })
     }
     pub fn named(name: &str) -> PolicySpec {
-        PolicySpec { name: name.into(), params: Vec::new(), os: None, label: name.into() }
+        let parts = vec![PolicyPart { name: name.into(), params: Vec::new() }];
+        PolicySpec { name: name.into(), params: Vec::new(), parts, os: None, label: name.into() }
     }
+
+    /// Build the spec's policies, in order.
+    pub fn make(&self) -> Result<Vec<Box<dyn policy::Policy>>> {
+        self.parts.iter().map(|p| policy::make(&p.name, &p.params)).collect()
+    }
+}
+
+/// Cut a spec at each '+' that starts a registered policy name (`parse`).
+fn split_policies(s: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut from = 0;
+    for (i, _) in s.match_indices('+') {
+        let next = &s[i + 1..];
+        let name = next[..next.find([':', '+']).unwrap_or(next.len())].trim();
+        if policy::REGISTRY.iter().any(|(n, _, _)| *n == name) {
+            out.push(&s[from..i]);
+            from = i + 1;
+        }
+    }
+    out.push(&s[from..]);
+    out
+}
+
+/// Parse one "name[:key=value,...]" of the spec `whole`.
+fn parse_part(part: &str, whole: &str) -> Result<PolicyPart> {
+    let (name, rest) = part.split_once(':').unwrap_or((part, ""));
+    let mut params = Vec::new();
+    for kv in rest.split(',').filter(|x| !x.is_empty()) {
+        let (k, v) = kv
+            .split_once('=')
+            .ok_or_else(|| Error::input(format!("policy parameter '{kv}' in '{whole}' is not key=value")))?;
+        params.push((k.trim().to_string(), v.trim().to_string()));
+    }
+    let name = name.trim();
+    if name.is_empty() {
+        return Err(Error::input(if part.len() == whole.len() {
+            "empty policy name".to_string()
+        } else {
+            format!("empty policy name in '{whole}'")
+        }));
+    }
+    // A '+' left in a name did not start a registered policy.
+    if let Some((_, after)) = name.split_once('+') {
+        return Err(Error::input(format!(
+            "unknown policy '{}' in '{whole}'; available: {}",
+            after.trim(),
+            policy::REGISTRY.iter().map(|(n, _, _)| *n).collect::<Vec<_>>().join(", ")
+        )));
+    }
+    Ok(PolicyPart { name: name.to_string(), params })
 }
 
 /// The base-page reference measured on the same pass.
@@ -106,7 +171,7 @@ struct Run {
     sim: Simulator<Kernel>,
 }
 
-fn build(machine: &MachineConfig, header: &TraceHeader, os: &OsConfig, spec: &PolicySpec, pol: Box<dyn policy::Policy>) -> Result<Run> {
+fn build(machine: &MachineConfig, header: &TraceHeader, os: &OsConfig, spec: &PolicySpec, pols: Vec<Box<dyn policy::Policy>>) -> Result<Run> {
     // A spec's own OS configuration (budget, fragmentation) keeps the run's
     // time base unless it sets one: --duration and --rate apply to every spec.
     let os = match &spec.os {
@@ -114,7 +179,7 @@ fn build(machine: &MachineConfig, header: &TraceHeader, os: &OsConfig, spec: &Po
         None => os.clone(),
     };
     let geo = crate::hw::Geometry::new(machine)?;
-    let kernel = Kernel::new(geo, machine.cost.clone(), header, &os, pol)?;
+    let kernel = Kernel::new_multi(geo, machine.cost.clone(), header, &os, pols)?;
     let sim = Simulator::new(machine.clone(), header.cpus.max(1) as usize, kernel)?;
     Ok(Run { spec: spec.clone(), os, sim })
 }
@@ -226,13 +291,13 @@ pub fn simulate_policies(path: &str, machine: &MachineConfig, os: &OsConfig, spe
     let (model_bytes, model_limit) = check_memory(machine, &header, &os, specs, cpus)?;
     let mut pols = Vec::with_capacity(specs.len());
     for s in specs {
-        pols.push(policy::make(&s.name, &s.params)?);
+        pols.push(s.make()?);
     }
     // Two-pass policies (the oracle) first get a base-page profile of the
     // whole trace: one extra decode, only when one of them is requested.
-    if pols.iter().any(|p| p.wants_profile()) {
+    if pols.iter().flatten().any(|p| p.wants_profile()) {
         let profile = profile_walks(path, machine)?;
-        for p in pols.iter_mut().filter(|p| p.wants_profile()) {
+        for p in pols.iter_mut().flatten().filter(|p| p.wants_profile()) {
             p.set_profile(&profile);
         }
     }
@@ -244,7 +309,7 @@ pub fn simulate_policies(path: &str, machine: &MachineConfig, os: &OsConfig, spe
         match specs.iter().position(|s| s.name == "base" && s.params.is_empty() && s.os.is_none()) {
             Some(i) => Some(i),
             None => {
-                runs.push(build(machine, &header, &os, &PolicySpec::named("base"), policy::make("base", &[])?)?);
+                runs.push(build(machine, &header, &os, &PolicySpec::named("base"), vec![policy::make("base", &[])?])?);
                 Some(runs.len() - 1)
             }
         }

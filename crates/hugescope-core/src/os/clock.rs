@@ -10,6 +10,18 @@
 //!
 //! The hot-path check is one comparison of a running unit count against the
 //! precomputed unit count of the next due timer.
+//!
+//! Timers are keyed per owner (the index of the policy on the kernel that
+//! scheduled them): several policies share one kernel, and each picks its own
+//! timer ids, so an id means something only together with its owner. The
+//! kernel sets `owner` around each policy callback; `schedule_*` and `cancel`
+//! act on the current owner's timers only.
+//!
+//! Order of due timers (deterministic): timers due at an access count first,
+//! in the order they were scheduled; then timers due at a time, earliest
+//! first, and at the same time in the order they were scheduled, whichever
+//! policy scheduled them (so at equal times a policy earlier on the kernel
+//! fires first only if it scheduled first, e.g. from `init`).
 
 use serde::Serialize;
 
@@ -33,11 +45,14 @@ pub struct Clock {
     pub os_async_seconds: f64,
     /// OS time during the program's untraced setup (populating its data).
     pub os_setup_seconds: f64,
-    timers: Vec<(f64, u32)>,
+    /// (due time, owner, id).
+    timers: Vec<(f64, u32, u32)>,
     next_due_units: f64,
-    /// Timers due at an access count (plans recorded in accesses).
-    access_timers: Vec<(u64, u32)>,
+    /// Timers due at an access count (plans recorded in accesses): (count, owner, id).
+    access_timers: Vec<(u64, u32, u32)>,
     next_due_accesses: u64,
+    /// The policy whose callback is running: owner of timers scheduled now.
+    owner: u32,
 }
 
 impl Clock {
@@ -58,7 +73,14 @@ impl Clock {
             next_due_units: f64::INFINITY,
             access_timers: Vec::new(),
             next_due_accesses: u64::MAX,
+            owner: 0,
         }
+    }
+
+    /// Make `owner` the owner of timers scheduled or cancelled from now on;
+    /// returns the previous owner (the kernel restores it after a callback).
+    pub(crate) fn set_owner(&mut self, owner: u32) -> u32 {
+        std::mem::replace(&mut self.owner, owner)
     }
 
     /// Seconds of virtual time since the start.
@@ -80,7 +102,7 @@ impl Clock {
 
     /// Fire `id` once `n` accesses have been made.
     pub fn schedule_after_accesses(&mut self, n: u64, id: u32) {
-        self.access_timers.push((n, id));
+        self.access_timers.push((n, self.owner, id));
         self.next_due_accesses = self.access_timers.iter().map(|t| t.0).min().unwrap_or(u64::MAX);
     }
 
@@ -94,21 +116,24 @@ impl Clock {
     }
 
     pub fn schedule_at(&mut self, at: f64, id: u32) {
-        self.timers.push((at, id));
+        self.timers.push((at, self.owner, id));
         self.recompute();
     }
 
+    /// Cancel the current owner's time timers with this id.
     pub fn cancel(&mut self, id: u32) {
-        self.timers.retain(|&(_, i)| i != id);
+        let owner = self.owner;
+        self.timers.retain(|&(_, o, i)| (o, i) != (owner, id));
         self.recompute();
     }
 
-    /// Remove and return the earliest due timer, if any is due now.
-    pub fn pop_due(&mut self) -> Option<(f64, u32)> {
+    /// Remove and return the earliest due timer as (time, owner, id), if any
+    /// is due now (order: see the module comment).
+    pub fn pop_due(&mut self) -> Option<(f64, u32, u32)> {
         if let Some(i) = self.access_timers.iter().position(|t| t.0 <= self.accesses) {
-            let (_, id) = self.access_timers.remove(i);
+            let (_, owner, id) = self.access_timers.remove(i);
             self.next_due_accesses = self.access_timers.iter().map(|t| t.0).min().unwrap_or(u64::MAX);
-            return Some((self.now(), id));
+            return Some((self.now(), owner, id));
         }
         let now = self.now();
         let (i, _) = self
@@ -149,7 +174,7 @@ mod tests {
         for i in 1..=150 {
             if c.tick(0.0) {
                 fired = Some(i);
-                assert_eq!(c.pop_due(), Some((1.0, 7)));
+                assert_eq!(c.pop_due(), Some((1.0, 0, 7)));
                 break;
             }
         }
@@ -163,6 +188,27 @@ mod tests {
         }
         assert_eq!(n, 49); // 100 + 50 accesses + 0.5 s = 2.0 s
         assert!((c.now() - 2.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn timer_ids_are_per_owner() {
+        let mut c = Clock::new(TimeBase::AccessRate { accesses_per_second: 10.0 });
+        // Two owners pick the same id at the same time: both fire, in the
+        // order scheduled; cancelling is the canceller's own timer only.
+        c.set_owner(1);
+        c.schedule_at(0.5, 3);
+        c.schedule_at(0.9, 4);
+        c.set_owner(0);
+        c.schedule_at(0.5, 3);
+        c.schedule_at(0.9, 4);
+        c.cancel(4);
+        for _ in 0..10 {
+            c.tick(0.0);
+        }
+        assert_eq!(c.pop_due(), Some((0.5, 1, 3)));
+        assert_eq!(c.pop_due(), Some((0.5, 0, 3)));
+        assert_eq!(c.pop_due(), Some((0.9, 1, 4)));
+        assert_eq!(c.pop_due(), None);
     }
 
     #[test]

@@ -119,8 +119,18 @@ pub struct Kernel {
     pending: Vec<Shootdown>,
     pub stats: OsStats,
     faults_huge: [u64; 8],
-    policy: Option<Box<dyn Policy>>,
+    /// The policies on this kernel, in order (see `new_multi` for how hooks
+    /// are dispatched). A slot is None while its policy's callback runs.
+    policies: Vec<Option<Box<dyn Policy>>>,
+    /// Their names, kept apart so a plan entry made during a callback can
+    /// name the acting policy while it is taken out of its slot.
+    names: Vec<&'static str>,
+    /// Indices of the policies that want walk events (precomputed: the walk
+    /// path loops over these only, and not at all if none wants them).
+    walkers: Vec<usize>,
     policy_wants_walks: bool,
+    /// The policy whose callback is running (records its plan entries).
+    acting: Option<usize>,
     /// Work done from a timer runs on another core (a daemon): async cost.
     in_daemon: bool,
     /// Populating setup data before the traced phase: setup cost.
@@ -157,7 +167,24 @@ const MAX_TIMELINE_SAMPLES: usize = 100_000;
 const MAX_PLAN_ENTRIES: usize = 1 << 20;
 
 impl Kernel {
+    /// A kernel with one policy.
     pub fn new(geo: Geometry, cost: CostConfig, header: &TraceHeader, cfg: &OsConfig, policy: Box<dyn Policy>) -> Result<Kernel> {
+        Self::new_multi(geo, cost, header, cfg, vec![policy])
+    }
+
+    /// A kernel with several policies (fault-time deciders, daemons or both)
+    /// in this order. Dispatch rules:
+    /// - a fault asks the policies in order; the first that answers other than
+    ///   `FaultAction::Base` decides, and the later ones are not asked;
+    /// - `init`, progress, free and `finish` go to every policy, in order;
+    ///   walk events to every policy whose `wants_walks` is true, in order;
+    /// - a timer goes to the policy that scheduled it (ids are per policy:
+    ///   `os::clock`), in the clock's deterministic order;
+    /// - a plan entry names the policy whose callback made it.
+    pub fn new_multi(geo: Geometry, cost: CostConfig, header: &TraceHeader, cfg: &OsConfig, policies: Vec<Box<dyn Policy>>) -> Result<Kernel> {
+        if policies.is_empty() {
+            return Err(Error::input("a kernel needs at least one policy"));
+        }
         let shape = Shape::from_levels(&geo.level_shifts);
         let footprint = cfg.footprint_bytes.unwrap_or_else(|| header.footprint());
         // Default memory: the footprint plus 30% and 8MiB, rounded up to 2MB,
@@ -220,7 +247,9 @@ impl Kernel {
         // Each sample holds two counters per process: keep about 4M numbers
         // (32 MiB) at most, and never fewer than 64 samples.
         let timeline_cap = ((1usize << 22) / (4 + 2 * spaces.len())).clamp(64, MAX_TIMELINE_SAMPLES);
-        let policy_wants_walks = policy.wants_walks();
+        let names: Vec<&'static str> = policies.iter().map(|p| p.name()).collect();
+        let walkers: Vec<usize> = policies.iter().enumerate().filter(|(_, p)| p.wants_walks()).map(|(i, _)| i).collect();
+        let policy_wants_walks = !walkers.is_empty();
         let mut k = Kernel {
             geo,
             shape,
@@ -234,8 +263,11 @@ impl Kernel {
             pending: Vec::new(),
             stats: OsStats::default(),
             faults_huge: [0; 8],
-            policy: Some(policy),
+            policies: policies.into_iter().map(Some).collect(),
+            names,
+            walkers,
             policy_wants_walks,
+            acting: None,
             in_daemon: false,
             in_setup: false,
             timeline: BoundedLog::new(timeline_cap / 2, timeline_cap / 2),
@@ -257,7 +289,7 @@ impl Kernel {
             pccs: Vec::new(),
             coverage_on: false,
         };
-        k.with_policy(|p, k| p.init(k));
+        k.for_each_policy(|p, k| p.init(k));
         Ok(k)
     }
 
@@ -328,11 +360,26 @@ impl Kernel {
     pub fn fragmentation_report(&self) -> Option<&FragReport> {
         self.frag_report.as_ref()
     }
+    /// The policies' names joined by '+' (one name for one policy).
     pub fn policy_name(&self) -> String {
-        self.policy.as_ref().map(|p| p.name().to_string()).unwrap_or_default()
+        self.names.join("+")
     }
+    /// One policy: its resolved parameters. Several: a list of
+    /// `{"policy": name, "params": ...}` in kernel order.
     pub fn policy_params(&self) -> serde_json::Value {
-        self.policy.as_ref().map(|p| p.describe()).unwrap_or_default()
+        let describe = |p: &Option<Box<dyn Policy>>| p.as_ref().map(|p| p.describe()).unwrap_or_default();
+        if let [one] = self.policies.as_slice() {
+            return describe(one);
+        }
+        self.policies
+            .iter()
+            .zip(&self.names)
+            .map(|(p, n)| serde_json::json!({ "policy": n, "params": describe(p) }))
+            .collect()
+    }
+    /// Number of policies on this kernel.
+    pub fn policy_count(&self) -> usize {
+        self.policies.len()
     }
 
     /// State of one PMD-level region, computed from the page table.
@@ -375,7 +422,9 @@ impl Kernel {
 
     // ------------------------------------------------------------ time
 
-    /// Run `f` at virtual time `at` (seconds); the policy's `on_timer(id)` is called.
+    /// Run `f` at virtual time `at` (seconds); the scheduling policy's
+    /// `on_timer(id)` is called (ids are the policy's own: no other policy
+    /// sees them or can collide with them).
     pub fn schedule_at(&mut self, at: f64, id: u32) {
         self.clock.schedule_at(at, id);
     }
@@ -695,7 +744,7 @@ impl Kernel {
         match r {
             Ok(()) => {
                 self.stats.promotions += 1;
-                self.record_plan(pid, start, size);
+                self.record_plan(self.acting, pid, start, size);
             }
             Err(e) => e.count(&mut self.stats.promotion_failures),
         }
@@ -898,23 +947,42 @@ impl Kernel {
         self.shootdown(pid, start, start + len);
     }
 
-    fn record_plan(&mut self, pid: u16, start: u64, size: usize) {
+    /// Record an executed promotion made by policy `by` (None: a mechanism
+    /// called outside any callback, named after the whole kernel's policies).
+    fn record_plan(&mut self, by: Option<usize>, pid: u16, start: u64, size: usize) {
         let when = match &self.last_marker {
             Some(m) => When::Progress(m.clone()),
             None if self.clock.accesses == 0 => When::Start,
             None => When::Accesses(self.clock.accesses),
         };
-        let note = format!("{} at {:.3} s (accesses {})", self.policy_name(), self.clock.now(), self.clock.accesses);
+        // The name comes from the dispatch, not from the policy slot: during a
+        // daemon's callback its slot is empty (the policy is borrowed out).
+        let name = by.map_or_else(|| self.policy_name(), |i| self.names[i].to_string());
+        let note = format!("{name} at {:.3} s (accesses {})", self.clock.now(), self.clock.accesses);
         self.plan.push(PlanEntry { start, length: self.geo.sizes[size], page_size: self.geo.sizes[size], when, pid, note: Some(note) });
     }
 
     // ------------------------------------------------------------ plumbing
 
-    fn with_policy<R>(&mut self, f: impl FnOnce(&mut dyn Policy, &mut Kernel) -> R) -> Option<R> {
-        let mut p = self.policy.take()?;
+    /// Run `f` on policy `i`, lent out of its slot, as the acting policy and
+    /// the owner of the timers it schedules. None if the policy is already
+    /// in a callback (a mechanism it called re-entered the dispatch).
+    fn with_policy<R>(&mut self, i: usize, f: impl FnOnce(&mut dyn Policy, &mut Kernel) -> R) -> Option<R> {
+        let mut p = self.policies[i].take()?;
+        let acting = self.acting.replace(i);
+        let owner = self.clock.set_owner(i as u32);
         let r = f(p.as_mut(), self);
-        self.policy = Some(p);
+        self.clock.set_owner(owner);
+        self.acting = acting;
+        self.policies[i] = Some(p);
         Some(r)
+    }
+
+    /// Run `f` on every policy, in kernel order.
+    fn for_each_policy(&mut self, mut f: impl FnMut(&mut dyn Policy, &mut Kernel)) {
+        for i in 0..self.policies.len() {
+            self.with_policy(i, &mut f);
+        }
     }
 
     #[cold]
@@ -932,7 +1000,15 @@ impl Kernel {
             v.flags[a0..a0 + self.shape.pages_per_region()].iter().all(|&f| f & PRESENT == 0)
         };
         let f = Fault { pid, addr: a.addr, write: a.write, region_start, region_in_vma, region_empty, vma_advised };
-        let action = self.with_policy(|p, k| p.on_fault(k, &f)).unwrap_or(FaultAction::Base);
+        // The first policy that asks for more than a base page decides.
+        let (mut action, mut decider) = (FaultAction::Base, None);
+        for i in 0..self.policies.len() {
+            action = self.with_policy(i, |p, k| p.on_fault(k, &f)).unwrap_or(FaultAction::Base);
+            if action != FaultAction::Base {
+                decider = Some(i);
+                break;
+            }
+        }
         if let FaultAction::Huge { size, alloc } = action {
             let len = self.geo.sizes[size];
             let start = a.addr & !(len - 1);
@@ -942,7 +1018,7 @@ impl Kernel {
                     // A huge fault: the 4KB fault path cost plus zeroing (Ingens §3.1).
                     self.faults_huge[size] += 1;
                     self.charge_us(self.costs.fault_base_us);
-                    self.record_plan(pid, start, size);
+                    self.record_plan(decider, pid, start, size);
                     return;
                 }
                 Err(e) => {
@@ -991,9 +1067,9 @@ impl Kernel {
             }
             return;
         }
-        while let Some((_, id)) = self.clock.pop_due() {
+        while let Some((_, owner, id)) = self.clock.pop_due() {
             self.in_daemon = true;
-            self.with_policy(|p, k| p.on_timer(k, id));
+            self.with_policy(owner as usize, |p, k| p.on_timer(k, id));
             self.in_daemon = false;
         }
     }
@@ -1001,7 +1077,7 @@ impl Kernel {
     /// End of the trace: let the policy finish, take a last sample, and build
     /// the per-process totals.
     pub fn finish(&mut self) -> Vec<ProcessStats> {
-        self.with_policy(|p, k| p.finish(k));
+        self.for_each_policy(|p, k| p.finish(k));
         self.sample();
         let dropped = [self.timeline.warning("timeline"), self.plan.warning("executed plan")];
         self.notes.extend(dropped.into_iter().flatten());
@@ -1154,7 +1230,10 @@ impl PageTable for Kernel {
         }
         if self.policy_wants_walks {
             let w = Walk { pid: a.pid, cpu: a.cpu, addr: a.addr, write: a.write, size, pmd_a_was_set: leaf.was(PMD_A), pud_a_was_set: leaf.was(PUD_A) };
-            self.with_policy(|p, k| p.on_walk(k, &w));
+            for j in 0..self.walkers.len() {
+                let i = self.walkers[j];
+                self.with_policy(i, |p, k| p.on_walk(k, &w));
+            }
         }
     }
 
@@ -1207,10 +1286,10 @@ impl PageTable for Kernel {
         }
         if let Some((p, s, l)) = crate::trace::parse_free_label(label) {
             self.free_range(p, s, l);
-            self.with_policy(|pol, k| pol.on_free(k, p, s, l));
+            self.for_each_policy(|pol, k| pol.on_free(k, p, s, l));
             return;
         }
         self.last_marker = Some(label.to_string());
-        self.with_policy(|p, k| p.on_progress(k, label));
+        self.for_each_policy(|p, k| p.on_progress(k, label));
     }
 }
