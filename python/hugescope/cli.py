@@ -496,7 +496,8 @@ def cmd_workloads(a) -> int:
 
 
 def cmd_policies(a) -> int:
-    t = Table(title="policies (parameters: --policy NAME:key=value,...; see docs/policies.md)")
+    t = Table(title="policies (parameters: --policy NAME:key=value,...; several on one kernel: "
+                  "--policy A:k=v+B; see docs/policies.md)")
     t.add_column("name")
     t.add_column("what it does")
     for n, d in api.policies().items():

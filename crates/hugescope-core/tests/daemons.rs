@@ -233,3 +233,31 @@ fn spec_syntax_combines_policies_and_keeps_plus_in_values() {
     assert!(e("linux+nosuch").contains("unknown policy 'nosuch' in 'linux+nosuch'"), "{}", e("linux+nosuch"));
     assert!(e("+linux").contains("empty policy name in '+linux'"), "{}", e("+linux"));
 }
+
+proptest::proptest! {
+    /// Distinct registered policies with values that may hold '+' (but never
+    /// '+' followed by a policy name: digits and '.e' only) parse back into
+    /// exactly those parts, in order; arbitrary text never panics.
+    #[test]
+    fn spec_parts_roundtrip(
+        picks in proptest::sample::subsequence((0..policy::REGISTRY.len()).collect::<Vec<_>>(), 1..4),
+        vals in proptest::collection::vec("[0-9.e+]{1,6}", 4),
+        order in proptest::bool::ANY,
+        junk in "[a-z:=,+ ]{0,24}",
+    ) {
+        let _ = PolicySpec::parse(&junk);
+        let mut picks = picks;
+        if order {
+            picks.reverse();
+        }
+        let parts: Vec<(String, String)> = picks.iter().zip(&vals).map(|(&i, v)| (policy::REGISTRY[i].0.to_string(), v.clone())).collect();
+        let text = parts.iter().map(|(n, v)| format!("{n}:k={v}")).collect::<Vec<_>>().join("+");
+        let s = PolicySpec::parse(&text).unwrap();
+        proptest::prop_assert_eq!(s.parts.len(), parts.len());
+        for (p, (n, v)) in s.parts.iter().zip(&parts) {
+            proptest::prop_assert_eq!(&p.name, n);
+            proptest::prop_assert_eq!(&p.params, &vec![("k".to_string(), v.clone())]);
+        }
+        proptest::prop_assert_eq!(s.name, parts.iter().map(|p| p.0.as_str()).collect::<Vec<_>>().join("+"));
+    }
+}

@@ -2,6 +2,11 @@
 //! policy is one file; adding one means writing that file and adding one line
 //! to `REGISTRY` below, nothing else.
 //!
+//! Several policies may share one kernel (`Kernel::new_multi`, spec
+//! `a+b`): faults go to them in order until one answers other than `Base`,
+//! timers back to the policy that scheduled them (ids are per policy), every
+//! other hook to each policy (walks only to those that want them).
+//!
 //! Hooks (all optional):
 //! - `init`: read the address spaces, schedule daemons (`Kernel::schedule_in`);
 //! - `on_fault`: first touch of a base page: map a base page or a huge page;
