@@ -128,7 +128,6 @@ pub struct Kernel {
     /// Indices of the policies that want walk events (precomputed: the walk
     /// path loops over these only, and not at all if none wants them).
     walkers: Vec<usize>,
-    policy_wants_walks: bool,
     /// The policy whose callback is running (records its plan entries).
     acting: Option<usize>,
     /// Work done from a timer runs on another core (a daemon): async cost.
@@ -249,7 +248,6 @@ impl Kernel {
         let timeline_cap = ((1usize << 22) / (4 + 2 * spaces.len())).clamp(64, MAX_TIMELINE_SAMPLES);
         let names: Vec<&'static str> = policies.iter().map(|p| p.name()).collect();
         let walkers: Vec<usize> = policies.iter().enumerate().filter(|(_, p)| p.wants_walks()).map(|(i, _)| i).collect();
-        let policy_wants_walks = !walkers.is_empty();
         let mut k = Kernel {
             geo,
             shape,
@@ -266,7 +264,6 @@ impl Kernel {
             policies: policies.into_iter().map(Some).collect(),
             names,
             walkers,
-            policy_wants_walks,
             acting: None,
             in_daemon: false,
             in_setup: false,
@@ -1228,7 +1225,7 @@ impl PageTable for Kernel {
         if self.pcc_cfg.is_some() {
             self.feed_pcc(a, leaf);
         }
-        if self.policy_wants_walks {
+        if !self.walkers.is_empty() {
             let w = Walk { pid: a.pid, cpu: a.cpu, addr: a.addr, write: a.write, size, pmd_a_was_set: leaf.was(PMD_A), pud_a_was_set: leaf.was(PUD_A) };
             for j in 0..self.walkers.len() {
                 let i = self.walkers[j];
