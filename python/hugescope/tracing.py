@@ -230,5 +230,9 @@ def import_trace(fmt: str, path: str, output: str, skip: int = 0, record: Option
 
 def region_kind(header: Dict, name: str) -> Optional[str]:
     """The kind (heap, stack, anon, file, data, bss, code) of a region of a
-    traced program, from the header's ``params.region_kinds``."""
-    return (header.get("params", {}).get("region_kinds") or {}).get(name)
+    trace, from the region's ``kind`` field (absent means ``anon``); None for a
+    name the header does not list."""
+    for r in header.get("regions", []):
+        if r.get("name") == name:
+            return r.get("kind", "anon")
+    return None

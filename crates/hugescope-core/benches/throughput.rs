@@ -32,7 +32,7 @@ fn bench(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gups.hst");
     let mut h = TraceHeader::new("gups");
-    h.regions.push(Region { name: "table".into(), base: BASE, len: FOOTPRINT, pid: 0, hugepage_advised: false });
+    h.regions.push(Region::new("table", BASE, FOOTPRINT));
     let mut w = HstWriter::create(&path, &h).unwrap();
     for &a in &stream {
         w.write(a).unwrap();

@@ -555,7 +555,7 @@ mod tests {
     fn header(regions: &[(&str, u64, u64)]) -> TraceHeader {
         let mut h = TraceHeader::new("test");
         for &(name, base, len) in regions {
-            h.regions.push(Region { name: name.into(), base, len, pid: 0, hugepage_advised: false });
+            h.regions.push(Region::new(name, base, len));
         }
         h
     }

@@ -22,7 +22,7 @@ fn every_pass_stops_on_request_and_runs_again_after() {
     let d = tempfile::tempdir().unwrap();
     let p = d.path().join("t.hst");
     let mut h = TraceHeader::new("cancel");
-    h.regions.push(Region { name: "r".into(), base: 0x7e00_0000_0000, len: 16 << 20, pid: 0, hugepage_advised: false });
+    h.regions.push(Region::new("r", 0x7e00_0000_0000, 16 << 20));
     let mut w = HstWriter::create(&p, &h).unwrap();
     for a in accesses(3000, 5) {
         w.write(Access { addr: 0x7e00_0000_0000 + (a.addr & 0xff_ffff), cpu: 0, pid: 0, ..a }).unwrap();

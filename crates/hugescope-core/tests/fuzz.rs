@@ -47,7 +47,7 @@ fn seed_file() -> Vec<u8> {
             h.processes = 2;
             h.accesses_per_second = Some(1e8);
             h.process_names = vec!["a".into(), "b".into()];
-            h.regions.push(Region { name: "r".into(), base: 1 << 30, len: 1 << 22, pid: 1, hugepage_advised: true });
+            h.regions.push(Region { pid: 1, hugepage_advised: true, ..Region::new("r", 1 << 30, 1 << 22) });
             let mut w = HstWriter::create(&p, &h).unwrap().with_chunk_records(100);
             for (i, a) in accesses(350, 9).into_iter().enumerate() {
                 if i % 120 == 0 {

@@ -202,7 +202,8 @@ fn runtime_records_convert() {
     assert_eq!(h.cpus, 2);
     let names: Vec<(&str, u64)> = h.regions.iter().map(|r| (r.name.as_str(), r.len)).collect();
     assert_eq!(names, [("data:prog", 0x1000), ("bss:prog", 0x2000), ("anon:0x7ffff3c00000", 0x200000)]);
-    assert_eq!(h.params["region_kinds"]["bss:prog"], "bss");
+    assert_eq!(h.regions[1].kind, hugescope_core::trace::RegionKind::Bss);
+    assert_eq!(h.regions[2].kind, hugescope_core::trace::RegionKind::Anon);
 
     // A record of a thread the metadata does not list, a cut record, a wrong magic.
     std::fs::write(&metap, "# threads 1\n# maps\n").unwrap();

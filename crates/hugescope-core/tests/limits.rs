@@ -21,7 +21,7 @@ const BASE: u64 = 0x7e00_0000_0000;
 fn small_trace(dir: &Path, n: u64) -> std::path::PathBuf {
     let p = dir.join("small.hst");
     let mut h = TraceHeader::new("limits");
-    h.regions.push(Region { name: "data".into(), base: BASE, len: 8 << 20, pid: 0, hugepage_advised: false });
+    h.regions.push(Region::new("data", BASE, 8 << 20));
     let mut w = HstWriter::create(&p, &h).unwrap();
     for i in 0..n {
         w.write(Access::read(BASE + (i * 4096 * 7) % (8 << 20))).unwrap();

@@ -21,7 +21,7 @@ use common::{BASE, MB2};
 fn header(len: u64, pids: u16) -> TraceHeader {
     let mut h = TraceHeader::new("synthetic");
     for p in 0..pids {
-        h.regions.push(Region { name: format!("data{p}"), base: BASE, len, pid: p, hugepage_advised: false });
+        h.regions.push(Region { pid: p, ..Region::new(format!("data{p}"), BASE, len) });
     }
     h.processes = pids as u32;
     h

@@ -581,7 +581,7 @@ mod tests {
 
     #[test]
     fn all_entries_cover_every_region() {
-        let r = |name: &str, base: u64, len: u64| Region { name: name.into(), base, len, pid: 0, hugepage_advised: false };
+        let r = |name: &str, base: u64, len: u64| Region::new(name, base, len);
         let e = all_entries(&[r("a", 1 << 44, 4 * PMD_SIZE), r("b", (1 << 44) + 4 * PMD_SIZE, 4096)]);
         assert_eq!(e.len(), 2);
         assert_eq!(e[0].length, 4 * PMD_SIZE);

@@ -43,7 +43,7 @@ impl Layout {
         let end = len.and_then(|l| base.checked_add(l));
         match (len, end) {
             (Some(len), Some(end)) if end <= LIMIT => {
-                self.regions.push(Region { name, base, len, pid: 0, hugepage_advised: false });
+                self.regions.push(Region::new(name, base, len));
                 Ok(())
             }
             _ => Err(Error::input(format!(

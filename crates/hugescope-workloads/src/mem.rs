@@ -476,7 +476,7 @@ mod tests {
     use super::*;
 
     fn region(name: &str, base: u64, len: u64) -> Region {
-        Region { name: name.into(), base, len, pid: 0, hugepage_advised: false }
+        Region::new(name, base, len)
     }
 
     #[test]

@@ -291,7 +291,7 @@ mod tests {
     fn declared_and_inferred_vmas() {
         let g = shape();
         let mut a = AddressSpace::new(0, "p".into());
-        a.add_region(&Region { name: "x".into(), base: 0x4000_0000, len: 3 << 20, pid: 0, hugepage_advised: false }, &g);
+        a.add_region(&Region::new("x", 0x4000_0000, 3 << 20), &g);
         let i = a.vma_index(0x4000_0000 + 5, &g);
         assert_eq!(a.vmas[i].name, "x");
         assert_eq!(a.vmas[i].pfn.len(), 768);
@@ -314,7 +314,7 @@ mod tests {
     fn coverage_bits_count_and_clear_unaligned_ranges() {
         let g = shape();
         let mut a = AddressSpace::new(0, "p".into());
-        a.add_region(&Region { name: "x".into(), base: 0x4000_0000, len: 3 << 20, pid: 0, hugepage_advised: false }, &g);
+        a.add_region(&Region::new("x", 0x4000_0000, 3 << 20), &g);
         let v = &mut a.vmas[0];
         assert!(v.cov.is_empty());
         for pi in [0usize, 5, 63, 64, 100, 511, 512, 700] {

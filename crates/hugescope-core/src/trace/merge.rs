@@ -214,7 +214,7 @@ mod tests {
 
     fn write(path: &std::path::Path, name: &str, base: u64, n: u64, free_at: u64) {
         let mut h = TraceHeader::new(name);
-        h.regions.push(Region { name: "data".into(), base, len: 1 << 21, pid: 0, hugepage_advised: false });
+        h.regions.push(Region::new("data", base, 1 << 21));
         h.accesses_per_second = Some(100.0);
         let mut w = HstWriter::create(path, &h).unwrap().with_chunk_records(3);
         w.mark("start");

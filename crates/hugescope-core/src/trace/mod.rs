@@ -100,9 +100,81 @@ pub struct Region {
     /// The application asked for huge pages here (madvise(MADV_HUGEPAGE)).
     #[serde(default)]
     pub hugepage_advised: bool,
+    /// What kind of memory this is (anonymous heap data, a thread stack, BSS, a
+    /// file mapping, code). Direct segments cover only anonymous read-write
+    /// memory, and classify the misses outside the segment by this kind
+    /// (Basu et al. ISCA'13 §3, Table 5). Absent in a header = `anon`.
+    #[serde(default, skip_serializing_if = "RegionKind::is_anon")]
+    pub kind: RegionKind,
+    /// The allocation asked to stay out of the primary region (the opt-out flag
+    /// of direct segments' default placement, ISCA'13 §4.1). Paged, always.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub segment_opt_out: bool,
+}
+
+/// The kind of memory a region holds, as `/proc/PID/maps` would show it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RegionKind {
+    /// Anonymous read-write memory: large mallocs, `mmap(MAP_ANONYMOUS)`.
+    #[default]
+    Anon,
+    /// The brk heap.
+    Heap,
+    /// A thread stack (with its guard page).
+    Stack,
+    /// Zero-initialised globals that follow a binary's data segment.
+    Bss,
+    /// Initialised writable data of a binary (`.data`, relro).
+    Data,
+    /// A mapped file (read-only data, a memory-mapped table or log).
+    File,
+    /// Executable text.
+    Code,
+}
+
+impl RegionKind {
+    pub const ALL: [RegionKind; 7] =
+        [RegionKind::Anon, RegionKind::Heap, RegionKind::Stack, RegionKind::Bss, RegionKind::Data, RegionKind::File, RegionKind::Code];
+
+    pub fn is_anon(&self) -> bool {
+        *self == RegionKind::Anon
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            RegionKind::Anon => "anon",
+            RegionKind::Heap => "heap",
+            RegionKind::Stack => "stack",
+            RegionKind::Bss => "bss",
+            RegionKind::Data => "data",
+            RegionKind::File => "file",
+            RegionKind::Code => "code",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<RegionKind> {
+        RegionKind::ALL.into_iter().find(|k| k.name() == s)
+    }
+
+    /// Anonymous read-write memory that is not a stack: what the primary region
+    /// of a direct segment holds by default (opt-out placement, ISCA'13 §4.1).
+    pub fn is_primary_candidate(self) -> bool {
+        matches!(self, RegionKind::Anon | RegionKind::Heap)
+    }
 }
 
 impl Region {
+    /// An anonymous region of process 0 with no flags set.
+    pub fn new(name: impl Into<String>, base: u64, len: u64) -> Region {
+        Region { name: name.into(), base, len, pid: 0, hugepage_advised: false, kind: RegionKind::Anon, segment_opt_out: false }
+    }
+
+    pub fn with_kind(mut self, kind: RegionKind) -> Region {
+        self.kind = kind;
+        self
+    }
+
     pub fn end(&self) -> u64 {
         self.base + self.len
     }

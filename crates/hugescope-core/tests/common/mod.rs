@@ -17,7 +17,7 @@ pub const MB2: u64 = 2 << 20;
 /// One declared region of `len` bytes at `BASE` in pid 0.
 pub fn header(len: u64, advised: bool) -> TraceHeader {
     let mut h = TraceHeader::new("synthetic");
-    h.regions.push(Region { name: "data".into(), base: BASE, len, pid: 0, hugepage_advised: advised });
+    h.regions.push(Region { hugepage_advised: advised, ..Region::new("data", BASE, len) });
     h
 }
 

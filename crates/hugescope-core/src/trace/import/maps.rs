@@ -16,10 +16,9 @@
 //!
 //! `FILE` is the file's base name; a name used twice gets `#2`, `#3`, ...
 //! Kernel pages (`[vdso]`, `[vvar]`, `[vsyscall]`) are left out: a program
-//! cannot place data there. The kind of every region is also kept in the
-//! header's `params.region_kinds`.
+//! cannot place data there. The kind is the region's `kind` field.
 
-use crate::trace::Region;
+use crate::trace::{Region, RegionKind};
 use std::collections::HashMap;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -96,7 +95,7 @@ fn subtract(e: &MapEntry, holes: &[(u64, u64)]) -> Vec<MapEntry> {
 /// mapping of an earlier snapshot is kept when it overlaps nothing already
 /// taken (an array freed before exit still gets its name). `holes` are left
 /// out. Returns the regions, sorted by address, and the kind of each.
-pub fn regions(snapshots: &[Vec<MapEntry>], holes: &[(u64, u64)]) -> (Vec<Region>, Vec<&'static str>) {
+pub fn regions(snapshots: &[Vec<MapEntry>], holes: &[(u64, u64)]) -> Vec<Region> {
     // (mapping, kind, the file it belongs to)
     let mut taken: Vec<(MapEntry, &'static str, String)> = Vec::new();
     for snap in snapshots.iter().rev() {
@@ -120,7 +119,6 @@ pub fn regions(snapshots: &[Vec<MapEntry>], holes: &[(u64, u64)]) -> (Vec<Region
     taken.sort_by_key(|(e, _, _)| e.start);
     let mut used: HashMap<String, u32> = HashMap::new();
     let mut out = Vec::with_capacity(taken.len());
-    let mut kinds = Vec::with_capacity(taken.len());
     for (e, k, owner) in taken {
         let file = owner.rsplit('/').next().unwrap_or("");
         let base = match k {
@@ -132,10 +130,9 @@ pub fn regions(snapshots: &[Vec<MapEntry>], holes: &[(u64, u64)]) -> (Vec<Region
         let n = used.entry(base.clone()).or_insert(0);
         *n += 1;
         let name = if *n == 1 { base } else { format!("{base}#{n}") };
-        out.push(Region { name, base: e.start, len: e.end - e.start, pid: 0, hugepage_advised: false });
-        kinds.push(k);
+        out.push(Region::new(name, e.start, e.end - e.start).with_kind(RegionKind::parse(k).unwrap_or_default()));
     }
-    (out, kinds)
+    out
 }
 
 #[cfg(test)]
@@ -159,7 +156,8 @@ mod tests {
 
     #[test]
     fn names_and_kinds() {
-        let (r, k) = regions(&[snap(MAPS)], &[]);
+        let r = regions(&[snap(MAPS)], &[]);
+        let k: Vec<&str> = r.iter().map(|r| r.kind.name()).collect();
         let names: Vec<&str> = r.iter().map(|r| r.name.as_str()).collect();
         assert_eq!(names, ["file:prog", "code:prog", "data:prog", "bss:prog", "heap", "anon:0x7ffff3c00000", "stack"]);
         assert_eq!(k, ["file", "code", "data", "bss", "heap", "anon", "stack"]);
@@ -169,7 +167,7 @@ mod tests {
     #[test]
     fn buffers_are_cut_out_and_old_snapshots_fill_gaps() {
         let old = snap("7fff00000000-7fff00100000 rw-p 00000000 00:00 0\n");
-        let (r, _) = regions(&[old, snap(MAPS)], &[(0x7ffff3c00000, 0x7ffff3e00000)]);
+        let r = regions(&[old, snap(MAPS)], &[(0x7ffff3c00000, 0x7ffff3e00000)]);
         let anon: Vec<(u64, u64)> = r.iter().filter(|r| r.name.starts_with("anon")).map(|r| (r.base, r.len)).collect();
         assert_eq!(anon, [(0x7fff00000000, 0x100000), (0x7ffff3e00000, (64 << 20) - (2 << 20))]);
     }

@@ -69,14 +69,11 @@ pub fn decode(r: u64) -> Access {
 }
 
 /// Convert the runtime's record file `raw` and metadata `meta` into a trace.
-/// `header` gives the workload name and parameters; regions, their kinds and
-/// the cpu count are filled in here.
+/// `header` gives the workload name and parameters; regions (with their kinds)
+/// and the cpu count are filled in here.
 pub fn convert(raw: &Path, meta: &Path, output: &Path, mut header: TraceHeader) -> Result<TraceSummary> {
     let m = read_meta(meta)?;
-    let (regions, kinds) = maps::regions(&m.snapshots, &m.buffers);
-    let kinds_map: serde_json::Map<String, serde_json::Value> =
-        regions.iter().zip(&kinds).map(|(r, k)| (r.name.clone(), serde_json::Value::from(*k))).collect();
-    header.params.insert("region_kinds".into(), kinds_map.into());
+    let regions = maps::regions(&m.snapshots, &m.buffers);
     if let Some(seen) = m.seen {
         header.params.insert("accesses_seen".into(), seen.into());
     }
