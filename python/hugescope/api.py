@@ -7,6 +7,7 @@ import os
 from typing import Iterable, Optional
 
 from . import _core, units
+from .config import os_overrides, source_args
 from .results import SimResult
 
 
@@ -16,27 +17,18 @@ def _overrides(set: Optional[Iterable[str]], what: str = "set") -> list:
     return [str(s) for s in (set or [])]
 
 
-def _machine(preset: Optional[str], config: Optional[str]) -> tuple:
-    """(preset, config) with the name "calibrated" resolved to the file
-    `hugescope calibrate` saved for this machine."""
-    from .calibrate import machine_args
-
-    m = machine_args(preset, None if config is None else os.fspath(config))
-    return m["preset"], m["config"]
-
-
-def machine_config(preset: Optional[str] = None, config: Optional[str] = None, set: Optional[Iterable[str]] = None) -> dict:
-    """The resolved machine configuration: ``preset``, then the TOML file
-    ``config`` merged on top, then ``key=value`` overrides from ``set``."""
-    preset, config = _machine(preset, config)
-    return json.loads(_core.machine_config(preset, _path(config), _overrides(set)))
+def machine_config(preset: Optional[str] = None, config=None, set: Optional[Iterable[str]] = None) -> dict:
+    """The resolved machine configuration: ``preset``, then the TOML or JSON
+    file ``config`` (or a ``Config``) merged on top, then ``key=value``
+    overrides from ``set``."""
+    return json.loads(_core.machine_config(overrides=_overrides(set), **source_args(preset, _path(config, "config"))))
 
 
 def simulate(
     trace: str,
     preset: Optional[str] = None,
     pages: Optional[str] = None,
-    config: Optional[str] = None,
+    config=None,
     set: Optional[Iterable[str]] = None,
     policy: Optional[str] = None,
     **os_options,
@@ -48,53 +40,69 @@ def simulate(
     ``{start, length, page_size}``; the rest stays in base pages).
 
     With ``policy`` (``"linux"``, ``"ideal"``, ``"linux:enabled=madvise"``,
-    ``"static:plan=p.json"``, ...): the OS model runs the policy, with ``base``
-    simulated on the same pass for ``speedup_vs_base``. OS options (keywords):
-    ``memory``, ``frag``, ``frag_method`` ("pcc" or "ingens"), ``budget``,
-    ``footprint``, ``duration``, ``rate``, ``seed``, ``os_costs``,
+    ``"static:plan=p.json"``, ...), or a ``config`` (file or ``Config``) with
+    ``[[policy]]`` entries: the OS model runs the policy, with ``base``
+    simulated on the same pass for ``speedup_vs_base``. OS options (keywords,
+    each setting the ``[os]`` key of the same name): ``memory``, ``frag``,
+    ``frag_method`` ("pcc" or "ingens"), ``budget``, ``footprint``,
+    ``duration``, ``rate``, ``seed``, ``os_costs`` (``["COST=US", ...]``),
     ``sample_every``.
 
     Cycle and speedup figures are estimates of the cost model.
     """
-    preset, config = _machine(preset, config)
+    src = source_args(preset, _path(config, "config"))
+    if policy is None and pages is None and _config_policies(src, set):
+        return compare(trace, [], preset=preset, config=config, set=set, **os_options)[0]
     if policy is None:
         given = sorted(k for k, v in os_options.items() if v is not None)
         if given:
             raise _core.HugescopeError(f"OS options {', '.join(given)} have no effect without a policy "
                                        "(the OS model runs only with one)")
-        text = _core.simulate_static(_trace(trace), preset, _path(config), _overrides(set), str(pages or "4k"))
+        text = _core.simulate_static(_trace(trace), overrides=_overrides(set), pages=str(pages or "4k"), **src)
         return SimResult(json.loads(text))
     if pages is not None:
         raise _core.HugescopeError("pages= is a static map; with a policy use policy='static:plan=FILE'")
     return compare(trace, [policy], preset=preset, config=config, set=set, **os_options)[0]
 
 
+def _config_policies(src: dict, set) -> list:
+    """The ``[[policy]]`` entries of a configuration (empty without a file)."""
+    if src["config"] is None and src["config_text"] is None:
+        return []
+    return json.loads(_core.resolve_config(overrides=_overrides(set), **src))["policy"]
+
+
 def compare(
     trace: str,
-    policies: Iterable[str],
+    policies: Optional[Iterable[str]] = None,
     preset: Optional[str] = None,
-    config: Optional[str] = None,
+    config=None,
     set: Optional[Iterable[str]] = None,
     with_base: bool = True,
     **os_options,
 ) -> list:
     """Simulate several policies over one decoding pass of ``trace``.
     Returns one ``SimResult`` per policy, each with its estimated speedup over
-    ``base`` on the same accesses."""
-    preset, config = _machine(preset, config)
+    ``base`` on the same accesses. ``policies`` replace the ``[[policy]]``
+    entries of ``config`` (a file or ``Config``); without them the file's run."""
+    src = source_args(preset, _path(config, "config"))
     if isinstance(policies, (str, bytes)):
         policies = [policies]
+    if policies is None:
+        policies = []
     if not hasattr(policies, "__iter__"):
         raise _core.HugescopeError(f"policies: expected a list of policy names, not {policies!r}")
     policies = [str(p) for p in policies]
-    if not policies:
-        raise _core.HugescopeError("policies: empty list")
+    if not policies and not _config_policies(src, set):
+        raise _core.HugescopeError("policies: empty list (and no [[policy]] entries in a configuration)")
     known = {"memory", "frag", "frag_method", "budget", "footprint", "duration", "rate", "seed", "os_costs",
              "sample_every"}
     unknown = sorted(k for k in os_options if k not in known)  # (`set` is a parameter here)
     if unknown:
         raise _core.HugescopeError(f"unknown OS option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
     opts = {k: v for k, v in os_options.items() if v is not None}
+    # Flag-style checks kept from before the keywords became [os] keys: they
+    # name the keyword and accept "4%"; the core checks the key again.
     if "budget" in opts:
         opts["budget"] = _share(opts["budget"], "budget")
     if "frag" in opts:
@@ -109,13 +117,8 @@ def compare(
         opts["seed"] = units.check_int(opts["seed"], "seed")
     if "sample_every" in opts:
         opts["sample_every"] = units.check_int(opts["sample_every"], "sample_every", 1)
-    for k in ("memory", "footprint"):
-        if opts.get(k) is not None:
-            opts[k] = str(opts[k])
-    if "os_costs" in opts:
-        opts["os_costs"] = _overrides(opts["os_costs"])
-    text = _core.simulate_policies(_trace(trace), policies, preset, _path(config), _overrides(set),
-                                   with_base=with_base, **opts)
+    overrides = _overrides(set) + os_overrides(opts)
+    text = _core.simulate_policies(_trace(trace), policies, overrides=overrides, with_base=with_base, **src)
     return [SimResult(d) for d in json.loads(text)]
 
 
@@ -152,8 +155,10 @@ def _trace(p) -> str:
 
 
 def _path(p, what: str = "path"):
-    if p is None:
-        return None
+    from .config import Config
+
+    if p is None or (isinstance(p, Config) and what == "config"):
+        return p
     if not isinstance(p, (str, os.PathLike)):
         raise _core.HugescopeError(f"{what}: expected a file path, not {p!r}")
     return os.fspath(p)

@@ -55,9 +55,10 @@ seed_arg = units.int_arg("--seed")
 def _add_machine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", help=f"machine preset ({', '.join(_core.presets())}, or 'calibrated' after "
                                     "'hugescope calibrate'); default haswell-pcc")
-    p.add_argument("--config", metavar="TOML", help="TOML file merged over the preset")
+    p.add_argument("--config", metavar="FILE", help="TOML or JSON configuration merged over the preset "
+                                                  "([machine], [os], [[policy]]; see docs/configuration.md)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override one configuration value, e.g. l2.4k+2m.entries=1536 (repeatable)")
+                   help="override one configuration value, e.g. l2.4k+2m.entries=1536 or os.budget=4%% (repeatable)")
 
 
 def _fmt(n) -> str:
@@ -168,12 +169,16 @@ def check_outputs(outputs, inputs) -> None:
 
 
 def cmd_simulate(a) -> int:
+    # A configuration file's [[policy]] entries run when no --policy is given
+    # (`simulate --config run.toml` reproduces a run given by flags).
+    file_policies = [] if a.policy or not a.config else api._config_policies(
+        config_source(a), a.set)
     # Options of the OS model, which runs only with --policy: without one they
     # would have no effect (they used to switch silently to the linux policy).
     os_only = {"--frag": a.frag, "--frag-method": a.frag_method, "--budget": a.budget, "--memory": a.memory,
                "--footprint": a.footprint, "--duration": a.duration, "--rate": a.rate, "--seed": a.seed,
                "--os": a.os or None, "--no-base": a.no_base or None, "--emit-plan": a.emit_plan}
-    if not a.policy:
+    if not a.policy and not file_policies:
         given = [k for k, v in os_only.items() if v is not None]
         if given:
             raise CliError(f"{given[0]} applies to the OS model, which runs only with a policy; "
@@ -185,7 +190,7 @@ def cmd_simulate(a) -> int:
             raise CliError(f"--frag-method '{a.frag_method}' has no effect without --frag")
         if a.frag is None and a.seed is not None:
             raise CliError("--seed seeds the fragmentation injector; it has no effect without --frag")
-        if a.emit_plan and len(a.policy) != 1:
+        if a.emit_plan and len(a.policy or file_policies) != 1:
             raise CliError("--emit-plan needs exactly one --policy")
         if a.duration is not None and a.rate is not None:
             raise CliError("--duration and --rate both set the virtual time base "
@@ -195,10 +200,11 @@ def cmd_simulate(a) -> int:
     if a.budget is not None:
         a.budget = api._share(a.budget, "--budget")
     inputs = [a.trace] + _machine_inputs(a) + policy_inputs(a.policy)
+    inputs += [p["plan"] for p in file_policies if isinstance(p.get("plan"), str)]
     if a.pages and a.pages.lower() not in ("4k", "2m", "1g"):
         inputs.append(a.pages)
     check_outputs([(a.json, "json"), (a.emit_plan, "json")], inputs)
-    if not a.policy:
+    if not a.policy and not file_policies:
         r = api.simulate(a.trace, preset=a.preset, pages=a.pages or "4k", config=a.config, set=a.set)
         if a.json:
             write_json(a.json, r.to_dict(), inputs=inputs)
@@ -506,6 +512,38 @@ def cmd_policies(a) -> int:
     return 0
 
 
+def config_source(a) -> dict:
+    """The core's source arguments for --preset and --config."""
+    from .config import source_args
+    return source_args(a.preset, a.config)
+
+
+def cmd_config(a) -> int:
+    """Print the resolved configuration (TOML, or JSON with --json), or the
+    OS keys with --keys. The TOML printed is a valid --config file."""
+    from .config import knobs
+    from .config import load as load_config
+
+    if a.keys:
+        if a.json:
+            print(json.dumps(knobs(), indent=2))
+            return 0
+        t = Table(title=escape("[os] keys (--set os.KEY=VALUE; defaults and ranges from the core's declarations)"))
+        for c in ("key", "type", "unit", "default", "range", "meaning"):
+            t.add_column(c)
+        for k in knobs():
+            default = f"auto: {k['auto']}" if k["default"] is None else str(k["default"])
+            t.add_row(k["name"], k["type"], k["unit"], default, k["range"], k["help"])
+        console.print(t)
+        return 0
+    cfg = load_config(preset=a.preset, file=a.config, set=a.set, policies=a.policy)
+    if a.json:
+        print(json.dumps(cfg.to_dict(), indent=2))
+    else:
+        print(cfg.to_toml(), end="")
+    return 0
+
+
 def cmd_presets(a) -> int:
     if a.name:
         print(json.dumps(api.machine_config(a.name), indent=2))
@@ -610,6 +648,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     w = sub.add_parser("workloads", help="list built-in workloads and their parameters")
     w.set_defaults(func=cmd_workloads)
+
+    cf = sub.add_parser("config", help="print the resolved configuration (machine, os, policies) as TOML or JSON")
+    _add_machine_args(cf)
+    cf.add_argument("--policy", action="append", default=[], metavar="NAME[:k=v,...]",
+                    help="a policy to run (repeatable; replaces the file's [[policy]] entries)")
+    cf.add_argument("--json", action="store_true", help="print JSON instead of TOML")
+    cf.add_argument("--keys", action="store_true", help="list the [os] keys: type, unit, default, range, meaning")
+    cf.set_defaults(func=cmd_config)
 
     pr = sub.add_parser("presets", help="list machine presets, or print one")
     pr.add_argument("name", nargs="?")

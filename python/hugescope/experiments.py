@@ -30,6 +30,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 from . import _core
 from ._core import HugescopeError
 from ._io import check_output, write_atomic, write_json
+from .config import os_overrides, source_args
 from .results import SimResult
 from .units import U64_MAX, check_float, check_int
 
@@ -76,13 +77,11 @@ def _check_common(common: Dict[str, Any]) -> Dict[str, Any]:
     if unknown:
         raise HugescopeError(f"unknown option(s) {', '.join(unknown)}; known: {', '.join(COMMON_OPTIONS)}")
     out = {k: v for k, v in common.items() if v is not None}
-    if out.get("preset") == "calibrated":
-        from .calibrate import machine_args
-
-        m = machine_args("calibrated", out.pop("config", None))
-        out["preset"], out["config"] = m["preset"], m["config"]
-        if out["preset"] is None:
-            del out["preset"]
+    # The machine source: a preset, a file or a Config object (whose JSON
+    # the core reads), with "calibrated" resolved to its saved file.
+    if "preset" in out or "config" in out:
+        src = source_args(out.pop("preset", None), out.pop("config", None))
+        out.update({k: v for k, v in src.items() if v is not None})
     if "set" in out:
         out["overrides"] = out.pop("set")
     if "os_costs" in out:
@@ -103,6 +102,15 @@ def _check_common(common: Dict[str, Any]) -> Dict[str, Any]:
         out["sample_every"] = check_int(out["sample_every"], "sample_every", 1)
     if "threads" in out:
         out["threads"] = check_int(out["threads"], "threads", 1, MAX_THREADS)
+    return out
+
+
+def _core_args(opts: Dict[str, Any]) -> Dict[str, Any]:
+    """The checked common options as the core's configuration arguments:
+    the machine source and one list of overrides, the OS options becoming
+    ``os.KEY=VALUE`` (the same keys as a file's ``[os]``)."""
+    out = {k: opts[k] for k in ("preset", "config", "config_text") if k in opts}
+    out["overrides"] = list(opts.get("overrides", [])) + os_overrides(opts)
     return out
 
 
@@ -131,10 +139,11 @@ def _fingerprint(path: str, configs: List[Dict[str, Any]], opts: Dict[str, Any])
     with open(path, "rb") as f:
         f.seek(max(0, size - 65536))
         h.update(f.read())
-    machine = json.loads(_core.machine_config(opts.get("preset"), opts.get("config"), opts.get("overrides", [])))
-    os_opts = {k: v for k, v in sorted(opts.items()) if k not in ("preset", "config", "overrides", "threads")}
-    return {"version": _core.version(), "trace": {"size": size, "sha256": h.hexdigest()}, "machine": machine,
-            "os": os_opts, "configs": configs}
+    # The resolved configuration, so an [os] key set in a file counts as
+    # much as one set by a flag.
+    resolved = json.loads(_core.resolve_config(**_core_args(opts)))
+    return {"version": _core.version(), "trace": {"size": size, "sha256": h.hexdigest()},
+            "machine": resolved["machine"], "os": resolved["os"], "configs": configs}
 
 
 def _load_checkpoint(checkpoint: str, fingerprint: Dict[str, Any]) -> Dict[int, Dict[str, Any]]:
@@ -206,7 +215,8 @@ def run_configs(trace, configs: Sequence[Dict[str, Any]], progress: Optional[Cal
         progress(len(done), len(configs))
     for b in range(0, len(todo), BATCH):
         idx = todo[b:b + BATCH]
-        text = _core.run_specs(path, json.dumps([configs[i] for i in idx]), **opts)
+        text = _core.run_specs(path, json.dumps([configs[i] for i in idx]), threads=opts["threads"],
+                               **_core_args(opts))
         for i, d in zip(idx, json.loads(text)):
             done[i] = d
         if checkpoint and len(done) < len(configs):

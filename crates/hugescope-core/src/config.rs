@@ -1,12 +1,16 @@
-//! Machine configuration: page sizes, TLB hierarchy, page-walk caches, radix
-//! walker geometry and cost-model latencies, with presets for the machines of
-//! the papers. Every number is a knob: a preset is the starting point, a TOML
-//! file and `key=value` overrides are merged on top (see `docs/config.md`).
+//! Configuration as data. The machine (page sizes, TLB hierarchy, page-walk
+//! caches, radix walker geometry and cost-model latencies, with presets for
+//! the machines of the papers) and `Config`, the whole configuration of a
+//! run: the machine, the OS (`os::config`) and the policies. A preset is the
+//! starting point; a TOML or JSON file and `key=value` overrides are merged
+//! on top (see `docs/configuration.md`, `docs/config.md`).
 
+use crate::os::config::OsSettings;
+use crate::run::{PolicySpec, RunOptions};
 use crate::units::{fmt_num, page_label, parse_size};
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 
 /// One TLB or page-walk-cache structure.
@@ -190,42 +194,22 @@ impl MachineConfig {
     /// Load: a preset, then a TOML file merged over it, then `key=value`
     /// overrides (dotted keys: `l2.4k+2m.entries=1536`, `cost.walk_ref_cycles=40`).
     /// A TOML file may name its own starting preset with `preset = "..."`.
+    /// (The machine part of `Config::load`, for callers with no OS or policy.)
     pub fn load(preset: Option<&str>, toml_text: Option<&str>, overrides: &[String]) -> Result<MachineConfig> {
-        let mut file_val: Option<Value> = None;
-        let mut file_preset: Option<String> = None;
-        if let Some(text) = toml_text {
-            let t: toml::Value = toml::from_str(text).map_err(|e| Error::config(format!("TOML: {e}")))?;
-            let mut v = serde_json::to_value(t).map_err(|e| Error::config(e.to_string()))?;
-            if let Some(obj) = v.as_object_mut() {
-                if let Some(p) = obj.remove("preset") {
-                    file_preset = Some(p.as_str().ok_or_else(|| Error::config("'preset' must be a string"))?.to_string());
-                }
+        let (file_preset, file_val) = match toml_text {
+            Some(text) => {
+                let v = parse_text(None, text, false)?;
+                let mut obj = match v {
+                    Value::Object(m) => m,
+                    _ => return Err(Error::config("TOML: expected a table")),
+                };
+                (take_preset(&mut obj, "TOML")?, Some(Value::Object(obj)))
             }
-            file_val = Some(v);
-        }
-        let start = preset.map(str::to_string).or(file_preset).unwrap_or_else(|| "haswell-pcc".into());
-        let mut v = serde_json::to_value(MachineConfig::preset(&start)?).expect("config serializes");
-        if let Some(f) = file_val {
-            merge(&mut v, f);
-        }
-        let mut seen: Vec<(&str, &str)> = Vec::with_capacity(overrides.len());
-        for o in overrides {
-            let (key, val) = o
-                .split_once('=')
-                .ok_or_else(|| Error::config(format!("override '{o}' is not key=value")))?;
-            let (key, val) = (key.trim(), val.trim());
-            // `--set k=1 --set k=2`: refuse rather than let the last one win
-            // silently (one of the two is a mistake).
-            if let Some((_, first)) = seen.iter().find(|(k, _)| *k == key) {
-                return Err(Error::config(format!("override {key} given twice ({key}={first} and {key}={val})")));
-            }
-            seen.push((key, val));
-            set_path(&mut v, key, parse_scalar(val))?;
-        }
-        let cfg: MachineConfig =
-            serde_json::from_value(v).map_err(|e| Error::config(format!("invalid machine configuration: {e}")))?;
-        cfg.validate()?;
-        Ok(cfg)
+            None => (None, None),
+        };
+        let overrides = split_overrides(overrides)?;
+        let start = preset.map(str::to_string).or(file_preset).unwrap_or_else(|| DEFAULT_PRESET.into());
+        resolve_machine(&start, file_val, &overrides)
     }
 
     /// Page sizes in bytes, ascending.
@@ -343,6 +327,345 @@ fn check_cache(what: &str, c: &CacheConfig) -> Result<()> {
         return Err(Error::config(format!("{what}: {} entries are not a multiple of {} ways", c.entries, c.ways)));
     }
     Ok(())
+}
+
+/// The preset a configuration starts from when none is named.
+pub const DEFAULT_PRESET: &str = "haswell-pcc";
+
+/// The sections of a configuration file. A file with none of them is a
+/// machine file (the format from before `[os]` and `[[policy]]`), so every
+/// existing `--config` file keeps its meaning.
+pub const SECTIONS: &[&str] = &["machine", "os", "policy"];
+
+/// The content of a configuration file and the name its errors use.
+#[derive(Clone, Copy, Debug)]
+pub struct Source<'a> {
+    pub name: &'a str,
+    pub text: &'a str,
+}
+
+impl Source<'_> {
+    /// JSON by extension or by content (a TOML document cannot start with
+    /// '{'); TOML otherwise.
+    fn is_json(&self) -> bool {
+        self.name.to_ascii_lowercase().ends_with(".json") || self.text.trim_start().starts_with('{')
+    }
+}
+
+/// One `[[policy]]` entry: a registered policy (or several joined by '+',
+/// written as one spec in `name`) with its parameters, validated by the
+/// policy's own parameter getters (`policy::params`) when loaded.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PolicyEntry {
+    pub name: String,
+    /// Sorted by key (a file's tables have no order; the label keeps the
+    /// order a flag was typed in).
+    pub params: Vec<(String, String)>,
+    /// Label in tables and results (`--policy` text as typed, by default).
+    pub label: String,
+}
+
+impl PolicyEntry {
+    /// From `--policy` text (`pcc:entries=64`, `linux:enabled=never+pcc`).
+    pub fn from_spec(text: &str) -> Result<PolicyEntry> {
+        let spec = PolicySpec::parse(text)?;
+        if spec.parts.len() == 1 {
+            let mut params = spec.params.clone();
+            params.sort();
+            Ok(PolicyEntry { name: spec.name, params, label: spec.label })
+        } else {
+            Ok(PolicyEntry { name: text.to_string(), params: Vec::new(), label: spec.label })
+        }
+    }
+
+    /// The label a file entry without `label` gets: `name:k=v,...`.
+    fn default_label(&self) -> String {
+        if self.params.is_empty() {
+            return self.name.clone();
+        }
+        let kv: Vec<String> = self.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        format!("{}:{}", self.name, kv.join(","))
+    }
+
+    /// From a file's `[[policy]]` table (`where_` names it in errors).
+    fn from_table(v: &Value, where_: &str) -> Result<PolicyEntry> {
+        let obj = v.as_object().ok_or_else(|| Error::config(format!("{where_}: expected a table with name = \"POLICY\"")))?;
+        let text = |key: &str| -> Result<Option<String>> {
+            match obj.get(key) {
+                None => Ok(None),
+                Some(Value::String(s)) => Ok(Some(s.clone())),
+                Some(other) => Err(Error::config(format!("{where_}.{key}={other}: expected text"))),
+            }
+        };
+        let name = text("name")?.ok_or_else(|| Error::config(format!("{where_}: no name (name = \"pcc\", ...)")))?;
+        let label = text("label")?;
+        let mut params = Vec::new();
+        for (k, v) in obj.iter().filter(|(k, _)| *k != "name" && *k != "label") {
+            let s = match v {
+                Value::String(s) => s.clone(),
+                Value::Number(n) => n.to_string(),
+                Value::Bool(b) => b.to_string(),
+                other => return Err(Error::config(format!("{where_}.{k}={other}: expected a number, text or boolean"))),
+            };
+            params.push((k.clone(), s));
+        }
+        params.sort();
+        if !params.is_empty() && name.contains([':', '+']) {
+            return Err(Error::config(format!(
+                "{where_}: name '{name}' carries parameters of its own; give them as keys or in the name, not both"
+            )));
+        }
+        let mut e = PolicyEntry { name, params, label: String::new() };
+        e.label = label.unwrap_or_else(|| e.default_label());
+        Ok(e)
+    }
+
+    /// The entry as a `[[policy]]` table; `label` only where a reload would
+    /// not produce it by itself.
+    fn to_json(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("name".into(), Value::from(self.name.clone()));
+        for (k, v) in &self.params {
+            m.insert(k.clone(), Value::from(v.clone()));
+        }
+        if self.label != self.default_label() {
+            m.insert("label".into(), Value::from(self.label.clone()));
+        }
+        Value::Object(m)
+    }
+
+    /// The run spec this entry describes.
+    pub fn spec(&self) -> Result<PolicySpec> {
+        let mut spec = PolicySpec::parse(&self.name)?;
+        if !self.params.is_empty() {
+            spec.params = self.params.clone();
+            spec.parts[0].params = self.params.clone();
+        }
+        spec.label = self.label.clone();
+        Ok(spec)
+    }
+}
+
+/// A whole configuration: the machine, the OS and the policies to run.
+/// Loaded from a preset, a TOML or JSON file (`[machine]`, `[os]`,
+/// `[[policy]]`) and `--set` overrides; written back as TOML or JSON that
+/// loads to the same configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    /// The preset the machine started from.
+    pub preset: String,
+    pub machine: MachineConfig,
+    pub os: OsSettings,
+    pub policies: Vec<PolicyEntry>,
+}
+
+impl Config {
+    /// Resolve a configuration. Precedence, lowest first: the preset
+    /// (`preset`, else the file's `preset`, else `DEFAULT_PRESET`), the
+    /// file, the overrides (`os.KEY=VALUE` for the OS, `KEY=VALUE` or
+    /// `machine.KEY=VALUE` for the machine). `policies` (`--policy` texts),
+    /// when given, replace the file's `[[policy]]` entries.
+    pub fn load(preset: Option<&str>, file: Option<Source>, overrides: &[String], policies: &[String]) -> Result<Config> {
+        let mut file_preset = None;
+        let (mut machine_val, mut os_val, mut policy_val) = (None, None, None);
+        if let Some(f) = file {
+            let mut top = match parse_text(Some(f.name), f.text, f.is_json())? {
+                Value::Object(m) => m,
+                _ => return Err(Error::config(format!("{}: expected a table of sections ({})", f.name, SECTIONS.join(", ")))),
+            };
+            file_preset = take_preset(&mut top, f.name)?;
+            if SECTIONS.iter().any(|s| top.contains_key(*s)) {
+                if let Some(k) = top.keys().find(|k| !SECTIONS.contains(&k.as_str())) {
+                    return Err(Error::config(format!(
+                        "{}: unknown key '{k}' beside the sections {} (machine keys go under [machine])",
+                        f.name,
+                        SECTIONS.join(", ")
+                    )));
+                }
+                if let Some(m) = top.remove("machine") {
+                    let mut m = match m {
+                        Value::Object(m) => m,
+                        _ => return Err(Error::config(format!("{}: machine: expected a table", f.name))),
+                    };
+                    if let Some(p) = take_preset(&mut m, f.name)? {
+                        if let Some(q) = &file_preset {
+                            return Err(Error::config(format!("{}: preset given twice ('{q}' and machine.preset '{p}')", f.name)));
+                        }
+                        file_preset = Some(p);
+                    }
+                    machine_val = Some(Value::Object(m));
+                }
+                os_val = match top.remove("os") {
+                    None => None,
+                    Some(Value::Object(m)) => Some(m),
+                    Some(_) => return Err(Error::config(format!("{}: os: expected a table", f.name))),
+                };
+                policy_val = match top.remove("policy") {
+                    None => None,
+                    Some(Value::Array(a)) => Some(a),
+                    Some(_) => return Err(Error::config(format!("{}: policy: expected [[policy]] tables", f.name))),
+                };
+            } else {
+                machine_val = Some(Value::Object(top));
+            }
+        }
+        let origin = file.map(|f| f.name);
+        let mut machine_overrides = Vec::new();
+        let mut os_overrides = Vec::new();
+        for (k, v) in split_overrides(overrides)? {
+            if let Some(key) = k.strip_prefix("os.") {
+                os_overrides.push((key.to_string(), v));
+            } else if k == "policy" || k.starts_with("policy.") {
+                return Err(Error::config(format!("override {k}: policies are given with --policy or [[policy]] entries")));
+            } else {
+                machine_overrides.push((k, v));
+            }
+        }
+        let start = preset.map(str::to_string).or(file_preset).unwrap_or_else(|| DEFAULT_PRESET.into());
+        let machine = resolve_machine(&start, machine_val, &machine_overrides).map_err(|e| with_origin(e, origin))?;
+        let mut os = OsSettings::default();
+        if let (Some(t), Some(name)) = (&os_val, origin) {
+            os.set_table(t, name)?;
+        }
+        for (k, v) in &os_overrides {
+            os.set(k, &Value::String(v.clone()), "override")?;
+        }
+        os.check(if os_overrides.is_empty() { origin.unwrap_or("override") } else { "override" })?;
+        let mut entries = Vec::new();
+        if !policies.is_empty() {
+            for p in policies {
+                entries.push(PolicyEntry::from_spec(p)?);
+            }
+        } else if let (Some(list), Some(name)) = (&policy_val, origin) {
+            for (i, v) in list.iter().enumerate() {
+                entries.push(PolicyEntry::from_table(v, &format!("{name}: policy[{}]", i + 1))?);
+            }
+        }
+        for (i, e) in entries.iter().enumerate() {
+            // The policy's own getters check every parameter (a misspelt key
+            // is an error there), so a configuration never holds a policy
+            // that would fail to start.
+            let checked = e.spec().and_then(|s| s.make().map(drop));
+            checked.map_err(|err| match (origin, policies.is_empty()) {
+                (Some(name), true) => Error::config(format!("{name}: policy[{}]: {err}", i + 1)),
+                _ => err,
+            })?;
+        }
+        Ok(Config { preset: start, machine, os, policies: entries })
+    }
+
+    /// The run specs of the policies, in order.
+    pub fn specs(&self) -> Result<Vec<PolicySpec>> {
+        self.policies.iter().map(PolicyEntry::spec).collect()
+    }
+
+    /// Options of a run of these policies (the time base of `[os]`).
+    pub fn run_options(&self, with_base: bool) -> RunOptions {
+        RunOptions { duration_s: self.os.duration(), accesses_per_second: self.os.rate(), with_base }
+    }
+
+    /// The configuration as JSON: `{"machine": {...}, "os": {...}, "policy": [...]}`,
+    /// every OS knob present (null: auto). Loads back (`Source` named *.json).
+    pub fn to_json(&self) -> Value {
+        let mut machine = serde_json::to_value(&self.machine).expect("machine serializes");
+        if let Value::Object(m) = &mut machine {
+            m.insert("preset".into(), Value::from(self.preset.clone()));
+        }
+        serde_json::json!({
+            "machine": machine,
+            "os": self.os.to_json(),
+            "policy": self.policies.iter().map(PolicyEntry::to_json).collect::<Vec<_>>(),
+        })
+    }
+
+    /// The configuration as a TOML document with the three sections.
+    pub fn to_toml(&self) -> Result<String> {
+        let bad = |e: &dyn std::fmt::Display| Error::config(format!("cannot write TOML: {e}"));
+        let mut machine = toml::Table::new();
+        machine.insert("preset".into(), toml::Value::String(self.preset.clone()));
+        match toml::Value::try_from(&self.machine).map_err(|e| bad(&e))? {
+            toml::Value::Table(t) => machine.extend(t),
+            _ => unreachable!("a struct serializes as a table"),
+        }
+        let mut top = toml::Table::new();
+        top.insert("machine".into(), toml::Value::Table(machine));
+        top.insert("os".into(), toml::Value::Table(self.os.to_toml()));
+        let policies = self
+            .policies
+            .iter()
+            .map(|p| toml::Value::try_from(p.to_json()).map_err(|e| bad(&e)))
+            .collect::<Result<Vec<_>>>()?;
+        if !policies.is_empty() {
+            top.insert("policy".into(), toml::Value::Array(policies));
+        }
+        toml::to_string_pretty(&top).map_err(|e| bad(&e))
+    }
+}
+
+/// Prefix a configuration error with the file it came from (once).
+fn with_origin(e: Error, origin: Option<&str>) -> Error {
+    match (e, origin) {
+        (Error::Config(msg), Some(name)) if !msg.starts_with(name) => Error::Config(format!("{name}: {msg}")),
+        (e, _) => e,
+    }
+}
+
+/// Parse a file's text (JSON or TOML) into one JSON value; `name` prefixes
+/// errors. TOML's errors span lines (a snippet with a caret): joined into
+/// one, as every error is one line.
+fn parse_text(name: Option<&str>, text: &str, json: bool) -> Result<Value> {
+    let at = name.map(|n| format!("{n}: ")).unwrap_or_default();
+    if json {
+        return serde_json::from_str(text).map_err(|e| Error::config(format!("{at}JSON: {e}")));
+    }
+    let t: toml::Value = toml::from_str(text).map_err(|e| {
+        let text = e.to_string();
+        let msg: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+        Error::config(format!("{at}TOML: {}", msg.join(" ")))
+    })?;
+    serde_json::to_value(t).map_err(|e| Error::config(format!("{at}{e}")))
+}
+
+/// Remove and return a table's `preset = "..."`.
+fn take_preset(obj: &mut Map<String, Value>, name: &str) -> Result<Option<String>> {
+    match obj.remove("preset") {
+        None => Ok(None),
+        Some(Value::String(p)) => Ok(Some(p)),
+        Some(other) => Err(Error::config(format!("{name}: preset={other}: must be a string"))),
+    }
+}
+
+/// Split `KEY=VALUE` overrides; a key given twice is refused rather than
+/// letting the last one win silently (one of the two is a mistake).
+/// `machine.KEY` names the same key as `KEY`.
+fn split_overrides(overrides: &[String]) -> Result<Vec<(String, String)>> {
+    let mut out: Vec<(String, String)> = Vec::with_capacity(overrides.len());
+    for o in overrides {
+        let (key, val) = o.split_once('=').ok_or_else(|| Error::config(format!("override '{o}' is not key=value")))?;
+        let (key, val) = (key.trim(), val.trim());
+        let key = key.strip_prefix("machine.").unwrap_or(key);
+        if let Some((_, first)) = out.iter().find(|(k, _)| k == key) {
+            return Err(Error::config(format!("override {key} given twice ({key}={first} and {key}={val})")));
+        }
+        out.push((key.to_string(), val.to_string()));
+    }
+    Ok(out)
+}
+
+/// The machine: the preset `start`, the file's machine keys merged over it,
+/// then the overrides; validated.
+fn resolve_machine(start: &str, file_val: Option<Value>, overrides: &[(String, String)]) -> Result<MachineConfig> {
+    let mut v = serde_json::to_value(MachineConfig::preset(start)?).expect("config serializes");
+    if let Some(f) = file_val {
+        merge(&mut v, f);
+    }
+    for (key, val) in overrides {
+        set_path(&mut v, key, parse_scalar(val))?;
+    }
+    let cfg: MachineConfig =
+        serde_json::from_value(v).map_err(|e| Error::config(format!("invalid machine configuration: {e}")))?;
+    cfg.validate()?;
+    Ok(cfg)
 }
 
 fn merge(dst: &mut Value, src: Value) {

@@ -3,10 +3,9 @@
 //! plain values and structured data crosses as JSON text; the logic lives in
 //! `hugescope-core` and `python/hugescope/experiments.py`.
 
-use crate::{err, fragmentation, json, machine, os_config};
-use hugescope_core::os::kernel::OsConfig;
+use crate::{err, json, load_config};
 use hugescope_core::reuse::{self, Average, ReuseOptions};
-use hugescope_core::run::{self, PolicySpec, PolicyResult, RunOptions};
+use hugescope_core::run::{self, PolicySpec, PolicyResult};
 use hugescope_core::trace::merge::{self, MergeOptions};
 use pyo3::prelude::*;
 use serde::Deserialize;
@@ -41,9 +40,7 @@ struct SpecIn {
 /// The GIL is released while simulating. Returns a JSON list of results in
 /// the order of `specs_json`.
 #[pyfunction]
-#[pyo3(signature = (trace, specs_json, preset=None, config=None, overrides=Vec::new(), memory=None,
-    footprint=None, duration=None, rate=None, seed=1, os_costs=Vec::new(), sample_every=None, threads=2))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (trace, specs_json, preset=None, config=None, overrides=Vec::new(), threads=2, config_text=None))]
 fn run_specs(
     py: Python<'_>,
     trace: String,
@@ -51,41 +48,38 @@ fn run_specs(
     preset: Option<String>,
     config: Option<String>,
     overrides: Vec<String>,
-    memory: Option<String>,
-    footprint: Option<String>,
-    duration: Option<f64>,
-    rate: Option<f64>,
-    seed: u64,
-    os_costs: Vec<String>,
-    sample_every: Option<u64>,
     threads: usize,
+    config_text: Option<String>,
 ) -> PyResult<String> {
-    let cfg = machine(preset.as_deref(), config.as_deref(), &overrides)?;
+    let cfg = load_config(preset.as_deref(), config.as_deref(), config_text.as_deref(), &overrides, &[])?;
     let specs_in: Vec<SpecIn> =
         serde_json::from_str(&specs_json).map_err(|e| err(format!("experiment configurations: {e}")))?;
     if specs_in.is_empty() {
         return Err(err("no configuration to simulate"));
     }
-    let common = os_config(memory.as_deref(), footprint.as_deref(), None, None, seed, &os_costs, sample_every)?;
+    let common = cfg.os.os_config();
     let mut specs = Vec::with_capacity(specs_in.len());
     for s in &specs_in {
         let mut spec = PolicySpec::parse(&s.policy).map_err(err)?;
         if let Some(l) = &s.label {
             spec.label = l.clone();
         }
-        if let Some(b) = s.budget {
-            if !(0.0..=1.0).contains(&b) {
-                return Err(err(format!("budget {b} for '{}': expected a share between 0 and 1", s.policy)));
+        // A configuration's own budget and fragmentation go through the same
+        // OS knob declarations as `[os]` (parsing, ranges, messages).
+        if s.budget.is_some() || s.frag.is_some() {
+            let mut os = cfg.os.clone();
+            let origin = format!("configuration '{}'", s.policy);
+            os.set("budget", &serde_json::json!(s.budget), &origin).map_err(err)?;
+            os.set("frag", &serde_json::json!(s.frag), &origin).map_err(err)?;
+            if let Some(m) = &s.frag_method {
+                os.set("frag_method", &serde_json::json!(m), &origin).map_err(err)?;
             }
-        }
-        let frag = fragmentation(s.frag, s.frag_method.as_deref().unwrap_or("pcc"))?;
-        if s.budget.is_some() || frag.is_some() {
-            spec.os = Some(OsConfig { budget: s.budget, fragmentation: frag, ..common.clone() });
+            spec.os = Some(os.os_config());
         }
         specs.push(spec);
     }
     let threads = threads.clamp(1, specs.len());
-    let opts = RunOptions { duration_s: duration, accesses_per_second: rate, with_base: true };
+    let opts = cfg.run_options(true);
     let results: Vec<PolicyResult> = crate::interrupt::cancellable(py, || {
         let all = || -> hugescope_core::Result<Vec<PolicyResult>> {
         let groups: Vec<Vec<(usize, PolicySpec)>> = (0..threads)
@@ -96,7 +90,7 @@ fn run_specs(
                 .iter()
                 .map(|g| {
                     let group: Vec<PolicySpec> = g.iter().map(|(_, s)| s.clone()).collect();
-                    let (trace, cfg, common, opts) = (&trace, &cfg, &common, &opts);
+                    let (trace, cfg, common, opts) = (&trace, &cfg.machine, &common, &opts);
                     scope.spawn(move || run::simulate_policies(trace, cfg, common, &group, opts))
                 })
                 .collect();

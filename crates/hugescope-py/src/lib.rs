@@ -4,10 +4,8 @@
 //! boundary as JSON text that `python/hugescope` turns into result objects and
 //! DataFrames. All logic lives in the Rust crates; nothing is computed here.
 
-use hugescope_core::config::{MachineConfig, PRESETS};
-use hugescope_core::os::costs::OsCosts;
-use hugescope_core::os::kernel::{Fragmentation, OsConfig};
-use hugescope_core::units::parse_size;
+use hugescope_core::config::{Config, MachineConfig, Source, PRESETS};
+use hugescope_core::os::config::os_knobs;
 use hugescope_core::trace::hst::{self, HstWriter};
 use hugescope_core::trace::{Access, AccessSink};
 use pyo3::prelude::*;
@@ -37,52 +35,26 @@ fn params(text: &str) -> PyResult<hugescope_workloads::Params> {
     }
 }
 
-/// Fragmentation from a level (0..=1) and a method name ("pcc", "ingens").
-pub(crate) fn fragmentation(frag: Option<f64>, method: &str) -> PyResult<Option<Fragmentation>> {
-    match (frag, method) {
-        (None, _) => Ok(None),
-        (Some(x), _) if !(0.0..=1.0).contains(&x) => Err(err(format!("fragmentation {x}: expected a share between 0 and 1"))),
-        (Some(x), "pcc") => Ok(Some(Fragmentation::Pcc { share: x })),
-        (Some(x), "ingens") => Ok(Some(Fragmentation::Ingens { fmfi: x })),
-        (Some(_), m) => Err(err(format!("unknown fragmentation method '{m}' (pcc, ingens)"))),
-    }
-}
-
-/// The OS configuration shared by the simulation entry points. The time base
-/// is left to `RunOptions` (duration, rate), which the core applies to every
-/// policy of a run.
-pub(crate) fn os_config(
-    memory: Option<&str>,
-    footprint: Option<&str>,
-    fragmentation: Option<Fragmentation>,
-    budget: Option<f64>,
-    seed: u64,
-    os_costs: &[String],
-    sample_every: Option<u64>,
-) -> PyResult<OsConfig> {
-    let size = |s: Option<&str>| s.map(parse_size).transpose().map_err(err);
-    Ok(OsConfig {
-        memory_bytes: size(memory)?,
-        fragmentation,
-        budget,
-        footprint_bytes: size(footprint)?,
-        time: None,
-        costs: OsCosts::default().with_overrides(os_costs).map_err(err)?,
-        seed,
-        sample_every: sample_every.unwrap_or(1 << 20),
-    })
-}
-
-/// Build a machine configuration from a preset, an optional TOML file and overrides.
-pub(crate) fn machine(preset: Option<&str>, config: Option<&str>, overrides: &[String]) -> PyResult<MachineConfig> {
-    let text = match config {
-        Some(p) => Some(std::fs::read_to_string(p).map_err(|e| err(format!("{p}: {e}")))?),
-        None => None,
+/// Resolve a configuration (`hugescope_core::config::Config::load`): a
+/// preset, a TOML or JSON file read from `path`, `KEY=VALUE` overrides
+/// (`os.KEY` for the OS) and `--policy` texts. All parsing and checking is
+/// the core's; this only reads the file.
+/// `config_text` is the JSON of a Python `Config` object, given instead of
+/// a path.
+pub(crate) fn load_config(preset: Option<&str>, path: Option<&str>, config_text: Option<&str>, overrides: &[String], policies: &[String]) -> PyResult<Config> {
+    let (name, text) = match (path, config_text) {
+        (Some(_), Some(_)) => return Err(err("a configuration file and a Config object are both given; give one")),
+        (Some(p), None) => (p, Some(std::fs::read_to_string(p).map_err(|e| err(format!("{p}: {e}")))?)),
+        (None, t) => ("Config object", t.map(str::to_string)),
     };
-    MachineConfig::load(preset, text.as_deref(), overrides).map_err(|e| match config {
-        Some(p) => err(format!("{p}: {e}")),
-        None => err(e),
-    })
+    let file = text.as_deref().map(|text| Source { name, text });
+    Config::load(preset, file, overrides, policies).map_err(err)
+}
+
+/// The machine of a configuration (the file may hold `[os]` and
+/// `[[policy]]` too; they are checked and left unused here).
+pub(crate) fn machine(preset: Option<&str>, config: Option<&str>, config_text: Option<&str>, overrides: &[String]) -> PyResult<MachineConfig> {
+    Ok(load_config(preset, config, config_text, overrides, &[])?.machine)
 }
 
 #[pyfunction]
@@ -97,16 +69,16 @@ fn presets() -> Vec<String> {
 
 /// The resolved machine configuration as JSON.
 #[pyfunction]
-#[pyo3(signature = (preset=None, config=None, overrides=Vec::new()))]
-fn machine_config(preset: Option<String>, config: Option<String>, overrides: Vec<String>) -> PyResult<String> {
-    json(&machine(preset.as_deref(), config.as_deref(), &overrides)?)
+#[pyo3(signature = (preset=None, config=None, overrides=Vec::new(), config_text=None))]
+fn machine_config(preset: Option<String>, config: Option<String>, overrides: Vec<String>, config_text: Option<String>) -> PyResult<String> {
+    json(&machine(preset.as_deref(), config.as_deref(), config_text.as_deref(), &overrides)?)
 }
 
 /// Simulate a trace under a static page-size map ("4k", "2m", "1g" or a plan file).
 #[pyfunction]
-#[pyo3(signature = (trace, preset=None, config=None, overrides=Vec::new(), pages="4k".to_string()))]
-fn simulate_static(py: Python<'_>, trace: String, preset: Option<String>, config: Option<String>, overrides: Vec<String>, pages: String) -> PyResult<String> {
-    let cfg = machine(preset.as_deref(), config.as_deref(), &overrides)?;
+#[pyo3(signature = (trace, preset=None, config=None, overrides=Vec::new(), pages="4k".to_string(), config_text=None))]
+fn simulate_static(py: Python<'_>, trace: String, preset: Option<String>, config: Option<String>, overrides: Vec<String>, pages: String, config_text: Option<String>) -> PyResult<String> {
+    let cfg = machine(preset.as_deref(), config.as_deref(), config_text.as_deref(), &overrides)?;
     json(&cancellable(py, || hugescope_core::sim::simulate_static(&trace, cfg, &pages).map_err(err))?)
 }
 
@@ -118,13 +90,33 @@ fn trace_info(py: Python<'_>, path: String, verify: bool) -> PyResult<String> {
     json(&serde_json::json!({ "path": path, "header": header, "summary": summary }))
 }
 
-/// Simulate policies over a trace (one decoding pass; `base` alongside for the
-/// speedup). Returns a JSON list of results, one per policy.
+/// The resolved configuration (machine, os, policy) as JSON, or as TOML
+/// with `toml=true`.
 #[pyfunction]
-#[pyo3(signature = (trace, policies, preset=None, config=None, overrides=Vec::new(), memory=None, frag=None,
-    frag_method="pcc".to_string(), budget=None, footprint=None, duration=None, rate=None, seed=1,
-    os_costs=Vec::new(), sample_every=None, with_base=true))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (preset=None, config=None, overrides=Vec::new(), policies=Vec::new(), toml=false, config_text=None))]
+fn resolve_config(preset: Option<String>, config: Option<String>, overrides: Vec<String>, policies: Vec<String>, toml: bool, config_text: Option<String>) -> PyResult<String> {
+    let cfg = load_config(preset.as_deref(), config.as_deref(), config_text.as_deref(), &overrides, &policies)?;
+    if toml {
+        cfg.to_toml().map_err(err)
+    } else {
+        json(&cfg.to_json())
+    }
+}
+
+/// The declarations of the OS knobs (name, type, unit, default, range, help)
+/// as a JSON list: what `hugescope config --keys` lists and `Config.os` holds.
+#[pyfunction]
+fn os_knob_list() -> PyResult<String> {
+    json(&os_knobs().iter().map(|k| k.describe()).collect::<Vec<_>>())
+}
+
+/// Simulate policies over a trace (one decoding pass; `base` alongside for the
+/// speedup). The OS settings come from the configuration (`[os]`, and
+/// `os.KEY=VALUE` overrides, which the CLI's `--budget`, `--frag`, ... set);
+/// `policies` replace the file's `[[policy]]` entries when given. Returns a
+/// JSON list of results, one per policy.
+#[pyfunction]
+#[pyo3(signature = (trace, policies=Vec::new(), preset=None, config=None, overrides=Vec::new(), with_base=true, config_text=None))]
 fn simulate_policies(
     py: Python<'_>,
     trace: String,
@@ -132,27 +124,14 @@ fn simulate_policies(
     preset: Option<String>,
     config: Option<String>,
     overrides: Vec<String>,
-    memory: Option<String>,
-    frag: Option<f64>,
-    frag_method: String,
-    budget: Option<f64>,
-    footprint: Option<String>,
-    duration: Option<f64>,
-    rate: Option<f64>,
-    seed: u64,
-    os_costs: Vec<String>,
-    sample_every: Option<u64>,
     with_base: bool,
+    config_text: Option<String>,
 ) -> PyResult<String> {
-    let cfg = machine(preset.as_deref(), config.as_deref(), &overrides)?;
-    let os = os_config(memory.as_deref(), footprint.as_deref(), fragmentation(frag, &frag_method)?, budget, seed, &os_costs, sample_every)?;
-    let specs = policies
-        .iter()
-        .map(|p| hugescope_core::run::PolicySpec::parse(p))
-        .collect::<hugescope_core::Result<Vec<_>>>()
-        .map_err(err)?;
-    let opts = hugescope_core::run::RunOptions { duration_s: duration, accesses_per_second: rate, with_base };
-    json(&cancellable(py, || hugescope_core::run::simulate_policies(&trace, &cfg, &os, &specs, &opts).map_err(err))?)
+    let cfg = load_config(preset.as_deref(), config.as_deref(), config_text.as_deref(), &overrides, &policies)?;
+    let specs = cfg.specs().map_err(err)?;
+    let os = cfg.os.os_config();
+    let opts = cfg.run_options(with_base);
+    json(&cancellable(py, || hugescope_core::run::simulate_policies(&trace, &cfg.machine, &os, &specs, &opts).map_err(err))?)
 }
 
 /// Throughput of decoding alone and of decoding plus simulating a trace
@@ -160,7 +139,7 @@ fn simulate_policies(
 #[pyfunction]
 #[pyo3(signature = (trace, preset=None, pages="4k".to_string(), repeats=3))]
 fn bench_file(py: Python<'_>, trace: String, preset: Option<String>, pages: String, repeats: u32) -> PyResult<String> {
-    let cfg = machine(preset.as_deref(), None, &[])?;
+    let cfg = machine(preset.as_deref(), None, None, &[])?;
     json(&cancellable(py, || hugescope_core::bench::file_throughput(&trace, cfg, &pages, repeats).map_err(err))?)
 }
 
@@ -303,6 +282,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(version, m)?)?;
     m.add_function(wrap_pyfunction!(presets, m)?)?;
     m.add_function(wrap_pyfunction!(machine_config, m)?)?;
+    m.add_function(wrap_pyfunction!(resolve_config, m)?)?;
+    m.add_function(wrap_pyfunction!(os_knob_list, m)?)?;
     m.add_function(wrap_pyfunction!(simulate_static, m)?)?;
     m.add_function(wrap_pyfunction!(trace_info, m)?)?;
     m.add_function(wrap_pyfunction!(workloads, m)?)?;

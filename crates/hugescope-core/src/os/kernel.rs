@@ -10,6 +10,7 @@
 use super::aspace::{self, size_of_flags, AddressSpace, Shape, ACCESSED, DIRTY, NO_PFN, PRESENT, TOUCHED};
 use super::clock::{Clock, TimeBase};
 use super::costs::OsCosts;
+pub use super::config::{AllocMode, Fragmentation, OsConfig};
 use super::metrics::{OsStats, ProcessStats, Sample};
 use super::phys::{FragReport, Migration, Mobility, PhysMem, FRAG_OWNER};
 use crate::bounded::BoundedLog;
@@ -26,75 +27,6 @@ use crate::trace::{Access, TraceHeader};
 use crate::units::page_label;
 use crate::{Error, Result};
 use serde::Serialize;
-
-/// How hard an allocation of a huge frame may try.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AllocMode {
-    /// Take a free block of the order if one exists; never compact.
-    FreeOnly,
-    /// Direct compaction, migrating at most this many base pages, then retry.
-    Compact { max_pages: u64 },
-}
-
-/// How physical memory is fragmented before the run.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
-#[serde(tag = "method", rename_all = "snake_case")]
-pub enum Fragmentation {
-    /// PCC paper §5.1.1: one unmovable page in `share` of the 2MB blocks.
-    Pcc { share: f64 },
-    /// Ingens §6.3: allocate, then free parts until FMFI reaches the target.
-    Ingens { fmfi: f64 },
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct OsConfig {
-    /// Physical memory; None: 1.3 x footprint + 8MiB (at least 64MiB).
-    pub memory_bytes: Option<u64>,
-    pub fragmentation: Option<Fragmentation>,
-    /// Maximum huge-page memory as a share of the footprint (0..=1); None: no cap.
-    pub budget: Option<f64>,
-    /// Footprint the budget refers to; None: the trace's declared regions.
-    pub footprint_bytes: Option<u64>,
-    /// None: the trace's nominal access rate if it has one, else cost-model cycles.
-    pub time: Option<TimeBase>,
-    pub costs: OsCosts,
-    pub seed: u64,
-    /// Timeline sample period, in accesses.
-    pub sample_every: u64,
-}
-
-impl Default for OsConfig {
-    fn default() -> Self {
-        OsConfig {
-            memory_bytes: None,
-            fragmentation: None,
-            budget: None,
-            footprint_bytes: None,
-            time: None,
-            costs: OsCosts::default(),
-            seed: 1,
-            sample_every: 1 << 20,
-        }
-    }
-}
-
-impl OsConfig {
-    /// Simulated physical memory for a footprint: `memory_bytes`, or the
-    /// default described in `Kernel::new`. Shared with the memory estimate
-    /// made before any run allocates (`run::check_memory`).
-    pub fn memory_for(&self, footprint: u64) -> u64 {
-        match self.memory_bytes {
-            Some(m) => m,
-            None => {
-                // Saturating: a footprint near 2^64 is refused by the estimate,
-                // not by an overflow.
-                let m = footprint.saturating_add(footprint.saturating_mul(3) / 10).saturating_add(8 << 20).div_ceil(2 << 20).max(32).saturating_mul(2 << 20);
-                if matches!(self.fragmentation, Some(Fragmentation::Ingens { .. })) { m.saturating_mul(2) } else { m }
-            }
-        }
-    }
-}
 
 /// What a walk found, for the policy's and the PCC's view of the hardware:
 /// the leaf's size and where its flags live (VMA and page index), so the

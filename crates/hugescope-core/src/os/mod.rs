@@ -4,6 +4,7 @@
 
 pub mod aspace;
 pub mod clock;
+pub mod config;
 pub mod costs;
 pub mod kernel;
 pub mod metrics;

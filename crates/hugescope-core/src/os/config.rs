@@ -1,0 +1,450 @@
+//! The OS configuration: the `OsConfig` the kernel model runs with, and the
+//! `[os]` section of a configuration file that produces it.
+//!
+//! Every OS knob is declared once, as a row of `os_knobs()` (the OS costs come
+//! from the `os_costs!` list in `costs.rs`): its name, type, unit, default,
+//! range and help. Everything else derives from that row: parsing of a file's
+//! `[os]` table and of `--set os.KEY=VALUE`, the range check and its error
+//! (naming the key, the value and where it came from), the `hugescope config`
+//! listing, and the fields of the Python `Config.os` view. Adding a knob is
+//! one row here plus its use in `OsSettings::os_config` (or the kernel).
+
+use super::clock::TimeBase;
+use super::costs::{OsCosts, MAX_COST_US};
+use crate::limits::{MAX_DURATION_S, MAX_RATE, MIN_RATE};
+use crate::units::{fmt_num, parse_count, parse_size};
+use crate::{Error, Result};
+use serde::Serialize;
+use serde_json::{Map, Value};
+use std::sync::OnceLock;
+
+/// How hard an allocation of a huge frame may try.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AllocMode {
+    /// Take a free block of the order if one exists; never compact.
+    FreeOnly,
+    /// Direct compaction, migrating at most this many base pages, then retry.
+    Compact { max_pages: u64 },
+}
+
+/// How physical memory is fragmented before the run.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[serde(tag = "method", rename_all = "snake_case")]
+pub enum Fragmentation {
+    /// PCC paper §5.1.1: one unmovable page in `share` of the 2MB blocks.
+    Pcc { share: f64 },
+    /// Ingens §6.3: allocate, then free parts until FMFI reaches the target.
+    Ingens { fmfi: f64 },
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct OsConfig {
+    /// Physical memory; None: 1.3 x footprint + 8MiB (at least 64MiB).
+    pub memory_bytes: Option<u64>,
+    pub fragmentation: Option<Fragmentation>,
+    /// Maximum huge-page memory as a share of the footprint (0..=1); None: no cap.
+    pub budget: Option<f64>,
+    /// Footprint the budget refers to; None: the trace's declared regions.
+    pub footprint_bytes: Option<u64>,
+    /// None: the trace's nominal access rate if it has one, else cost-model cycles.
+    pub time: Option<TimeBase>,
+    pub costs: OsCosts,
+    pub seed: u64,
+    /// Timeline sample period, in accesses.
+    pub sample_every: u64,
+}
+
+impl Default for OsConfig {
+    fn default() -> Self {
+        OsConfig {
+            memory_bytes: None,
+            fragmentation: None,
+            budget: None,
+            footprint_bytes: None,
+            time: None,
+            costs: OsCosts::default(),
+            seed: 1,
+            sample_every: 1 << 20,
+        }
+    }
+}
+
+impl OsConfig {
+    /// Simulated physical memory for a footprint: `memory_bytes`, or the
+    /// default described in `Kernel::new`. Shared with the memory estimate
+    /// made before any run allocates (`run::check_memory`).
+    pub fn memory_for(&self, footprint: u64) -> u64 {
+        match self.memory_bytes {
+            Some(m) => m,
+            None => {
+                // Saturating: a footprint near 2^64 is refused by the estimate,
+                // not by an overflow.
+                let m = footprint.saturating_add(footprint.saturating_mul(3) / 10).saturating_add(8 << 20).div_ceil(2 << 20).max(32).saturating_mul(2 << 20);
+                if matches!(self.fragmentation, Some(Fragmentation::Ingens { .. })) { m.saturating_mul(2) } else { m }
+            }
+        }
+    }
+}
+
+/// What values a knob takes, with its accepted range.
+#[derive(Clone, Copy, Debug)]
+pub enum KnobKind {
+    /// Bytes: an integer, or text with a binary suffix ("64MiB").
+    Size { min: u64, max: u64 },
+    /// A non-negative integer, or text with a decimal suffix ("20M").
+    Count { min: u64, max: u64 },
+    /// A share 0..=1, or text "N%" (0%..100%).
+    Share,
+    /// A real number in `min..=max` (`min` excluded when `min_open`).
+    Real { min: f64, min_open: bool, max: f64 },
+    /// One of these words.
+    Choice(&'static [&'static str]),
+}
+
+/// A knob's value once parsed. Choices are the declaration's own words.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum KnobValue {
+    Int(u64),
+    Real(f64),
+    Word(&'static str),
+}
+
+/// One OS knob: the single declaration everything else derives from.
+#[derive(Clone, Debug)]
+pub struct Knob {
+    pub name: &'static str,
+    pub kind: KnobKind,
+    /// Unit of the value ("bytes", "us", "s", ...; "" for none).
+    pub unit: &'static str,
+    /// None: the knob is optional and its absence means `auto`.
+    pub default: Option<KnobValue>,
+    /// What the model does when an optional knob is unset ("" if required).
+    pub auto: &'static str,
+    pub help: &'static str,
+}
+
+/// The OS knobs, in the order `hugescope config` lists them.
+pub fn os_knobs() -> &'static [Knob] {
+    static KNOBS: OnceLock<Vec<Knob>> = OnceLock::new();
+    KNOBS.get_or_init(|| {
+        let size = KnobKind::Size { min: 0, max: u64::MAX };
+        let mut k = vec![
+            Knob { name: "memory", kind: size, unit: "bytes", default: None,
+                auto: "1.3 x footprint + 8MiB, at least 64MiB (twice that for ingens fragmentation)",
+                help: "simulated physical memory (checked against the model-memory limit before a run)" },
+            Knob { name: "footprint", kind: size, unit: "bytes", default: None,
+                auto: "the trace's declared regions",
+                help: "footprint the budget (and the experiments' N% limits) refer to" },
+            Knob { name: "budget", kind: KnobKind::Share, unit: "share", default: None, auto: "no cap",
+                help: "cap on huge-page memory as a share of the footprint (PCC paper §4: the N% limit)" },
+            Knob { name: "frag", kind: KnobKind::Share, unit: "share", default: None, auto: "unfragmented",
+                help: "fragment memory first: share of 2MB blocks with an unmovable page (pcc, PCC §5.1.1) or target FMFI (ingens, Ingens §6.3)" },
+            Knob { name: "frag_method", kind: KnobKind::Choice(&["pcc", "ingens"]), unit: "",
+                default: Some(KnobValue::Word("pcc")), auto: "", help: "how memory is fragmented when frag is set" },
+            Knob { name: "seed", kind: KnobKind::Count { min: 0, max: u64::MAX }, unit: "",
+                default: Some(KnobValue::Int(1)), auto: "", help: "seed of the fragmentation injector" },
+            Knob { name: "sample_every", kind: KnobKind::Count { min: 1, max: u64::MAX }, unit: "accesses",
+                default: Some(KnobValue::Int(1 << 20)), auto: "", help: "timeline sample period" },
+            Knob { name: "duration", kind: KnobKind::Real { min: 0.0, min_open: true, max: MAX_DURATION_S }, unit: "s",
+                default: None, auto: "the trace header's access rate, else cost-model cycles",
+                help: "treat the whole trace as this many seconds of virtual time (sets the access rate)" },
+            Knob { name: "rate", kind: KnobKind::Real { min: MIN_RATE, min_open: false, max: MAX_RATE }, unit: "accesses/s",
+                default: None, auto: "the trace header's access rate, else cost-model cycles",
+                help: "nominal accesses per second of the virtual time base (instead of duration)" },
+        ];
+        // The OS costs, declared in `costs.rs` (one line each there).
+        k.extend(OsCosts::KNOBS.iter().map(|&(name, default, help)| Knob {
+            name,
+            kind: KnobKind::Real { min: 0.0, min_open: false, max: MAX_COST_US },
+            unit: "us",
+            default: Some(KnobValue::Real(default)),
+            auto: "",
+            help: help.trim(),
+        }));
+        k
+    })
+}
+
+/// The knob named `key`.
+pub fn knob(key: &str) -> Option<&'static Knob> {
+    os_knobs().iter().find(|k| k.name == key)
+}
+
+/// How a value is shown in an error: text as typed, anything else as JSON.
+fn shown(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+impl Knob {
+    /// Parse a value from a file (TOML or JSON) or an override (text). None:
+    /// unset (`auto`, or JSON null), allowed for optional knobs only. The
+    /// error is the reason alone; `OsSettings::set` adds the key and where.
+    pub fn parse(&self, v: &Value) -> std::result::Result<Option<KnobValue>, String> {
+        let auto = matches!(v, Value::Null) || v.as_str().is_some_and(|s| s.trim() == "auto");
+        if auto {
+            return match self.default {
+                None => Ok(None),
+                Some(_) => Err("has no 'auto' value; give a value".into()),
+            };
+        }
+        match self.kind {
+            KnobKind::Size { min, max } | KnobKind::Count { min, max } => {
+                let sized = matches!(self.kind, KnobKind::Size { .. });
+                let n = match v {
+                    Value::Number(n) => n.as_u64().or_else(|| n.as_f64().filter(|x| x.fract() == 0.0 && *x >= 0.0 && *x < 1.8e19).map(|x| x as u64)),
+                    Value::String(s) if sized => parse_size(s).ok(),
+                    Value::String(s) => parse_count(s).ok(),
+                    _ => None,
+                };
+                let n = n.ok_or_else(|| if sized { "not a size (bytes, or text such as 64MiB)".to_string() } else { "not a non-negative integer".to_string() })?;
+                if n < min || n > max {
+                    return Err(format!("out of range {min}..={max}"));
+                }
+                Ok(Some(KnobValue::Int(n)))
+            }
+            KnobKind::Share => {
+                let x = match v {
+                    Value::Number(n) => n.as_f64(),
+                    Value::String(s) => match s.trim().strip_suffix('%') {
+                        Some(p) => p.trim().parse::<f64>().ok().map(|x| x / 100.0),
+                        None => s.trim().parse::<f64>().ok(),
+                    },
+                    _ => None,
+                };
+                match x {
+                    Some(x) if x.is_finite() && (0.0..=1.0).contains(&x) => Ok(Some(KnobValue::Real(x))),
+                    Some(x) if x.is_finite() => Err("out of range (a share 0..1 or 0%..100%)".into()),
+                    _ => Err("not a share (0..1 or 0%..100%)".into()),
+                }
+            }
+            KnobKind::Real { min, min_open, max } => {
+                let x = match v {
+                    Value::Number(n) => n.as_f64(),
+                    Value::String(s) => s.trim().parse::<f64>().ok(),
+                    _ => None,
+                };
+                let x = x.filter(|x| x.is_finite()).ok_or_else(|| "not a finite number".to_string())?;
+                let low_ok = if min_open { x > min } else { x >= min };
+                if !low_ok || x > max {
+                    let open = if min_open { "(" } else { "[" };
+                    let unit = if self.unit.is_empty() { String::new() } else { format!(" {}", self.unit) };
+                    return Err(format!("out of range {open}{min}, {max}]{unit}"));
+                }
+                Ok(Some(KnobValue::Real(x)))
+            }
+            KnobKind::Choice(words) => match v.as_str().and_then(|s| words.iter().find(|w| **w == s.trim())) {
+                Some(w) => Ok(Some(KnobValue::Word(w))),
+                None => Err(format!("expected one of {}", words.join(", "))),
+            },
+        }
+    }
+
+    /// The type of the knob in words (listing, docs, Python).
+    pub fn type_name(&self) -> &'static str {
+        match self.kind {
+            KnobKind::Size { .. } => "size",
+            KnobKind::Count { .. } => "integer",
+            KnobKind::Share => "share",
+            KnobKind::Real { .. } => "real",
+            KnobKind::Choice(_) => "choice",
+        }
+    }
+
+    /// The accepted range in words.
+    pub fn range_text(&self) -> String {
+        match self.kind {
+            KnobKind::Size { min, max } | KnobKind::Count { min, max } => format!("{min}..={max}"),
+            KnobKind::Share => "0..=1 (or 0%..100%)".into(),
+            KnobKind::Real { min, min_open, max } => format!("{}{}, {}]", if min_open { "(" } else { "[" }, fmt_num(min), fmt_num(max)),
+            KnobKind::Choice(words) => words.join(", "),
+        }
+    }
+
+    /// A valid value as override text (the smallest accepted, or the first
+    /// choice): lets tests exercise every knob without knowing it.
+    pub fn example(&self) -> String {
+        match self.kind {
+            KnobKind::Size { min, .. } | KnobKind::Count { min, .. } => min.to_string(),
+            KnobKind::Share => "0.5".into(),
+            KnobKind::Real { min, min_open, max } => fmt_num(if min_open { max / 2.0 } else { min }),
+            KnobKind::Choice(words) => words[0].into(),
+        }
+    }
+
+    /// The declaration as JSON (for `hugescope config --keys` and Python).
+    pub fn describe(&self) -> Value {
+        serde_json::json!({
+            "name": self.name, "type": self.type_name(), "unit": self.unit,
+            "default": self.default.map(value_json).unwrap_or(Value::Null), "auto": self.auto,
+            "range": self.range_text(), "help": self.help, "example": self.example(),
+        })
+    }
+}
+
+fn value_json(v: KnobValue) -> Value {
+    match v {
+        KnobValue::Int(n) => Value::from(n),
+        KnobValue::Real(x) => Value::from(x),
+        KnobValue::Word(w) => Value::from(w),
+    }
+}
+
+/// The `[os]` section, resolved: one value per knob of `os_knobs()` (None:
+/// an optional knob left to `auto`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct OsSettings {
+    values: Vec<Option<KnobValue>>,
+}
+
+impl Default for OsSettings {
+    fn default() -> Self {
+        OsSettings { values: os_knobs().iter().map(|k| k.default).collect() }
+    }
+}
+
+impl OsSettings {
+    /// Set `key` from a value; `origin` says where it came from for the
+    /// error ("run.toml", "--set"). Unknown keys list the known ones.
+    pub fn set(&mut self, key: &str, v: &Value, origin: &str) -> Result<()> {
+        let i = os_knobs().iter().position(|k| k.name == key).ok_or_else(|| {
+            let known: Vec<&str> = os_knobs().iter().map(|k| k.name).collect();
+            Error::config(format!("{origin}: os.{key}: unknown key; known: {}", known.join(", ")))
+        })?;
+        let k = &os_knobs()[i];
+        self.values[i] = k.parse(v).map_err(|why| Error::config(format!("{origin}: os.{key}={}: {why}", shown(v))))?;
+        Ok(())
+    }
+
+    /// Set every key of a file's `[os]` table.
+    pub fn set_table(&mut self, table: &Map<String, Value>, origin: &str) -> Result<()> {
+        for (k, v) in table {
+            self.set(k, v, origin)?;
+        }
+        Ok(())
+    }
+
+    pub fn get(&self, key: &str) -> Option<KnobValue> {
+        let i = os_knobs().iter().position(|k| k.name == key).expect("a declared OS knob");
+        self.values[i]
+    }
+
+    fn real(&self, key: &str) -> Option<f64> {
+        match self.get(key) {
+            Some(KnobValue::Real(x)) => Some(x),
+            _ => None,
+        }
+    }
+
+    fn int(&self, key: &str) -> Option<u64> {
+        match self.get(key) {
+            Some(KnobValue::Int(n)) => Some(n),
+            _ => None,
+        }
+    }
+
+    /// Checks across knobs, after every source was applied.
+    pub fn check(&self, origin: &str) -> Result<()> {
+        if let (Some(d), Some(r)) = (self.duration(), self.rate()) {
+            return Err(Error::config(format!(
+                "{origin}: os.duration={} and os.rate={} both set the virtual time base (rate = accesses / duration); give one of them",
+                fmt_num(d),
+                fmt_num(r)
+            )));
+        }
+        Ok(())
+    }
+
+    /// Virtual seconds the trace spans (`RunOptions::duration_s`).
+    pub fn duration(&self) -> Option<f64> {
+        self.real("duration")
+    }
+
+    /// Accesses per second (`RunOptions::accesses_per_second`).
+    pub fn rate(&self) -> Option<f64> {
+        self.real("rate")
+    }
+
+    /// The kernel's configuration. The time base stays None: duration and
+    /// rate reach the run through `RunOptions`, which applies them to every
+    /// policy of the run (and knows the trace's length).
+    pub fn os_config(&self) -> OsConfig {
+        let fragmentation = self.real("frag").map(|x| match self.get("frag_method") {
+            Some(KnobValue::Word("ingens")) => Fragmentation::Ingens { fmfi: x },
+            _ => Fragmentation::Pcc { share: x },
+        });
+        let mut costs = OsCosts::default();
+        for &(name, _, _) in OsCosts::KNOBS {
+            costs.set(name, self.real(name).expect("every OS cost has a value"));
+        }
+        OsConfig {
+            memory_bytes: self.int("memory"),
+            fragmentation,
+            budget: self.real("budget"),
+            footprint_bytes: self.int("footprint"),
+            time: None,
+            costs,
+            seed: self.int("seed").expect("seed has a default"),
+            sample_every: self.int("sample_every").expect("sample_every has a default"),
+        }
+    }
+
+    /// Every knob with its value (null: auto), in declaration order.
+    pub fn to_json(&self) -> Value {
+        let mut m = Map::new();
+        for (k, v) in os_knobs().iter().zip(&self.values) {
+            m.insert(k.name.to_string(), v.map(value_json).unwrap_or(Value::Null));
+        }
+        Value::Object(m)
+    }
+
+    /// The set knobs as a TOML table (TOML has no null: auto knobs are left
+    /// out; integers past i64 are written as text, which `parse` accepts).
+    pub fn to_toml(&self) -> toml::Table {
+        let mut t = toml::Table::new();
+        for (k, v) in os_knobs().iter().zip(&self.values) {
+            let tv = match v {
+                None => continue,
+                Some(KnobValue::Int(n)) => i64::try_from(*n).map(toml::Value::Integer).unwrap_or_else(|_| toml::Value::String(n.to_string())),
+                Some(KnobValue::Real(x)) => toml::Value::Float(*x),
+                Some(KnobValue::Word(w)) => toml::Value::String(w.to_string()),
+            };
+            t.insert(k.name.to_string(), tv);
+        }
+        t
+    }
+}
+
+/// Parse one OS cost override value (the `--os KEY=US` flag) through its
+/// declaration, with the old message shape (`OS cost KEY=VALUE: ...`).
+pub fn parse_cost(key: &str, val: &str) -> Result<f64> {
+    let k = knob(key).ok_or_else(|| Error::config(format!("unknown OS cost '{key}'")))?;
+    match k.parse(&Value::from(val.trim())) {
+        Ok(Some(KnobValue::Real(x))) => Ok(x),
+        Ok(_) => Err(Error::config(format!("OS cost {key}={val}: not a number of microseconds"))),
+        Err(why) => Err(Error::config(format!("OS cost {key}={val}: {why}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_give_the_default_os_config() {
+        let o = OsSettings::default().os_config();
+        let d = OsConfig::default();
+        assert_eq!(serde_json::to_string(&o).unwrap(), serde_json::to_string(&d).unwrap());
+    }
+
+    #[test]
+    fn every_knob_example_is_accepted() {
+        for k in os_knobs() {
+            let mut s = OsSettings::default();
+            s.set(k.name, &Value::from(k.example()), "--set").unwrap_or_else(|e| panic!("{}: {e}", k.name));
+        }
+    }
+}
