@@ -63,8 +63,11 @@ class Config:
     experiments; ``to_toml()`` writes a file that loads to the same
     configuration."""
 
-    def __init__(self, data: Dict[str, Any]):
+    def __init__(self, data: Dict[str, Any], toml: str):
         self._data = data
+        # The core's TOML of the same configuration: what a Config passes back
+        # to the core (exact: serde_json may round a 17-digit real by an ulp).
+        self._toml = toml
         self.os = _os_class()(**data["os"])
 
     @property
@@ -83,8 +86,8 @@ class Config:
         return json.dumps(self._data)
 
     def to_toml(self) -> str:
-        """The configuration as TOML, written by the core."""
-        return _core.resolve_config(config_text=self.to_json(), toml=True)
+        """The configuration as TOML, written by the core (a ``--config`` file)."""
+        return self._toml
 
     def __eq__(self, other) -> bool:
         return isinstance(other, Config) and self._data == other._data
@@ -100,9 +103,8 @@ def load(preset: Optional[str] = None, file=None, set: Optional[Iterable[str]] =
     haswell-pcc), the TOML or JSON ``file`` (or a ``Config``), ``set``
     overrides (``os.KEY=VALUE`` for the OS, ``KEY=VALUE`` for the machine),
     and ``policies`` (``--policy`` texts, replacing the file's)."""
-    args = source_args(preset, file)
-    return Config(json.loads(_core.resolve_config(overrides=_strings(set, "set"),
-                                                  policies=_strings(policies, "policies"), **args)))
+    args = dict(source_args(preset, file), overrides=_strings(set, "set"), policies=_strings(policies, "policies"))
+    return Config(json.loads(_core.resolve_config(**args)), _core.resolve_config(toml=True, **args))
 
 
 def source_args(preset: Optional[str], file) -> Dict[str, Any]:
@@ -112,7 +114,7 @@ def source_args(preset: Optional[str], file) -> Dict[str, Any]:
     if isinstance(file, Config):
         if preset is not None:
             raise _core.HugescopeError("preset: a Config object already names its machine; give one of them")
-        return {"preset": None, "config": None, "config_text": file.to_json()}
+        return {"preset": None, "config": None, "config_text": file.to_toml()}
     if file is not None and not isinstance(file, (str, os.PathLike)):
         raise _core.HugescopeError(f"config: expected a file path or a hugescope Config, not {file!r}")
     from .calibrate import machine_args

@@ -531,25 +531,22 @@ impl Config {
             os.set(k, &Value::String(v.clone()), "override")?;
         }
         os.check(if os_overrides.is_empty() { origin.unwrap_or("override") } else { "override" })?;
+        // The file's entries are checked even when --policy replaces them:
+        // a broken file is reported, not silently skipped.
         let mut entries = Vec::new();
-        if !policies.is_empty() {
-            for p in policies {
-                entries.push(PolicyEntry::from_spec(p)?);
-            }
-        } else if let (Some(list), Some(name)) = (&policy_val, origin) {
+        if let (Some(list), Some(name)) = (&policy_val, origin) {
             for (i, v) in list.iter().enumerate() {
-                entries.push(PolicyEntry::from_table(v, &format!("{name}: policy[{}]", i + 1))?);
+                let at = format!("{name}: policy[{}]", i + 1);
+                let e = PolicyEntry::from_table(v, &at)?;
+                check_policy(&e).map_err(|err| Error::config(format!("{at}: {err}")))?;
+                entries.push(e);
             }
         }
-        for (i, e) in entries.iter().enumerate() {
-            // The policy's own getters check every parameter (a misspelt key
-            // is an error there), so a configuration never holds a policy
-            // that would fail to start.
-            let checked = e.spec().and_then(|s| s.make().map(drop));
-            checked.map_err(|err| match (origin, policies.is_empty()) {
-                (Some(name), true) => Error::config(format!("{name}: policy[{}]: {err}", i + 1)),
-                _ => err,
-            })?;
+        if !policies.is_empty() {
+            entries = policies.iter().map(|p| PolicyEntry::from_spec(p)).collect::<Result<_>>()?;
+            for e in &entries {
+                check_policy(e)?;
+            }
         }
         Ok(Config { preset: start, machine, os, policies: entries })
     }
@@ -600,6 +597,13 @@ impl Config {
         }
         toml::to_string_pretty(&top).map_err(|e| bad(&e))
     }
+}
+
+/// Build an entry's policies once: their own getters check every parameter
+/// (a misspelt key is an error there), so a configuration never holds a
+/// policy that would fail to start.
+fn check_policy(e: &PolicyEntry) -> Result<()> {
+    e.spec()?.make().map(drop)
 }
 
 /// Prefix a configuration error with the file it came from (once).
