@@ -52,7 +52,7 @@ def simulate(
     """
     src = source_args(preset, _path(config, "config"))
     if policy is None and pages is None and _config_policies(src, set):
-        return compare(trace, [], preset=preset, config=config, set=set, **os_options)[0]
+        return compare(trace, None, preset=preset, config=config, set=set, **os_options)[0]
     if policy is None:
         given = sorted(k for k, v in os_options.items() if v is not None)
         if given:
@@ -88,12 +88,14 @@ def compare(
     src = source_args(preset, _path(config, "config"))
     if isinstance(policies, (str, bytes)):
         policies = [policies]
-    if policies is None:
+    from_config = _config_policies(src, set)
+    if policies is None and from_config:
         policies = []
     if not hasattr(policies, "__iter__"):
-        raise _core.HugescopeError(f"policies: expected a list of policy names, not {policies!r}")
+        raise _core.HugescopeError(f"policies: expected a list of policy names, not {policies!r} "
+                                   "(or a config with [[policy]] entries)")
     policies = [str(p) for p in policies]
-    if not policies and not _config_policies(src, set):
+    if not policies and not from_config:
         raise _core.HugescopeError("policies: empty list (and no [[policy]] entries in a configuration)")
     known = {"memory", "frag", "frag_method", "budget", "footprint", "duration", "rate", "seed", "os_costs",
              "sample_every"}
