@@ -632,7 +632,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--rate", type=units.float_arg("--rate", positive=True), default=None,
                    help="nominal accesses per second (default: the trace header's, else cost-model cycles)")
     s.add_argument("--seed", type=seed_arg, default=None, help="seed of the fragmentation injector (default 1; with --frag)")
-    s.add_argument("--os", action="append", default=[], metavar="COST=US", help="override an OS cost in microseconds, e.g. fault_base_us=2.5")
+    s.add_argument("--os", action="append", default=[], metavar="COST=US", help="override an OS cost in microseconds, e.g. fault_base_us=2.5 (= --set os.fault_base_us=2.5)")
     s.add_argument("--no-base", action="store_true", help="do not simulate base pages alongside (no speedup)")
     s.add_argument("--emit-plan", metavar="PLAN", help="write the plan the policy executed (replay with static:plan=PLAN or 'hugescope run')")
     s.add_argument("--json", metavar="OUT", help="write every counter to this JSON file")

@@ -108,7 +108,7 @@ def _add_common(p: argparse.ArgumentParser, out_default: str = "results", fragme
     if fragments:
         p.add_argument("--seed", type=cli.seed_arg, default=None,
                        help="seed of the fragmentation injector (default 1)")
-    p.add_argument("--os", action="append", default=[], metavar="COST=US", help="override an OS cost in microseconds")
+    p.add_argument("--os", action="append", default=[], metavar="COST=US", help="override an OS cost in microseconds (= --set os.COST=US; see hugescope config --keys)")
     p.add_argument("--threads", type=units.int_arg("--threads", 1, ex.MAX_THREADS), default=min(2, os.cpu_count() or 1),
                    help=f"simulation threads (each decodes the trace once; default 2, at most {ex.MAX_THREADS})")
     p.add_argument("--no-plots", action="store_true", help="do not write PNG figures next to the results")
