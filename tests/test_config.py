@@ -1,6 +1,6 @@
 """Configuration as data: one Config (machine, os, policies) from TOML/JSON.
 
-The knob tests walk the core's declarations (``hugescope.config.knobs()``), so
+The knob tests walk the core's declarations (``hugescope.configuration.knobs()``), so
 a knob added there is checked here (listing, --set, the Python object) with no
 edit to this file."""
 
@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import hugescope as hs
-from hugescope.config import Config, knobs
+from hugescope.configuration import Config, knobs
 
 from conftest import run_cli
 

@@ -18,6 +18,7 @@ from ._core import HugescopeError, presets
 from ._core import version as _version
 from .results import SimResult
 from .api import compare, machine_config, policies, simulate, trace_info
+from .configuration import Config, load as config
 from . import workloads
 
 __version__ = _version()
@@ -30,6 +31,8 @@ __all__ = [
     "policies",
     "trace_info",
     "machine_config",
+    "config",
+    "Config",
     "presets",
     "workloads",
     "__version__",

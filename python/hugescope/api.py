@@ -7,7 +7,7 @@ import os
 from typing import Iterable, Optional
 
 from . import _core, units
-from .config import os_overrides, source_args
+from .configuration import os_overrides, source_args
 from .results import SimResult
 
 
@@ -157,7 +157,7 @@ def _trace(p) -> str:
 
 
 def _path(p, what: str = "path"):
-    from .config import Config
+    from .configuration import Config
 
     if p is None or (isinstance(p, Config) and what == "config"):
         return p

@@ -514,15 +514,15 @@ def cmd_policies(a) -> int:
 
 def config_source(a) -> dict:
     """The core's source arguments for --preset and --config."""
-    from .config import source_args
+    from .configuration import source_args
     return source_args(a.preset, a.config)
 
 
 def cmd_config(a) -> int:
     """Print the resolved configuration (TOML, or JSON with --json), or the
     OS keys with --keys. The TOML printed is a valid --config file."""
-    from .config import knobs
-    from .config import load as load_config
+    from .configuration import knobs
+    from .configuration import load as load_config
 
     if a.keys:
         if a.json:

@@ -30,7 +30,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 from . import _core
 from ._core import HugescopeError
 from ._io import check_output, write_atomic, write_json
-from .config import os_overrides, source_args
+from .configuration import os_overrides, source_args
 from .results import SimResult
 from .units import U64_MAX, check_float, check_int
 

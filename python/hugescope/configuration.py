@@ -17,8 +17,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import sys
-import types
 from typing import Any, Dict, Iterable, List, Optional
 
 from . import _core
@@ -153,16 +151,3 @@ def os_overrides(options: Dict[str, Any]) -> List[str]:
             raise _core.HugescopeError(f"OS cost override '{c}' is not COST=US (e.g. fault_base_us=2.5)")
         out.append(f"os.{key.strip()}={value.strip()}")
     return out
-
-
-class _CallableModule(types.ModuleType):
-    """``hugescope.config(...)`` is ``load(...)``: the package attribute
-    ``config`` is this module (the package's ``__init__`` is not ours to
-    change), so the module itself answers the call; ``hugescope.config.Config``
-    and ``hugescope.config.knobs()`` stay reachable beside it."""
-
-    def __call__(self, *args, **kwargs) -> Config:
-        return load(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
