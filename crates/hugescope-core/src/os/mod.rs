@@ -2,11 +2,17 @@
 //! promotion, demotion, compaction, shootdown, accessed bits). Policies live in
 //! `policy/` and act through the `Kernel`'s mechanisms.
 
+pub mod accessed;
 pub mod aspace;
 pub mod clock;
 pub mod costs;
+pub mod fault;
+pub mod huge_memory;
 pub mod kernel;
 pub mod metrics;
+pub mod migrate;
 pub mod phys;
+pub mod tlbflush;
+pub mod unmap;
 
 pub use kernel::{AllocMode, Kernel, OsConfig};
