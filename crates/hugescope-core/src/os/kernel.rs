@@ -382,44 +382,6 @@ impl Kernel {
         self.policies.len()
     }
 
-    /// State of one PMD-level region, computed from the page table.
-    pub fn region_state(&self, pid: u16, start: u64) -> Option<RegionState> {
-        let sp = self.spaces.get(pid as usize)?;
-        let vi = sp.find(start).or_else(|| sp.find(start + self.region_bytes() - 1))?;
-        let v = &sp.vmas[vi];
-        let len = self.region_bytes();
-        let start = start & !(len - 1);
-        let ri = v.region_index(start.max(v.region_base), self.shape.region_shift);
-        let lo = start.max(v.start);
-        let hi = (start + len).min(v.end);
-        let (a, b) = (v.page_index(lo, self.shape.base_shift), v.page_index(hi - 1, self.shape.base_shift) + 1);
-        let mut s = RegionState {
-            start,
-            inside_vma: v.covers(start, len),
-            advised: v.advised,
-            touched: v.touched[ri] as u32,
-            present: 0,
-            accessed: 0,
-            dirty: 0,
-            leaf_size: 0,
-            pmd_accessed: v.pmd_a[ri],
-        };
-        for &f in &v.flags[a..b] {
-            s.present += (f & PRESENT != 0) as u32;
-            s.accessed += (f & ACCESSED != 0) as u32;
-            s.dirty += (f & DIRTY != 0) as u32;
-            s.leaf_size = s.leaf_size.max(size_of_flags(f));
-        }
-        Some(s)
-    }
-
-    /// Start addresses of the PMD-level regions of a VMA (for scanners).
-    pub fn vma_regions(&self, pid: u16, vma: usize) -> impl Iterator<Item = u64> + '_ {
-        let v = self.spaces.get(pid as usize).and_then(|s| s.vmas.get(vma));
-        let shift = self.shape.region_shift;
-        v.into_iter().flat_map(move |v| (0..v.regions()).map(move |ri| v.region_start(ri, shift)))
-    }
-
     // ------------------------------------------------------------ time
 
     /// Run `f` at virtual time `at` (seconds); the scheduling policy's
@@ -644,21 +606,6 @@ impl Kernel {
     pub fn os_cycles(&self) -> f64 {
         self.clock.os_sync_seconds * self.cost.cpu_ghz * 1e9
     }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RegionState {
-    pub start: u64,
-    /// The whole region lies inside one VMA (a PMD leaf is possible).
-    pub inside_vma: bool,
-    pub advised: bool,
-    pub touched: u32,
-    pub present: u32,
-    pub accessed: u32,
-    pub dirty: u32,
-    /// Largest leaf size index in the region (0: base pages only).
-    pub leaf_size: usize,
-    pub pmd_accessed: bool,
 }
 
 impl PageTable for Kernel {

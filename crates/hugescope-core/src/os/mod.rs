@@ -14,5 +14,7 @@ pub mod migrate;
 pub mod phys;
 pub mod tlbflush;
 pub mod unmap;
+pub mod view;
 
 pub use kernel::{AllocMode, Kernel, OsConfig};
+pub use view::{MmView, RegionState, VmaView};
