@@ -36,6 +36,8 @@ impl Kernel {
                 break;
             }
         }
+        // Carry the action out. `FaultAction::Reserve` (reservations) will be
+        // a second arm here: reserve the extent, then map the base page inside it.
         if let FaultAction::Huge { size, alloc } = action {
             let len = self.geo.sizes[size];
             let start = a.addr & !(len - 1);

@@ -15,6 +15,9 @@ pub enum Refusal {
     Budget,
     Ineligible,
     AlreadyHuge,
+    /// Collapse in place only: the base pages are not all mapped, or their
+    /// frames are not one naturally aligned physical extent.
+    NotContiguous,
 }
 
 impl Refusal {
@@ -24,6 +27,10 @@ impl Refusal {
             Refusal::Budget => f.budget += 1,
             Refusal::Ineligible => f.ineligible += 1,
             Refusal::AlreadyHuge => f.already_huge += 1,
+            // Counted with the ineligible ranges: the failure counters of the
+            // result keep their fields (a range that cannot be collapsed in
+            // place is one the mechanism is not eligible for).
+            Refusal::NotContiguous => f.ineligible += 1,
         }
     }
 }
@@ -215,5 +222,68 @@ impl Kernel {
         self.huge_total -= len;
         self.stats.demotions += 1;
         self.shootdown(pid, start, start + len);
+    }
+
+    /// Collapse in place: install a huge leaf of size index `size` at `start`
+    /// over the base pages already there, when their frames are one naturally
+    /// aligned physical extent (after a reservation filled it, or after FHPM's
+    /// or Navarro's in-place promotion). No frame is allocated, copied or
+    /// freed: the small blocks are merged into one (`PhysMem::try_merge`), the
+    /// PMD entry is rewritten (charged as a split is: one PMD update) and the
+    /// range is shot down. Linux's MADV_COLLAPSE always copies; this is the
+    /// path the reservation-based systems take (Navarro §4.4, FHPM).
+    pub fn collapse_in_place(&mut self, pid: u16, start: u64, size: usize) -> std::result::Result<(), Refusal> {
+        let r = self.try_collapse_in_place(pid, start, size);
+        match r {
+            Ok(()) => {
+                self.stats.promotions += 1;
+                self.stats.in_place_collapses += 1;
+                self.record_plan(self.acting, pid, start, size);
+            }
+            Err(e) => e.count(&mut self.stats.promotion_failures),
+        }
+        r
+    }
+
+    fn try_collapse_in_place(&mut self, pid: u16, start: u64, size: usize) -> std::result::Result<(), Refusal> {
+        let (vi, _) = self.check_huge(pid, start, size)?;
+        let bs = self.shape.base_shift;
+        let len = self.geo.sizes[size];
+        let order = self.geo.shifts[size] - bs;
+        let rs = self.shape.region_shift;
+        let owner = Self::owner(pid, start, bs);
+        let v = &self.spaces[pid as usize].vmas[vi];
+        let a = v.page_index(start, bs);
+        let n = (len >> bs) as usize;
+        let first = v.pfn[a];
+        // Every page mapped by a base leaf of its own frame (a frame of a
+        // split block held as one unit is not the process's to merge), frame
+        // first + j for page j, and the extent aligned to the huge order.
+        let contiguous = first != NO_PFN
+            && (first as u64).is_multiple_of(1u64 << order)
+            && (0..n).all(|j| {
+                let f = v.flags[a + j];
+                f & PRESENT != 0 && size_of_flags(f) == 0 && !v.leaked(a + j) && v.pfn[a + j] as u64 == first as u64 + j as u64
+            });
+        if !contiguous || self.phys.try_merge(first as u64, order, owner).is_err() {
+            return Err(Refusal::NotContiguous);
+        }
+        let sp = &mut self.spaces[pid as usize];
+        let v = &mut sp.vmas[vi];
+        for j in 0..n {
+            let keep = v.flags[a + j] & (TOUCHED | ACCESSED | DIRTY);
+            v.flags[a + j] = PRESENT | keep | ((size as u8) << aspace::SIZE_SHIFT);
+        }
+        // A remapped region's PMD accessed bit restarts, as after a copy.
+        let (r0, r1) = (v.region_index(start, rs), v.region_index(start + len - 1, rs));
+        for r in r0..=r1 {
+            v.pmd_a[r] = false;
+        }
+        sp.huge_bytes[size] += len;
+        self.huge_total += len;
+        self.peak_huge_total = self.peak_huge_total.max(self.huge_total);
+        self.charge_us(self.costs.split_us);
+        self.shootdown(pid, start, start + len);
+        Ok(())
     }
 }

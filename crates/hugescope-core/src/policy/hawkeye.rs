@@ -297,7 +297,7 @@ impl HawkEye {
                     self.regions[i].huge = true;
                 }
                 Err(Refusal::AlreadyHuge) => self.regions[i].huge = true,
-                Err(Refusal::Ineligible) => {}
+                Err(Refusal::Ineligible | Refusal::NotContiguous) => {}
                 Err(Refusal::NoMemory | Refusal::Budget) => {
                     rec.failed += 1;
                     break;
