@@ -410,52 +410,10 @@ impl Kernel {
         self.charge_us(us);
     }
 
-    // ------------------------------------------------------------ PCC hardware
-
-    /// Give every cpu a promotion candidate cache (PCC §3.2) fed by the walker
-    /// from now on. A policy that reads PCCs calls this from `init`. Calling
-    /// it again replaces the PCCs (empty).
-    pub fn enable_pcc(&mut self, cfg: PccConfig) -> std::result::Result<(), String> {
-        cfg.validate()?;
-        self.pccs.clear();
-        self.pcc_cfg = Some(cfg);
-        Ok(())
-    }
-    pub fn pcc_config(&self) -> Option<&PccConfig> {
-        self.pcc_cfg.as_ref()
-    }
-    /// The PCCs, indexed by cpu id (cpus that never walked may be missing).
-    pub fn pccs(&self) -> &[Pcc] {
-        &self.pccs
-    }
-    pub fn pccs_mut(&mut self) -> &mut [Pcc] {
-        &mut self.pccs
-    }
-    /// The PCC of `cpu`, created if needed; None if no PCC is enabled.
-    pub fn pcc_mut(&mut self, cpu: u16) -> Option<&mut Pcc> {
-        let cfg = self.pcc_cfg.as_ref()?;
-        let c = cpu as usize;
-        if c >= self.pccs.len() {
-            let (rs, ps) = (self.shape.region_shift, self.shape.pud_shift);
-            let template = Pcc::new(cfg, rs, ps);
-            self.pccs.resize(c + 1, template);
-        }
-        Some(&mut self.pccs[c])
-    }
-
-    /// The walker's PCC update (PCC §3.2): off the hot path of walks when no
-    /// PCC is enabled (the caller tests `pcc_cfg`).
-    #[inline(never)]
-    fn feed_pcc(&mut self, a: &Access, leaf: &Leaf) {
-        let leaf_shift = self.geo.shifts[leaf.size()];
-        if let Some(p) = self.pcc_mut(a.cpu) {
-            p.on_walk(a.pid, a.addr, leaf_shift, leaf.was(PMD_A), leaf.was(PUD_A));
-        }
-    }
-
     // ------------------------------------------------------------ mechanisms
     // Each mechanism lives in the file Linux would hold it in (docs/kernel.md):
-    // fault.rs, huge_memory.rs, migrate.rs, unmap.rs, tlbflush.rs, accessed.rs.
+    // fault.rs, huge_memory.rs, migrate.rs, unmap.rs, tlbflush.rs, accessed.rs;
+    // the PCC hardware the walker feeds is hosted in pcc.rs.
 
     /// The physical allocator's owner tag of a base page: the process and the
     /// virtual page, so a migration can find the mapping to update.

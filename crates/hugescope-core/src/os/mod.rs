@@ -11,6 +11,7 @@ pub mod huge_memory;
 pub mod kernel;
 pub mod metrics;
 pub mod migrate;
+pub mod pcc;
 pub mod phys;
 pub mod tlbflush;
 pub mod unmap;
