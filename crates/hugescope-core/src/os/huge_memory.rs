@@ -4,7 +4,9 @@
 //! only names the range and the size.
 
 use super::aspace::{self, size_of_flags, ACCESSED, DIRTY, NO_PFN, PRESENT, TOUCHED};
-use super::kernel::{AllocMode, Kernel};
+use super::kernel::Kernel;
+// Through the os re-export, wherever the configuration types live.
+use super::AllocMode;
 use serde::Serialize;
 
 /// Why the kernel refused a huge mapping.

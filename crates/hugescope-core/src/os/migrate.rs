@@ -4,7 +4,9 @@
 //! of the process that owns the page, and allocates huge blocks with direct
 //! compaction when the allocation mode allows it.
 
-use super::kernel::{AllocMode, Kernel, OWNER_PID_SHIFT};
+use super::kernel::{Kernel, OWNER_PID_SHIFT};
+// Through the os re-export, wherever the configuration types live.
+use super::AllocMode;
 use super::phys::{Migration, Mobility, FRAG_OWNER};
 
 impl Kernel {
