@@ -78,10 +78,11 @@ impl Policy for PromoteAt {
         k.schedule_at(self.at, 1);
     }
     fn on_timer(&mut self, k: &mut Kernel, _id: u32) {
-        let regions: Vec<u64> = k.vma_regions(0, 0).collect();
+        let view = k.view();
+        let regions: Vec<u64> = view.vma(0, 0).map(|v| (0..v.regions()).map(|ri| v.region_start(ri)).collect()).unwrap_or_default();
         let size = pmd_size(k);
         for r in regions {
-            if k.region_state(0, r).is_some_and(|s| s.touched > 0 && s.leaf_size == 0) {
+            if k.view().region(0, r).is_some_and(|s| s.touched > 0 && s.leaf_size == 0) {
                 let _ = k.promote(0, r, size, AllocMode::FreeOnly);
             }
         }

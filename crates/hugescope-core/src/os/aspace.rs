@@ -188,6 +188,9 @@ pub struct AddressSpace {
     /// region: model memory that grows with the trace's content, checked
     /// against the limit while the run goes (`Kernel::inferred_pages`).
     pub inferred_pages: u64,
+    /// The shared scan cursor (`view::MmView::scan_cursor`): the address the
+    /// next khugepaged-like scan of this process resumes at.
+    pub scan_next: u64,
 }
 
 impl AddressSpace {

@@ -37,6 +37,14 @@ pub struct OsStats {
     pub out_of_memory: u64,
     pub pages_copied: u64,
     pub pages_zeroed: u64,
+    /// Promotions made by collapse in place (no copy); left out of the
+    /// result when zero, so results of runs that never do one are unchanged.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub in_place_collapses: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// One point of the timeline.

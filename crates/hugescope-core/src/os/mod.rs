@@ -2,12 +2,21 @@
 //! promotion, demotion, compaction, shootdown, accessed bits). Policies live in
 //! `policy/` and act through the `Kernel`'s mechanisms.
 
+pub mod accessed;
 pub mod aspace;
 pub mod clock;
 pub mod config;
 pub mod costs;
+pub mod fault;
+pub mod huge_memory;
 pub mod kernel;
 pub mod metrics;
+pub mod migrate;
+pub mod pcc;
 pub mod phys;
+pub mod tlbflush;
+pub mod unmap;
+pub mod view;
 
 pub use kernel::{AllocMode, Kernel, OsConfig};
+pub use view::{MmView, RegionState, VmaView};

@@ -196,11 +196,9 @@ impl HawkEye {
         match self.s.coverage_source {
             CoverageSource::AllAccesses => k.track_coverage(true),
             CoverageSource::Abit => {
-                let ranges: Vec<(u16, u64, u64)> = k
-                    .spaces()
-                    .iter()
-                    .flat_map(|sp| sp.vmas.iter().map(move |v| (sp.pid, v.start, v.end - v.start)))
-                    .collect();
+                let view = k.view();
+                let ranges: Vec<(u16, u64, u64)> =
+                    (0..view.processes() as u16).flat_map(|pid| view.vmas(pid).map(move |v| (pid, v.start(), v.end() - v.start()))).collect();
                 for (pid, start, len) in ranges {
                     k.clear_accessed(pid, start, len, false);
                 }
@@ -219,19 +217,15 @@ impl HawkEye {
         }
         let pmd = pmd_size(k);
         let rs = k.shape().region_shift;
+        let view = k.view();
         let mut rec = RoundRecord { time_s: k.now(), accesses: k.clock.accesses, ..Default::default() };
         // Regions in address order: (pid, start) of every region wholly inside a VMA.
         let mut all: Vec<(u16, u64)> = Vec::new();
         let mut pages = 0u64;
-        for sp in k.spaces() {
-            for v in &sp.vmas {
-                pages += v.flags.len() as u64;
-                for ri in 0..v.regions() {
-                    let start = v.region_start(ri, rs);
-                    if v.covers(start, 1 << rs) {
-                        all.push((sp.pid, start));
-                    }
-                }
+        for pid in 0..view.processes() as u16 {
+            for v in view.vmas(pid) {
+                pages += v.pages();
+                all.extend((0..v.regions()).filter(|&ri| v.region_inside(ri)).map(|ri| (pid, v.region_start(ri))));
             }
         }
         // The scan limit: only `scan_pages / 512` regions from the cursor on
@@ -247,7 +241,7 @@ impl HawkEye {
         for (idx, (pid, start)) in all.into_iter().enumerate() {
             let cov = match self.s.coverage_source {
                 CoverageSource::AllAccesses => k.take_coverage(pid, start),
-                CoverageSource::Abit => k.region_state(pid, start).map_or(0, |st| st.accessed),
+                CoverageSource::Abit => k.view().region(pid, start).map_or(0, |st| st.accessed),
             };
             if !in_scan(idx) {
                 continue;
@@ -275,8 +269,9 @@ impl HawkEye {
         rec.tracked = self.regions.len() as u64;
 
         // Promotion order: highest bucket first, FIFO inside a bucket.
+        let view = k.view();
         for r in self.regions.iter_mut() {
-            if !r.huge && k.region_state(r.pid, r.start).is_some_and(|s| s.leaf_size >= pmd) {
+            if !r.huge && view.region(r.pid, r.start).is_some_and(|s| s.leaf_size >= pmd) {
                 r.huge = true;
             }
         }
@@ -302,7 +297,7 @@ impl HawkEye {
                     self.regions[i].huge = true;
                 }
                 Err(Refusal::AlreadyHuge) => self.regions[i].huge = true,
-                Err(Refusal::Ineligible) => {}
+                Err(Refusal::Ineligible | Refusal::NotContiguous) => {}
                 Err(Refusal::NoMemory | Refusal::Budget) => {
                     rec.failed += 1;
                     break;

@@ -51,14 +51,18 @@ pub struct KhugepagedStats {
 pub struct Khugepaged {
     pub cfg: KhugepagedConfig,
     pub stats: KhugepagedStats,
+    /// The process being scanned (Linux: khugepaged_scan.mm_slot). Where in
+    /// it the scan is, is the kernel's shared scan cursor of that process
+    /// (`MmView::scan_cursor`, Linux: khugepaged_scan.address).
     pid: usize,
-    vma: usize,
-    region: usize,
+    /// The last region of a VMA was scanned: moving on to the next VMA takes
+    /// one step of the pass (the step bound below counts it).
+    leaving_vma: bool,
 }
 
 impl Khugepaged {
     pub fn new(cfg: KhugepagedConfig) -> Self {
-        Khugepaged { cfg, stats: KhugepagedStats::default(), pid: 0, vma: 0, region: 0 }
+        Khugepaged { cfg, stats: KhugepagedStats::default(), pid: 0, leaving_vma: false }
     }
 
     /// One scan pass. `eligible(advised)` says whether a VMA may be collapsed
@@ -67,34 +71,44 @@ impl Khugepaged {
         self.stats.passes += 1;
         let mut budget = self.cfg.pages_to_scan as i64;
         let per_range = (k.region_bytes() >> k.shape().base_shift) as i64;
-        let nspaces = k.spaces().len();
+        let nspaces = k.view().processes();
         if nspaces == 0 {
             return self.cfg.scan_sleep_s;
         }
         let mut steps = 0usize;
-        let max_steps = 1 + k.spaces().iter().map(|s| s.vmas.iter().map(|v| v.regions() + 1).sum::<usize>() + 1).sum::<usize>();
+        // A pass never goes round everything more than about once, even when
+        // no range costs anything (none lies wholly inside its VMA).
+        let max_steps = 1 + (0..nspaces).map(|p| k.view().vmas(p as u16).map(|v| v.regions() + 1).sum::<usize>() + 1).sum::<usize>();
         while budget > 0 && steps <= max_steps {
             steps += 1;
-            let Some(sp) = k.spaces().get(self.pid) else {
-                self.next_mm(nspaces);
-                continue;
-            };
-            let Some(v) = sp.vmas.get(self.vma) else {
-                self.next_mm(nspaces);
-                continue;
-            };
-            if !eligible(v.advised) || self.region >= v.regions() {
-                if self.region == 0 {
-                    budget -= 1; // a skipped VMA costs one page
-                }
-                self.vma += 1;
-                self.region = 0;
+            let pid = self.pid as u16;
+            if self.leaving_vma {
+                self.leaving_vma = false;
                 continue;
             }
-            let start = v.region_start(self.region, k.shape().region_shift);
-            let pid = self.pid as u16;
-            self.region += 1;
-            let Some(st) = k.region_state(pid, start) else { continue };
+            let view = k.view();
+            let cursor = view.scan_cursor(pid);
+            let Some(v) = view.vma_from(pid, cursor).and_then(|i| view.vma(pid, i)) else {
+                self.next_mm(k, nspaces);
+                continue;
+            };
+            // The cursor is a region start of this VMA, or at or before its start.
+            let region = if cursor <= v.start() { 0 } else { ((cursor - v.region_start(0)) >> k.shape().region_shift) as usize };
+            if !eligible(v.advised()) || region >= v.regions() {
+                if region == 0 {
+                    budget -= 1; // a skipped VMA costs one page
+                }
+                k.set_scan_cursor(pid, v.end());
+                continue;
+            }
+            let start = v.region_start(region);
+            if region + 1 < v.regions() {
+                k.set_scan_cursor(pid, v.region_start(region + 1));
+            } else {
+                k.set_scan_cursor(pid, v.end());
+                self.leaving_vma = true;
+            }
+            let Some(st) = k.view().region(pid, start) else { continue };
             if !st.inside_vma {
                 continue; // only 2MB-aligned ranges wholly inside the VMA are scanned
             }
@@ -108,6 +122,8 @@ impl Khugepaged {
                 self.stats.exceed_none += 1;
                 continue;
             }
+            // The leaves' accessed bits (one per leaf: MmView), as
+            // khugepaged's referenced check reads the PTEs' young bits.
             if self.cfg.require_referenced && st.accessed == 0 {
                 self.stats.not_referenced += 1;
                 continue;
@@ -125,10 +141,12 @@ impl Khugepaged {
         self.cfg.scan_sleep_s
     }
 
-    fn next_mm(&mut self, nspaces: usize) {
+    /// The process is done: its cursor goes back to its start for the next
+    /// visit, and the scan moves to the next process (wrapping: a full scan).
+    fn next_mm(&mut self, k: &mut Kernel, nspaces: usize) {
+        k.set_scan_cursor(self.pid as u16, 0);
         self.pid += 1;
-        self.vma = 0;
-        self.region = 0;
+        self.leaving_vma = false;
         if self.pid >= nspaces {
             self.pid = 0;
             self.stats.full_scans += 1;

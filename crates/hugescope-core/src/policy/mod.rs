@@ -19,9 +19,12 @@
 //!   walks per region of a base-page profiling pass over the whole trace
 //!   before the run starts (`run::profile_walks`).
 //!
-//! Mechanisms available to policies: `promote`, `demote`, `compact`,
-//! `clear_accessed`, `free_range`, `schedule_*`, plus read access to the page
-//! tables (`region_state`, `spaces`), physical memory (`phys`) and the budget.
+//! Mechanisms available to policies: `promote` (collapse by copy),
+//! `collapse_in_place`, `demote`, `compact`, `clear_accessed`, `free_range`,
+//! `schedule_*`. Page-table state is read through `Kernel::view()`
+//! (`os::MmView`: regions per level, one accessed/dirty bit per leaf, the
+//! shared scan cursor), plus physical memory (`phys`) and the budget.
+//! docs/kernel.md maps which file holds which mechanism.
 
 pub mod khugepaged;
 pub mod params;
@@ -47,6 +50,13 @@ pub struct Fault {
     pub vma_advised: bool,
 }
 
+/// What a fault-time policy asks the fault path (`os/fault.rs`) to map.
+///
+/// The slot for reservations: Navarro-style policies will add
+/// `Reserve { extent }` (reserve an aligned physical extent for the region,
+/// map the faulting base page at its place inside it, so a later
+/// `Kernel::collapse_in_place` needs no copy). It goes here and where
+/// `Kernel::fault` (os/fault.rs) carries the action out; no other file changes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FaultAction {
     Base,

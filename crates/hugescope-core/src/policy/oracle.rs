@@ -86,7 +86,7 @@ impl Policy for Oracle {
             }
             // Regions of VMAs inferred later (imported traces) are not known
             // yet; they are 2MB-aligned chunks, so keep them.
-            if let Some(st) = k.region_state(r.pid, r.start) {
+            if let Some(st) = k.view().region(r.pid, r.start) {
                 if !st.inside_vma || st.start != r.start {
                     continue;
                 }

@@ -317,7 +317,7 @@ impl PccPolicy {
             k.pccs()[cpu].pmd.dump_into(&mut self.dump);
             rec.entries += self.dump.len() as u64;
             for (rank, e) in self.dump.iter().enumerate() {
-                let Some(st) = k.region_state(e.pid, e.start) else { continue };
+                let Some(st) = k.view().region(e.pid, e.start) else { continue };
                 if st.leaf_size >= pmd {
                     let c = huge_count.entry((e.pid, e.start)).or_insert(0);
                     *c = (*c).max(e.freq);
@@ -334,7 +334,8 @@ impl PccPolicy {
             self.prev_clock[cpu] = k.pccs()[cpu].pmd.clock();
         }
         // Activity of this policy's huge pages; forget those no longer huge.
-        self.promoted.retain(|p| k.region_state(p.pid, p.start).is_some_and(|s| s.leaf_size >= pmd));
+        let view = k.view();
+        self.promoted.retain(|p| view.region(p.pid, p.start).is_some_and(|s| s.leaf_size >= pmd));
         for p in self.promoted.iter_mut() {
             if huge_active.contains(&(p.pid, p.start)) {
                 p.last_active_read = read_no;

@@ -69,19 +69,16 @@ impl Policy for Random {
             return;
         }
         let size = pmd_size(k);
-        let rs = k.shape().region_shift;
+        let view = k.view();
         let mut candidates: Vec<(u16, u64)> = Vec::new();
-        for sp in k.spaces() {
-            for v in &sp.vmas {
-                for ri in 0..v.regions() {
-                    let start = v.region_start(ri, rs);
-                    if v.touched[ri] > 0 && v.covers(start, 1 << rs) {
-                        candidates.push((sp.pid, start));
-                    }
+        for pid in 0..view.processes() as u16 {
+            for (v, ri, start) in view.regions(pid) {
+                if v.region_touched(ri) > 0 && v.region_inside(ri) {
+                    candidates.push((pid, start));
                 }
             }
         }
-        candidates.retain(|&(pid, start)| k.region_state(pid, start).is_some_and(|s| s.leaf_size < size));
+        candidates.retain(|&(pid, start)| view.region(pid, start).is_some_and(|s| s.leaf_size < size));
         let mut done = 0;
         // Partial Fisher-Yates: the first `per_interval` draws without repetition.
         while done < self.per_interval && (done as usize) < candidates.len() {

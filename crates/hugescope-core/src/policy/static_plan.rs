@@ -38,7 +38,7 @@ impl StaticPlan {
         let Some(size) = k.geometry().size_index_of(e.page_size) else { return };
         let ps = e.page_size;
         let (end, pages) = (e.end(), e.length / ps);
-        let vmas: Vec<(u64, u64)> = k.space(e.pid).map_or(Vec::new(), |sp| sp.vmas.iter().map(|v| (v.start, v.end)).collect());
+        let vmas: Vec<(u64, u64)> = k.view().vmas(e.pid).map(|v| (v.start(), v.end())).collect();
         let (mut a, mut tried) = (e.start, 0u64);
         for (vs, ve) in vmas {
             if ve <= a {

@@ -309,6 +309,38 @@ impl PhysMem {
         Ok(())
     }
 
+    /// Merge the allocated blocks tiling `[pfn, pfn + 2^order)` into one
+    /// allocated block of `order` owned by `owner`: the inverse of `split`,
+    /// for a collapse in place (a huge leaf installed over frames that are
+    /// already contiguous, so nothing is allocated or copied). Every frame must
+    /// be allocated, in blocks of one mobility; free frames are not touched.
+    pub fn try_merge(&mut self, pfn: Pfn, order: u32, owner: u64) -> Result<()> {
+        if order > self.max_order || !pfn.is_multiple_of(1u64 << order) || pfn + (1u64 << order) > self.total {
+            return Err(Error::input(format!("merge: no order-{order} block can start at frame {pfn}")));
+        }
+        let end = pfn + (1u64 << order);
+        let first = self.state[pfn as usize];
+        let mut q = pfn;
+        while q < end {
+            let s = self.state[q as usize];
+            if s & (HEAD | ALLOC) != HEAD | ALLOC || (s & UNMOV) != (first & UNMOV) || (s & ORDER_MASK) as u32 > order {
+                return Err(Error::input(format!("merge: frame {q} is not an allocated block of the range at frame {pfn}")));
+            }
+            q += 1 << (s & ORDER_MASK);
+        }
+        // Drop the small blocks' heads and tags, then head the whole range.
+        let mut q = pfn;
+        while q < end {
+            let o = (self.state[q as usize] & ORDER_MASK) as u32;
+            self.owners.on_free(q, o);
+            self.state[q as usize] = 0;
+            q += 1 << o;
+        }
+        self.state[pfn as usize] = HEAD | ALLOC | (first & UNMOV) | order as u8;
+        self.owners.set(pfn, order, owner);
+        Ok(())
+    }
+
     /// Set the owner tag of the allocated block holding `pfn` (misuse recorded).
     pub fn set_owner(&mut self, pfn: Pfn, owner: u64) {
         match self.allocated_block(pfn) {

@@ -1,0 +1,291 @@
+//! Collapse and split of huge leaves (Linux: mm/khugepaged.c collapse_huge_page
+//! and MADV_COLLAPSE; mm/huge_memory.c __split_huge_pmd). The budget, the
+//! eligibility checks and the accounting of huge bytes live here, so a policy
+//! only names the range and the size.
+
+use super::aspace::{self, size_of_flags, ACCESSED, DIRTY, NO_PFN, PRESENT, TOUCHED};
+use super::kernel::Kernel;
+// Through the os re-export, wherever the configuration types live.
+use super::AllocMode;
+use serde::Serialize;
+
+/// Why the kernel refused a huge mapping.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Refusal {
+    NoMemory,
+    Budget,
+    Ineligible,
+    AlreadyHuge,
+    /// Collapse in place only: the base pages are not all mapped, or their
+    /// frames are not one naturally aligned physical extent.
+    NotContiguous,
+}
+
+impl Refusal {
+    pub(super) fn count(self, f: &mut super::metrics::Failures) {
+        match self {
+            Refusal::NoMemory => f.no_memory += 1,
+            Refusal::Budget => f.budget += 1,
+            Refusal::Ineligible => f.ineligible += 1,
+            Refusal::AlreadyHuge => f.already_huge += 1,
+            // Counted with the ineligible ranges: the failure counters of the
+            // result keep their fields (a range that cannot be collapsed in
+            // place is one the mechanism is not eligible for).
+            Refusal::NotContiguous => f.ineligible += 1,
+        }
+    }
+}
+
+
+impl Kernel {
+    /// Check a huge mapping of size index `size` at `start` could be made.
+    pub(super) fn check_huge(&self, pid: u16, start: u64, size: usize) -> std::result::Result<(usize, bool), Refusal> {
+        let len = self.geo.sizes[size];
+        if size == 0 || start % len != 0 {
+            return Err(Refusal::Ineligible);
+        }
+        let sp = self.spaces.get(pid as usize).ok_or(Refusal::Ineligible)?;
+        let vi = sp.find(start).ok_or(Refusal::Ineligible)?;
+        let v = &sp.vmas[vi];
+        if !v.covers(start, len) {
+            return Err(Refusal::Ineligible);
+        }
+        let bs = self.shape.base_shift;
+        let (a, n) = (v.page_index(start, bs), (len >> bs) as usize);
+        let flags = &v.flags[a..a + n];
+        if flags.iter().all(|&f| f & PRESENT != 0 && size_of_flags(f) == size) {
+            return Err(Refusal::AlreadyHuge);
+        }
+        // Huge bytes already inside the range are replaced, not added.
+        let inside: u64 = flags.iter().filter(|&&f| f & PRESENT != 0 && size_of_flags(f) > 0).count() as u64 * (1 << bs);
+        if let Some(b) = self.budget_bytes {
+            if self.huge_total - inside + len > b {
+                return Err(Refusal::Budget);
+            }
+        }
+        let empty = flags.iter().all(|&f| f & PRESENT == 0);
+        Ok((vi, empty))
+    }
+
+    /// Install a huge leaf of size index `size` at `start` (aligned, inside a
+    /// VMA), backed by a newly allocated block: present base pages are copied,
+    /// absent ones zeroed, replaced frames freed; queues the shootdown.
+    pub(super) fn install_huge(&mut self, pid: u16, vi: usize, start: u64, size: usize, mode: AllocMode) -> std::result::Result<(), Refusal> {
+        let bs = self.shape.base_shift;
+        let len = self.geo.sizes[size];
+        let order = self.geo.shifts[size] - bs;
+        let owner = Self::owner(pid, start, bs);
+        let block = self.alloc_block(order, mode, owner).ok_or(Refusal::NoMemory)?;
+        // Compaction may have moved this process's pages: re-read the VMA.
+        let rs = self.shape.region_shift;
+        let sp = &mut self.spaces[pid as usize];
+        let v = &mut sp.vmas[vi];
+        let a = v.page_index(start, bs);
+        let n = (len >> bs) as usize;
+        let (mut copied, mut zeroed, mut replaced_huge) = (0u64, 0u64, 0u64);
+        let mut freed: Vec<(u64, u32)> = Vec::new();
+        let mut i = 0;
+        while i < n {
+            let f = v.flags[a + i];
+            if f & PRESENT == 0 {
+                zeroed += 1;
+                i += 1;
+                continue;
+            }
+            let s = size_of_flags(f);
+            if s == 0 {
+                copied += 1;
+                // A frame of a block split while partly freed belongs to that
+                // block, which stays allocated as one unit: not ours to free.
+                if v.pfn[a + i] != NO_PFN && !v.leaked(a + i) {
+                    freed.push((v.pfn[a + i] as u64, 0));
+                }
+                i += 1;
+            } else {
+                // A smaller huge leaf inside (1GB over 2MB pages, or Navarro's
+                // intermediate sizes): free its block once.
+                let pages = 1usize << (self.geo.shifts[s] - bs);
+                copied += pages as u64;
+                replaced_huge += (pages as u64) << bs;
+                freed.push((v.pfn[a + i] as u64, self.geo.shifts[s] - bs));
+                i += pages;
+            }
+        }
+        for j in 0..n {
+            v.pfn[a + j] = (block + j as u64) as u32;
+            let keep = v.flags[a + j] & (TOUCHED | ACCESSED | DIRTY);
+            v.flags[a + j] = PRESENT | keep | ((size as u8) << aspace::SIZE_SHIFT);
+        }
+        // A remapped region's PMD accessed bit restarts (re-arms the PCC filter).
+        let (r0, r1) = (v.region_index(start, rs), v.region_index(start + len - 1, rs));
+        for r in r0..=r1 {
+            v.pmd_a[r] = false;
+        }
+        let freed_frames: u64 = freed.iter().map(|&(_, o)| 1u64 << o).sum();
+        sp.frames_held = sp.frames_held + (1u64 << order) - freed_frames;
+        sp.peak_frames = sp.peak_frames.max(sp.frames_held);
+        sp.huge_bytes[size] += len;
+        for j in 1..8 {
+            // subtract replaced smaller huge leaves (attributed by bytes)
+            if j != size && replaced_huge > 0 && sp.huge_bytes[j] > 0 {
+                let d = replaced_huge.min(sp.huge_bytes[j]);
+                sp.huge_bytes[j] -= d;
+                replaced_huge -= d;
+            }
+        }
+        for (p, o) in freed {
+            self.phys.free(p, o);
+        }
+        self.huge_total = self.spaces.iter().map(|s| s.total_huge_bytes()).sum();
+        self.peak_huge_total = self.peak_huge_total.max(self.huge_total);
+        self.stats.pages_copied += copied;
+        self.stats.pages_zeroed += zeroed;
+        self.charge_us(copied as f64 * self.costs.copy_base_page_us + zeroed as f64 * self.costs.zero_base_page_us);
+        if copied > 0 {
+            // Only a range that had translations can be cached anywhere.
+            self.shootdown(pid, start, start + len);
+        }
+        Ok(())
+    }
+
+    /// Promote (collapse) the aligned range at `start` to one huge leaf of size
+    /// index `size`. Goes through the budget, the allocator and compaction.
+    pub fn promote(&mut self, pid: u16, start: u64, size: usize, mode: AllocMode) -> std::result::Result<(), Refusal> {
+        let r = self.check_huge(pid, start, size).and_then(|(vi, _)| self.install_huge(pid, vi, start, size, mode));
+        match r {
+            Ok(()) => {
+                self.stats.promotions += 1;
+                self.record_plan(self.acting, pid, start, size);
+            }
+            Err(e) => e.count(&mut self.stats.promotion_failures),
+        }
+        r
+    }
+
+    /// Count `n` promotion attempts refused as ineligible without making them:
+    /// what `promote` would record for addresses outside every VMA, where it
+    /// has no other effect (a plan range over unmapped space).
+    pub fn count_ineligible_promotions(&mut self, n: u64) {
+        self.stats.promotion_failures.ineligible += n;
+    }
+
+    /// Demote (split) the huge leaf covering `addr` into base-page leaves.
+    /// All its base pages stay mapped (Linux keeps the folio PTE-mapped).
+    pub fn demote(&mut self, pid: u16, addr: u64) -> bool {
+        let bs = self.shape.base_shift;
+        let Some(sp) = self.spaces.get_mut(pid as usize) else { return false };
+        let Some(vi) = sp.find(addr) else { return false };
+        let v = &mut sp.vmas[vi];
+        let pi = v.page_index(addr, bs);
+        let f = v.flags[pi];
+        let s = size_of_flags(f);
+        if f & PRESENT == 0 || s == 0 {
+            return false;
+        }
+        let len = self.geo.sizes[s];
+        let start = addr & !(len - 1);
+        let a = v.page_index(start, bs);
+        let n = (len >> bs) as usize;
+        let block = v.pfn[a] as u64;
+        for j in 0..n {
+            v.flags[a + j] &= !aspace::SIZE_MASK;
+        }
+        sp.huge_bytes[s] -= len;
+        let order = self.geo.shifts[s] - bs;
+        self.phys.split(block, order);
+        for j in 0..n {
+            self.phys.set_owner(block + j as u64, Self::owner(pid, start + ((j as u64) << bs), bs));
+        }
+        self.huge_total -= len;
+        self.stats.demotions += 1;
+        self.charge_us(self.costs.split_us);
+        self.shootdown(pid, start, start + len);
+        true
+    }
+
+    /// Split a huge leaf whose block stays allocated as one unit: its pages
+    /// become base leaves marked as frames the process cannot free one by one.
+    pub(super) fn demote_keeping_frames(&mut self, pid: u16, addr: u64) {
+        let bs = self.shape.base_shift;
+        let sp = &mut self.spaces[pid as usize];
+        let Some(vi) = sp.find(addr) else { return };
+        let v = &mut sp.vmas[vi];
+        let pi = v.page_index(addr, bs);
+        let s = size_of_flags(v.flags[pi]);
+        let len = self.geo.sizes[s];
+        let start = addr & !(len - 1);
+        let a = v.page_index(start, bs);
+        for j in 0..(len >> bs) as usize {
+            v.flags[a + j] &= !aspace::SIZE_MASK;
+            v.mark_leaked(a + j);
+        }
+        sp.huge_bytes[s] -= len;
+        self.huge_total -= len;
+        self.stats.demotions += 1;
+        self.shootdown(pid, start, start + len);
+    }
+
+    /// Collapse in place: install a huge leaf of size index `size` at `start`
+    /// over the base pages already there, when their frames are one naturally
+    /// aligned physical extent (after a reservation filled it, or after FHPM's
+    /// or Navarro's in-place promotion). No frame is allocated, copied or
+    /// freed: the small blocks are merged into one (`PhysMem::try_merge`), the
+    /// PMD entry is rewritten (charged as a split is: one PMD update) and the
+    /// range is shot down. Linux's MADV_COLLAPSE always copies; this is the
+    /// path the reservation-based systems take (Navarro §4.4, FHPM).
+    pub fn collapse_in_place(&mut self, pid: u16, start: u64, size: usize) -> std::result::Result<(), Refusal> {
+        let r = self.try_collapse_in_place(pid, start, size);
+        match r {
+            Ok(()) => {
+                self.stats.promotions += 1;
+                self.stats.in_place_collapses += 1;
+                self.record_plan(self.acting, pid, start, size);
+            }
+            Err(e) => e.count(&mut self.stats.promotion_failures),
+        }
+        r
+    }
+
+    fn try_collapse_in_place(&mut self, pid: u16, start: u64, size: usize) -> std::result::Result<(), Refusal> {
+        let (vi, _) = self.check_huge(pid, start, size)?;
+        let bs = self.shape.base_shift;
+        let len = self.geo.sizes[size];
+        let order = self.geo.shifts[size] - bs;
+        let rs = self.shape.region_shift;
+        let owner = Self::owner(pid, start, bs);
+        let v = &self.spaces[pid as usize].vmas[vi];
+        let a = v.page_index(start, bs);
+        let n = (len >> bs) as usize;
+        let first = v.pfn[a];
+        // Every page mapped by a base leaf of its own frame (a frame of a
+        // split block held as one unit is not the process's to merge), frame
+        // first + j for page j, and the extent aligned to the huge order.
+        let contiguous = first != NO_PFN
+            && (first as u64).is_multiple_of(1u64 << order)
+            && (0..n).all(|j| {
+                let f = v.flags[a + j];
+                f & PRESENT != 0 && size_of_flags(f) == 0 && !v.leaked(a + j) && v.pfn[a + j] as u64 == first as u64 + j as u64
+            });
+        if !contiguous || self.phys.try_merge(first as u64, order, owner).is_err() {
+            return Err(Refusal::NotContiguous);
+        }
+        let sp = &mut self.spaces[pid as usize];
+        let v = &mut sp.vmas[vi];
+        for j in 0..n {
+            let keep = v.flags[a + j] & (TOUCHED | ACCESSED | DIRTY);
+            v.flags[a + j] = PRESENT | keep | ((size as u8) << aspace::SIZE_SHIFT);
+        }
+        // A remapped region's PMD accessed bit restarts, as after a copy.
+        let (r0, r1) = (v.region_index(start, rs), v.region_index(start + len - 1, rs));
+        for r in r0..=r1 {
+            v.pmd_a[r] = false;
+        }
+        sp.huge_bytes[size] += len;
+        self.huge_total += len;
+        self.peak_huge_total = self.peak_huge_total.max(self.huge_total);
+        self.charge_us(self.costs.split_us);
+        self.shootdown(pid, start, start + len);
+        Ok(())
+    }
+}

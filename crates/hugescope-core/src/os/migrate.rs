@@ -1,0 +1,65 @@
+//! Compaction and migration (Linux: mm/compaction.c chooses what to move,
+//! mm/migrate.c moves it). The physical allocator picks the pages
+//! (`phys::PhysMem::compact`); this file applies each move to the page table
+//! of the process that owns the page, and allocates huge blocks with direct
+//! compaction when the allocation mode allows it.
+
+use super::kernel::{Kernel, OWNER_PID_SHIFT};
+// Through the os re-export, wherever the configuration types live.
+use super::AllocMode;
+use super::phys::{Migration, Mobility, FRAG_OWNER};
+
+impl Kernel {
+    /// Allocate a naturally aligned block of `order`, compacting if allowed.
+    pub(super) fn alloc_block(&mut self, order: u32, mode: AllocMode, owner: u64) -> Option<u64> {
+        if let Some(p) = self.phys.alloc(order, Mobility::Movable, owner) {
+            return Some(p);
+        }
+        let AllocMode::Compact { max_pages } = mode else { return None };
+        self.compact(order, max_pages);
+        self.phys.alloc(order, Mobility::Movable, owner)
+    }
+
+    /// Compaction: migrate movable pages until a free block of `order` exists
+    /// or `max_pages` pages moved. Every moved page of a process is remapped
+    /// and shot down. Returns whether a block of that order is now free.
+    pub fn compact(&mut self, order: u32, max_pages: u64) -> bool {
+        let mut moves = std::mem::take(&mut self.scratch);
+        moves.clear();
+        let r = self.phys.compact(order, max_pages, &mut |m| moves.push(m));
+        self.stats.compactions += 1;
+        self.stats.compaction_successes += r.success as u64;
+        self.stats.compaction_migrated_pages += r.migrated_pages;
+        self.charge_us(r.migrated_pages as f64 * self.costs.migrate_base_page_us);
+        for m in moves.drain(..) {
+            self.apply_migration(m);
+        }
+        self.scratch = moves;
+        r.success
+    }
+
+    fn apply_migration(&mut self, m: Migration) {
+        if m.owner == FRAG_OWNER {
+            return; // the fragmenter's own pages: no process maps them
+        }
+        let pid = (m.owner >> OWNER_PID_SHIFT) as u16;
+        let bs = self.shape.base_shift;
+        let va = (m.owner & ((1 << OWNER_PID_SHIFT) - 1)) << bs;
+        let Some(sp) = self.spaces.get_mut(pid as usize) else { return };
+        let Some(vi) = sp.find(va) else { return };
+        let v = &mut sp.vmas[vi];
+        let pi = v.page_index(va, bs);
+        let n = 1usize << m.order;
+        // Only pages still mapped to the moved block follow it: a page freed
+        // and faulted again since has a frame of its own.
+        for i in 0..n.min(v.pfn.len() - pi) {
+            if v.pfn[pi + i] as u64 == m.from + i as u64 {
+                v.pfn[pi + i] = (m.to + i as u64) as u32;
+            }
+        }
+        // A migrated page's PMD accessed bit restarts (PCC filter re-arms).
+        let ri = v.region_index(va, self.shape.region_shift);
+        v.pmd_a[ri] = false;
+        self.shootdown(pid, va, va + ((n as u64) << bs));
+    }
+}

@@ -1,0 +1,22 @@
+//! TLB shootdowns (Linux: arch/x86/mm/tlb.c, flush_tlb_mm_range). Every
+//! remap or unmap queues the virtual range here; the simulator's MMUs drain
+//! the queue before the next access (`PageTable::take_shootdowns`), so no TLB
+//! keeps a stale entry. A shootdown also invalidates the range in every PCC
+//! (PCC §3.3 step C) and charges the IPI cost to the program's critical path.
+
+use super::kernel::Kernel;
+use crate::sim::Shootdown;
+
+impl Kernel {
+    pub(super) fn shootdown(&mut self, pid: u16, start: u64, end: u64) {
+        self.pending.push(Shootdown { pid, start, end });
+        self.stats.shootdowns += 1;
+        // Any shootdown of a region invalidates its PCC entries on every cpu
+        // (PCC §3.3 step C; pcc.md §3.6).
+        for p in self.pccs.iter_mut() {
+            p.invalidate(pid, start, end);
+        }
+        // IPIs interrupt the program's cpus: always on the critical path.
+        self.clock.charge_sync(self.costs.shootdown_us * 1e-6);
+    }
+}

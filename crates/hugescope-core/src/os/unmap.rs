@@ -1,0 +1,82 @@
+//! Unmapping (Linux: mm/memory.c unmap_page_range via munmap and
+//! MADV_DONTNEED, zap_pte_range): the program released a range; its frames go
+//! back to the allocator and the range is shot down.
+
+use super::aspace::{size_of_flags, NO_PFN, PRESENT, TOUCHED};
+use super::kernel::Kernel;
+
+impl Kernel {
+    /// The program freed [start, start + len) (munmap or MADV_DONTNEED of
+    /// whole pages). Base pages return to the allocator; a huge page wholly
+    /// inside is freed; a huge page partly inside is split and keeps its frames
+    /// (Linux defers the split of the folio to memory pressure, which is where
+    /// the bloat of Ingens §3.2 comes from).
+    pub fn free_range(&mut self, pid: u16, start: u64, len: u64) {
+        let bs = self.shape.base_shift;
+        let rs = self.shape.region_shift;
+        let mask = (1u64 << bs) - 1;
+        let (start, end) = ((start + mask) & !mask, (start + len) & !mask);
+        if end <= start || pid as usize >= self.spaces.len() {
+            return;
+        }
+        self.stats.frees += 1;
+        self.stats.freed_bytes += end - start;
+        // First split huge leaves that straddle the range boundaries.
+        for edge in [start, end - 1] {
+            let sp = &self.spaces[pid as usize];
+            if let Some(vi) = sp.find(edge) {
+                let v = &sp.vmas[vi];
+                let f = v.flags[v.page_index(edge, bs)];
+                let s = size_of_flags(f);
+                if f & PRESENT != 0 && s > 0 {
+                    let l = self.geo.sizes[s];
+                    let hs = edge & !(l - 1);
+                    if hs < start || hs + l > end {
+                        self.demote_keeping_frames(pid, edge);
+                    }
+                }
+            }
+        }
+        let mut to_free: Vec<(u64, u32)> = Vec::new();
+        let sp = &mut self.spaces[pid as usize];
+        for v in sp.vmas.iter_mut() {
+            let lo = start.max(v.start);
+            let hi = end.min(v.end);
+            if lo >= hi {
+                continue;
+            }
+            let (a, b) = (v.page_index(lo, bs), v.page_index(hi - 1, bs) + 1);
+            let mut i = a;
+            while i < b {
+                let f = v.flags[i];
+                let s = size_of_flags(f);
+                let pages = if f & PRESENT != 0 && s > 0 { 1usize << (self.geo.shifts[s] - bs) } else { 1 };
+                if f & PRESENT != 0 {
+                    if s > 0 {
+                        to_free.push((v.pfn[i] as u64, self.geo.shifts[s] - bs));
+                        sp.huge_bytes[s] -= (pages as u64) << bs;
+                        sp.frames_held -= pages as u64;
+                    } else if v.pfn[i] != NO_PFN && !v.leaked(i) {
+                        to_free.push((v.pfn[i] as u64, 0));
+                        sp.frames_held -= 1;
+                    }
+                }
+                for j in i..i + pages {
+                    if v.flags[j] & TOUCHED != 0 {
+                        sp.touched_pages -= 1;
+                        let ri = v.region_index(v.start + ((j as u64) << bs), rs);
+                        v.touched[ri] -= 1;
+                    }
+                    v.flags[j] = 0;
+                    v.pfn[j] = NO_PFN;
+                }
+                i += pages;
+            }
+        }
+        for (p, o) in to_free {
+            self.phys.free(p, o);
+        }
+        self.huge_total = self.spaces.iter().map(|s| s.total_huge_bytes()).sum();
+        self.shootdown(pid, start, end);
+    }
+}
