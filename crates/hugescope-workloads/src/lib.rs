@@ -15,8 +15,10 @@ pub mod kv;
 pub mod layout;
 pub mod mem;
 pub mod pointer_chase;
+pub mod process;
 pub mod registry;
 pub mod rng;
+pub mod shape;
 pub mod stream;
 
 pub use mem::NativeEvent;

@@ -271,6 +271,8 @@ pub fn list() -> Vec<WorkloadInfo> {
     let mut v = vec![gups::info()];
     v.extend(graph::infos());
     v.extend([kv::info(), btree::info(), pointer_chase::info(), canneal::info(), cg::info(), stream::info()]);
+    // The direct-segments paper's workloads (ISCA'13 Table 2), after the others.
+    v.extend([cg::npb_info()]);
     v
 }
 
@@ -282,12 +284,12 @@ fn prepare(name: &str, params: &Params) -> Result<(Prepared, Resolved)> {
     let r = resolve(&info, params)?;
     let prep = match info.name {
         "gups" => Prepared::Gups(gups::config(&r)?),
-        "bfs" | "sssp" | "pagerank" => Prepared::Graph(graph::config(&r)?),
+        "bfs" | "sssp" | "pagerank" | "graph500" => Prepared::Graph(graph::config(&r)?),
         "kv" => Prepared::Kv(kv::config(&r)?),
         "btree" => Prepared::Btree(btree::config(&r)?),
         "pointer-chase" => Prepared::Chase(pointer_chase::config(&r)?),
         "canneal" => Prepared::Canneal(canneal::config(&r)?),
-        "cg" => Prepared::Cg(cg::config(&r)?),
+        "cg" | "npb-cg" => Prepared::Cg(cg::config(&r)?),
         "stream" => Prepared::Stream(stream::config(&r)?),
         other => return Err(Error::input(format!("workload '{other}' is listed but not wired up"))),
     };

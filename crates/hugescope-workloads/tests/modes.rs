@@ -79,6 +79,8 @@ fn small_cases() -> Vec<(&'static str, Value)> {
         ("canneal", json!({"elements": 3000, "swaps_per_temp": 1000, "temp_steps": 5})),
         ("cg", json!({"rows": 3000, "nonzeros": 5, "iterations": 10, "threads": 2})),
         ("stream", json!({"size": "512KiB", "iterations": 2, "threads": 2})),
+        ("graph500", json!({"scale": 11, "degree": 8, "threads": 2})),
+        ("npb-cg", json!({"rows": 3000, "nonzeros": 5, "iterations": 3, "threads": 2})),
     ]
 }
 
