@@ -14,6 +14,7 @@ pub mod gups;
 pub mod kv;
 pub mod layout;
 pub mod mem;
+pub mod mysql;
 pub mod pointer_chase;
 pub mod process;
 pub mod registry;
