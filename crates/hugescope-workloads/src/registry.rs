@@ -289,7 +289,7 @@ pub fn list() -> Vec<WorkloadInfo> {
     v.extend(graph::infos());
     v.extend([kv::info(), btree::info(), pointer_chase::info(), canneal::info(), cg::info(), stream::info()]);
     // The direct-segments paper's workloads (ISCA'13 Table 2), after the others.
-    v.extend([cg::npb_info(), mysql::info()]);
+    v.extend([kv::memcached_info(), mysql::info(), cg::npb_info()]);
     v
 }
 
@@ -302,7 +302,7 @@ fn prepare(name: &str, params: &Params) -> Result<(Prepared, Resolved)> {
     let prep = match info.name {
         "gups" => Prepared::Gups(gups::config(&r)?),
         "bfs" | "sssp" | "pagerank" | "graph500" => Prepared::Graph(graph::config(&r)?),
-        "kv" => Prepared::Kv(kv::config(&r)?),
+        "kv" | "memcached" => Prepared::Kv(kv::config(&r)?),
         "btree" => Prepared::Btree(btree::config(&r)?),
         "pointer-chase" => Prepared::Chase(pointer_chase::config(&r)?),
         "canneal" => Prepared::Canneal(canneal::config(&r)?),
