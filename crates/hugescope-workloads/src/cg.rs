@@ -73,7 +73,7 @@ pub fn config(r: &Resolved) -> Result<Cfg> {
     let threads = r.threads()?;
     // NPB is a Fortran program: no heap of note outside its arrays, a small
     // text and BSS (COMMON blocks hold only scalars here), an 8MiB stack per thread.
-    let image = (r.workload == "npb-cg").then(|| ImageCfg { threads, stack_size: 8 << 20, bss: 64 << 10, code: 128 << 10 });
+    let image = (r.workload == "npb-cg").then_some(ImageCfg { threads, stack_size: 8 << 20, bss: 64 << 10, code: 128 << 10 });
     Ok(Cfg { rows, nonzeros, iterations: r.int_min("iterations", 1)?, seed: r.int("seed")?, threads, image })
 }
 

@@ -6,6 +6,7 @@
 //!
 //! Entry points: [`list`], [`plan`], [`header`], [`trace`], [`native`].
 
+pub mod bt;
 pub mod btree;
 pub mod canneal;
 pub mod cg;

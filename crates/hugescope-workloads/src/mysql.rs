@@ -141,7 +141,7 @@ pub fn run<M: Mem>(c: &Cfg, l: &Layout, m: &mut M) -> Result<Value> {
         let k = key_of(kn);
         t.insert(&mut Quiet, k, value_of(k), None)?;
     }
-    m.populated(&t.nodes_arr());
+    m.populated(t.nodes_arr());
     m.begin_run();
     let threads = c.image.threads as u64;
     let mut keys = Rng::stream(c.seed, 60);

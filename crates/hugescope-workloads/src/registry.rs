@@ -10,7 +10,7 @@ use hugescope_core::{Error, Result};
 
 use crate::layout::Layout;
 use crate::mem::{Mem, Native, NativeEvent, Traced};
-use crate::{btree, canneal, cg, graph, gups, kv, mysql, pointer_chase, stream};
+use crate::{bt, btree, canneal, cg, graph, gups, kv, mysql, pointer_chase, stream};
 
 /// One documented parameter of a workload.
 #[derive(Clone, Debug, Serialize)]
@@ -235,6 +235,7 @@ pub(crate) enum Prepared {
     Cg(cg::Cfg),
     Stream(stream::Cfg),
     Mysql(mysql::Cfg),
+    Bt(bt::Cfg),
 }
 
 impl Prepared {
@@ -249,6 +250,7 @@ impl Prepared {
             Prepared::Cg(c) => cg::layout(c),
             Prepared::Stream(c) => stream::layout(c),
             Prepared::Mysql(c) => mysql::layout(c),
+            Prepared::Bt(c) => bt::layout(c),
         }
     }
     /// Simulated cpus of the trace: one per thread, except where threads are
@@ -279,6 +281,7 @@ impl Prepared {
             Prepared::Cg(c) => cg::run(c, l, m),
             Prepared::Stream(c) => stream::run(c, l, m),
             Prepared::Mysql(c) => mysql::run(c, l, m),
+            Prepared::Bt(c) => bt::run(c, l, m),
         }
     }
 }
@@ -289,7 +292,7 @@ pub fn list() -> Vec<WorkloadInfo> {
     v.extend(graph::infos());
     v.extend([kv::info(), btree::info(), pointer_chase::info(), canneal::info(), cg::info(), stream::info()]);
     // The direct-segments paper's workloads (ISCA'13 Table 2), after the others.
-    v.extend([kv::memcached_info(), mysql::info(), cg::npb_info()]);
+    v.extend([kv::memcached_info(), mysql::info(), cg::npb_info(), bt::info()]);
     v
 }
 
@@ -309,6 +312,7 @@ fn prepare(name: &str, params: &Params) -> Result<(Prepared, Resolved)> {
         "cg" | "npb-cg" => Prepared::Cg(cg::config(&r)?),
         "stream" => Prepared::Stream(stream::config(&r)?),
         "mysql" => Prepared::Mysql(mysql::config(&r)?),
+        "npb-bt" => Prepared::Bt(bt::config(&r)?),
         other => return Err(Error::input(format!("workload '{other}' is listed but not wired up"))),
     };
     Ok((prep, r))
