@@ -9,15 +9,18 @@ import hashlib
 from collections import Counter
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import hugescope as hs
+from hugescope.errors import HugescopeError
 from conftest import run_cli
 
 SMALL = {
     "graph500": {"scale": 10, "degree": 8, "threads": 2},
     "memcached": {"records": 2000, "ops": 4000, "threads": 2},
-    "mysql": {"records": 5000, "ops": 2000},
+    "mysql": {"records": 5000, "ops": 2000, "file_size": "1MiB"},
     "npb-cg": {"rows": 2000, "nonzeros": 5, "iterations": 2},
+    "npb-bt": {"grid": 8, "iterations": 2, "threads": 2},
 }
 
 
@@ -56,6 +59,10 @@ def test_graph500_npb_cg_and_memcached_kinds():
     arrays = [r for r in regions if "kind" not in r]
     assert len(arrays) == 8 and k["stack"] == 1
     assert len({r["base"] >> 30 for r in arrays}) == 8  # each array in its own 1GB page
+    k, regions = kinds("npb-bt", grid=10)
+    assert k["stack"] == 1 and k["code"] == 1 and k["bss"] == 1
+    u = next(r for r in regions if r["name"] == "u")
+    assert u["len"] == 10 * 10 * 4096  # every x-row padded to a 4KB page
     _, regions = kinds("memcached", threads=3)
     net = [r for r in regions if r["name"] == "netbuf"]
     assert net and net[0]["segment_opt_out"] is True
@@ -85,3 +92,24 @@ def test_bad_parameters_give_one_error_line(args, needle, tmp_path, capsys):
     lines = [l for l in err.splitlines() if l.strip()]
     assert code == 2 and len(lines) == 1 and needle in lines[0] and "Traceback" not in err, err
     assert not out.exists()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    threads=st.integers(min_value=-2, max_value=300),
+    cpus=st.integers(min_value=-1, max_value=300),
+    stack_touch=st.sampled_from(["0", "4KiB", "24KiB", "8MiB", "9MiB", "-1", "abc"]),
+    stack_size=st.sampled_from(["4KiB", "8KiB", "64KiB", "8MiB", "1e3", ""]),
+)
+def test_mysql_parameter_vectors_plan_or_fail_cleanly(threads, cpus, stack_touch, stack_size):
+    """Any parameter combination either plans (and then respects the
+    invariants) or is refused with a HugescopeError naming a parameter."""
+    try:
+        lay = hs.workloads.layout(
+            "mysql", records=1000, threads=threads, cpus=cpus, stack_touch=stack_touch, stack_size=stack_size
+        )
+    except HugescopeError as e:
+        assert "\n" not in str(e) and "mysql" in str(e)
+        return
+    stacks = [r for r in lay["regions"] if r.get("kind") == "stack"]
+    assert len(stacks) == threads and 1 <= lay["cpus"] <= threads

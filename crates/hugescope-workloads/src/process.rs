@@ -99,7 +99,7 @@ impl Image {
         for p in (0..pages).rev() {
             let f = top - p * WORDS_PER_PAGE - FRAME_WORDS;
             for w in 0..FRAME_WORDS {
-                self.acc ^= s.ld(m, f + w);
+                self.acc = self.acc.wrapping_add(s.ld(m, f + w));
             }
         }
     }
