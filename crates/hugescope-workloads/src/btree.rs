@@ -78,7 +78,7 @@ pub fn config(r: &Resolved) -> Result<Cfg> {
     Ok(c)
 }
 
-const WORDS: usize = 512;
+pub(crate) const WORDS: usize = 512;
 const KMAX: usize = 255;
 const KEYS: usize = 1;
 const VALS: usize = 256;
@@ -92,7 +92,11 @@ const FRAME_USED: usize = 4;
 /// Node capacity: leaves are at least half full after a split (127 keys),
 /// inner nodes likewise; plus slack for the levels.
 fn node_cap(c: &Cfg) -> u64 {
-    let keys = c.records + c.inserts;
+    nodes_for(c.records + c.inserts)
+}
+
+/// Node slots a tree of `keys` keys can need.
+pub(crate) fn nodes_for(keys: u64) -> u64 {
     let leaves = keys / 127 + 2;
     leaves + leaves / 127 + 2 * 8 + 2
 }
@@ -109,7 +113,7 @@ pub fn layout(c: &Cfg) -> Result<Layout> {
 pub fn key_of(kn: u64) -> u64 {
     mix64(kn ^ 0x6274_7265_6500)
 }
-fn value_of(key: u64) -> u64 {
+pub(crate) fn value_of(key: u64) -> u64 {
     mix64(key ^ 0x76_616c)
 }
 
@@ -119,6 +123,9 @@ pub struct Tree {
     height: u32,
     used: usize,
     cap: usize,
+    /// Words from one node to the next: WORDS here; mysql places each node at
+    /// the start of a 16KB InnoDB page whose rest holds the rows.
+    stride: usize,
 }
 
 struct Frame<'a> {
@@ -127,13 +134,38 @@ struct Frame<'a> {
 }
 
 impl Tree {
+    /// An empty tree (one leaf) over `cap` node slots of `stride` words in `nodes`.
+    pub fn new(nodes: Arr<u64>, cap: usize, stride: usize) -> Result<Tree> {
+        let mut t = Tree { nodes, root: 0, height: 1, used: 0, cap, stride };
+        t.root = t.alloc_node(true)?;
+        Ok(t)
+    }
+
+    /// The node pool (a buffer pool of pages for mysql).
+    pub fn nodes_arr(&self) -> &Arr<u64> {
+        &self.nodes
+    }
+
+    pub fn nodes_mut(&mut self) -> &mut Arr<u64> {
+        &mut self.nodes
+    }
+
+    /// Nodes in use.
+    pub fn used(&self) -> usize {
+        self.used
+    }
+
+    pub fn height(&self) -> u32 {
+        self.height
+    }
+
     fn alloc_node(&mut self, leaf: bool) -> Result<usize> {
         if self.used >= self.cap {
             return Err(Error::input("btree: node pool exhausted (internal capacity error)"));
         }
         let id = self.used;
         self.used += 1;
-        let b = id * WORDS;
+        let b = id * self.stride;
         self.nodes[b] = if leaf { LEAF } else { 0 };
         if leaf {
             self.nodes[b + NEXT] = NIL;
@@ -144,7 +176,7 @@ impl Tree {
     /// Index of the first key greater than `key` in node `id` (traced probes).
     #[inline]
     fn upper_bound<M: Mem>(&self, m: &mut M, id: usize, cnt: usize, key: u64) -> usize {
-        let b = id * WORDS + KEYS;
+        let b = id * self.stride + KEYS;
         let (mut lo, mut hi) = (0, cnt);
         while lo < hi {
             let mid = (lo + hi) / 2;
@@ -184,6 +216,11 @@ impl Tree {
     }
 
     pub fn lookup<M: Mem>(&self, m: &mut M, key: u64, stack: Option<&mut Arr<u64>>) -> Option<u64> {
+        self.lookup_at(m, key, stack).map(|(_, _, v)| v)
+    }
+
+    /// `lookup`, also telling where the key was found: (leaf node, slot, value).
+    pub fn lookup_at<M: Mem>(&self, m: &mut M, key: u64, stack: Option<&mut Arr<u64>>) -> Option<(usize, usize, u64)> {
         let mut f = stack.map(|s| {
             let sp = s.len() / FRAME * FRAME;
             Frame { stack: s, sp }
@@ -193,12 +230,12 @@ impl Tree {
         let out = loop {
             Self::push(m, &mut f, key, id);
             levels += 1;
-            let b = id * WORDS;
+            let b = id * self.stride;
             let meta = self.nodes.ld(m, b);
             let cnt = (meta & 0xffff_ffff) as usize;
             let i = self.upper_bound(m, id, cnt, key);
             if meta & LEAF != 0 {
-                break if i > 0 && self.nodes.ld(m, b + KEYS + i - 1) == key { Some(self.nodes.ld(m, b + VALS + i - 1)) } else { None };
+                break if i > 0 && self.nodes.ld(m, b + KEYS + i - 1) == key { Some((id, i - 1, self.nodes.ld(m, b + VALS + i - 1))) } else { None };
             }
             id = self.nodes.ld(m, b + VALS + i) as usize;
         };
@@ -217,7 +254,7 @@ impl Tree {
         let mut id = self.root;
         let (leaf, pos) = loop {
             Self::push(m, &mut f, key, id);
-            let b = id * WORDS;
+            let b = id * self.stride;
             let meta = self.nodes.ld(m, b);
             let cnt = (meta & 0xffff_ffff) as usize;
             let i = self.upper_bound(m, id, cnt, key);
@@ -232,7 +269,7 @@ impl Tree {
             id = self.nodes.ld(m, b + VALS + i) as usize;
         };
         let levels = depth + 1;
-        let b = leaf * WORDS;
+        let b = leaf * self.stride;
         if pos > 0 && self.nodes.ld(m, b + KEYS + pos - 1) == key {
             self.nodes.st(m, b + VALS + pos - 1, val);
             Self::pop_all(m, &mut f, levels);
@@ -270,7 +307,7 @@ impl Tree {
             }
             let half = (KMAX + 1) / 2;
             let right = self.alloc_node(true)?;
-            let rb = right * WORDS;
+            let rb = right * self.stride;
             for j in 0..half {
                 self.nodes.st(m, b + KEYS + j, ks[j]);
                 self.nodes.st(m, b + VALS + j, vs[j]);
@@ -291,7 +328,7 @@ impl Tree {
     /// Insert separator `sep` with right child `child` into the parent chain.
     fn insert_up<M: Mem>(&mut self, m: &mut M, path: &[(usize, usize)], mut sep: u64, mut child: usize) -> Result<()> {
         for &(id, pos) in path.iter().rev() {
-            let b = id * WORDS;
+            let b = id * self.stride;
             let cnt = (self.nodes.ld(m, b) & 0xffff_ffff) as usize;
             if cnt < KMAX {
                 for j in (pos..cnt).rev() {
@@ -326,7 +363,7 @@ impl Tree {
             }
             let half = (KMAX + 1) / 2; // left keeps keys[0..half], promotes keys[half]
             let right = self.alloc_node(false)?;
-            let rb = right * WORDS;
+            let rb = right * self.stride;
             for j in 0..half {
                 self.nodes.st(m, b + KEYS + j, ks[j]);
             }
@@ -348,7 +385,7 @@ impl Tree {
         // The root split: a new root above.
         let old = self.root;
         let r = self.alloc_node(false)?;
-        let rb = r * WORDS;
+        let rb = r * self.stride;
         self.nodes.st(m, rb + KEYS, sep);
         self.nodes.st(m, rb + VALS, old as u64);
         self.nodes.st(m, rb + VALS + 1, child as u64);
@@ -361,12 +398,12 @@ impl Tree {
     /// All keys in leaf order (untraced), for checks.
     pub fn keys_in_order(&self) -> Vec<(u64, u64)> {
         let mut id = self.root;
-        while self.nodes[id * WORDS] & LEAF == 0 {
-            id = self.nodes[id * WORDS + VALS] as usize;
+        while self.nodes[id * self.stride] & LEAF == 0 {
+            id = self.nodes[id * self.stride + VALS] as usize;
         }
         let mut out = Vec::new();
         loop {
-            let b = id * WORDS;
+            let b = id * self.stride;
             let cnt = (self.nodes[b] & 0xffff_ffff) as usize;
             for j in 0..cnt {
                 out.push((self.nodes[b + KEYS + j], self.nodes[b + VALS + j]));
@@ -386,12 +423,11 @@ const PROGRESS: u64 = 1_000_000;
 
 pub fn run<M: Mem>(c: &Cfg, l: &Layout, m: &mut M) -> Result<Value> {
     let cap = node_cap(c) as usize;
-    let mut t = Tree { nodes: m.alloc(l.get("nodes")?, cap * WORDS)?, root: 0, height: 1, used: 0, cap };
+    let mut t = Tree::new(m.alloc(l.get("nodes")?, cap * WORDS)?, cap, WORDS)?;
     let mut stacks: Vec<Arr<u64>> = Vec::with_capacity(c.threads);
     for k in 0..c.threads {
         stacks.push(m.alloc(l.get(&format!("stack:{k}"))?, (c.stack_size / 8) as usize)?);
     }
-    t.root = t.alloc_node(true)?;
     for kn in 0..c.records {
         let k = key_of(kn);
         t.insert(&mut Quiet, k, value_of(k), None)?;
@@ -471,8 +507,7 @@ mod tests {
         let mut want: Vec<u64> = (0..100_000 + res["inserts"].as_u64().unwrap()).map(key_of).collect();
         want.sort();
         let cap = node_cap(&c) as usize;
-        let mut t = Tree { nodes: m.alloc(l.get("nodes").unwrap(), cap * WORDS).unwrap(), root: 0, height: 1, used: 0, cap };
-        t.root = t.alloc_node(true).unwrap();
+        let mut t = Tree::new(m.alloc(l.get("nodes").unwrap(), cap * WORDS).unwrap(), cap, WORDS).unwrap();
         for &k in want.iter().rev() {
             t.insert(&mut Quiet, k, value_of(k), None).unwrap();
         }

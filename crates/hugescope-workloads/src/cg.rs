@@ -13,10 +13,12 @@
 
 use serde_json::{json, Value};
 
+use hugescope_core::trace::RegionKind;
 use hugescope_core::{Error, Result};
 
 use crate::layout::Layout;
 use crate::mem::{par_static, Arr, Mem};
+use crate::process::{Image, ImageCfg, Stepping};
 use crate::registry::{common, p, Resolved, WorkloadInfo};
 use crate::rng::Rng;
 
@@ -32,13 +34,32 @@ pub fn info() -> WorkloadInfo {
     }
 }
 
+/// NPB CG as the direct-segments paper runs it (ISCA'13 Tables 4/5): the same
+/// solver, each of its eight arrays in its own 1GB page (as a multi-GB class D
+/// run has them), plus stack and code regions.
+pub fn npb_info() -> WorkloadInfo {
+    WorkloadInfo {
+        name: "npb-cg",
+        about: "NPB CG (direct segments, ISCA'13): cg with every array in its own 1GB page, plus stack and code regions",
+        params: common(vec![
+            p("rows", "int", "20000", "matrix order (NPB class B 75000, class D 1.5M)"),
+            p("nonzeros", "int", "13", "random off-diagonal entries generated per row before mirroring (NPB 'nonzer')"),
+            p("iterations", "int", "2", "CG iterations (NPB runs 25 per outer step)"),
+        ]),
+    }
+}
+
 pub struct Cfg {
     pub rows: u64,
     pub nonzeros: u64,
     pub iterations: u64,
     pub seed: u64,
     pub threads: usize,
+    /// npb-cg: arrays 1GB-aligned, and a process image stepped every iteration.
+    pub image: Option<ImageCfg>,
 }
+
+const GIB: u64 = 1 << 30;
 
 pub fn config(r: &Resolved) -> Result<Cfg> {
     let rows = r.int_min("rows", 2)?;
@@ -49,7 +70,11 @@ pub fn config(r: &Resolved) -> Result<Cfg> {
     if nonzeros >= rows || nonzeros > 10_000 {
         return Err(Error::input(format!("cg: parameter 'nonzeros' must be below rows and at most 10000, got {nonzeros}")));
     }
-    Ok(Cfg { rows, nonzeros, iterations: r.int_min("iterations", 1)?, seed: r.int("seed")?, threads: r.threads()? })
+    let threads = r.threads()?;
+    // NPB is a Fortran program: no heap of note outside its arrays, a small
+    // text and BSS (COMMON blocks hold only scalars here), an 8MiB stack per thread.
+    let image = (r.workload == "npb-cg").then_some(ImageCfg { threads, stack_size: 8 << 20, bss: 64 << 10, code: 128 << 10 });
+    Ok(Cfg { rows, nonzeros, iterations: r.int_min("iterations", 1)?, seed: r.int("seed")?, threads, image })
 }
 
 fn nnz_cap(c: &Cfg) -> u64 {
@@ -58,11 +83,20 @@ fn nnz_cap(c: &Cfg) -> u64 {
 
 pub fn layout(c: &Cfg) -> Result<Layout> {
     let mut l = Layout::new();
-    l.add("row_ptr", (c.rows + 1) * 8)?;
-    l.add("cols", nnz_cap(c) * 4)?;
-    l.add("vals", nnz_cap(c) * 8)?;
-    for v in ["x", "z", "r", "p", "q"] {
-        l.add(v, c.rows * 8)?;
+    // Apart, the spmv's five streams (row_ptr, cols, vals, p, q) need five 1GB
+    // TLB entries of the four there are: the paper's CG inversion (§5).
+    // Array k starts k x 2MB past its 1GB boundary: apart in the 1GB TLB,
+    // in different sets of the 2MB TLB.
+    let align = if c.image.is_some() { GIB } else { crate::layout::ALIGN };
+    let arrays = [("row_ptr", (c.rows + 1) * 8), ("cols", nnz_cap(c) * 4), ("vals", nnz_cap(c) * 8)]
+        .into_iter()
+        .chain(["x", "z", "r", "p", "q"].map(|v| (v, c.rows * 8)));
+    for (k, (name, bytes)) in arrays.enumerate() {
+        let offset = if c.image.is_some() { k as u64 * crate::layout::ALIGN } else { 0 };
+        l.add_aligned(name, bytes, RegionKind::Anon, align, offset)?;
+    }
+    if let Some(img) = &c.image {
+        img.add_regions(&mut l)?;
     }
     Ok(l)
 }
@@ -181,6 +215,16 @@ fn dot<M: Mem>(m: &mut M, a: &Arr<f64>, b: &Arr<f64>, threads: usize) -> f64 {
 }
 
 pub fn run<M: Mem>(c: &Cfg, l: &Layout, m: &mut M) -> Result<Value> {
+    if let Some(img) = &c.image {
+        // Every iteration (a progress point) steps the stack, BSS and code.
+        let image = Image::alloc(img, l, m)?;
+        let mut s = Stepping::new(m, image);
+        return solve(c, l, &mut s);
+    }
+    solve(c, l, m)
+}
+
+fn solve<M: Mem>(c: &Cfg, l: &Layout, m: &mut M) -> Result<Value> {
     let a = build(c, l, m)?;
     let n = a.n;
     let t = c.threads;
@@ -257,7 +301,7 @@ mod tests {
 
     #[test]
     fn residual_decreases_and_solution_is_correct() {
-        let c = Cfg { rows: 2000, nonzeros: 5, iterations: 25, seed: 4, threads: 2 };
+        let c = Cfg { rows: 2000, nonzeros: 5, iterations: 25, seed: 4, threads: 2, image: None };
         let l = layout(&c).unwrap();
         let mut sink = CountingSink::default();
         let mut m = Traced::new(&mut sink);

@@ -19,10 +19,12 @@
 
 use serde_json::{json, Value};
 
+use hugescope_core::trace::RegionKind;
 use hugescope_core::{Error, Result};
 
 use crate::layout::Layout;
 use crate::mem::{Arr, Mem};
+use crate::process::{Image, ImageCfg};
 use crate::registry::{common, p, Resolved, WorkloadInfo};
 use crate::rng::{fnv64, mix64, Rng};
 
@@ -41,6 +43,39 @@ pub fn info() -> WorkloadInfo {
         ]),
     }
 }
+
+/// memcached as the direct-segments paper runs it (ISCA'13 Table 2; reference
+/// §8.2): the kv store with the slab arena and hash table allocated at
+/// startup, Zipf(0.99) keys, 90% GET / 10% SET, every request also touching
+/// its item's LRU links, and each worker thread's stack and network buffer
+/// (small and hot, outside the segment).
+pub fn memcached_info() -> WorkloadInfo {
+    WorkloadInfo {
+        name: "memcached",
+        about: "memcached (direct segments, ISCA'13): kv with Zipf(0.99) keys, 90% GET / 10% SET, LRU links, worker stacks and network buffers",
+        params: common(vec![
+            p("records", "int", "200k", "items stored in the load phase"),
+            p("ops", "int", "200k", "requests in the run phase"),
+            p("value_size", "size", "256", "bytes per item value (multiple of 8)"),
+            p("get_ratio", "float", "0.9", "share of GETs (the rest are SETs of existing keys)"),
+        ]),
+    }
+}
+
+/// What memcached adds around the store: LRU links per item, and per worker
+/// thread a stack and a network buffer.
+#[derive(Clone, Debug)]
+pub struct Frontend {
+    pub image: ImageCfg,
+    /// Bytes of each worker's connection read/write buffer.
+    pub netbuf: u64,
+}
+
+/// Stack depth of a request (libevent callback, protocol parser, item lookup).
+const REQUEST_STACK: u64 = 4096;
+/// A request reads its command from, and writes its reply to, one line each
+/// of the worker's network buffer.
+const NETBUF: u64 = 4 << 10;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Dist {
@@ -64,9 +99,18 @@ pub struct Cfg {
     /// Derived: deletes in the delete phase, inserts in the run phase.
     pub deletes: u64,
     pub inserts: u64,
+    /// memcached only.
+    pub frontend: Option<Frontend>,
 }
 
 pub fn config(r: &Resolved) -> Result<Cfg> {
+    if r.workload == "memcached" {
+        return memcached_config(r);
+    }
+    kv_config(r)
+}
+
+fn kv_config(r: &Resolved) -> Result<Cfg> {
     let records = r.int_min("records", 1)?;
     if records > u32::MAX as u64 {
         return Err(Error::input(format!("kv: parameter 'records' must be below 2^32, got {records}")));
@@ -105,11 +149,28 @@ pub fn config(r: &Resolved) -> Result<Cfg> {
         threads: r.threads()?,
         deletes: (records as f64 * delete_fraction).round() as u64,
         inserts: 0,
+        frontend: None,
     };
     // The operation types come from their own stream, so the insert count (and
     // so the exact capacity) is known before the run.
     let mut g = OpGen::new(&c);
     c.inserts = (0..ops).filter(|_| g.next_type() == OpType::Insert).count() as u64;
+    Ok(c)
+}
+
+/// memcached: the kv configuration it amounts to, plus its frontend.
+fn memcached_config(r: &Resolved) -> Result<Cfg> {
+    let mut map = r.map.clone();
+    let get = r.float_in("get_ratio", 0.0, 1.0)?;
+    map.remove("get_ratio");
+    map.insert("read_ratio".into(), Value::from(get));
+    map.insert("distribution".into(), Value::from("zipfian"));
+    // SETs overwrite existing items; the cache neither grows nor evicts.
+    map.insert("insert_ratio".into(), Value::from(0.0));
+    map.insert("delete_fraction".into(), Value::from(0.0));
+    let threads = r.threads()?;
+    let mut c = kv_config(&Resolved { workload: r.workload, map })?;
+    c.frontend = Some(Frontend { image: ImageCfg { threads, stack_size: 8 << 20, bss: 64 << 10, code: 256 << 10 }, netbuf: NETBUF });
     Ok(c)
 }
 
@@ -127,6 +188,13 @@ pub fn layout(c: &Cfg) -> Result<Layout> {
     l.add("table", c.slots() * 16)?;
     l.add("values", c.value_slots() * c.value_words as u64 * 8)?;
     l.add("freelist", c.deletes.max(1) * 4)?;
+    if let Some(f) = &c.frontend {
+        l.add("lru", c.value_slots() * 8)?;
+        // Connection buffers are malloc'd but the reference keeps them out of
+        // the segment (§8.2): opt-out anonymous memory.
+        l.add_kind("netbuf", f.netbuf * f.image.threads as u64, RegionKind::Anon)?.segment_opt_out = true;
+        f.image.add_regions(&mut l)?;
+    }
     Ok(l)
 }
 
@@ -340,6 +408,8 @@ struct Store {
     read_acc: u64,
     /// Value slots freed by deletes (bookkeeping of the allocator, untraced).
     freed: Vec<u32>,
+    /// memcached: (prev, next) LRU links per item, bumped on every access.
+    lru: Option<Arr<u32>>,
 }
 
 impl Store {
@@ -348,7 +418,19 @@ impl Store {
         k.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> self.shift
     }
 
+    /// Move item `vs` to the LRU head: read its links, relink it.
+    fn bump<M: Mem>(&mut self, m: &mut M, vs: u64) {
+        if let Some(lru) = &mut self.lru {
+            let i = 2 * vs as usize;
+            let prev = lru.ld(m, i);
+            let next = lru.ld(m, i + 1);
+            lru.st(m, i, next);
+            lru.st(m, i + 1, prev.wrapping_add(1));
+        }
+    }
+
     fn read_value<M: Mem>(&mut self, m: &mut M, vs: u64) {
+        self.bump(m, vs);
         let base = vs as usize * self.vw;
         let mut acc = 0u64;
         for j in 0..self.vw {
@@ -358,6 +440,7 @@ impl Store {
     }
 
     fn write_value<M: Mem>(&mut self, m: &mut M, vs: u64, key: u64, ver: u64) {
+        self.bump(m, vs);
         let base = vs as usize * self.vw;
         for j in 0..self.vw {
             let w = value_word(key, ver, j);
@@ -505,6 +588,17 @@ pub fn run<M: Mem>(c: &Cfg, l: &Layout, m: &mut M) -> Result<Value> {
         vw: c.value_words,
         read_acc: 0,
         freed: Vec::new(),
+        lru: match &c.frontend {
+            Some(_) => Some(m.alloc(l.get("lru")?, 2 * c.value_slots() as usize)?),
+            None => None,
+        },
+    };
+    let mut front = match &c.frontend {
+        Some(f) => {
+            let netbuf: Arr<u64> = m.alloc(l.get("netbuf")?, (f.netbuf / 8) as usize * f.image.threads)?;
+            Some((Image::alloc(&f.image, l, m)?, netbuf, (f.netbuf / 8) as usize))
+        }
+        None => None,
     };
     let cpu = |i: u64| ((i / CHUNK) % c.threads as u64) as usize;
     // Load phase.
@@ -538,6 +632,15 @@ pub fn run<M: Mem>(c: &Cfg, l: &Layout, m: &mut M) -> Result<Value> {
     for i in 0..c.ops {
         if i % CHUNK == 0 {
             m.set_cpu(cpu(i));
+        }
+        if let Some((image, netbuf, words)) = &mut front {
+            // A worker reads the request from its connection buffer and runs
+            // its handler's call chain; the reply goes back to the buffer.
+            let t = cpu(i);
+            let line = t * *words + (i as usize * 8) % *words;
+            netbuf.ld(m, line);
+            image.call(m, t, REQUEST_STACK, i);
+            netbuf.st(m, line, i);
         }
         match g.next_op() {
             Op::Read(kn) => {

@@ -6,6 +6,7 @@
 //!
 //! Entry points: [`list`], [`plan`], [`header`], [`trace`], [`native`].
 
+pub mod bt;
 pub mod btree;
 pub mod canneal;
 pub mod cg;
@@ -14,9 +15,12 @@ pub mod gups;
 pub mod kv;
 pub mod layout;
 pub mod mem;
+pub mod mysql;
 pub mod pointer_chase;
+pub mod process;
 pub mod registry;
 pub mod rng;
+pub mod shape;
 pub mod stream;
 
 pub use mem::NativeEvent;

@@ -106,6 +106,21 @@ impl<T: Pod> Arr<T> {
         }
         v
     }
+    /// Trace elements [first, first + count) as one access per 64-byte line
+    /// they cover, as a memcpy or a vectorised loop over a small block does
+    /// (npb-bt's 5-word points and 5x5 blocks). The data is read or written
+    /// through the slice; this records only the addresses.
+    #[inline]
+    pub fn touch_span<M: Mem>(&self, m: &mut M, first: usize, count: usize, write: bool) {
+        if M::TRACING && count > 0 {
+            let (lo, hi) = (self.addr(first) & !63, self.addr(first + count - 1) & !63);
+            let mut a = lo;
+            while a <= hi {
+                m.touch(a, write);
+                a += 64;
+            }
+        }
+    }
     /// Traced store of element `i`.
     #[inline(always)]
     pub fn st<M: Mem>(&mut self, m: &mut M, i: usize, v: T) {

@@ -10,7 +10,7 @@ use hugescope_core::{Error, Result};
 
 use crate::layout::Layout;
 use crate::mem::{Mem, Native, NativeEvent, Traced};
-use crate::{btree, canneal, cg, graph, gups, kv, pointer_chase, stream};
+use crate::{bt, btree, canneal, cg, graph, gups, kv, mysql, pointer_chase, stream};
 
 /// One documented parameter of a workload.
 #[derive(Clone, Debug, Serialize)]
@@ -72,12 +72,18 @@ pub(crate) fn p(name: &'static str, kind: &'static str, default: &'static str, h
 }
 
 /// `seed` and `threads`, shared by every workload.
-pub(crate) fn common(mut v: Vec<ParamSpec>) -> Vec<ParamSpec> {
+pub(crate) fn common(v: Vec<ParamSpec>) -> Vec<ParamSpec> {
+    common_threads("1", v)
+}
+
+/// `common` for a workload whose original runs many threads by default
+/// (mysql: hundreds of connection threads).
+pub(crate) fn common_threads(threads: &'static str, mut v: Vec<ParamSpec>) -> Vec<ParamSpec> {
     v.push(p("seed", "int", "1", "seed of every random choice; same seed, same run"));
     v.push(p(
         "threads",
         "int",
-        "1",
+        threads,
         "simulated threads = cpus in the trace; work is partitioned the way the real parallel kernel does",
     ));
     v
@@ -228,6 +234,8 @@ pub(crate) enum Prepared {
     Canneal(canneal::Cfg),
     Cg(cg::Cfg),
     Stream(stream::Cfg),
+    Mysql(mysql::Cfg),
+    Bt(bt::Cfg),
 }
 
 impl Prepared {
@@ -241,6 +249,16 @@ impl Prepared {
             Prepared::Canneal(c) => canneal::layout(c),
             Prepared::Cg(c) => cg::layout(c),
             Prepared::Stream(c) => stream::layout(c),
+            Prepared::Mysql(c) => mysql::layout(c),
+            Prepared::Bt(c) => bt::layout(c),
+        }
+    }
+    /// Simulated cpus of the trace: one per thread, except where threads are
+    /// multiplexed on fewer hardware contexts (mysql).
+    fn cpus(&self, r: &Resolved) -> Result<u32> {
+        match self {
+            Prepared::Mysql(c) => Ok(c.cpus as u32),
+            _ => Ok(r.threads()? as u32),
         }
     }
     /// Memory needed beyond the regions while building the data (edge lists).
@@ -262,6 +280,8 @@ impl Prepared {
             Prepared::Canneal(c) => canneal::run(c, l, m),
             Prepared::Cg(c) => cg::run(c, l, m),
             Prepared::Stream(c) => stream::run(c, l, m),
+            Prepared::Mysql(c) => mysql::run(c, l, m),
+            Prepared::Bt(c) => bt::run(c, l, m),
         }
     }
 }
@@ -271,6 +291,8 @@ pub fn list() -> Vec<WorkloadInfo> {
     let mut v = vec![gups::info()];
     v.extend(graph::infos());
     v.extend([kv::info(), btree::info(), pointer_chase::info(), canneal::info(), cg::info(), stream::info()]);
+    // The direct-segments paper's workloads (ISCA'13 Table 2), after the others.
+    v.extend([kv::memcached_info(), mysql::info(), cg::npb_info(), bt::info()]);
     v
 }
 
@@ -282,13 +304,15 @@ fn prepare(name: &str, params: &Params) -> Result<(Prepared, Resolved)> {
     let r = resolve(&info, params)?;
     let prep = match info.name {
         "gups" => Prepared::Gups(gups::config(&r)?),
-        "bfs" | "sssp" | "pagerank" => Prepared::Graph(graph::config(&r)?),
-        "kv" => Prepared::Kv(kv::config(&r)?),
+        "bfs" | "sssp" | "pagerank" | "graph500" => Prepared::Graph(graph::config(&r)?),
+        "kv" | "memcached" => Prepared::Kv(kv::config(&r)?),
         "btree" => Prepared::Btree(btree::config(&r)?),
         "pointer-chase" => Prepared::Chase(pointer_chase::config(&r)?),
         "canneal" => Prepared::Canneal(canneal::config(&r)?),
-        "cg" => Prepared::Cg(cg::config(&r)?),
+        "cg" | "npb-cg" => Prepared::Cg(cg::config(&r)?),
         "stream" => Prepared::Stream(stream::config(&r)?),
+        "mysql" => Prepared::Mysql(mysql::config(&r)?),
+        "npb-bt" => Prepared::Bt(bt::config(&r)?),
         other => return Err(Error::input(format!("workload '{other}' is listed but not wired up"))),
     };
     Ok((prep, r))
@@ -322,7 +346,7 @@ fn planned(name: &str, params: &Params) -> Result<(Prepared, Resolved, Layout, u
     let (prep, r) = prepare(name, params)?;
     let layout = prep.layout()?;
     check_memory(name, layout.footprint(), prep.temp_bytes())?;
-    let cpus = r.threads()? as u32;
+    let cpus = prep.cpus(&r)?;
     Ok((prep, r, layout, cpus))
 }
 

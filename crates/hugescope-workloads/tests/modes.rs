@@ -79,6 +79,11 @@ fn small_cases() -> Vec<(&'static str, Value)> {
         ("canneal", json!({"elements": 3000, "swaps_per_temp": 1000, "temp_steps": 5})),
         ("cg", json!({"rows": 3000, "nonzeros": 5, "iterations": 10, "threads": 2})),
         ("stream", json!({"size": "512KiB", "iterations": 2, "threads": 2})),
+        ("graph500", json!({"scale": 11, "degree": 8, "threads": 2})),
+        ("memcached", json!({"records": 3000, "ops": 6000, "threads": 2})),
+        ("mysql", json!({"records": 5000, "ops": 3000, "threads": 8, "cpus": 2, "quantum": 4, "stack_size": "64KiB", "file_size": "1MiB"})),
+        ("npb-bt", json!({"grid": 8, "iterations": 2, "threads": 3})),
+        ("npb-cg", json!({"rows": 3000, "nonzeros": 5, "iterations": 3, "threads": 2})),
     ]
 }
 

@@ -22,6 +22,7 @@ use hugescope_core::{Error, Result};
 
 use crate::layout::Layout;
 use crate::mem::Mem;
+use crate::process::{Image, ImageCfg, Stepping};
 use crate::registry::{common, p, ParamSpec, Resolved, WorkloadInfo};
 use crate::rng::Rng;
 
@@ -52,6 +53,9 @@ pub struct Cfg {
     pub dbg: bool,
     pub seed: u64,
     pub threads: usize,
+    /// Stack, BSS and code regions after the graph (graph500 only: the
+    /// direct-segments paper's "paged outside the segment", ISCA'13 Table 5).
+    pub image: Option<ImageCfg>,
 }
 
 impl Cfg {
@@ -121,7 +125,21 @@ pub fn infos() -> Vec<WorkloadInfo> {
                 p("epsilon", "float", "0.0001", "stop when the L1 change of scores falls below this (0: run all iterations)"),
             ]),
         },
+        WorkloadInfo {
+            name: "graph500",
+            about: "Graph500 BFS (direct segments, ISCA'13): top-down BFS on a Kronecker graph, plus stack, BSS and code regions",
+            params: common(vec![
+                p("scale", "int", "16", "log2 of the number of vertices (Graph500 SCALE)"),
+                p("degree", "int", "16", "edge factor (Graph500 uses 16)"),
+            ]),
+        },
     ]
+}
+
+/// graph500's non-graph memory: a 64KiB text, a 256KiB BSS and an 8MiB stack
+/// per thread (glibc's default), each touched at every BFS level.
+fn graph500_image(threads: usize) -> ImageCfg {
+    ImageCfg { threads, stack_size: 8 << 20, bss: 256 << 10, code: 64 << 10 }
 }
 
 /// Largest scale accepted (vertex ids are 32-bit, as in GAP's default build).
@@ -129,6 +147,7 @@ pub const MAX_SCALE: u64 = 30;
 
 pub fn config(r: &Resolved) -> Result<Cfg> {
     let kernel = match r.workload {
+        "graph500" => Kernel::Bfs { direction_optimizing: false },
         "bfs" => Kernel::Bfs { direction_optimizing: r.bool("direction_optimizing")? },
         "sssp" => {
             let d = r.int_min("delta", 1)?;
@@ -150,7 +169,10 @@ pub fn config(r: &Resolved) -> Result<Cfg> {
         }
     };
     let seed = r.int("seed")?;
-    let file = r.str("file")?;
+    // graph500 has no generator/file/dbg parameters: the Graph500 reference
+    // generator (Kronecker) on the original vertex order.
+    let graph500 = r.workload == "graph500";
+    let file = if graph500 { "" } else { r.str("file")? };
     let source = if !file.is_empty() {
         let path = PathBuf::from(file);
         let edges = load::load(&path)?;
@@ -168,7 +190,7 @@ pub fn config(r: &Resolved) -> Result<Cfg> {
             return Err(Error::input(format!("{}: parameter 'degree' must be at most 1024, got {degree}", r.workload)));
         }
         let (scale, degree) = (scale as u32, degree as u32);
-        match r.str("generator")? {
+        match if graph500 { "kronecker" } else { r.str("generator")? } {
             "kronecker" | "kron" | "rmat" => Source::Kronecker { scale, degree },
             "uniform" | "urand" => Source::Uniform { scale, degree },
             other => {
@@ -179,7 +201,10 @@ pub fn config(r: &Resolved) -> Result<Cfg> {
             }
         }
     };
-    Ok(Cfg { kernel, source, dbg: r.bool("dbg")?, seed, threads: r.threads()? })
+    let threads = r.threads()?;
+    let dbg = !graph500 && r.bool("dbg")?;
+    let image = graph500.then(|| graph500_image(threads));
+    Ok(Cfg { kernel, source, dbg, seed, threads, image })
 }
 
 pub fn layout(c: &Cfg) -> Result<Layout> {
@@ -208,6 +233,9 @@ pub fn layout(c: &Cfg) -> Result<Layout> {
             l.add("scores", n * 4)?;
             l.add("contrib", n * 4)?;
         }
+    }
+    if let Some(img) = &c.image {
+        img.add_regions(&mut l)?;
     }
     Ok(l)
 }
@@ -248,6 +276,21 @@ pub fn pick_source(g: &Csr, seed: u64) -> Result<u32> {
 }
 
 pub fn run<M: Mem>(c: &Cfg, l: &Layout, m: &mut M) -> Result<Value> {
+    if let Some(img) = &c.image {
+        // The kernel's progress points (BFS levels) step the process image.
+        let image = Image::alloc(img, l, m)?;
+        let mut s = Stepping::new(m, image);
+        let mut res = run_kernel(c, l, &mut s)?;
+        if let Value::Object(o) = &mut res {
+            o.insert("image_steps".into(), json!(s.image.globals_sum()));
+            o.insert("image_acc".into(), json!(crate::hex(s.image.acc)));
+        }
+        return Ok(res);
+    }
+    run_kernel(c, l, m)
+}
+
+fn run_kernel<M: Mem>(c: &Cfg, l: &Layout, m: &mut M) -> Result<Value> {
     let g = with_edges(c, |el| csr::build(m, l, el, c.symmetrize(), c.weighted(), c.dbg, c.seed))?;
     let mut res = match c.kernel {
         Kernel::Bfs { direction_optimizing } => {
