@@ -14,7 +14,7 @@
 
 use crate::config::CostConfig;
 use crate::hw::pwc::WalkCost;
-use crate::hw::Outcome;
+use crate::hw::{Lookup, Outcome};
 use crate::stats::TranslationCounters;
 use serde::Serialize;
 
@@ -48,6 +48,18 @@ impl CostConfig {
                     w.refs as f64 * self.walk_ref_cycles + if w.pwc_hit_level.is_some() { self.pwc_hit_cycles } else { 0.0 }
                 }),
             }
+    }
+
+    /// Cycles of one access as `translate` resolved it: a direct-segment hit
+    /// costs the base access only (the segment check runs in parallel with
+    /// the L1 TLB lookup and replaces it, paper §4.1), so 0 translation
+    /// cycles; a TLB outcome is priced as `access_cycles`.
+    #[inline(always)]
+    pub fn lookup_cycles(&self, lookup: Lookup, walk: Option<WalkCost>) -> f64 {
+        match lookup {
+            Lookup::Segment => self.base_cycles_per_access,
+            Lookup::Tlb(o) => self.access_cycles(o, walk),
+        }
     }
 }
 

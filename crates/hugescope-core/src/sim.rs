@@ -10,7 +10,7 @@
 use crate::config::MachineConfig;
 use crate::cost::{self, CostEstimate};
 use crate::hw::pwc::WalkCost;
-use crate::hw::{Geometry, Leaf, Mmu, Outcome, RadixWalker, Space, Walker};
+use crate::hw::{DirectSegment, Geometry, Leaf, Lookup, Mmu, Outcome, RadixWalker, Space, Walker};
 use crate::pagemap::StaticMap;
 use crate::stats::TranslationCounters;
 use crate::trace::hst::HstReader;
@@ -67,6 +67,14 @@ pub trait PageTable {
     #[inline]
     fn after_access(&mut self, _a: &Access, _outcome: Outcome, _walk: Option<WalkCost>) {}
 
+    /// Called after an access the cpu's direct segment translated (no TLB
+    /// outcome, no walk, no bits written; it costs
+    /// `CostConfig::lookup_cycles(Lookup::Segment, None)`). Default: nothing,
+    /// which is right for a static map; a page table that keeps a clock
+    /// (the OS model) must advance it here once it loads segments.
+    #[inline]
+    fn segment_hit(&mut self, _a: &Access) {}
+
     /// A progress point of the workload was reached.
     fn progress(&mut self, _label: &str) {}
 }
@@ -115,7 +123,16 @@ impl<P: PageTable, W: Walker> Simulator<P, W> {
             // rather than fail (rare, off the hot path).
             self.mmus.resize(cpu + 1, self.template.clone());
         }
-        let out = self.mmus[cpu].lookup(&a);
+        let out = match self.mmus[cpu].translate(&a) {
+            Lookup::Tlb(o) => o,
+            Lookup::Segment => {
+                self.pt.segment_hit(&a);
+                if self.pt.has_shootdowns() {
+                    self.apply_shootdowns();
+                }
+                return;
+            }
+        };
         let mut walk = None;
         if out == Outcome::Miss {
             let leaf = self.pt.leaf(&a);
@@ -133,6 +150,21 @@ impl<P: PageTable, W: Walker> Simulator<P, W> {
         self.pt.after_access(&a, out, walk);
         if self.pt.has_shootdowns() {
             self.apply_shootdowns();
+        }
+    }
+
+    /// Load (or with `None` clear) process `pid`'s direct segment in every
+    /// cpu's hardware context, as an OS that runs `pid` on every cpu would.
+    /// A context holds one segment, so loading replaces whatever segment a
+    /// context held (of any process); clearing leaves contexts holding
+    /// another process's segment alone. Cpus added later (a trace using more
+    /// cpus than declared) start from the same registers.
+    pub fn set_segment(&mut self, pid: u16, seg: Option<DirectSegment>) {
+        let space = Space::native(pid);
+        for m in self.mmus.iter_mut().chain(std::iter::once(&mut self.template)) {
+            if seg.is_some() || m.segment().is_some_and(|(s, _)| s == space) {
+                m.set_segment(space, seg);
+            }
         }
     }
 
@@ -200,16 +232,61 @@ impl TraceInfo {
     }
 }
 
-/// Simulate a trace file under a static page-size map.
+/// A `--pages` spec with a direct segment, split into the page map's spec
+/// and the region chosen for the segment: `MAP+ds` (MAP a page size or plan;
+/// the segment covers the trace's largest declared region, the paper's
+/// "primary region") or `ds:REGION` (4KB pages; the segment covers the region
+/// named REGION). `None` for every other spec, which is parsed as before.
+fn segment_spec(pages: &str) -> Option<(&str, Option<&str>)> {
+    if let Some(name) = pages.strip_prefix("ds:") {
+        return Some(("4k", Some(name)));
+    }
+    pages.strip_suffix("+ds").map(|map| (map, None))
+}
+
+/// The segment over the region `name` (or the largest region, the first of
+/// equals), widened to whole 4KB pages; offset 0, since a static map stands
+/// in identity physical addresses. The pid is the region's process.
+fn static_segment(h: &TraceHeader, pages: &str, name: Option<&str>) -> Result<(u16, DirectSegment, String)> {
+    use crate::hw::segment::SEGMENT_ALIGN;
+    let region = match name {
+        Some(n) => h.regions.iter().find(|r| r.name == n).ok_or_else(|| {
+            let names: Vec<&str> = h.regions.iter().map(|r| r.name.as_str()).collect();
+            crate::Error::input(format!("--pages '{pages}': the trace has no region '{n}' (regions: {})", names.join(", ")))
+        })?,
+        // max_by_key keeps the last of equals; reverse so the first wins.
+        None => h.regions.iter().rev().max_by_key(|r| r.len).filter(|r| r.len > 0).ok_or_else(|| {
+            crate::Error::input(format!("--pages '{pages}': the trace declares no region to put the segment over"))
+        })?,
+    };
+    let base = region.base / SEGMENT_ALIGN * SEGMENT_ALIGN;
+    let limit = region.end().div_ceil(SEGMENT_ALIGN) * SEGMENT_ALIGN;
+    let seg = DirectSegment::new(base, limit, 0)?;
+    let what = format!("direct segment over '{}' (pid {}) [{base:#x}, {limit:#x})", region.name, region.pid);
+    Ok((region.pid, seg, what))
+}
+
+/// Simulate a trace file under a static page-size map, optionally with a
+/// direct segment (`segment_spec`).
 pub fn simulate_static(path: &str, cfg: MachineConfig, pages: &str) -> Result<StaticResult> {
     let mut r = HstReader::open(path)?;
     let geo = Geometry::new(&cfg)?;
-    let map = StaticMap::from_spec(pages, &geo)?;
-    let described = map.describe(&geo);
+    let (map_spec, ds) = match segment_spec(pages) {
+        Some((m, name)) => (m, Some(static_segment(r.header(), pages, name)?)),
+        None => (pages, None),
+    };
+    let map = StaticMap::from_spec(map_spec, &geo)?;
+    let mut described = map.describe(&geo);
+    if let Some((_, _, what)) = &ds {
+        described = format!("{described} + {what}");
+    }
     let cpus = r.header().cpus.max(1) as u64;
     let f = crate::limits::Footprint { simulators: 1, cpus, cache_entries_per_cpu: cfg.cache_entries_per_cpu(), ..Default::default() };
     crate::limits::check_model_memory(&format!("{cpus} cpus' TLBs"), &f)?;
     let mut sim = Simulator::new(cfg, r.header().cpus as usize, map)?;
+    if let Some((pid, seg, _)) = ds {
+        sim.set_segment(pid, Some(seg));
+    }
     sim.run_reader(&mut r)?;
     Ok(static_result(&sim, Some(TraceInfo::new(path, r.header())), described))
 }

@@ -9,12 +9,14 @@ pub mod leaf;
 pub mod mmu;
 pub mod pcc;
 pub mod pwc;
+pub mod segment;
 pub mod space;
 pub mod tlb;
 pub mod walker;
 
 pub use geometry::Geometry;
 pub use leaf::Leaf;
-pub use mmu::{Mmu, Outcome};
+pub use mmu::{Lookup, Mmu, Outcome};
+pub use segment::DirectSegment;
 pub use space::Space;
 pub use walker::{RadixWalker, Walker};
