@@ -10,7 +10,7 @@
 use crate::config::MachineConfig;
 use crate::cost::{self, CostEstimate};
 use crate::hw::pwc::WalkCost;
-use crate::hw::{DirectSegment, Geometry, Leaf, Lookup, Mmu, Outcome, RadixWalker, Space, Walker};
+use crate::hw::{DirectSegment, Geometry, Leaf, Mmu, Outcome, RadixWalker, Space, Walker};
 use crate::pagemap::StaticMap;
 use crate::stats::TranslationCounters;
 use crate::trace::hst::HstReader;
@@ -123,16 +123,11 @@ impl<P: PageTable, W: Walker> Simulator<P, W> {
             // rather than fail (rare, off the hot path).
             self.mmus.resize(cpu + 1, self.template.clone());
         }
-        let out = match self.mmus[cpu].translate(&a) {
-            Lookup::Tlb(o) => o,
-            Lookup::Segment => {
-                self.pt.segment_hit(&a);
-                if self.pt.has_shootdowns() {
-                    self.apply_shootdowns();
-                }
-                return;
-            }
-        };
+        if self.mmus[cpu].segment_hit(&a) {
+            self.after_segment_hit(&a);
+            return;
+        }
+        let out = self.mmus[cpu].lookup(&a);
         let mut walk = None;
         if out == Outcome::Miss {
             let leaf = self.pt.leaf(&a);
@@ -148,6 +143,16 @@ impl<P: PageTable, W: Walker> Simulator<P, W> {
             self.pt.walked(&a, &leaf, set);
         }
         self.pt.after_access(&a, out, walk);
+        if self.pt.has_shootdowns() {
+            self.apply_shootdowns();
+        }
+    }
+
+    /// An access the direct segment translated: the page table hears of it
+    /// (no walk, no fill). Out of line so `step`'s TLB path is unchanged.
+    #[inline(never)]
+    fn after_segment_hit(&mut self, a: &Access) {
+        self.pt.segment_hit(a);
         if self.pt.has_shootdowns() {
             self.apply_shootdowns();
         }

@@ -84,10 +84,10 @@ impl SegmentRegs {
         SegmentRegs { base: seg.base, len: seg.limit - seg.base, space, seg }
     }
 
-    /// Whether `va` of `space` is inside the loaded segment.
+    /// Whether `va` is inside the loaded segment, whatever its space.
     #[inline(always)]
-    pub fn hits(&self, space: Space, va: u64) -> bool {
-        va.wrapping_sub(self.base) < self.len && space == self.space
+    pub fn covers(&self, va: u64) -> bool {
+        va.wrapping_sub(self.base) < self.len
     }
 
     #[inline(always)]
