@@ -123,11 +123,12 @@ impl<P: PageTable, W: Walker> Simulator<P, W> {
             // rather than fail (rare, off the hot path).
             self.mmus.resize(cpu + 1, self.template.clone());
         }
-        if self.mmus[cpu].segment_hit(&a) {
+        let m = &mut self.mmus[cpu];
+        if m.segment_hit(&a) {
             self.after_segment_hit(&a);
             return;
         }
-        let out = self.mmus[cpu].lookup(&a);
+        let out = m.lookup(&a);
         let mut walk = None;
         if out == Outcome::Miss {
             let leaf = self.pt.leaf(&a);
@@ -150,6 +151,7 @@ impl<P: PageTable, W: Walker> Simulator<P, W> {
 
     /// An access the direct segment translated: the page table hears of it
     /// (no walk, no fill). Out of line so `step`'s TLB path is unchanged.
+    #[cold]
     #[inline(never)]
     fn after_segment_hit(&mut self, a: &Access) {
         self.pt.segment_hit(a);

@@ -185,7 +185,18 @@ impl<W: Walker> Mmu<W> {
     /// addresses inside a loaded segment.
     #[inline(always)]
     pub fn segment_hit(&mut self, a: &Access) -> bool {
-        if !self.seg.covers(a.addr) || self.seg.space != self.space(a) {
+        self.seg.covers(a.addr) && self.segment_hit_inside(a)
+    }
+
+    /// `segment_hit` for an address inside the loaded segment. Cold and out
+    /// of line: machines without a segment (the common case) then carry one
+    /// compare and one never-taken branch in the simulator's loop, nothing
+    /// more; segment runs pay a call per hit, which is still far cheaper
+    /// than the TLB probes it replaces.
+    #[cold]
+    #[inline(never)]
+    fn segment_hit_inside(&mut self, a: &Access) -> bool {
+        if self.seg.space != self.space(a) {
             return false;
         }
         self.stats.accesses += 1;
