@@ -14,7 +14,7 @@
 
 use crate::config::CostConfig;
 use crate::hw::pwc::WalkCost;
-use crate::hw::{Lookup, Outcome};
+use crate::hw::Outcome;
 use crate::stats::TranslationCounters;
 use serde::Serialize;
 
@@ -50,16 +50,12 @@ impl CostConfig {
             }
     }
 
-    /// Cycles of one access as `translate` resolved it: a direct-segment hit
-    /// costs the base access only (the segment check runs in parallel with
-    /// the L1 TLB lookup and replaces it, paper §4.1), so 0 translation
-    /// cycles; a TLB outcome is priced as `access_cycles`.
+    /// Cycles of an access the direct segment translated: the base access
+    /// only. The range check runs beside the L1 TLB lookup and finishes
+    /// before it would (ISCA'13 §3.1; reference §2.2), so it adds nothing.
     #[inline(always)]
-    pub fn lookup_cycles(&self, lookup: Lookup, walk: Option<WalkCost>) -> f64 {
-        match lookup {
-            Lookup::Segment => self.base_cycles_per_access,
-            Lookup::Tlb(o) => self.access_cycles(o, walk),
-        }
+    pub fn segment_hit_cycles(&self) -> f64 {
+        self.base_cycles_per_access
     }
 }
 

@@ -2,7 +2,6 @@
 //! in `report`, so it can be traced back to the JSON result.
 
 use crate::hw::geometry::MAX_SIZES;
-use crate::hw::segment::MAX_REGION_CLASSES;
 use serde::Serialize;
 
 /// Per-cpu MMU counters; fixed-size arrays so the hot path never allocates.
@@ -19,15 +18,6 @@ pub struct MmuStats {
     pub pwc_hits: [u64; 6],
     pub shootdowns: u64,
     pub tlb_entries_invalidated: u64,
-    /// Accesses translated by the direct segment (no TLB lookup at all).
-    pub segment_hits: u64,
-    /// Walks made while a segment was loaded (each missed the segment).
-    pub walks_outside_segment: u64,
-    /// Those walks by the region class the MMU's classifier gave them.
-    pub outside_walks_by_class: [u64; MAX_REGION_CLASSES],
-    /// A segment was ever loaded: results then carry the segment counters
-    /// (and only then, so runs without segments print what they always did).
-    pub segment_set: bool,
 }
 
 impl MmuStats {
@@ -45,12 +35,6 @@ impl MmuStats {
         }
         self.shootdowns += o.shootdowns;
         self.tlb_entries_invalidated += o.tlb_entries_invalidated;
-        self.segment_hits += o.segment_hits;
-        self.walks_outside_segment += o.walks_outside_segment;
-        for i in 0..MAX_REGION_CLASSES {
-            self.outside_walks_by_class[i] += o.outside_walks_by_class[i];
-        }
-        self.segment_set |= o.segment_set;
     }
     pub fn total_walks(&self) -> u64 {
         self.walks.iter().sum()
@@ -76,22 +60,47 @@ pub struct SizeCounters {
     pub walks: u64,
 }
 
-/// Direct-segment counters of a run (present only when a segment was loaded).
+/// Direct-segment results of a run (reference §8.3): the registers of the
+/// first process with a primary region, sums over processes for the rest.
+/// `walks_in_primary / walks_total` of a run without a segment is f_DS, the
+/// share of walks a segment over the primary region would remove (§7).
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct SegmentCounters {
+    pub base: u64,
+    pub limit: u64,
+    pub offset: u64,
+    /// Bytes the segments translate (LIMIT - BASE, summed over processes).
+    pub covered_bytes: u64,
+    /// Bytes of the primary regions.
+    pub primary_bytes: u64,
     /// Accesses the segment translated.
     pub hits: u64,
-    /// TLB lookups those accesses did not make (one per hit: the segment
-    /// answers before the L1 TLB's result is used, and nothing is probed
-    /// further).
-    pub tlb_lookups_avoided: u64,
-    /// Share of all accesses the segment translated.
-    pub hit_rate: f64,
-    /// Walks made while a segment was loaded, i.e. outside it.
-    pub walks_outside: u64,
-    /// Those walks by region class (index from the MMU's classifier; all
-    /// zero when none was set).
-    pub walks_outside_by_class: Vec<u64>,
+    /// TLB lookups those accesses did not make (one per hit: nothing is
+    /// probed, filled or reordered for them).
+    pub avoided_lookups: u64,
+    /// Walks of those processes outside their segment, by kind of memory.
+    pub walks_outside: WalksByKind,
+    /// Walks whose address lies inside the process's primary region.
+    pub walks_in_primary: u64,
+    /// All walks of the processes with a primary region.
+    pub walks_total: u64,
+    /// Compaction time charged to provide the segments' memory.
+    pub compaction_seconds: f64,
+    /// Processes the unit knows.
+    pub processes: u64,
+}
+
+/// Walks outside the segment by the kind of memory their address lies in.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct WalksByKind {
+    pub stack: u64,
+    pub bss_data: u64,
+    pub file: u64,
+    pub code: u64,
+    /// Anonymous memory flagged `segment_opt_out`.
+    pub opt_out: u64,
+    /// The paged rest of the primary region and undeclared addresses.
+    pub other: u64,
 }
 
 /// The translation counters of a run, aggregated over cpus.
@@ -115,6 +124,8 @@ pub struct TranslationCounters {
     pub tlb_entries_invalidated: u64,
     pub by_page_size: Vec<SizeCounters>,
     pub per_cpu_walks: Vec<u64>,
+    /// Present only in runs with a direct-segment unit, so every other
+    /// result is unchanged.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub segment: Option<SegmentCounters>,
 }
@@ -163,13 +174,7 @@ impl TranslationCounters {
             tlb_entries_invalidated: t.tlb_entries_invalidated,
             by_page_size,
             per_cpu_walks: stats.iter().map(|s| s.total_walks()).collect(),
-            segment: t.segment_set.then(|| SegmentCounters {
-                hits: t.segment_hits,
-                tlb_lookups_avoided: t.segment_hits,
-                hit_rate: ratio(t.segment_hits, t.accesses),
-                walks_outside: t.walks_outside_segment,
-                walks_outside_by_class: t.outside_walks_by_class.to_vec(),
-            }),
+            segment: None,
         }
     }
 }

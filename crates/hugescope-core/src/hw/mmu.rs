@@ -7,7 +7,6 @@
 use super::geometry::Geometry;
 use super::leaf::Leaf;
 use super::pwc::WalkCost;
-use super::segment::{DirectSegment, RegionClassifier, SegmentRegs, MAX_REGION_CLASSES};
 use super::space::Space;
 use super::tlb::{tag, Tlb, VPN_BITS};
 use super::walker::{RadixWalker, Walker};
@@ -26,16 +25,6 @@ pub enum Outcome {
     L1Hit(usize),
     L2Hit(usize),
     Miss,
-}
-
-/// What `Mmu::translate` found: the TLB outcome, or a direct-segment hit
-/// (no TLB, PWC or walker involved). Kept apart from `Outcome` so code that
-/// only ever sees paged accesses (the OS model's per-access hook) matches
-/// the three TLB outcomes it knows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Lookup {
-    Tlb(Outcome),
-    Segment,
 }
 
 #[derive(Clone, Debug)]
@@ -61,10 +50,6 @@ pub struct Mmu<W: Walker = RadixWalker> {
     /// the host, until a virtualization model switches it.
     vm: u8,
     shifts: [u32; MAX_SIZES],
-    /// This context's direct-segment registers (disabled by default).
-    seg: SegmentRegs,
-    /// Optional attribution of walks outside the segment to region classes.
-    classify: Option<RegionClassifier>,
     pub stats: MmuStats,
 }
 
@@ -118,8 +103,6 @@ impl<W: Walker> Mmu<W> {
             last: (NO_PAGE, 0, 0),
             vm: 0,
             shifts,
-            seg: SegmentRegs::default(),
-            classify: None,
             stats: MmuStats::default(),
         })
     }
@@ -139,74 +122,7 @@ impl<W: Walker> Mmu<W> {
         }
     }
 
-    /// Load this context's segment registers for address space `space` (the
-    /// OS does so when it schedules the process owning the segment), or
-    /// clear them with `None`. No TLB state changes: a segment hit never
-    /// fills a TLB, so none holds a translation the segment made, and the
-    /// paged translations of the range (if any) stay valid for the OS to
-    /// shoot down when it changes the page table.
-    pub fn set_segment(&mut self, space: Space, seg: Option<DirectSegment>) {
-        self.seg = match seg {
-            Some(d) if d.is_enabled() => {
-                self.stats.segment_set = true;
-                SegmentRegs::load(space, d)
-            }
-            _ => SegmentRegs::default(),
-        };
-    }
-
-    /// The segment loaded in this context and its address space, if enabled.
-    pub fn segment(&self) -> Option<(Space, DirectSegment)> {
-        self.seg.is_enabled().then_some((self.seg.space, self.seg.seg))
-    }
-
-    /// Attribute walks outside the segment to region classes with `f`
-    /// (result clamped to `MAX_REGION_CLASSES - 1`), or stop with `None`.
-    pub fn set_region_classifier(&mut self, f: Option<RegionClassifier>) {
-        self.classify = f;
-    }
-
-    /// Translate `a`: the direct segment first (checked in parallel with the
-    /// L1 TLBs in hardware, so it adds no cycles), then the TLBs. A segment
-    /// hit is counted as an access and a segment hit only: no TLB lookup,
-    /// LRU update, fill, PWC access or walk, and no accessed/dirty bits.
-    #[inline(always)]
-    pub fn translate(&mut self, a: &Access) -> Lookup {
-        if self.segment_hit(a) {
-            return Lookup::Segment;
-        }
-        Lookup::Tlb(self.lookup(a))
-    }
-
-    /// The segment half of `translate`: whether the segment translates `a`,
-    /// counting it if so. The simulator calls it before `lookup` directly so
-    /// its TLB path stays as it was. The first compare is never true with no
-    /// segment loaded (length 0), so the address-space test runs only for
-    /// addresses inside a loaded segment.
-    #[inline(always)]
-    pub fn segment_hit(&mut self, a: &Access) -> bool {
-        self.seg.covers(a.addr) && self.segment_hit_inside(a)
-    }
-
-    /// `segment_hit` for an address inside the loaded segment. Cold and out
-    /// of line: machines without a segment (the common case) then carry one
-    /// compare and one never-taken branch in the simulator's loop, nothing
-    /// more; segment runs pay a call per hit, which is still far cheaper
-    /// than the TLB probes it replaces.
-    #[cold]
-    #[inline(never)]
-    fn segment_hit_inside(&mut self, a: &Access) -> bool {
-        if self.seg.space != self.space(a) {
-            return false;
-        }
-        self.stats.accesses += 1;
-        self.stats.writes += a.write as u64;
-        self.stats.segment_hits += 1;
-        true
-    }
-
-    /// Probe the L1 TLBs, then the L2 TLBs (ignoring any direct segment;
-    /// `translate` checks that first). An L2 hit refills the L1.
+    /// Probe the L1 TLBs, then the L2 TLBs. An L2 hit refills the L1.
     /// Counts the access and its hits; a miss is counted by `complete_walk`.
     ///
     /// Hardware probes every page size at once; the model probes one size's
@@ -299,9 +215,6 @@ impl<W: Walker> Mmu<W> {
         debug_assert!(s < self.num_sizes && leaf.size() < self.num_sizes);
         let cost = self.walker.walk(self.space(a), a, leaf);
         self.stats.walks[s] += 1;
-        if self.seg.is_enabled() {
-            self.count_outside_walk(a);
-        }
         self.stats.walk_refs += cost.refs as u64;
         if let Some(l) = cost.pwc_hit_level {
             self.stats.pwc_hits[l] += 1;
@@ -323,17 +236,6 @@ impl<W: Walker> Mmu<W> {
             self.filled |= 1 << s;
         }
         cost
-    }
-
-    /// A walk while a segment is loaded: it missed the segment (a hit never
-    /// walks), so it is one the segment did not remove.
-    #[cold]
-    fn count_outside_walk(&mut self, a: &Access) {
-        self.stats.walks_outside_segment += 1;
-        if let Some(f) = &self.classify {
-            let c = (f.0)(self.space(a), a.addr).min(MAX_REGION_CLASSES - 1);
-            self.stats.outside_walks_by_class[c] += 1;
-        }
     }
 
     /// Invalidate every TLB and walk-cache entry of `space` covering any

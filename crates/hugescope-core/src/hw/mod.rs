@@ -16,7 +16,7 @@ pub mod walker;
 
 pub use geometry::Geometry;
 pub use leaf::Leaf;
-pub use mmu::{Lookup, Mmu, Outcome};
-pub use segment::DirectSegment;
+pub use mmu::{Mmu, Outcome};
+pub use segment::{DirectSegment, NoSegment, Segments, SegmentUnit};
 pub use space::Space;
 pub use walker::{RadixWalker, Walker};
