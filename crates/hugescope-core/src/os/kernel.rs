@@ -156,6 +156,8 @@ pub struct Kernel {
     /// Per-base-page coverage bits are being set on every access (HawkEye's
     /// access-coverage source, as the PCC artifact models it).
     coverage_on: bool,
+    // direct segments: per-process primary regions and segments (os/segment.rs).
+    pub(crate) segments: super::segment::SegmentTable,
 }
 
 const OWNER_PID_SHIFT: u32 = 48;
@@ -285,6 +287,8 @@ impl Kernel {
             pcc_cfg: None,
             pccs: Vec::new(),
             coverage_on: false,
+            // direct segments: the regions the primary regions are made of.
+            segments: super::segment::SegmentTable::new(&header.regions),
         };
         k.for_each_policy(|p, k| p.init(k));
         Ok(k)
@@ -430,7 +434,8 @@ impl Kernel {
         self.clock.schedule_at(now + delay.max(0.0), id);
     }
 
-    fn charge_us(&mut self, us: f64) {
+    // direct segments: crate-visible so os/segment.rs charges copies as the kernel does.
+    pub(crate) fn charge_us(&mut self, us: f64) {
         if self.in_setup {
             self.clock.os_setup_seconds += us * 1e-6;
         } else if self.in_daemon {
@@ -528,13 +533,26 @@ impl Kernel {
         v.take_cov(a, b)
     }
 
+    // direct segments: the parts os/segment.rs changes, borrowed together.
+    pub(crate) fn segment_parts(&mut self) -> (&mut super::segment::SegmentTable, &mut PhysMem, &mut [AddressSpace], &OsCosts) {
+        (&mut self.segments, &mut self.phys, &mut self.spaces, &self.costs)
+    }
+
+    // direct segments: huge bytes changed outside install_huge (a revert's 2MB PTEs).
+    pub(crate) fn recount_huge(&mut self) {
+        self.huge_total = self.spaces.iter().map(|s| s.total_huge_bytes()).sum();
+        self.peak_huge_total = self.peak_huge_total.max(self.huge_total);
+    }
+
     // ------------------------------------------------------------ mechanisms
 
-    fn owner(pid: u16, va: u64, base_shift: u32) -> u64 {
+    // direct segments: crate-visible so segment frames carry the owner tags pages do.
+    pub(crate) fn owner(pid: u16, va: u64, base_shift: u32) -> u64 {
         ((pid as u64) << OWNER_PID_SHIFT) | (va >> base_shift)
     }
 
-    fn shootdown(&mut self, pid: u16, start: u64, end: u64) {
+    // direct segments: crate-visible so os/segment.rs can shoot down a revert.
+    pub(crate) fn shootdown(&mut self, pid: u16, start: u64, end: u64) {
         self.pending.push(Shootdown { pid, start, end });
         self.stats.shootdowns += 1;
         // Any shootdown of a region invalidates its PCC entries on every cpu
@@ -628,6 +646,10 @@ impl Kernel {
     fn check_huge(&self, pid: u16, start: u64, size: usize) -> std::result::Result<(usize, bool), Refusal> {
         let len = self.geo.sizes[size];
         if size == 0 || start % len != 0 {
+            return Err(Refusal::Ineligible);
+        }
+        // direct segments: never a huge page over memory a segment translates.
+        if self.segments.overlaps(pid, start, start + len) {
             return Err(Refusal::Ineligible);
         }
         let sp = self.spaces.get(pid as usize).ok_or(Refusal::Ineligible)?;
@@ -908,6 +930,11 @@ impl Kernel {
         }
         self.in_setup = true;
         while a < end {
+            // direct segments: a segment's memory is committed already; no page to fault.
+            if self.segments.overlaps(pid, a, a + 1) {
+                a += page;
+                continue;
+            }
             let sp = &mut self.spaces[pid as usize];
             let vi = sp.vma_index(a, &shape);
             let pi = sp.vmas[vi].page_index(a, shape.base_shift);
@@ -1144,6 +1171,22 @@ pub enum Refusal {
     AlreadyHuge,
 }
 
+impl Kernel {
+    /// One access of `cycles` happened: sample the timeline when due, move
+    /// the clock, run due daemons. Shared by paged accesses and (direct
+    /// segments) segment hits.
+    #[inline(always)]
+    fn advance(&mut self, cycles: f64) {
+        if self.clock.accesses >= self.next_sample {
+            self.sample();
+            self.next_sample += self.sample_every;
+        }
+        if self.clock.tick(cycles) {
+            self.run_timers();
+        }
+    }
+}
+
 impl Refusal {
     fn count(self, f: &mut super::metrics::Failures) {
         match self {
@@ -1241,7 +1284,18 @@ impl PageTable for Kernel {
 
     #[inline]
     fn has_shootdowns(&self) -> bool {
-        !self.pending.is_empty()
+        // direct segments: register updates travel with the shootdowns.
+        !self.pending.is_empty() || self.segments.has_updates()
+    }
+
+    // direct segments: hand the register updates to the segment unit.
+    fn take_segment_updates(&mut self, out: &mut Vec<crate::hw::segment::ProcessSegment>) {
+        self.segments.take_updates(out);
+    }
+
+    // direct segments: a segment hit costs the base access and moves time on.
+    fn segment_hit(&mut self, _a: &Access) {
+        self.advance(self.cost.segment_hit_cycles());
     }
 
     #[inline]
@@ -1267,13 +1321,7 @@ impl PageTable for Kernel {
                 sp.vmas[vi].cover(pi);
             }
         }
-        if self.clock.accesses >= self.next_sample {
-            self.sample();
-            self.next_sample += self.sample_every;
-        }
-        if self.clock.tick(cycles) {
-            self.run_timers();
-        }
+        self.advance(cycles);
     }
 
     fn progress(&mut self, label: &str) {

@@ -8,5 +8,6 @@ pub mod costs;
 pub mod kernel;
 pub mod metrics;
 pub mod phys;
+pub mod segment;
 
 pub use kernel::{AllocMode, Kernel, OsConfig};
