@@ -157,7 +157,7 @@ pub struct Kernel {
     /// access-coverage source, as the PCC artifact models it).
     coverage_on: bool,
     // direct segments: per-process primary regions and segments (os/segment.rs).
-    pub(crate) segments: super::segment::SegmentTable,
+    pub segments: super::segment::SegmentTable,
 }
 
 const OWNER_PID_SHIFT: u32 = 48;
