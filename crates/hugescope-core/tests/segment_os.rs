@@ -53,6 +53,8 @@ fn a_full_segment_takes_every_access_of_the_primary_region() {
     // PA congruent to VA modulo 2MB, and the frames are held by the process.
     assert_eq!(g.base.wrapping_add(g.offset) % MB2, 0);
     assert_eq!(s.pt.spaces()[0].frames_held, 1024 * 2 + 2);
+    // Every held frame was used: the segment's pages count as touched.
+    assert_eq!(s.pt.spaces()[0].touched_pages, 1024 * 2 + 2);
     s.pt.check_invariants().unwrap();
 }
 
@@ -154,6 +156,36 @@ fn growth_in_place_over_freed_adjacent_frames() {
     sweep(&mut s, 0, BASE + MB2, MB2);
     let c = s.counters();
     assert_eq!((c.segment.unwrap().hits - hits, c.walks - walks), (512, 0));
+    s.pt.check_invariants().unwrap();
+}
+
+#[test]
+fn growth_copies_paged_data_in_and_leaves_no_stale_translation() {
+    let mut h = TraceHeader::new("synthetic");
+    h.regions.push(Region::new("data", BASE, 4 * MB2));
+    let mut s = sim(&h, OsConfig::default(), &[("dseg", &[("size", "2m"), ("grow_every", "0")])], 1);
+    // Touch the paged 6MB from the top down: the top pages get the frames
+    // right after the segment's, the pages just past LIMIT the last ones.
+    for a in (BASE + MB2..BASE + 4 * MB2).rev().step_by(PAGE as usize) {
+        s.step(Access::write(a & !(PAGE - 1)));
+    }
+    s.pt.free_range(0, BASE + 3 * MB2, MB2);
+    s.apply_shootdowns();
+    // The pages just past LIMIT were touched last: their entries are cached.
+    assert!(s.mmus[0].holds(Space::native(0), BASE + MB2, BASE + 2 * MB2));
+    let copied = s.pt.stats.pages_copied;
+    assert_eq!(segment::grow(&mut s.pt, 0), MB2);
+    s.apply_shootdowns();
+    // Registers first, then the shootdown: no stale paged translation of
+    // the newly covered range is left, and its accesses hit the segment.
+    assert!(!s.mmus[0].holds(Space::native(0), BASE, BASE + 2 * MB2));
+    assert_eq!(s.pt.segments.segment(0).limit, BASE + 2 * MB2);
+    let (hits, walks) = (s.counters().segment.unwrap().hits, s.counters().walks);
+    sweep(&mut s, 0, BASE + MB2, MB2);
+    let c = s.counters();
+    assert_eq!((c.segment.unwrap().hits - hits, c.walks - walks), (512, 0));
+    // 512 pages were present there; the copy is not a promotion's copy.
+    assert_eq!(s.pt.stats.pages_copied, copied);
     s.pt.check_invariants().unwrap();
 }
 

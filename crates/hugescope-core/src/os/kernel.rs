@@ -1293,8 +1293,16 @@ impl PageTable for Kernel {
         self.segments.take_updates(out);
     }
 
-    // direct segments: a segment hit costs the base access and moves time on.
-    fn segment_hit(&mut self, _a: &Access) {
+    // direct segments: a segment hit uses its page (RSS and bloat count it as
+    // a base-page run would), costs the base access and moves time on.
+    fn segment_hit(&mut self, a: &Access) {
+        let shape = self.shape;
+        if let Some(sp) = self.spaces.get_mut(a.pid as usize) {
+            if let Some(vi) = sp.find(a.addr) {
+                let pi = sp.vmas[vi].page_index(a.addr, shape.base_shift);
+                Self::touch(sp, vi, pi, a.addr, shape.region_shift);
+            }
+        }
         self.advance(self.cost.segment_hit_cycles());
     }
 
