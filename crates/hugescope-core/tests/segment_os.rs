@@ -213,3 +213,16 @@ fn two_processes_with_their_own_segments() {
     assert_eq!((c.walks, g.hits, g.processes), (0, 4 * 512, 2));
     s.pt.check_invariants().unwrap();
 }
+
+#[test]
+fn revert_at_a_time_runs_paged_afterwards() {
+    // Revert as soon as the clock moves: every access after it walks (one
+    // 2MB leaf per 2MB region, VA and PA congruent), none is a segment hit.
+    let mut s = sim(&header(), OsConfig::default(), &[("dseg", &[("revert_at", "0"), ("grow_every", "0")])], 1);
+    s.step(Access::read(BASE));
+    assert!(!s.pt.segments.segment(0).is_enabled());
+    sweep(&mut s, 0, BASE, 4 * MB2);
+    let c = s.counters();
+    assert_eq!((c.segment.unwrap().hits, c.walks, s.pt.stats.faults_base), (1, 4, 0));
+    s.pt.check_invariants().unwrap();
+}
