@@ -151,7 +151,9 @@ impl<P: PageTable, W: Walker, S: SegmentUnit> Simulator<P, W, S> {
             // rather than fail (rare, off the hot path).
             self.mmus.resize(cpu + 1, self.template.clone());
         }
-        if self.seg.hit(&a) {
+        // `S::PRESENT` is a constant: without a unit the branch is gone
+        // before inlining decisions are made, so the loop is the one it was.
+        if S::PRESENT && self.seg.hit(&a) {
             self.after_segment_hit(&a);
             return;
         }
@@ -168,7 +170,9 @@ impl<P: PageTable, W: Walker, S: SegmentUnit> Simulator<P, W, S> {
             let m = &mut self.mmus[cpu];
             walk = Some(m.complete_walk(&a, &leaf));
             let set = m.walker.writes(&a, &leaf);
-            self.seg.walked(&a);
+            if S::PRESENT {
+                self.seg.walked(&a);
+            }
             self.pt.walked(&a, &leaf, set);
         }
         self.pt.after_access(&a, out, walk);
