@@ -108,7 +108,6 @@ pub struct Simulator<P: PageTable, W: Walker = RadixWalker, S: SegmentUnit = NoS
     /// set per cpu context inside).
     pub seg: S,
     pending: Vec<Shootdown>,
-    seg_pending: Vec<ProcessSegment>,
     template: Mmu<W>,
 }
 
@@ -136,7 +135,7 @@ impl<P: PageTable, W: Walker, S: SegmentUnit> Simulator<P, W, S> {
         let geo = Geometry::new(&cfg)?;
         let template = Mmu::with_walker(&geo, &cfg, walker)?;
         let mmus = vec![template.clone(); cpus.max(1)];
-        let mut sim = Simulator { cfg, geo, mmus, pt, seg: S::default(), pending: Vec::new(), seg_pending: Vec::new(), template };
+        let mut sim = Simulator { cfg, geo, mmus, pt, seg: S::default(), pending: Vec::new(), template };
         if sim.pt.has_shootdowns() {
             sim.apply_shootdowns();
         }
@@ -198,8 +197,12 @@ impl<P: PageTable, W: Walker, S: SegmentUnit> Simulator<P, W, S> {
 
     /// Apply queued shootdowns to every cpu's MMU.
     pub fn apply_shootdowns(&mut self) {
-        self.pt.take_segment_updates(&mut self.seg_pending);
-        for p in self.seg_pending.drain(..) {
+        // A local list, not a field: it allocates only when a page table
+        // has updates (segment runs), and the simulator without a unit keeps
+        // the layout it always had.
+        let mut updates = Vec::new();
+        self.pt.take_segment_updates(&mut updates);
+        for p in updates {
             self.seg.update(p);
         }
         self.pt.take_shootdowns(&mut self.pending);
