@@ -123,15 +123,23 @@ impl<P: PageTable, S: SegmentUnit> Simulator<P, RadixWalker, S> {
     pub fn with_unit(cfg: MachineConfig, cpus: usize, pt: P) -> Result<Self> {
         let geo = Geometry::new(&cfg)?;
         let walker = RadixWalker::new(&geo, &cfg);
-        Simulator::with_walker(cfg, cpus, pt, walker)
+        Simulator::with_walker_and_unit(cfg, cpus, pt, walker)
+    }
+}
+
+impl<P: PageTable, W: Walker> Simulator<P, W> {
+    /// A simulator whose cpus each walk with a copy of `walker`, no segments.
+    pub fn with_walker(cfg: MachineConfig, cpus: usize, pt: P, walker: W) -> Result<Self> {
+        Simulator::with_walker_and_unit(cfg, cpus, pt, walker)
     }
 }
 
 impl<P: PageTable, W: Walker, S: SegmentUnit> Simulator<P, W, S> {
-    /// A simulator whose cpus each walk with a copy of `walker`. Whatever the
-    /// page table queued while it was built (an OS model's policy creating
-    /// segments at init) applies before the first access.
-    pub fn with_walker(cfg: MachineConfig, cpus: usize, pt: P, walker: W) -> Result<Self> {
+    /// A simulator whose cpus each walk with a copy of `walker`, with the
+    /// segment unit `S`. Whatever the page table queued while it was built
+    /// (an OS model's policy creating segments at init) applies before the
+    /// first access.
+    pub fn with_walker_and_unit(cfg: MachineConfig, cpus: usize, pt: P, walker: W) -> Result<Self> {
         let geo = Geometry::new(&cfg)?;
         let template = Mmu::with_walker(&geo, &cfg, walker)?;
         let mmus = vec![template.clone(); cpus.max(1)];
