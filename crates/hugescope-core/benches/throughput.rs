@@ -1,10 +1,14 @@
 //! Simulation throughput (accesses per second) on the haswell-pcc preset:
 //! an in-memory GUPS stream, a GUPS `.hst` file, and the decode-only floor of
-//! the same file, so the ratio shows what the MMU model costs.
+//! the same file, so the ratio shows what the MMU model costs. Two more runs
+//! price the direct-segment unit: loaded but disabled (what `4k+primary`
+//! pays), and with a segment over half the table.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use hugescope_core::config::MachineConfig;
 use hugescope_core::pagemap::StaticMap;
+use hugescope_core::hw::segment::ProcessSegment;
+use hugescope_core::hw::{DirectSegment, RadixWalker, SegmentUnit, Segments};
 use hugescope_core::sim::Simulator;
 use hugescope_core::trace::hst::{HstReader, HstWriter};
 use hugescope_core::trace::{Access, Region, TraceHeader};
@@ -47,6 +51,20 @@ fn bench(c: &mut Criterion) {
         g.bench_function(format!("in-memory stream, {label} pages"), |b| {
             b.iter(|| {
                 let mut s = Simulator::new(cfg.clone(), 1, StaticMap::Uniform(pages)).unwrap();
+                for &a in &stream {
+                    s.step(a);
+                }
+                s.counters().walks
+            })
+        });
+    }
+    for (label, covered) in [("segment unit, no segment", 0), ("segment over half", FOOTPRINT / 2)] {
+        g.bench_function(format!("in-memory stream, 4k pages, {label}"), |b| {
+            b.iter(|| {
+                let mut s: Simulator<StaticMap, RadixWalker, Segments> =
+                    Simulator::with_unit(cfg.clone(), 1, StaticMap::Uniform(0)).unwrap();
+                let regs = DirectSegment::new(BASE, BASE + covered, 0).unwrap();
+                s.seg.update(ProcessSegment { pid: 0, primary: (BASE, BASE + FOOTPRINT), regs, ..Default::default() });
                 for &a in &stream {
                     s.step(a);
                 }

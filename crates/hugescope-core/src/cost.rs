@@ -49,6 +49,14 @@ impl CostConfig {
                 }),
             }
     }
+
+    /// Cycles of an access the direct segment translated: the base access
+    /// only. The range check runs beside the L1 TLB lookup and finishes
+    /// before it would (ISCA'13 §3.1; reference §2.2), so it adds nothing.
+    #[inline(always)]
+    pub fn segment_hit_cycles(&self) -> f64 {
+        self.base_cycles_per_access
+    }
 }
 
 pub fn translation_cycles(c: &TranslationCounters, p: &CostConfig) -> f64 {

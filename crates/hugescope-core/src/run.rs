@@ -168,7 +168,8 @@ impl PolicyResult {
 struct Run {
     spec: PolicySpec,
     os: OsConfig,
-    sim: Simulator<Kernel>,
+    // direct segments: OS runs carry the segment unit (the dseg policy loads it).
+    sim: Simulator<Kernel, crate::hw::RadixWalker, crate::hw::Segments>,
 }
 
 fn build(machine: &MachineConfig, header: &TraceHeader, os: &OsConfig, spec: &PolicySpec, pols: Vec<Box<dyn policy::Policy>>) -> Result<Run> {
@@ -180,7 +181,7 @@ fn build(machine: &MachineConfig, header: &TraceHeader, os: &OsConfig, spec: &Po
     };
     let geo = crate::hw::Geometry::new(machine)?;
     let kernel = Kernel::new_multi(geo, machine.cost.clone(), header, &os, pols)?;
-    let sim = Simulator::new(machine.clone(), header.cpus.max(1) as usize, kernel)?;
+    let sim = Simulator::with_unit(machine.clone(), header.cpus.max(1) as usize, kernel)?;
     Ok(Run { spec: spec.clone(), os, sim })
 }
 

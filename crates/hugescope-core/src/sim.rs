@@ -5,12 +5,16 @@
 //!
 //! `Simulator` is generic over the page table and the walker so the per-access
 //! path is monomorphized: no dynamic dispatch, no allocation, no hashing per
-//! access. The walker defaults to the native radix walker.
+//! access. The walker defaults to the native radix walker, and the
+//! direct-segment unit to `NoSegment`, whose check compiles away: a machine
+//! without segments runs exactly the loop it always did. Runs that need the
+//! unit (a segment, or f_DS accounting) pick `Segments` once, at the start.
 
 use crate::config::MachineConfig;
 use crate::cost::{self, CostEstimate};
 use crate::hw::pwc::WalkCost;
-use crate::hw::{Geometry, Leaf, Mmu, Outcome, RadixWalker, Space, Walker};
+use crate::hw::segment::ProcessSegment;
+use crate::hw::{DirectSegment, Geometry, Leaf, Mmu, NoSegment, Outcome, RadixWalker, SegmentUnit, Segments, Space, Walker};
 use crate::pagemap::StaticMap;
 use crate::stats::TranslationCounters;
 use crate::trace::hst::HstReader;
@@ -67,6 +71,21 @@ pub trait PageTable {
     #[inline]
     fn after_access(&mut self, _a: &Access, _outcome: Outcome, _walk: Option<WalkCost>) {}
 
+    /// Called after an access the cpu's direct segment translated (no TLB
+    /// outcome, no walk, no bits written; it costs
+    /// `CostConfig::segment_hit_cycles`). Default: nothing, which is right
+    /// for a static map; the OS model advances its clock here.
+    #[inline]
+    fn segment_hit(&mut self, _a: &Access) {}
+
+    /// Move what the OS changed about processes' direct segments (their
+    /// registers, primary regions) since the last call into `out`. Polled
+    /// with the shootdowns (`has_shootdowns` must be true while any are
+    /// queued), and applied before them: a revert installs page-table
+    /// entries, then rewrites the registers, then shoots down (reference §9.8).
+    #[inline]
+    fn take_segment_updates(&mut self, _out: &mut Vec<ProcessSegment>) {}
+
     /// A progress point of the workload was reached.
     fn progress(&mut self, _label: &str) {}
 }
@@ -80,31 +99,55 @@ impl PageTable for StaticMap {
     }
 }
 
-pub struct Simulator<P: PageTable, W: Walker = RadixWalker> {
+pub struct Simulator<P: PageTable, W: Walker = RadixWalker, S: SegmentUnit = NoSegment> {
     pub cfg: MachineConfig,
     pub geo: Geometry,
     pub mmus: Vec<Mmu<W>>,
     pub pt: P,
+    /// The direct-segment unit (shared by the cpus: it keeps one register
+    /// set per cpu context inside).
+    pub seg: S,
     pending: Vec<Shootdown>,
     template: Mmu<W>,
 }
 
 impl<P: PageTable> Simulator<P> {
-    /// A simulator with the native radix walker of `cfg`.
+    /// A simulator with the native radix walker of `cfg` and no segments.
     pub fn new(cfg: MachineConfig, cpus: usize, pt: P) -> Result<Self> {
+        Simulator::with_unit(cfg, cpus, pt)
+    }
+}
+
+impl<P: PageTable, S: SegmentUnit> Simulator<P, RadixWalker, S> {
+    /// A simulator with the native radix walker and the segment unit `S`.
+    pub fn with_unit(cfg: MachineConfig, cpus: usize, pt: P) -> Result<Self> {
         let geo = Geometry::new(&cfg)?;
         let walker = RadixWalker::new(&geo, &cfg);
-        Simulator::with_walker(cfg, cpus, pt, walker)
+        Simulator::with_walker_and_unit(cfg, cpus, pt, walker)
     }
 }
 
 impl<P: PageTable, W: Walker> Simulator<P, W> {
-    /// A simulator whose cpus each walk with a copy of `walker`.
+    /// A simulator whose cpus each walk with a copy of `walker`, no segments.
     pub fn with_walker(cfg: MachineConfig, cpus: usize, pt: P, walker: W) -> Result<Self> {
+        Simulator::with_walker_and_unit(cfg, cpus, pt, walker)
+    }
+}
+
+impl<P: PageTable, W: Walker, S: SegmentUnit> Simulator<P, W, S> {
+    /// A simulator whose cpus each walk with a copy of `walker`, with the
+    /// segment unit `S`. Whatever the page table queued while it was built
+    /// (an OS model's policy creating segments at init) applies before the
+    /// first access.
+    pub fn with_walker_and_unit(cfg: MachineConfig, cpus: usize, pt: P, walker: W) -> Result<Self> {
         let geo = Geometry::new(&cfg)?;
         let template = Mmu::with_walker(&geo, &cfg, walker)?;
         let mmus = vec![template.clone(); cpus.max(1)];
-        Ok(Simulator { cfg, geo, mmus, pt, pending: Vec::new(), template })
+        let mut sim = Simulator { cfg, geo, mmus, pt, seg: S::default(), pending: Vec::new(), template };
+        if sim.pt.has_shootdowns() {
+            sim.apply_shootdowns();
+        }
+        Ok(sim)
     }
 
     #[inline]
@@ -114,6 +157,12 @@ impl<P: PageTable, W: Walker> Simulator<P, W> {
             // A trace may use more cpus than its header declares; add MMUs
             // rather than fail (rare, off the hot path).
             self.mmus.resize(cpu + 1, self.template.clone());
+        }
+        // `S::PRESENT` is a constant: without a unit the branch is gone
+        // before inlining decisions are made, so the loop is the one it was.
+        if S::PRESENT && self.seg.hit(&a) {
+            self.after_segment_hit(&a);
+            return;
         }
         let out = self.mmus[cpu].lookup(&a);
         let mut walk = None;
@@ -128,6 +177,9 @@ impl<P: PageTable, W: Walker> Simulator<P, W> {
             let m = &mut self.mmus[cpu];
             walk = Some(m.complete_walk(&a, &leaf));
             let set = m.walker.writes(&a, &leaf);
+            if S::PRESENT {
+                self.seg.walked(&a);
+            }
             self.pt.walked(&a, &leaf, set);
         }
         self.pt.after_access(&a, out, walk);
@@ -136,8 +188,31 @@ impl<P: PageTable, W: Walker> Simulator<P, W> {
         }
     }
 
+    /// An access the direct segment translated: an access for the counters,
+    /// and the page table hears of it (no walk, no fill, no TLB touched).
+    /// Out of line so `step`'s TLB path is unchanged.
+    #[cold]
+    #[inline(never)]
+    fn after_segment_hit(&mut self, a: &Access) {
+        let st = &mut self.mmus[a.cpu as usize].stats;
+        st.accesses += 1;
+        st.writes += a.write as u64;
+        self.pt.segment_hit(a);
+        if self.pt.has_shootdowns() {
+            self.apply_shootdowns();
+        }
+    }
+
     /// Apply queued shootdowns to every cpu's MMU.
     pub fn apply_shootdowns(&mut self) {
+        // A local list, not a field: it allocates only when a page table
+        // has updates (segment runs), and the simulator without a unit keeps
+        // the layout it always had.
+        let mut updates = Vec::new();
+        self.pt.take_segment_updates(&mut updates);
+        for p in updates {
+            self.seg.update(p);
+        }
         self.pt.take_shootdowns(&mut self.pending);
         for sd in self.pending.drain(..) {
             for m in self.mmus.iter_mut() {
@@ -154,11 +229,13 @@ impl<P: PageTable, W: Walker> Simulator<P, W> {
 
     pub fn counters(&self) -> TranslationCounters {
         let stats: Vec<_> = self.mmus.iter().map(|m| m.stats.clone()).collect();
-        TranslationCounters::from_mmus(&stats, &self.geo.sizes, self.geo.level_shifts.len())
+        let mut c = TranslationCounters::from_mmus(&stats, &self.geo.sizes, self.geo.level_shifts.len());
+        c.segment = self.seg.counters();
+        c
     }
 }
 
-impl<P: PageTable, W: Walker> AccessSink for Simulator<P, W> {
+impl<P: PageTable, W: Walker, S: SegmentUnit> AccessSink for Simulator<P, W, S> {
     #[inline]
     fn access(&mut self, a: Access) {
         self.step(a)
@@ -200,21 +277,105 @@ impl TraceInfo {
     }
 }
 
-/// Simulate a trace file under a static page-size map.
+/// What a `--pages` spec asks of the direct-segment unit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SegmentSpec<'a> {
+    /// `MAP+ds`: each process's segment covers its primary region.
+    Primary,
+    /// `ds:REGION`: 4KB pages; one segment over the region named REGION.
+    Region(&'a str),
+    /// `MAP+primary`: no segment; count the walks in each primary region
+    /// (f_DS of the MAP run, reference §7).
+    Accounting,
+}
+
+/// Split a `--pages` spec into the page map's spec and what it asks of the
+/// segment unit; `None` for every other spec, which is parsed as before.
+fn segment_spec(pages: &str) -> Option<(&str, SegmentSpec<'_>)> {
+    if let Some(name) = pages.strip_prefix("ds:") {
+        return Some(("4k", SegmentSpec::Region(name)));
+    }
+    if let Some(map) = pages.strip_suffix("+ds") {
+        return Some((map, SegmentSpec::Primary));
+    }
+    pages.strip_suffix("+primary").map(|map| (map, SegmentSpec::Accounting))
+}
+
+/// Every process's segment description for a static run. A static map has
+/// no frames (identity physical addresses), so OFFSET is 0 and the whole
+/// requested range is covered. Also returns the description for `pages`.
+fn static_segments(h: &TraceHeader, pages: &str, spec: SegmentSpec) -> Result<(Vec<ProcessSegment>, String)> {
+    use crate::hw::segment::SEGMENT_ALIGN;
+    let mut pids: Vec<u16> = h.regions.iter().map(|r| r.pid).collect();
+    pids.sort_unstable();
+    pids.dedup();
+    let mut out: Vec<ProcessSegment> = pids.iter().map(|&p| ProcessSegment::from_regions(p, &h.regions)).collect();
+    out.retain(|p| p.primary_bytes() > 0 || matches!(spec, SegmentSpec::Region(_)));
+    let what = match spec {
+        SegmentSpec::Accounting | SegmentSpec::Primary if out.is_empty() => {
+            return Err(crate::Error::input(format!(
+                "--pages '{pages}': the trace declares no anonymous region to make a primary region of"
+            )))
+        }
+        SegmentSpec::Accounting => "walks in the primary region counted, no segment".to_string(),
+        SegmentSpec::Primary => {
+            for p in out.iter_mut() {
+                p.regs = DirectSegment::new(p.primary.0, p.primary.1, 0)?;
+            }
+            let ranges: Vec<String> = out.iter().map(|p| format!("pid {} [{:#x}, {:#x})", p.pid, p.primary.0, p.primary.1)).collect();
+            format!("direct segment over the primary region ({})", ranges.join(", "))
+        }
+        SegmentSpec::Region(n) => {
+            let region = h.regions.iter().find(|r| r.name == n).ok_or_else(|| {
+                let names: Vec<&str> = h.regions.iter().map(|r| r.name.as_str()).collect();
+                crate::Error::input(format!("--pages '{pages}': the trace has no region '{n}' (regions: {})", names.join(", ")))
+            })?;
+            let base = region.base / SEGMENT_ALIGN * SEGMENT_ALIGN;
+            let limit = region.end().div_ceil(SEGMENT_ALIGN) * SEGMENT_ALIGN;
+            let p = out.iter_mut().find(|p| p.pid == region.pid).expect("every region's pid has a description");
+            p.regs = DirectSegment::new(base, limit, 0)?;
+            format!("direct segment over '{}' (pid {}) [{base:#x}, {limit:#x})", region.name, region.pid)
+        }
+    };
+    Ok((out, what))
+}
+
+/// Simulate a trace file under a static page-size map, optionally with a
+/// direct-segment unit (`segment_spec`). The unit is chosen here, once: a
+/// spec without one runs the simulator without any segment check.
 pub fn simulate_static(path: &str, cfg: MachineConfig, pages: &str) -> Result<StaticResult> {
     let mut r = HstReader::open(path)?;
     let geo = Geometry::new(&cfg)?;
-    let map = StaticMap::from_spec(pages, &geo)?;
-    let described = map.describe(&geo);
+    let (map_spec, seg) = match segment_spec(pages) {
+        Some((m, spec)) => (m, Some(static_segments(r.header(), pages, spec)?)),
+        None => (pages, None),
+    };
+    let map = StaticMap::from_spec(map_spec, &geo)?;
+    let mut described = map.describe(&geo);
     let cpus = r.header().cpus.max(1) as u64;
     let f = crate::limits::Footprint { simulators: 1, cpus, cache_entries_per_cpu: cfg.cache_entries_per_cpu(), ..Default::default() };
     crate::limits::check_model_memory(&format!("{cpus} cpus' TLBs"), &f)?;
-    let mut sim = Simulator::new(cfg, r.header().cpus as usize, map)?;
-    sim.run_reader(&mut r)?;
-    Ok(static_result(&sim, Some(TraceInfo::new(path, r.header())), described))
+    let info = TraceInfo::new(path, r.header());
+    let n = r.header().cpus as usize;
+    match seg {
+        None => {
+            let mut sim = Simulator::new(cfg, n, map)?;
+            sim.run_reader(&mut r)?;
+            Ok(static_result(&sim, Some(info), described))
+        }
+        Some((procs, what)) => {
+            described = format!("{described} + {what}");
+            let mut sim: Simulator<StaticMap, RadixWalker, Segments> = Simulator::with_unit(cfg, n, map)?;
+            for p in procs {
+                sim.seg.update(p);
+            }
+            sim.run_reader(&mut r)?;
+            Ok(static_result(&sim, Some(info), described))
+        }
+    }
 }
 
-pub fn static_result(sim: &Simulator<StaticMap>, trace: Option<TraceInfo>, pages: String) -> StaticResult {
+pub fn static_result<S: SegmentUnit>(sim: &Simulator<StaticMap, RadixWalker, S>, trace: Option<TraceInfo>, pages: String) -> StaticResult {
     let translation = sim.counters();
     let cost = cost::estimate(&translation, &sim.cfg.cost, 0.0);
     StaticResult {

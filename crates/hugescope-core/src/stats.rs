@@ -60,6 +60,49 @@ pub struct SizeCounters {
     pub walks: u64,
 }
 
+/// Direct-segment results of a run (reference §8.3): the registers of the
+/// first process with a primary region, sums over processes for the rest.
+/// `walks_in_primary / walks_total` of a run without a segment is f_DS, the
+/// share of walks a segment over the primary region would remove (§7).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct SegmentCounters {
+    pub base: u64,
+    pub limit: u64,
+    pub offset: u64,
+    /// Bytes the segments translate (LIMIT - BASE, summed over processes).
+    pub covered_bytes: u64,
+    /// Bytes of the primary regions.
+    pub primary_bytes: u64,
+    /// Accesses the segment translated.
+    pub hits: u64,
+    /// TLB lookups those accesses did not make (one per hit: nothing is
+    /// probed, filled or reordered for them).
+    pub avoided_lookups: u64,
+    /// Walks of those processes outside their segment, by kind of memory.
+    pub walks_outside: WalksByKind,
+    /// Walks whose address lies inside the process's primary region.
+    pub walks_in_primary: u64,
+    /// All walks of the processes with a primary region.
+    pub walks_total: u64,
+    /// Compaction time charged to provide the segments' memory.
+    pub compaction_seconds: f64,
+    /// Processes the unit knows.
+    pub processes: u64,
+}
+
+/// Walks outside the segment by the kind of memory their address lies in.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct WalksByKind {
+    pub stack: u64,
+    pub bss_data: u64,
+    pub file: u64,
+    pub code: u64,
+    /// Anonymous memory flagged `segment_opt_out`.
+    pub opt_out: u64,
+    /// The paged rest of the primary region and undeclared addresses.
+    pub other: u64,
+}
+
 /// The translation counters of a run, aggregated over cpus.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct TranslationCounters {
@@ -81,6 +124,10 @@ pub struct TranslationCounters {
     pub tlb_entries_invalidated: u64,
     pub by_page_size: Vec<SizeCounters>,
     pub per_cpu_walks: Vec<u64>,
+    /// Present only in runs with a direct-segment unit, so every other
+    /// result is unchanged.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub segment: Option<SegmentCounters>,
 }
 
 impl TranslationCounters {
@@ -127,6 +174,7 @@ impl TranslationCounters {
             tlb_entries_invalidated: t.tlb_entries_invalidated,
             by_page_size,
             per_cpu_walks: stats.iter().map(|s| s.total_walks()).collect(),
+            segment: None,
         }
     }
 }

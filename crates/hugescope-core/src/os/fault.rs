@@ -98,6 +98,11 @@ impl Kernel {
         }
         self.in_setup = true;
         while a < end {
+            // direct segments: a segment's memory is committed already; no page to fault.
+            if self.segments.overlaps(pid, a, a + 1) {
+                a += page;
+                continue;
+            }
             let sp = &mut self.spaces[pid as usize];
             let vi = sp.vma_index(a, &shape);
             let pi = sp.vmas[vi].page_index(a, shape.base_shift);

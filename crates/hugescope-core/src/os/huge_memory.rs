@@ -45,6 +45,10 @@ impl Kernel {
         if size == 0 || start % len != 0 {
             return Err(Refusal::Ineligible);
         }
+        // direct segments: never a huge page over memory a segment translates.
+        if self.segments.overlaps(pid, start, start + len) {
+            return Err(Refusal::Ineligible);
+        }
         let sp = self.spaces.get(pid as usize).ok_or(Refusal::Ineligible)?;
         let vi = sp.find(start).ok_or(Refusal::Ineligible)?;
         let v = &sp.vmas[vi];

@@ -90,6 +90,8 @@ pub struct Kernel {
     /// Per-base-page coverage bits are being set on every access (HawkEye's
     /// access-coverage source, as the PCC artifact models it).
     pub(super) coverage_on: bool,
+    // direct segments: per-process primary regions and segments (os/segment.rs).
+    pub segments: super::segment::SegmentTable,
 }
 
 pub(super) const OWNER_PID_SHIFT: u32 = 48;
@@ -219,6 +221,8 @@ impl Kernel {
             pcc_cfg: None,
             pccs: Vec::new(),
             coverage_on: false,
+            // direct segments: the regions the primary regions are made of.
+            segments: super::segment::SegmentTable::new(&header.regions),
         };
         k.for_each_policy(|p, k| p.init(k));
         Ok(k)
@@ -348,6 +352,31 @@ impl Kernel {
 
     /// The physical allocator's owner tag of a base page: the process and the
     /// virtual page, so a migration can find the mapping to update.
+    // direct segments: the parts os/segment.rs changes, borrowed together.
+    pub(crate) fn segment_parts(&mut self) -> (&mut super::segment::SegmentTable, &mut PhysMem, &mut [AddressSpace], &OsCosts) {
+        (&mut self.segments, &mut self.phys, &mut self.spaces, &self.costs)
+    }
+
+    // direct segments: huge bytes changed outside install_huge (a revert's 2MB PTEs).
+    pub(crate) fn recount_huge(&mut self) {
+        self.huge_total = self.spaces.iter().map(|s| s.total_huge_bytes()).sum();
+        self.peak_huge_total = self.peak_huge_total.max(self.huge_total);
+    }
+
+    /// One access of `cycles` happened: sample the timeline when due, move
+    /// the clock, run due daemons. Shared by paged accesses and (direct
+    /// segments) segment hits.
+    #[inline(always)]
+    fn advance(&mut self, cycles: f64) {
+        if self.clock.accesses >= self.next_sample {
+            self.sample();
+            self.next_sample += self.sample_every;
+        }
+        if self.clock.tick(cycles) {
+            self.run_timers();
+        }
+    }
+
     pub(super) fn owner(pid: u16, va: u64, base_shift: u32) -> u64 {
         ((pid as u64) << OWNER_PID_SHIFT) | (va >> base_shift)
     }
@@ -568,7 +597,26 @@ impl PageTable for Kernel {
 
     #[inline]
     fn has_shootdowns(&self) -> bool {
-        !self.pending.is_empty()
+        // direct segments: register updates travel with the shootdowns.
+        !self.pending.is_empty() || self.segments.has_updates()
+    }
+
+    // direct segments: hand the register updates to the segment unit.
+    fn take_segment_updates(&mut self, out: &mut Vec<crate::hw::segment::ProcessSegment>) {
+        self.segments.take_updates(out);
+    }
+
+    // direct segments: a segment hit uses its page (RSS and bloat count it as
+    // a base-page run would), costs the base access and moves time on.
+    fn segment_hit(&mut self, a: &Access) {
+        let shape = self.shape;
+        if let Some(sp) = self.spaces.get_mut(a.pid as usize) {
+            if let Some(vi) = sp.find(a.addr) {
+                let pi = sp.vmas[vi].page_index(a.addr, shape.base_shift);
+                Self::touch(sp, vi, pi, a.addr, shape.region_shift);
+            }
+        }
+        self.advance(self.cost.segment_hit_cycles());
     }
 
     #[inline]
@@ -594,13 +642,7 @@ impl PageTable for Kernel {
                 sp.vmas[vi].cover(pi);
             }
         }
-        if self.clock.accesses >= self.next_sample {
-            self.sample();
-            self.next_sample += self.sample_every;
-        }
-        if self.clock.tick(cycles) {
-            self.run_timers();
-        }
+        self.advance(cycles);
     }
 
     fn progress(&mut self, label: &str) {

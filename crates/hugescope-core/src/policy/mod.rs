@@ -125,6 +125,7 @@ registry! {
     "hawkeye" => hawkeye: "HawkEye as the PCC paper describes it: access-coverage buckets, 4096 pages scanned and 8 promotions per 31 s round",
     "oracle" => oracle: "offline upper bound: the regions with most base-page walks over the trace, huge at first touch",
     "random" => random: "random regions at the PCC's cadence and rate: the baseline any selection must beat",
+    "dseg" => dseg: "direct segments (ISCA'13): one segment over each process's primary region, the rest paged",
 }
 
 /// Build a policy by name from `key=value` parameters.
