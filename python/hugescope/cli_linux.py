@@ -26,7 +26,7 @@ import threading
 from rich.markup import escape
 from rich.table import Table
 
-from . import linux, workloads
+from . import _io, linux, workloads
 from ._core import HugescopeError
 from ._io import write_json
 from .cli import CliError, _params, _size, console, err_console, workload_parser
@@ -491,6 +491,43 @@ def cmd_coverage(a) -> int:
     return 0
 
 
+def _mib(n: int) -> str:
+    return f"{n / (1 << 20):.0f} MiB"
+
+
+def _daemon_line(s: dict) -> str:
+    """The live status line: regions collapsed, huge bytes per process, last decision."""
+    procs = "  ".join(f"pid {p['pid']}: {_mib(p['daemon_huge'])} huge/{_mib(p['rss'])} rss"
+                      + ("" if p["state"] == "running" else f" ({p['state']})") for p in s["processes"])
+    last = s["decisions"][-1] if s["decisions"] else None
+    what = (f"last: {last['outcome']} {last['start']:#x} in {last['pid']} ({last['why']})" if last
+            else f"held back: {s['held_back']}" if s["held_back"] else "nothing to do")
+    return f"t={s['t_s']:.1f}s collapsed {s['collapsed_total']}  {procs}  {what}"
+
+
+@_cli_errors
+def cmd_daemon(a) -> int:
+    from . import daemon
+    if a.json:
+        _io.check_output(a.json, "json")
+    with console.status("starting") as status:
+        def on_step(s: dict) -> None:
+            status.update(escape(_daemon_line(s)))
+            for d in s["decisions"]:
+                console.print(f"t={d['t_s']:.1f}s pid {d['pid']} {d['start']:#x}: {escape(d['outcome'])} "
+                              f"({escape(d['why'])})", soft_wrap=True)
+        r = daemon.run(a.policy, a.pid or (), a.cgroup, budget=a.budget, budget_per_process=a.budget_per_process,
+                       rate=a.rate, interval=a.interval, duration=a.duration, utilization=a.utilization,
+                       set_madvise=a.set_madvise, on_step=on_step)
+    f = r["final"]
+    console.print(escape(_daemon_line(f)), soft_wrap=True)
+    console.print(f"{r['steps']} steps in {r['wall_s']:.1f} s; daemon CPU {r['cpu_s']:.3f} s "
+                  f"({100 * r['cpu_s'] / max(r['wall_s'], 1e-9):.2f}% of one core)")
+    if a.json:
+        write_json(a.json, r)
+    return 0
+
+
 def _pid_arg(v: str) -> int:
     try:
         x = int(v)
@@ -541,6 +578,25 @@ def add_commands(sub) -> None:
     c.add_argument("--no-exact", action="store_true", help="skip the PAGEMAP_SCAN exact figure")
     c.add_argument("--json", metavar="OUT", help="write the coverage to this JSON file")
     c.set_defaults(func=cmd_coverage)
+
+    dm = sub.add_parser("daemon", help="run a huge-page policy on live processes (process_madvise MADV_COLLAPSE; root)",
+                        description="Sample live processes (pagemap, clear_refs + smaps), let a policy pick 2 MiB "
+                                    "regions and collapse them with process_madvise(MADV_COLLAPSE) within a budget "
+                                    "and a rate limit. Never writes to, signals or stops a target. See docs/daemon.md.")
+    dm.add_argument("--policy", required=True, choices=("khugepaged", "ingens", "hawkeye", "pcc"))
+    dm.add_argument("--pid", type=_pid_arg, action="append", help="a process to watch (repeatable)")
+    dm.add_argument("--cgroup", help="a cgroup v2 directory: watch every process in it (re-read every step)")
+    dm.add_argument("--budget", type=_size_arg, help="huge bytes the daemon may make, over all processes")
+    dm.add_argument("--budget-per-process", type=_size_arg, help="huge bytes the daemon may make in each process")
+    dm.add_argument("--rate", type=float, default=8.0, help="collapses per second at most (default 8)")
+    dm.add_argument("--interval", type=float, default=1.0, help="seconds between samples (default 1)")
+    dm.add_argument("--duration", type=_seconds_arg(positive=True), default=None,
+                    help="stop after this many seconds (default: when every watched process has exited)")
+    dm.add_argument("--utilization", type=float, default=0.9, help="ingens: share of a region present to promote it (default 0.9)")
+    dm.add_argument("--set-madvise", action="store_true",
+                    help="with THP 'always', switch it to 'madvise' while running (restored on exit)")
+    dm.add_argument("--json", metavar="OUT", help="write every decision and the final status to this JSON file")
+    dm.set_defaults(func=cmd_daemon)
 
     add_calibrate_commands(sub)
     add_validate_command(sub)
