@@ -528,6 +528,50 @@ def cmd_daemon(a) -> int:
     return 0
 
 
+def _ks_arg(v: str) -> list:
+    try:
+        ks = [int(x) for x in v.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{v}' is not a comma-separated list of page counts")
+    if not ks or any(k < 1 or k > 1 << 20 for k in ks):
+        raise argparse.ArgumentTypeError(f"'{v}': every budget must be 1 to 1048576 huge pages")
+    return ks
+
+
+@_cli_errors
+def cmd_advise(a) -> int:
+    from . import advise
+    rest = list(a.rest)
+    if rest[:1] == ["--"]:
+        rest = rest[1:]
+    if not rest:
+        raise CliError("advise: give the program after '--' (hugescope advise -- ./prog args)")
+    policies = [p for p in a.policies.split(",") if p]
+    r = advise.advise(rest, a.out, ks=a.ks, policies=policies, repeat=a.repeat, warmup=a.warmup,
+                      duration=a.duration, timeout=a.timeout, preset=a.preset,
+                      log=lambda m: err_console.print(f"[dim]{escape(m)}[/]"))
+    t = Table(title="plans (estimate: cost model over the trace)")
+    for c in ("policy", "k", "regions", "estimate", ""):
+        t.add_column(c)
+    for row in r["rows"]:
+        t.add_row(row["policy"], str(row["k"]), " ".join(row["regions"]) or "-", f"{row['estimate']:.3f}x",
+                  "chosen" if row["chosen"] else "")
+    console.print(t)
+    console.print(f"regions worth promoting ({r['best']['policy']}, k={r['best']['k']}):")
+    for e in r["promote"]:
+        console.print(f"  {e['start']}  {escape(e['region'])}")
+    m = r["measured"]
+    console.print(f"estimate: {r['estimate']:.3f}x   measured (wall clock, median of {a.repeat}): "
+                  f"{m['median']:.3f}x (min {m['min']:.3f}, max {m['max']:.3f})")
+    console.print(f"  estimate: {escape(r['how']['estimate'])}", soft_wrap=True)
+    console.print(f"  measured: {escape(r['how']['measured'])}", soft_wrap=True)
+    for o in r["collapse"]:
+        console.print(f"  plan entry {int(o['start']):#x}: {o['status']} {o['regions_collapsed']}/{o['regions']}"
+                      + (f" ({escape(str(o['reason']))})" if o["status"] != "collapsed" else ""))
+    console.print(f"wrote {escape(r['plan'])}, {escape(r['trace'])} and {escape(os.path.join(a.out, 'advise.json'))}")
+    return 0
+
+
 def _pid_arg(v: str) -> int:
     try:
         x = int(v)
@@ -597,6 +641,22 @@ def add_commands(sub) -> None:
                     help="with THP 'always', switch it to 'madvise' while running (restored on exit)")
     dm.add_argument("--json", metavar="OUT", help="write every decision and the final status to this JSON file")
     dm.set_defaults(func=cmd_daemon)
+
+    av = sub.add_parser("advise", help="trace a program, simulate policies, write the best plan, measure it (root)",
+                        description="Trace a program built with 'hugescope cc', simulate policies at a few budgets, "
+                                    "print the regions worth promoting with the estimated gain, write the plan, and "
+                                    "measure base pages vs the plan natively. See docs/linux.md.")
+    av.add_argument("--out", default="advise-out", help="directory for trace.hst, plan.json, advise.json")
+    av.add_argument("--ks", type=_ks_arg, default=[1, 2, 4], help="budgets in 2 MiB pages (default 1,2,4)")
+    av.add_argument("--policies", default="pcc,hawkeye,oracle,linux", help="simulated policies (default pcc,hawkeye,oracle,linux)")
+    av.add_argument("--repeat", type=_count_arg("--repeat", 1, linux.RUNS_MAX), default=3, help="measured runs (default 3)")
+    av.add_argument("--warmup", type=_count_arg("--warmup", 0, linux.RUNS_MAX), default=1, help="warm-up runs (default 1)")
+    av.add_argument("--duration", type=_seconds_arg(positive=True), default=60.0,
+                    help="virtual seconds the trace spans for the simulated daemons (default 60)")
+    av.add_argument("--timeout", type=_seconds_arg(positive=True), default=None, help="kill a measured run after S seconds")
+    av.add_argument("--preset", default=None, help="machine preset for the estimates ('calibrated' after hugescope calibrate)")
+    av.add_argument("rest", nargs=argparse.REMAINDER, help="-- PROGRAM [ARGS]")
+    av.set_defaults(func=cmd_advise)
 
     add_calibrate_commands(sub)
     add_validate_command(sub)
