@@ -152,16 +152,22 @@ fn cpu_seconds() -> f64 {
     tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
-/// True when an error means the process is gone.
+/// The errno behind an error from /proc or a system call, if it has one.
+fn errno(e: &Error) -> Option<i32> {
+    match e {
+        Error::Io { source, .. } | Error::Sys { source, .. } => source.raw_os_error(),
+        _ => None,
+    }
+}
+
+/// True when an error means the process is gone (its /proc files vanished).
 fn is_gone(e: &Error) -> bool {
-    let s = e.to_string();
-    s.contains("No such process") || s.contains("No such file")
+    matches!(errno(e), Some(libc::ENOENT | libc::ESRCH))
 }
 
 /// True when an error means the daemon may not look at the process.
 fn is_refused(e: &Error) -> bool {
-    let s = e.to_string();
-    s.contains("Permission denied") || s.contains("Operation not permitted")
+    matches!(errno(e), Some(libc::EPERM | libc::EACCES))
 }
 
 impl Daemon {
