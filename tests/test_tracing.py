@@ -117,6 +117,20 @@ def test_instrumented_trace_counts_and_regions(prog, tmp_path, capfd):
         assert _addresses(r.stdout.split("\n")[0]) == (big, hot)
 
 
+
+def test_traced_addresses_hold_untraced_when_program_loads_early(prog, tmp_path, capfd):
+    # With an argument the program loads argv[1] before its malloc, so the
+    # runtime maps its first record buffer before the 64 MiB array: the buffer
+    # must not move the array, or a plan from the trace misses the native run.
+    out = tmp_path / "p.hst"
+    code, _, _ = run_cli("trace", "-o", out, "--", prog, "1000")
+    assert code == 0
+    big, hot = _addresses(capfd.readouterr().out.splitlines()[0])
+    r = subprocess.run(["setarch", "-R", str(prog), "10"], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"setarch -R is not usable here: {r.stderr.strip()}")
+    assert _addresses(r.stdout.split("\n")[0]) == (big, hot)
+
 def test_window_holds(prog, tmp_path, capfd):
     out = tmp_path / "w.hst"
     code, _, _ = run_cli("trace", "-o", out, "--skip", "1000", "--record", "5000", "--", prog)
@@ -171,6 +185,9 @@ def test_uninstrumented_program_is_refused(tmp_path, capsys):
     (["trace", "-o", "{d}/t.hst", "--instructions", "--", "/bin/true"], "--instructions: only with --valgrind"),
     (["trace", "-o", "/dev/null", "--", "/bin/true"], "/dev/null"),
     (["trace", "import", "xml", "{d}/in.txt", "-o", "{d}/t.hst"], "invalid choice: 'xml'"),
+    # A running process cannot be traced: one line saying why and what to use.
+    (["trace", "--pid", "1", "-o", "{d}/t.hst"], "hugescope daemon --pid PID"),
+    (["trace", "-o", "{d}/t.hst", "--pid=1", "--", "/bin/true"], "cannot be traced"),
     (["trace", "import", "text", "{d}/missing.txt", "-o", "{d}/t.hst"], "missing.txt"),
 ])
 def test_bad_arguments_one_error_line(tmp_path, capsys, argv, needle):

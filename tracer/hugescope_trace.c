@@ -39,6 +39,13 @@
  * system-call cost negligible next to the hooks themselves. */
 #define BUF_RECORDS (1u << 20)
 #define MAX_THREADS 4096
+/* Where record buffers are mapped (see new_buffer): 48 TiB, above where heap
+ * and PIE binaries sit and below the mmap area under the stack with ASLR off. */
+#define BUF_AREA 0x300000000000ull
+#define BUF_ALIGN (2ull << 20)
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000
+#endif
 
 struct tbuf {
     uint64_t *rec;
@@ -56,6 +63,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_key_t key;
 static struct tbuf *all[MAX_THREADS];
 static unsigned nall;
+static unsigned long long nmapped; /* buffers mapped so far: the next one's slot in BUF_AREA */
 /* Buffers of exited threads, reused by new ones: a program that starts
  * thousands of short threads must not keep 8 MiB per dead thread. */
 static struct tbuf *spare[MAX_THREADS];
@@ -122,9 +130,22 @@ static struct tbuf *new_buffer(void) {
         pthread_setspecific(key, b);
         return b;
     }
+    unsigned long long slot = nmapped++;
     pthread_mutex_unlock(&lock);
-    void *m = mmap(NULL, BUF_RECORDS * sizeof(uint64_t) + 4096, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    /* Buffers go to a fixed area far below the top-down mmap area: mapped
+     * there (the kernel's choice), an 8 MiB buffer made before the program's
+     * first large malloc would move that allocation down by 8 MiB, and a plan
+     * made from the trace would name addresses the untraced run does not use
+     * (the trace -> plan -> native run path needs them equal). */
+    size_t len = BUF_RECORDS * sizeof(uint64_t) + 4096;
+    void *hint = (void *)(uintptr_t)(BUF_AREA + slot * ((len + BUF_ALIGN - 1) / BUF_ALIGN * BUF_ALIGN));
+    void *m = mmap(hint, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (m == MAP_FAILED || m != hint) {
+        /* Taken (or an old kernel that treats the flag as a hint): anywhere. */
+        if (m != MAP_FAILED)
+            munmap(m, len);
+        m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    }
     if (m == MAP_FAILED)
         return NULL;
     struct tbuf *b = (struct tbuf *)((char *)m + BUF_RECORDS * sizeof(uint64_t));

@@ -385,6 +385,7 @@ def _print_trace(output: str, s: dict) -> None:
 def cmd_trace_program(argv: List[str]) -> int:
     from . import tracing
 
+    tracing.refuse_pid(argv)
     if "--" not in argv:
         raise CliError("hugescope trace: give the program after '--' (hugescope trace -o OUT.hst -- ./prog args)")
     cut = argv.index("--")

@@ -26,7 +26,7 @@ import threading
 from rich.markup import escape
 from rich.table import Table
 
-from . import linux, workloads
+from . import _io, linux, workloads
 from ._core import HugescopeError
 from ._io import write_json
 from .cli import CliError, _params, _size, console, err_console, workload_parser
@@ -491,6 +491,87 @@ def cmd_coverage(a) -> int:
     return 0
 
 
+def _mib(n: int) -> str:
+    return f"{n / (1 << 20):.0f} MiB"
+
+
+def _daemon_line(s: dict) -> str:
+    """The live status line: regions collapsed, huge bytes per process, last decision."""
+    procs = "  ".join(f"pid {p['pid']}: {_mib(p['daemon_huge'])} huge/{_mib(p['rss'])} rss"
+                      + ("" if p["state"] == "running" else f" ({p['state']})") for p in s["processes"])
+    last = s["decisions"][-1] if s["decisions"] else None
+    what = (f"last: {last['outcome']} {last['start']:#x} in {last['pid']} ({last['why']})" if last
+            else f"held back: {s['held_back']}" if s["held_back"] else "nothing to do")
+    return f"t={s['t_s']:.1f}s collapsed {s['collapsed_total']}  {procs}  {what}"
+
+
+@_cli_errors
+def cmd_daemon(a) -> int:
+    from . import daemon
+    if a.json:
+        _io.check_output(a.json, "json")
+    with console.status("starting") as status:
+        def on_step(s: dict) -> None:
+            status.update(escape(_daemon_line(s)))
+            for d in s["decisions"]:
+                console.print(f"t={d['t_s']:.1f}s pid {d['pid']} {d['start']:#x}: {escape(d['outcome'])} "
+                              f"({escape(d['why'])})", soft_wrap=True)
+        r = daemon.run(a.policy, a.pid or (), a.cgroup, budget=a.budget, budget_per_process=a.budget_per_process,
+                       rate=a.rate, interval=a.interval, duration=a.duration, utilization=a.utilization,
+                       set_madvise=a.set_madvise, on_step=on_step)
+    f = r["final"]
+    console.print(escape(_daemon_line(f)), soft_wrap=True)
+    console.print(f"{r['steps']} steps in {r['wall_s']:.1f} s; daemon CPU {r['cpu_s']:.3f} s "
+                  f"({100 * r['cpu_s'] / max(r['wall_s'], 1e-9):.2f}% of one core)")
+    if a.json:
+        write_json(a.json, r)
+    return 0
+
+
+def _ks_arg(v: str) -> list:
+    try:
+        ks = [int(x) for x in v.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{v}' is not a comma-separated list of page counts")
+    if not ks or any(k < 1 or k > 1 << 20 for k in ks):
+        raise argparse.ArgumentTypeError(f"'{v}': every budget must be 1 to 1048576 huge pages")
+    return ks
+
+
+@_cli_errors
+def cmd_advise(a) -> int:
+    from . import advise
+    rest = list(a.rest)
+    if rest[:1] == ["--"]:
+        rest = rest[1:]
+    if not rest:
+        raise CliError("advise: give the program after '--' (hugescope advise -- ./prog args)")
+    policies = [p for p in a.policies.split(",") if p]
+    r = advise.advise(rest, a.out, ks=a.ks, policies=policies, repeat=a.repeat, warmup=a.warmup,
+                      duration=a.duration, timeout=a.timeout, preset=a.preset,
+                      log=lambda m: err_console.print(f"[dim]{escape(m)}[/]"))
+    t = Table(title="plans (estimate: cost model over the trace)")
+    for c in ("policy", "k", "regions", "estimate", ""):
+        t.add_column(c)
+    for row in r["rows"]:
+        t.add_row(row["policy"], str(row["k"]), " ".join(row["regions"]) or "-", f"{row['estimate']:.3f}x",
+                  "chosen" if row["chosen"] else "")
+    console.print(t)
+    console.print(f"regions worth promoting ({r['best']['policy']}, k={r['best']['k']}):")
+    for e in r["promote"]:
+        console.print(f"  {e['start']}  {escape(e['region'])}")
+    m = r["measured"]
+    console.print(f"estimate: {r['estimate']:.3f}x   measured (wall clock, median of {a.repeat}): "
+                  f"{m['median']:.3f}x (min {m['min']:.3f}, max {m['max']:.3f})")
+    console.print(f"  estimate: {escape(r['how']['estimate'])}", soft_wrap=True)
+    console.print(f"  measured: {escape(r['how']['measured'])}", soft_wrap=True)
+    for o in r["collapse"]:
+        console.print(f"  plan entry {int(o['start']):#x}: {o['status']} {o['regions_collapsed']}/{o['regions']}"
+                      + (f" ({escape(str(o['reason']))})" if o["status"] != "collapsed" else ""))
+    console.print(f"wrote {escape(r['plan'])}, {escape(r['trace'])} and {escape(os.path.join(a.out, 'advise.json'))}")
+    return 0
+
+
 def _pid_arg(v: str) -> int:
     try:
         x = int(v)
@@ -541,6 +622,41 @@ def add_commands(sub) -> None:
     c.add_argument("--no-exact", action="store_true", help="skip the PAGEMAP_SCAN exact figure")
     c.add_argument("--json", metavar="OUT", help="write the coverage to this JSON file")
     c.set_defaults(func=cmd_coverage)
+
+    dm = sub.add_parser("daemon", help="run a huge-page policy on live processes (process_madvise MADV_COLLAPSE; root)",
+                        description="Sample live processes (pagemap, clear_refs + smaps), let a policy pick 2 MiB "
+                                    "regions and collapse them with process_madvise(MADV_COLLAPSE) within a budget "
+                                    "and a rate limit. Never writes to, signals or stops a target. See docs/daemon.md.")
+    dm.add_argument("--policy", required=True, choices=("khugepaged", "ingens", "hawkeye", "pcc"))
+    dm.add_argument("--pid", type=_pid_arg, action="append", help="a process to watch (repeatable)")
+    dm.add_argument("--cgroup", help="a cgroup v2 directory: watch every process in it (re-read every step)")
+    dm.add_argument("--budget", type=_size_arg, help="huge bytes the daemon may make, over all processes")
+    dm.add_argument("--budget-per-process", type=_size_arg, help="huge bytes the daemon may make in each process")
+    dm.add_argument("--rate", type=float, default=8.0, help="collapses per second at most (default 8)")
+    dm.add_argument("--interval", type=float, default=1.0, help="seconds between samples (default 1)")
+    dm.add_argument("--duration", type=_seconds_arg(positive=True), default=None,
+                    help="stop after this many seconds (default: when every watched process has exited)")
+    dm.add_argument("--utilization", type=float, default=0.9, help="ingens: share of a region present to promote it (default 0.9)")
+    dm.add_argument("--set-madvise", action="store_true",
+                    help="with THP 'always', switch it to 'madvise' while running (restored on exit)")
+    dm.add_argument("--json", metavar="OUT", help="write every decision and the final status to this JSON file")
+    dm.set_defaults(func=cmd_daemon)
+
+    av = sub.add_parser("advise", help="trace a program, simulate policies, write the best plan, measure it (root)",
+                        description="Trace a program built with 'hugescope cc', simulate policies at a few budgets, "
+                                    "print the regions worth promoting with the estimated gain, write the plan, and "
+                                    "measure base pages vs the plan natively. See docs/linux.md.")
+    av.add_argument("--out", default="advise-out", help="directory for trace.hst, plan.json, advise.json")
+    av.add_argument("--ks", type=_ks_arg, default=[1, 2, 4], help="budgets in 2 MiB pages (default 1,2,4)")
+    av.add_argument("--policies", default="pcc,hawkeye,oracle,linux", help="simulated policies (default pcc,hawkeye,oracle,linux)")
+    av.add_argument("--repeat", type=_count_arg("--repeat", 1, linux.RUNS_MAX), default=3, help="measured runs (default 3)")
+    av.add_argument("--warmup", type=_count_arg("--warmup", 0, linux.RUNS_MAX), default=1, help="warm-up runs (default 1)")
+    av.add_argument("--duration", type=_seconds_arg(positive=True), default=60.0,
+                    help="virtual seconds the trace spans for the simulated daemons (default 60)")
+    av.add_argument("--timeout", type=_seconds_arg(positive=True), default=None, help="kill a measured run after S seconds")
+    av.add_argument("--preset", default=None, help="machine preset for the estimates ('calibrated' after hugescope calibrate)")
+    av.add_argument("rest", nargs=argparse.REMAINDER, help="-- PROGRAM [ARGS]")
+    av.set_defaults(func=cmd_advise)
 
     add_calibrate_commands(sub)
     add_validate_command(sub)

@@ -91,6 +91,28 @@ def runtime_object() -> str:
     return obj
 
 
+#: Why ``hugescope trace --pid`` is refused (issue #14: "where feasible"). An
+#: access trace needs every load and store: the compiler path needs the program
+#: built with the hooks from its start, valgrind must run it from its first
+#: instruction, and neither can be attached to a running process. A sampled
+#: page-level access *profile* is not feasible on kernels like this one either:
+#: pagemap has no accessed bit, and idle page tracking, soft-dirty and DAMON
+#: virtual-address monitoring are often not built in; clear_refs + smaps give
+#: access per VMA only (what ``hugescope daemon`` uses).
+PID_REFUSAL = ("trace --pid: a running process cannot be traced (an access trace needs instrumentation or "
+               "valgrind from the program's start); start it under 'hugescope trace -- PROG' instead, or use "
+               "'hugescope daemon --pid PID' to run a policy on it live, or 'hugescope coverage PID' to see its "
+               "huge pages")
+
+
+def refuse_pid(argv: Sequence[str]) -> None:
+    """Raise ``HugescopeError(PID_REFUSAL)`` when ``--pid`` is among the trace
+    options (before ``--``)."""
+    opts = list(argv)[:list(argv).index("--")] if "--" in argv else list(argv)
+    if any(a == "--pid" or a.startswith("--pid=") for a in opts):
+        raise HugescopeError(PID_REFUSAL)
+
+
 def cc_command(args: Sequence[str]) -> List[str]:
     """The clang command line ``hugescope cc ARGS`` runs."""
     args = list(args)

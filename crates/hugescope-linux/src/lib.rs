@@ -10,12 +10,14 @@
 //!   and restored (also by the next invocation after a kill);
 //! * `lifetime`: stopping on signals, and children that die with hugescope;
 //! * `native`: running a built-in workload in this process with a plan applied at
-//!   its progress points, measured the same way.
+//!   its progress points, measured the same way;
+//! * `daemon`: a userspace huge-page daemon that runs a policy on live processes.
 //!
 //! Everything here talks to the running kernel; nothing is simulated. See
 //! `docs/linux.md` for requirements and how coverage is measured.
 
 pub mod collapse;
+pub mod daemon;
 pub mod error;
 pub mod fragment;
 pub mod launch;

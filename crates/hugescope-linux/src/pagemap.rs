@@ -171,8 +171,8 @@ pub fn backing(pid: Pid, start: u64, len: u64) -> Result<BackingReport> {
 }
 
 // PAGEMAP_SCAN (include/uapi/linux/fs.h). The layout is UAPI and fixed.
-const PAGE_IS_PRESENT: u64 = 1 << 3;
-const PAGE_IS_HUGE: u64 = 1 << 6;
+pub const PAGE_IS_PRESENT: u64 = 1 << 3;
+pub const PAGE_IS_HUGE: u64 = 1 << 6;
 
 #[repr(C)]
 #[derive(Default, Clone, Copy)]
@@ -202,15 +202,23 @@ struct PmScanArg {
 /// `_IOWR('f', 16, struct pm_scan_arg)`.
 const PAGEMAP_SCAN: u64 = (3 << 30) | ((std::mem::size_of::<PmScanArg>() as u64) << 16) | ((b'f' as u64) << 8) | 16;
 
-/// Exact bytes of `[start, start+len)` that are PMD-mapped huge pages, by the
-/// `PAGEMAP_SCAN` ioctl. Errors (old kernel, no permission) name the cause; callers
-/// fall back to smaps attribution.
-pub fn pmd_mapped_bytes(pid: Pid, start: u64, len: u64) -> Result<u64> {
+/// One run of pages `PAGEMAP_SCAN` reported: `[start, end)` and the categories of
+/// `return_mask` its pages have (`PAGE_IS_*` bits).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScanRun {
+    pub start: u64,
+    pub end: u64,
+    pub categories: u64,
+}
+
+/// The runs of `[start, end)` whose pages have every category of `required`,
+/// with their `returned` categories, from the `PAGEMAP_SCAN` ioctl (Linux 6.7+).
+/// Errors (old kernel, no permission, process gone) name the cause.
+pub fn scan(pid: Pid, start: u64, end: u64, required: u64, returned: u64) -> Result<Vec<ScanRun>> {
     let p = pagemap_path(pid);
     let f = File::open(&p).map_err(|e| Error::io(&p, e))?;
-    let end = start.saturating_add(len);
     let mut regions = [PageRegion::default(); 64];
-    let mut total = 0u64;
+    let mut out = Vec::new();
     let mut cur = start;
     while cur < end {
         let mut arg = PmScanArg {
@@ -219,8 +227,8 @@ pub fn pmd_mapped_bytes(pid: Pid, start: u64, len: u64) -> Result<u64> {
             end,
             vec: regions.as_mut_ptr() as u64,
             vec_len: regions.len() as u64,
-            category_mask: PAGE_IS_HUGE | PAGE_IS_PRESENT,
-            return_mask: PAGE_IS_HUGE,
+            category_mask: required,
+            return_mask: returned,
             ..Default::default()
         };
         // SAFETY: arg and the region array live across the call; the kernel writes at
@@ -229,15 +237,22 @@ pub fn pmd_mapped_bytes(pid: Pid, start: u64, len: u64) -> Result<u64> {
         if n < 0 {
             return Err(Error::last_os(format!("ioctl(PAGEMAP_SCAN) on {} for {cur:#x}..{end:#x}", p.display())));
         }
-        for r in &regions[..n as usize] {
-            total += r.end.saturating_sub(r.start);
-        }
+        out.extend(regions[..n as usize].iter().map(|r| ScanRun { start: r.start, end: r.end, categories: r.categories }));
+        // The kernel stops early when the vector is full; walk_end says where.
         if arg.walk_end <= cur || arg.walk_end >= end {
             break;
         }
         cur = arg.walk_end;
     }
-    Ok(total)
+    Ok(out)
+}
+
+/// Exact bytes of `[start, start+len)` that are PMD-mapped huge pages, by the
+/// `PAGEMAP_SCAN` ioctl. Errors (old kernel, no permission) name the cause; callers
+/// fall back to smaps attribution.
+pub fn pmd_mapped_bytes(pid: Pid, start: u64, len: u64) -> Result<u64> {
+    let runs = scan(pid, start, start.saturating_add(len), PAGE_IS_HUGE | PAGE_IS_PRESENT, PAGE_IS_HUGE)?;
+    Ok(runs.iter().map(|r| r.end.saturating_sub(r.start)).sum())
 }
 
 #[cfg(test)]

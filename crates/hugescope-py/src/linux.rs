@@ -338,7 +338,40 @@ fn fragment_memory(
     }
 }
 
+/// The userspace huge-page daemon (`hugescope_linux::daemon`), stepped from Python:
+/// `LiveDaemon(config_json)`, then `step()` returns one JSON status per call and
+/// `close()` restores what it changed (also done when the object is dropped).
+#[pyclass(unsendable)]
+struct LiveDaemon {
+    inner: Option<hugescope_linux::daemon::Daemon>,
+}
+
+#[pymethods]
+impl LiveDaemon {
+    #[new]
+    fn new(config_json: &str) -> PyResult<Self> {
+        let cfg: hugescope_linux::daemon::DaemonConfig =
+            serde_json::from_str(config_json).map_err(|e| err(format!("daemon configuration: {e}")))?;
+        Ok(LiveDaemon { inner: Some(hugescope_linux::daemon::Daemon::new(cfg).map_err(err)?) })
+    }
+
+    /// One sample-decide-collapse step (the GIL is released meanwhile).
+    fn step(&mut self, py: Python<'_>) -> PyResult<String> {
+        let d = self.inner.as_mut().ok_or_else(|| err("daemon: already closed"))?;
+        let s = py.detach(|| d.step());
+        json(&s)
+    }
+
+    fn close(&mut self) -> PyResult<()> {
+        match self.inner.take() {
+            Some(mut d) => d.close().map_err(err),
+            None => Ok(()),
+        }
+    }
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<LiveDaemon>()?;
     m.add_function(wrap_pyfunction!(thp_state, m)?)?;
     m.add_function(wrap_pyfunction!(repair_settings, m)?)?;
     m.add_function(wrap_pyfunction!(settings_state_path, m)?)?;

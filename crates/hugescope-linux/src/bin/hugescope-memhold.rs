@@ -4,8 +4,14 @@
 //! sub-range MADV_NOHUGEPAGE, prints "ready", and then waits for a line on stdin or
 //! exits after a delay.
 //!
+//! With `--hot-addr`/`--hot-size` it maps a second region there that a thread reads
+//! page by page for as long as the process lives (the daemon test's known hot
+//! region: a VMA of its own, since the access signal is per VMA), and at the end it
+//! prints `checksum N` over both regions, so a test can see its data unchanged.
+//!
 //! usage: hugescope-memhold --addr 0x7e0000000000 --size 16M
 //!                          [--nohuge OFFSET:LEN] [--hugepage] [--exit-after SECONDS]
+//!                          [--hot-addr ADDR --hot-size SIZE]
 
 use hugescope_core::units::parse_size;
 use std::io::{BufRead, Write};
@@ -18,6 +24,7 @@ struct Args {
     nohuge: Option<(u64, u64)>,
     hugepage: bool,
     exit_after: Option<f64>,
+    hot: Option<(u64, u64)>,
 }
 
 fn parse_num(s: &str, what: &str) -> Result<u64, String> {
@@ -30,7 +37,8 @@ fn parse_num(s: &str, what: &str) -> Result<u64, String> {
 }
 
 fn parse_args() -> Result<Args, String> {
-    let mut a = Args { addr: 0, size: 0, nohuge: None, hugepage: false, exit_after: None };
+    let mut a = Args { addr: 0, size: 0, nohuge: None, hugepage: false, exit_after: None, hot: None };
+    let (mut hot_addr, mut hot_size) = (None, None);
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
         let mut val = || it.next().ok_or_else(|| format!("{k} needs a value"));
@@ -43,6 +51,8 @@ fn parse_args() -> Result<Args, String> {
                 a.nohuge = Some((parse_num(o, "--nohuge offset")?, parse_num(l, "--nohuge length")?));
             }
             "--hugepage" => a.hugepage = true,
+            "--hot-addr" => hot_addr = Some(parse_num(&val()?, "--hot-addr")?),
+            "--hot-size" => hot_size = Some(parse_num(&val()?, "--hot-size")?),
             "--exit-after" => {
                 let v = val()?;
                 let t: f64 = v.parse().map_err(|_| format!("--exit-after: '{v}' is not a number of seconds"))?;
@@ -52,7 +62,7 @@ fn parse_args() -> Result<Args, String> {
                 a.exit_after = Some(t);
             }
             "-h" | "--help" => {
-                return Err("usage: hugescope-memhold --addr ADDR --size SIZE [--nohuge OFFSET:LEN] [--hugepage] [--exit-after SECONDS]".into())
+                return Err("usage: hugescope-memhold --addr ADDR --size SIZE [--nohuge OFFSET:LEN] [--hugepage] [--exit-after SECONDS] [--hot-addr ADDR --hot-size SIZE]".into())
             }
             other => return Err(format!("unknown argument '{other}'")),
         }
@@ -68,22 +78,57 @@ fn parse_args() -> Result<Args, String> {
             return Err(format!("--nohuge {o:#x}:{l:#x} must be page-aligned and inside the mapping"));
         }
     }
+    match (hot_addr, hot_size) {
+        (None, None) => {}
+        (Some(h), Some(l)) => {
+            if h == 0 || !h.is_multiple_of(PMD) || l == 0 || !l.is_multiple_of(4096) {
+                return Err(format!("--hot-addr {h:#x} must be a non-zero multiple of 2 MiB and --hot-size {l} a multiple of 4 KiB"));
+            }
+            a.hot = Some((h, l));
+        }
+        _ => return Err("--hot-addr and --hot-size go together".into()),
+    }
     Ok(a)
 }
 
-fn run(a: &Args) -> Result<(), String> {
+/// Map `size` bytes of private anonymous memory at exactly `addr` and touch every page.
+fn map_fixed(addr: u64, size: u64) -> Result<(), String> {
     // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping; failure is checked.
     let p = unsafe {
-        libc::mmap(a.addr as *mut libc::c_void, a.size as usize, libc::PROT_READ | libc::PROT_WRITE,
+        libc::mmap(addr as *mut libc::c_void, size as usize, libc::PROT_READ | libc::PROT_WRITE,
                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE, -1, 0)
     };
     if p == libc::MAP_FAILED {
-        return Err(format!("mmap at {:#x} size {:#x}: {}", a.addr, a.size, std::io::Error::last_os_error()));
+        return Err(format!("mmap at {addr:#x} size {size:#x}: {}", std::io::Error::last_os_error()));
     }
-    if p as u64 != a.addr {
+    if p as u64 != addr {
         // Kernels before 4.17 treat the flag as a hint and may place it elsewhere.
-        return Err(format!("mmap placed the mapping at {:#x}, not {:#x}", p as u64, a.addr));
+        return Err(format!("mmap placed the mapping at {:#x}, not {addr:#x}", p as u64));
     }
+    Ok(())
+}
+
+/// Write each page's first byte, so every page is resident with known contents.
+fn touch(addr: u64, size: u64) {
+    let mut off = 0u64;
+    while off < size {
+        // SAFETY: inside a writable mapping of this process.
+        unsafe { std::ptr::write_volatile((addr + off) as *mut u8, (off / 4096) as u8 | 1) };
+        off += 4096;
+    }
+}
+
+/// Sum of every byte of `[addr, addr+size)`, read volatile so the reads happen.
+fn checksum(addr: u64, size: u64) -> u64 {
+    (0..size).map(|o| {
+        // SAFETY: inside a readable mapping of this process.
+        unsafe { std::ptr::read_volatile((addr + o) as *const u8) as u64 }
+    }).sum()
+}
+
+fn run(a: &Args) -> Result<(), String> {
+    map_fixed(a.addr, a.size)?;
+    let p = a.addr as *mut libc::c_void;
     if a.hugepage {
         // SAFETY: advising our own mapping.
         unsafe { libc::madvise(p, a.size as usize, libc::MADV_HUGEPAGE) };
@@ -96,11 +141,21 @@ fn run(a: &Args) -> Result<(), String> {
         }
     }
     // Touch every page so it is resident (in base pages unless THP faults are enabled here).
-    let mut off = 0u64;
-    while off < a.size {
-        // SAFETY: inside our writable mapping.
-        unsafe { std::ptr::write_volatile((a.addr + off) as *mut u8, (off / 4096) as u8 | 1) };
-        off += 4096;
+    touch(a.addr, a.size);
+    if let Some((h, l)) = a.hot {
+        map_fixed(h, l)?;
+        touch(h, l);
+        // The hot loop reads one byte per page, over and over, for the process's life.
+        std::thread::spawn(move || loop {
+            let mut off = 0u64;
+            while off < l {
+                // SAFETY: inside the hot mapping, never unmapped.
+                unsafe { std::ptr::read_volatile((h + off) as *const u8) };
+                off += 4096;
+            }
+            // A pause per pass keeps it hot without taking a whole core.
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        });
     }
     let mut out = std::io::stdout().lock();
     writeln!(out, "ready").map_err(|e| e.to_string())?;
@@ -112,6 +167,9 @@ fn run(a: &Args) -> Result<(), String> {
             let mut line = String::new();
             let _ = std::io::stdin().lock().read_line(&mut line);
         }
+    }
+    if let Some((h, l)) = a.hot {
+        println!("checksum {}", checksum(a.addr, a.size) + checksum(h, l));
     }
     Ok(())
 }
