@@ -381,3 +381,68 @@ def test_signal_stops_tracing_and_leaves_nothing(prog, tmp_path, sig, code):
             p.kill()
     assert p.returncode == code, err
     assert list(tmp_path.iterdir()) == []   # no trace, no record files left
+
+
+def _descendants(pid: int) -> list:
+    """Pids of every live process below ``pid`` (children, grandchildren)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            with open(f"/proc/{p}/task/{p}/children") as f:
+                kids = [int(x) for x in f.read().split()]
+        except OSError:
+            kids = []
+        out += kids
+        todo += kids
+    return out
+
+
+def test_killing_hugescope_outright_ends_the_traced_program(prog, tmp_path):
+    """SIGKILL gives hugescope no chance to clean up: the traced program must
+    still die with it (PR_SET_PDEATHSIG), or it would write records forever."""
+    import signal
+    import sys
+    import time
+
+    p = subprocess.Popen([sys.executable, "-m", "hugescope", "trace", "-o", str(tmp_path / "x.hst"), "--",
+                          str(prog), "100000000000"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        kids = []
+        for _ in range(400):
+            kids = _descendants(p.pid)
+            if kids and any(tmp_path.iterdir()):
+                break
+            time.sleep(0.05)
+        assert kids, "the traced program never started"
+        p.send_signal(signal.SIGKILL)
+        p.wait(timeout=10)
+        for _ in range(100):
+            alive = [k for k in kids if os.path.exists(f"/proc/{k}") and
+                     open(f"/proc/{k}/stat").read().split(")")[-1].split()[0] != "Z"]
+            if not alive:
+                break
+            time.sleep(0.05)
+        assert not alive, f"traced program(s) {alive} outlived a killed hugescope"
+    finally:
+        if p.poll() is None:
+            p.kill()
+        for k in _descendants(p.pid):
+            os.kill(k, signal.SIGKILL)
+
+
+def test_recording_stops_at_the_disk_reserve(prog, tmp_path, monkeypatch):
+    """A reserve larger than the disk's free space: no record block is
+    written, the trace says it was truncated, the command warns."""
+    monkeypatch.setenv("HUGESCOPE_TRACE_RESERVE", str(1 << 62))
+    out = tmp_path / "x.hst"
+    s = tracing.trace_program([str(prog), "2000000"], str(out))
+    assert s["truncated"] and s["exit_status"] == 0
+    h = hs.api.trace_info(str(out))
+    assert h["summary"]["accesses"] == 0
+    assert "disk space" in h["header"]["params"]["truncated"]
+    # Without the reserve's pressure the same run records its accesses.
+    monkeypatch.delenv("HUGESCOPE_TRACE_RESERVE")
+    s = tracing.trace_program([str(prog), "2000000"], str(tmp_path / "y.hst"))
+    assert not s["truncated"]
+    assert hs.api.trace_info(str(tmp_path / "y.hst"))["summary"]["accesses"] > 2_000_000

@@ -15,6 +15,9 @@
  *   HUGESCOPE_TRACE_META    metadata file (maps snapshots, counts)
  *   HUGESCOPE_TRACE_SKIP    accesses to skip before recording (default 0)
  *   HUGESCOPE_TRACE_RECORD  accesses to record after that (default: all)
+ *   HUGESCOPE_TRACE_RESERVE bytes of the output's file system left free: when a
+ *                           block would go below it, recording stops and the
+ *                           metadata says "# truncated disk" (default 1 GiB)
  *
  * Record: bits 0-47 address, 48-55 thread number (mod 256), 56-58 log2 of the
  * access size, 63 store. Format details: crates/hugescope-core/src/trace/import/raw.rs.
@@ -33,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 /* 1 Mi records (8 MiB) per thread: one write() per million accesses keeps the
@@ -59,6 +63,10 @@ static uint64_t skip_n, record_n; /* record_n == 0: no limit */
 static int windowed;
 static uint64_t seen;             /* accesses seen, skipped ones included (windowed runs) */
 static uint64_t threads;
+/* A program left running (an endless loop, a server) must not fill the disk:
+ * blocks stop being written once free space would drop below `reserve`. */
+static uint64_t reserve = 1ull << 30;
+static int stopped_full;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_key_t key;
 static struct tbuf *all[MAX_THREADS];
@@ -113,7 +121,15 @@ static void snapshot_maps(void) {
 /* Caller holds `lock`. */
 static void flush_locked(struct tbuf *b, int maps) {
     if (b->n) {
-        write_all(out_fd, b->rec, (size_t)b->n * sizeof b->rec[0]);
+        size_t len = (size_t)b->n * sizeof b->rec[0];
+        struct statvfs fs;
+        if (!stopped_full && fstatvfs(out_fd, &fs) == 0 &&
+            (uint64_t)fs.f_bavail * fs.f_frsize < reserve + len) {
+            stopped_full = 1;
+            meta_printf("# truncated disk %llu\n", reserve, 0);
+        }
+        if (!stopped_full)
+            write_all(out_fd, b->rec, len);
         b->n = 0;
         if (maps)
             snapshot_maps();
@@ -220,6 +236,8 @@ __attribute__((constructor(101))) static void start(void) {
         fprintf(stderr, "hugescope_trace: cannot open %s: %s\n", out, strerror(errno));
         return;
     }
+    if (getenv("HUGESCOPE_TRACE_RESERVE"))
+        reserve = env_u64("HUGESCOPE_TRACE_RESERVE");
     const char *meta = getenv("HUGESCOPE_TRACE_META");
     if (meta && *meta)
         meta_fd = open(meta, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);

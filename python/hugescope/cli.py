@@ -403,6 +403,10 @@ def cmd_trace_program(argv: List[str]) -> int:
     s = tracing.trace_program(argv[cut + 1:], a.output, skip=skip, record=record,
                               valgrind=a.valgrind, instructions=a.instructions)
     _print_trace(a.output, s)
+    if s.get("truncated"):
+        err_console.print("[yellow]warning:[/] the file system's free space reached its reserve "
+                          f"({tracing.DISK_RESERVE >> 30} GiB): recording stopped there, the trace holds the accesses "
+                          "before it (trace a window with --skip/--record)")
     st = s["exit_status"]
     if st != 0:
         # The trace is kept (it holds the accesses up to the end), but a

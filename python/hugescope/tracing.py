@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 from typing import Dict, List, Optional, Sequence
@@ -133,9 +134,28 @@ def ldflags() -> List[str]:
     return [runtime_object(), *RUNTIME_LIBS]
 
 
-def _no_aslr() -> None:
-    # Runs in the child between fork and exec; the personality survives exec.
-    libc = ctypes.CDLL(None, use_errno=True)
+PR_SET_PDEATHSIG = 1
+#: Bytes of the output's file system a traced program's records never use:
+#: recording stops there (the trace says so) instead of filling the disk.
+DISK_RESERVE = 1 << 30
+
+
+def _child_setup(parent: int):
+    """What the traced program's process does between fork and exec: die
+    with hugescope (PR_SET_PDEATHSIG, so even a SIGKILL of hugescope cannot
+    leave a traced program writing records until the disk is full), and run
+    without address-space randomisation (the personality survives exec)."""
+    def setup() -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        # The parent may have died between fork and prctl: then no signal
+        # would ever come, so check it is still the one that forked us.
+        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0 or os.getppid() != parent:
+            os._exit(125)
+        _no_aslr(libc)
+    return setup
+
+
+def _no_aslr(libc) -> None:
     cur = libc.personality(0xFFFFFFFF)
     if cur == -1 or libc.personality((cur & 0xFFFFFFFF) | ADDR_NO_RANDOMIZE) == -1:
         os._exit(126)
@@ -191,7 +211,8 @@ def trace_program(argv: Sequence[str], output: str, skip: int = 0, record: Optio
         raw, meta = os.path.join(tmp, "records"), os.path.join(tmp, "meta")
         env = dict(os.environ, HUGESCOPE_TRACE_OUT=raw, HUGESCOPE_TRACE_META=meta,
                    HUGESCOPE_TRACE_SKIP=str(skip), HUGESCOPE_TRACE_RECORD=str(record or 0))
-        proc = subprocess.Popen([path, *argv[1:]], env=env, preexec_fn=_no_aslr)
+        env.setdefault("HUGESCOPE_TRACE_RESERVE", str(DISK_RESERVE))
+        proc = subprocess.Popen([path, *argv[1:]], env=env, preexec_fn=_child_setup(os.getpid()))
         try:
             status = proc.wait()
         finally:
@@ -202,6 +223,8 @@ def trace_program(argv: Sequence[str], output: str, skip: int = 0, record: Optio
         s = json.loads(_core.tracer_convert(raw, meta, output, f"program:{name}", json.dumps(params)))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    # The runtime stops recording rather than fill the disk; say so.
+    s["truncated"] = "truncated" in json.loads(_core.trace_info(output, False))["header"].get("params", {})
     s["exit_status"] = status
     return s
 
@@ -216,7 +239,7 @@ def _trace_valgrind(path: str, argv: Sequence[str], output: str, name: str, para
     r, w = os.pipe()
     try:
         cmd = [vg, "--tool=lackey", "--trace-mem=yes", f"--log-fd={w}", path, *argv[1:]]
-        proc = subprocess.Popen(cmd, pass_fds=(w,), preexec_fn=_no_aslr)
+        proc = subprocess.Popen(cmd, pass_fds=(w,), preexec_fn=_child_setup(os.getpid()))
         os.close(w)
         w = -1
         try:

@@ -8,7 +8,8 @@
 //! Metadata file (text): `/proc/self/maps` snapshots, each introduced by a
 //! line `# maps`, and `# KEY VALUE` lines: `buffer START END` (hex; the
 //! runtime's own buffers, left out of the regions), `threads N`, `seen N`
-//! (accesses seen including skipped ones), `exe PATH`.
+//! (accesses seen including skipped ones), `exe PATH`, `truncated disk BYTES`
+//! (recording stopped to keep BYTES of the file system free).
 
 use std::io::{BufReader, Read};
 use std::path::Path;
@@ -28,6 +29,8 @@ pub struct Meta {
     pub threads: Option<u32>,
     pub seen: Option<u64>,
     pub exe: Option<String>,
+    /// The runtime stopped writing records because the disk was nearly full.
+    pub truncated: bool,
 }
 
 pub fn read_meta(path: &Path) -> Result<Meta> {
@@ -49,6 +52,7 @@ pub fn read_meta(path: &Path) -> Result<Meta> {
                 "threads" => m.threads = m.threads.max(v.parse().ok()),
                 "seen" => m.seen = v.parse().ok(),
                 "exe" => m.exe = Some(v.to_string()),
+                "truncated" => m.truncated = true,
                 _ => {}
             }
         } else if let (Some(e), Some(s)) = (maps::parse_line(line), m.snapshots.last_mut()) {
@@ -74,6 +78,9 @@ pub fn decode(r: u64) -> Access {
 pub fn convert(raw: &Path, meta: &Path, output: &Path, mut header: TraceHeader) -> Result<TraceSummary> {
     let m = read_meta(meta)?;
     let regions = maps::regions(&m.snapshots, &m.buffers);
+    if m.truncated {
+        header.params.insert("truncated".into(), "disk space: recording stopped to keep the file system's reserve free".into());
+    }
     if let Some(seen) = m.seen {
         header.params.insert("accesses_seen".into(), seen.into());
     }
