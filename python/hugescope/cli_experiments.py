@@ -366,6 +366,53 @@ def cmd_report(a) -> int:
     return 0
 
 
+DS_COLUMNS = ["workload", "4KB %", "2MB %", "1GB %", "DS linear %", "DS simulated %", "DS+2MB %", "f_DS %",
+              "paper 4KB %", "paper 2MB %", "paper 1GB %", "paper f_DS %"]
+
+
+def print_ds_tables(r, console) -> None:
+    """Tables 4/5 beside the paper's, and the claims, as rich tables."""
+    t = Table(title="Direct segments (ISCA'13 Tables 4/5): % of cycles in page walks, estimates; "
+                    "paper columns measured by the authors")
+    cols = [c for c in DS_COLUMNS if c in r.tables.columns]
+    for c in cols:
+        t.add_column(c, justify="left" if c == "workload" else "right")
+    for rec in r.tables.to_dict(orient="records"):
+        t.add_row(*["-" if rec.get(c) is None or rec.get(c) != rec.get(c) else
+                    (rec[c] if isinstance(rec[c], str) else f"{rec[c]:.3f}") for c in cols])
+    console.print(t)
+    c = Table(title="The paper's claims on this run")
+    c.add_column("claim")
+    c.add_column("holds")
+    c.add_column("detail")
+    for x in r.checks():
+        c.add_row(escape(x["claim"]), {True: "yes", False: "[red]no[/]", None: "not testable"}[x["holds"]],
+                  escape(x["detail"]))
+    console.print(c)
+
+
+@_user_errors
+def cmd_ds_tables(a) -> int:
+    from . import ds_tables as ds
+    from ._io import check_output, prepare_dir
+
+    names = _policies(a.workloads) if a.workloads else None
+    sizes = None if a.gups_sizes is None else [s.strip() for s in a.gups_sizes.split(",") if s.strip()]
+    # Every output is checked before the first trace is made.
+    prepare_dir(a.out)
+    for path, kind in ex.output_paths(a.out, "ds-tables", ds.output_names()).values():
+        check_output(path, kind)
+    if a.traces:
+        prepare_dir(a.traces)
+    with _progress("ds-tables") as bar:
+        r = ds.ds_tables(names, scale=a.scale, preset=a.preset, seed=a.seed, gups_sizes=sizes, traces=a.traces,
+                         progress=(lambda step, done, total: bar(done, total)) if bar else None)
+    print_ds_tables(r, _cli().console)
+    paths = ds.save(r, a.out, plots=not a.no_plots)
+    _cli().console.print(escape("wrote " + ", ".join(paths.values())))
+    return 0
+
+
 def _merge_parser(prog: str) -> argparse.ArgumentParser:
     p = _cli().Parser(prog=prog, description="Interleave traces into one multi-process trace "
                                 "(round robin in fixed slices; input i becomes pid i).")
@@ -444,6 +491,20 @@ def add_commands(sub) -> None:
     g = sub.add_parser("merge", help="interleave traces into one multi-process trace (= 'trace merge')")
     _merge_args(g)
     g.set_defaults(func=cmd_merge)
+
+    d = sub.add_parser("ds-tables", help="direct segments: the paper's Tables 4/5 and GUPS scaling (ISCA'13)")
+    d.add_argument("--scale", default="ci", choices=["ci", "paper"],
+                   help="ci: seconds, footprints up to 1GiB (default); paper: several GiB per workload, minutes")
+    d.add_argument("--workloads", default=None,
+                   help="comma-separated subset of gups,graph500,npb-cg,memcached,mysql,npb-bt (default all)")
+    d.add_argument("--preset", default="sandybridge-ds", help="machine preset (default sandybridge-ds, the paper's Table 1)")
+    d.add_argument("--gups-sizes", default=None,
+                   help="GUPS table sizes of the scaling sweep, comma-separated ('' skips it; default per scale)")
+    d.add_argument("--traces", default=None, help="keep the generated traces in this directory (default: temporary)")
+    d.add_argument("--seed", type=_cli().seed_arg, default=1, help="seed of every workload (default 1)")
+    d.add_argument("-o", "--out", default="results", help="results directory (default results)")
+    d.add_argument("--no-plots", action="store_true", help="do not write PNG figures")
+    d.set_defaults(func=cmd_ds_tables)
 
     rp = sub.add_parser("report", help="one self-contained HTML page from a results directory")
     rp.add_argument("results", help="results directory")

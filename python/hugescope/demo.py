@@ -103,6 +103,10 @@ def run_demo(out: str = "demo-out", quick: bool = False) -> int:
     prepare_dir(os.path.join(out, "results"))
     prepare_dir("demo-report")
     check_output(os.path.join("demo-report", "report.html"), "html")
+    from . import ds_tables as ds
+    from .experiments import output_paths
+    for path, kind in output_paths(os.path.join(out, "results"), "ds-tables", ds.output_names()).values():
+        check_output(path, kind)
     traces = {}
     for name, full, small in GRAPHS:
         traces[name] = _trace(out, name, small if quick else full)
@@ -118,6 +122,12 @@ def run_demo(out: str = "demo-out", quick: bool = False) -> int:
     console.print(t)
     write_json(os.path.join(out, "demo-results.json"), {"static": static, "policies": pol})
     console.print(f"results: {os.path.join(out, 'demo-results.json')} (every counter; cycle figures are estimates)")
+    # Direct segments (ISCA'13): Tables 4/5 and the GUPS sweep at CI scale,
+    # saved beside the PCC experiments so the report shows them too.
+    from .cli_experiments import print_ds_tables
+    r = ds.ds_tables(scale="ci", gups_sizes=["64KiB", "4MiB", "16MiB", "256MiB"] if quick else None)
+    print_ds_tables(r, console)
+    ds.save(r, os.path.join(out, "results"))
     from .demo_paper import run_paper_demo
     run_paper_demo(out, traces["bfs"], console, quick=quick)
     console.print(f"demo finished in {time.monotonic() - start:.0f} s")

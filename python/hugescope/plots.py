@@ -289,6 +289,59 @@ def plot_validate(data: Dict[str, Any]):
     return fig
 
 
+DS_COLOURS = {"4KB": "#4c72b0", "2MB": "#dd8452", "1GB": "#55a868", "DS": "#c44e52", "DS+2MB": "#8172b3"}
+
+
+def plot_ds_tables(data: Dict[str, Any]):
+    """Direct-segments Table 4 as bars: % of cycles in page walks per workload
+    and configuration (estimates), the paper's 4KB/2MB/1GB figures as marks."""
+    rows = data.get("rows", [])
+    configs = [c for c in DS_COLOURS if any(f"{c} %" in r for r in rows)]
+    fig, ax = plt.subplots(figsize=(9, 4.2))
+    width = 0.8 / max(1, len(configs))
+    for j, c in enumerate(configs):
+        xs = [i + (j - (len(configs) - 1) / 2) * width for i in range(len(rows))]
+        ys = [max(r.get(f"{c} %") or 0.0, 1e-4) for r in rows]
+        ax.bar(xs, ys, width, label=f"{c} (simulated)", color=DS_COLOURS[c])
+        if c in ("4KB", "2MB", "1GB"):
+            paper = [r.get(f"paper {c} %") for r in rows]
+            ax.scatter([x for x, p in zip(xs, paper) if p], [p for p in paper if p], marker="_", s=120,
+                       color="black", zorder=3, label="paper (Table 4)" if c == "4KB" else None)
+    ax.set_yscale("log")
+    ax.set_ylim(1e-4, 100)
+    ax.set_xticks(range(len(rows)))
+    ax.set_xticklabels([r["workload"] for r in rows])
+    ax.set_ylabel("% of cycles in page walks (estimate)")
+    ax.set_title(f"Direct segments, Table 4 ({data.get('preset', '?')}, {data.get('scale', '?')} scale)")
+    ax.legend(fontsize=7, ncol=3)
+    ax.grid(alpha=0.3, axis="y")
+    fig.tight_layout()
+    return fig
+
+
+def plot_ds_gups(data: Dict[str, Any]):
+    """GUPS overhead vs table size per configuration (the paper's Figure 5),
+    with each page size's TLB reach marked: its knee should sit near it."""
+    df = pd.DataFrame(data.get("gups", []))
+    fig, ax = plt.subplots(figsize=(7, 4))
+    if df.empty:
+        return fig
+    for c, g in df.groupby("config", sort=False):
+        g = g.sort_values("footprint_bytes")
+        ax.plot(g["footprint_bytes"], 100 * g["overhead"], marker="o", label=c, color=DS_COLOURS.get(c))
+    for k in data.get("knees", []):
+        if k.get("reach_bytes"):
+            ax.axvline(k["reach_bytes"], ls=":", color=DS_COLOURS.get(k["config"]), alpha=0.7)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("GUPS table size (bytes; dotted: TLB reach per page size)")
+    ax.set_ylabel("% of cycles in page walks (estimate)")
+    ax.set_title("GUPS scaling (direct segments paper, Fig. 5)")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
 def figures(data: Dict[str, Any]) -> List[Tuple[str, Any]]:
     """The figures of one saved experiment, as (caption, Figure)."""
     kind = data.get("hugescope_experiment")
@@ -306,6 +359,11 @@ def figures(data: Dict[str, Any]) -> List[Tuple[str, Any]]:
                 ("Huge pages per process over time", plot_timeline(data))]
     if kind == "validate":
         return [("Predicted (estimate) vs measured speedup of top-k plans", plot_validate(data))]
+    if kind == "ds-tables":
+        out = [("Direct segments: % of cycles in page walks (ISCA'13 Table 4)", plot_ds_tables(data))]
+        if data.get("gups"):
+            out.append(("GUPS overhead vs footprint (ISCA'13 Fig. 5)", plot_ds_gups(data)))
+        return out
     return []
 
 
@@ -318,7 +376,8 @@ def figure_paths(data: Dict[str, Any], stem: str) -> List[str]:
 
 #: Figures per experiment kind (the captions ``figures`` gives them).
 FIGURE_COUNTS = {"curve": ("curve",), "frag": ("frag",), "sensitivity": ("sensitivity",),
-                 "reuse": ("scatter", "regions"), "multi": ("policies", "timeline"), "validate": ("validate",)}
+                 "reuse": ("scatter", "regions"), "multi": ("policies", "timeline"), "validate": ("validate",),
+                 "ds-tables": ("tables", "gups")}
 
 
 def save_figures(data: Dict[str, Any], stem: str) -> List[str]:

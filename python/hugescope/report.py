@@ -31,6 +31,7 @@ TITLES = {
     "reuse": "Page reuse distance (PCC paper Fig. 2)",
     "multi": "Multithread / multiprocess promotion policies (PCC paper Figs. 8-9)",
     "validate": "Validation: predicted vs measured speedup of top-k plans (real Linux)",
+    "ds-tables": "Direct segments: Tables 4 and 5 and GUPS scaling (Basu et al. ISCA'13)",
 }
 
 #: Columns shown per experiment (all present in the saved rows).
@@ -46,6 +47,8 @@ COLUMNS = {
     "multi": ["policy", "role", "budget_pct", "huge_share", "promotions", "walks", "ptw_rate", "speedup_est"],
     "validate": ["policy", "k", "regions", "quantity", "speedup", "speedup_min", "speedup_max", "rank", "coverage",
                  "collapsed"],
+    "ds-tables": ["workload", "4KB %", "2MB %", "1GB %", "DS linear %", "DS simulated %", "DS+2MB %", "f_DS %",
+                  "paper 4KB %", "paper 2MB %", "paper 1GB %", "paper f_DS %", "paper DS %"],
 }
 SHARES = {"huge_share", "ptw_rate", "page_share", "access_share", "walk_reduction", "coverage"}
 
@@ -153,7 +156,8 @@ def _section(i: int, data: Dict[str, Any]) -> str:
     exp = data.get("hugescope_experiment", "?")
     kind = data.get("kind", "estimate")
     t = data.get("trace") or {}
-    title = f"{TITLES.get(exp, exp)}: {t.get('workload', '?')}"
+    title = f"{TITLES.get(exp, exp)}: {t.get('workload', '?')}" if exp != "ds-tables" else \
+        f"{TITLES[exp]}: {data.get('scale', '?')} scale, {data.get('preset', '?')}"
     body = [f'<h2 id="r{i}">{html.escape(title)} {_badge(kind)}</h2>',
             f'<p class="note">from <code>{html.escape(data.get("_file", ""))}</code></p>']
     if exp == "reuse":
@@ -167,8 +171,21 @@ def _section(i: int, data: Dict[str, Any]) -> str:
                     f'<b>{"undefined" if rho is None else f"{rho:.3f}"}</b>. Predicted: '
                     f'{html.escape(str(how.get("estimate", "")))}. Measured: '
                     f'{html.escape(str(how.get("measurement", "")))}.</p>')
+    if exp == "ds-tables":
+        body.append('<p class="note">Overhead = page-walker cycles / total cycles, from the cost model (estimates). '
+                    "f_DS = share of the 4KB run's walks inside the primary region. <i>DS linear</i> is the paper's "
+                    "estimate, overhead(4KB) x (1 - f_DS); <i>DS simulated</i> is the run with the segment, where "
+                    "the TLBs serve only paged memory. Paper columns: Tables 4 and 5 of the paper (measured on its "
+                    "Sandy Bridge machine, at its footprints).</p>")
     body.append(_figures(data))
     body.append("<h3>Table</h3>" + _table(data.get("rows", []), COLUMNS.get(exp), kind))
+    if exp == "ds-tables":
+        body.append("<h3>The paper's claims on this run</h3>" + _table(
+            [{**c, "holds": {True: "yes", False: "no", None: "not testable"}[c.get("holds")]}
+             for c in data.get("checks", [])], ["claim", "holds", "detail"], kind))
+        if data.get("knees"):
+            body.append("<h3>GUPS knees</h3>" + _table(data["knees"], ["config", "reach_bytes", "knee_bytes",
+                                                                        "largest_bytes", "max_walks_per_1k"], kind))
     if exp == "multi" and data.get("processes"):
         body.append("<h3>Per process</h3>" + _table(data["processes"], ["policy", "budget_pct", "pid", "process",
                                                                          "huge_share", "walk_reduction"], kind))
@@ -181,7 +198,7 @@ def build(results_dir: str, out: str, title: Optional[str] = None) -> str:
     results = load_dir(results_dir)
     # The paper's order: Fig. 2, 5, 6, 7, 8-9; anything else (measurements
     # from the real-Linux side, ...) after, by file name.
-    order = {"reuse": 0, "curve": 1, "sensitivity": 2, "frag": 3, "multi": 4}
+    order = {"reuse": 0, "curve": 1, "sensitivity": 2, "frag": 3, "multi": 4, "ds-tables": 5}
     results.sort(key=lambda d: (order.get(d.get("hugescope_experiment"), 99), d.get("_file", "")))
     if not results:
         raise HugescopeError(f"{results_dir}: no experiment results (*.json written by 'hugescope curve', 'frag', ...)")
