@@ -8,6 +8,7 @@ about a minute and most of free memory); only its argument handling is.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -46,15 +47,14 @@ needs_madvise_mode = pytest.mark.skipif(THP.get("pmd_mode") != "madvise",
                                         reason=f"a base-page baseline needs THP mode 'madvise' (it is {THP.get('pmd_mode')})")
 
 
+@functools.lru_cache(maxsize=None)
 def memhold() -> str:
-    """The test helper program that maps memory at a fixed address and waits."""
+    """The test helper program that maps memory at a fixed address and waits.
+    Built from the current sources (a no-op when up to date): a binary left in
+    target/ by an older build may lack the options the tests use."""
     if os.environ.get("HUGESCOPE_MEMHOLD"):
         return os.environ["HUGESCOPE_MEMHOLD"]
     target = os.environ.get("CARGO_TARGET_DIR", os.path.join(REPO, "target"))
-    for profile in ("release", "debug"):
-        p = os.path.join(target, profile, "hugescope-memhold")
-        if os.access(p, os.X_OK):
-            return p
     r = subprocess.run(["cargo", "build", "-q", "-p", "hugescope-linux", "--bin", "hugescope-memhold"], cwd=REPO,
                        capture_output=True, text=True)
     p = os.path.join(target, "debug", "hugescope-memhold")
