@@ -409,8 +409,17 @@ def test_run_api_refuses_a_target_that_is_neither_name_nor_argv(target):
         linux.run(target, repeat=1, warmup=0)
 
 
+def _names_a_pid(s: str) -> bool:
+    """Text int() reads as a usable pid ("1", " 42", "\u0661"): a real process id."""
+    try:
+        return 0 < int(s) < linux.PID_MAX
+    except ValueError:
+        return False
+
+
 @settings(max_examples=100, deadline=None)
-@given(pid=st.one_of(st.integers(max_value=-1), st.integers(min_value=1 << 22), st.text(max_size=4),
+@given(pid=st.one_of(st.integers(max_value=-1), st.integers(min_value=1 << 22),
+                     st.text(max_size=4).filter(lambda s: not _names_a_pid(s)),
                      st.floats(), st.booleans(), st.none()))
 def test_pid_api_refuses_non_pids_with_value_error(pid):
     with pytest.raises((ValueError, hs.HugescopeError)):

@@ -142,8 +142,9 @@ def _pid(pid) -> int:
         p = int(pid)
     except (TypeError, ValueError):
         raise ValueError(f"'{pid}' is not a process id")
-    if not 0 <= p < PID_MAX:
-        raise ValueError(f"'{pid}' is not a process id (0..{PID_MAX - 1})")
+    # 0 names no process (/proc/0 does not exist; to the kernel it would mean "self").
+    if not 1 <= p < PID_MAX:
+        raise ValueError(f"'{pid}' is not a process id (1..{PID_MAX - 1})")
     return p
 
 
@@ -159,6 +160,9 @@ def _count(name: str, v, least: int, most: Optional[int] = None) -> int:
 def _seconds(name: str, v, positive: bool) -> Optional[float]:
     if v is None:
         return None
+    # A number, not text that happens to parse: the CLI converts its strings.
+    if isinstance(v, (str, bytes)):
+        raise ValueError(f"{name} must be a number of seconds, got {v!r}")
     try:
         x = float(v)
     except (TypeError, ValueError):

@@ -225,6 +225,7 @@ pub fn launch_with_stop(mut cmd: Command, entries: &[PlanEntry], opts: &LaunchOp
             }
         }
         // Due entries.
+        let applied_before = applied.len();
         let mut k = 0;
         while k < pending.len() {
             if pending[k].due_s > now {
@@ -266,7 +267,10 @@ pub fn launch_with_stop(mut cmd: Command, entries: &[PlanEntry], opts: &LaunchOp
             }
             pending.remove(k);
         }
-        if opts.sample_ms > 0 && now >= next_sample {
+        // A sample right after entries were applied as well as on the period:
+        // a short run could otherwise end before the next period and its
+        // coverage show none of the huge pages just made.
+        if opts.sample_ms > 0 && (now >= next_sample || applied.len() > applied_before) {
             if let (Ok(h), Ok(rss)) = (smaps::anon_huge_total(pid), smaps::rss_total(pid)) {
                 samples.push(CoverageSample { t_s: now, anon_huge_bytes: h, rss_bytes: rss });
             }
