@@ -39,12 +39,6 @@ impl Shape {
     }
 }
 
-/// Whether a direct segment would translate this region (opt-out placement:
-/// anonymous read-write memory not flagged out, ISCA'13 §4.1).
-pub fn in_primary(r: &Region) -> bool {
-    r.kind.is_primary_candidate() && !r.segment_opt_out
-}
-
 fn kind_label(r: &Region) -> String {
     if r.kind.is_primary_candidate() && r.segment_opt_out {
         format!("{}-opt-out", r.kind.name())
@@ -116,7 +110,7 @@ pub fn measure(name: &str, params: &Params, machine: &MachineConfig) -> Result<S
     let mut outside = pt.unmapped;
     for (r, &w) in pt.regions.iter().zip(&pt.walks) {
         *by_kind.entry(kind_label(r)).or_insert(0) += w;
-        if !in_primary(r) {
+        if !r.in_primary() {
             outside += w;
         }
     }

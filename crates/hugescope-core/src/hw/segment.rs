@@ -136,7 +136,7 @@ impl ProcessSegment {
         let mine: Vec<&Region> = regions.iter().filter(|r| r.pid == pid && r.len > 0).collect();
         let primary = mine
             .iter()
-            .filter(|r| r.kind.is_primary_candidate() && !r.segment_opt_out)
+            .filter(|r| r.in_primary())
             .fold(None, |acc: Option<(u64, u64)>, r| {
                 let (s, e) = (r.base / SEGMENT_ALIGN * SEGMENT_ALIGN, r.end().div_ceil(SEGMENT_ALIGN) * SEGMENT_ALIGN);
                 Some(acc.map_or((s, e), |(a, b)| (a.min(s), b.max(e))))

@@ -175,6 +175,14 @@ impl Region {
         self
     }
 
+    /// Whether a direct segment's primary region holds this region: anonymous
+    /// read-write non-stack memory not flagged out (opt-out placement,
+    /// ISCA'13 §4.1). The one definition the segment unit, the OS model and
+    /// the workloads' shape measurement share.
+    pub fn in_primary(&self) -> bool {
+        self.kind.is_primary_candidate() && !self.segment_opt_out
+    }
+
     pub fn end(&self) -> u64 {
         self.base + self.len
     }
