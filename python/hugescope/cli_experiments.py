@@ -366,7 +366,7 @@ def cmd_report(a) -> int:
     return 0
 
 
-DS_COLUMNS = ["workload", "4KB %", "2MB %", "1GB %", "DS linear %", "DS simulated %", "DS+2MB %", "f_DS %",
+DS_COLUMNS = ["workload", "4KB %", "2MB %", "1GB %", "DS derived %", "DS linear %", "DS simulated %", "DS+2MB %", "f_DS %",
               "paper 4KB %", "paper 2MB %", "paper 1GB %", "paper f_DS %"]
 
 

@@ -157,6 +157,10 @@ def _finish_workload(workload: str, rows: List[Dict[str, Any]]) -> Dict[str, Any
             line[f"{label} %"] = 100 * by[label]["overhead"]
     line["f_DS %"] = None if f_ds is None else 100 * f_ds
     line["DS linear %"] = None if f_ds is None else 100 * four["overhead"] * (1 - f_ds)
+    # Table 5's derived column as the paper made it: its measured 4KB
+    # overhead times the share of misses outside the segment (here: this
+    # run's f_DS).
+    line["DS derived %"] = None if f_ds is None or not paper.get("4KB") else paper["4KB"] * (1 - f_ds)
     if "DS" in by:
         line["DS simulated %"] = 100 * by["DS"]["overhead"]
     for label in ("4KB", "2MB", "1GB", "DS"):
@@ -260,13 +264,22 @@ def shape_checks(tables: List[Dict[str, Any]], knees: List[Dict[str, Any]]) -> L
         others = [w for w in fds if w != "mysql"]
         ok = all(fds[w] >= 99.9 for w in others) and ("mysql" not in fds or abs(fds["mysql"] - 92.4) <= 1.0)
         claim("f_DS >= 99.9% except mysql (92.4 +- 1)", ok, ", ".join(f"{w} {v:.2f}%" for w, v in fds.items()))
-    # The paper's DS figure is its linear estimate; the direct simulation is
-    # shown beside it (it can be higher: removing walks shrinks the total).
-    ds = {w: (by[w].get("DS linear %"), by[w].get("DS simulated %")) for w in order
-          if by[w].get("DS linear %") is not None}
+    # The paper's DS figure is derived: its measured 4KB overhead x (1 - f_DS).
+    # The same derivation with this run's f_DS is what the claim is checked
+    # on; this run's own linear estimate and direct simulation are shown
+    # beside it (they also carry how far the model's 4KB overhead is from
+    # the paper's; the direct simulation can exceed the linear estimate, as
+    # removing walks also shrinks the total).
+    def pct(v):
+        return "-" if v is None else f"{v:.3f}%"
+
+    ds = {w: by[w] for w in order if by[w].get("f_DS %") is not None and PAPER.get(w, {}).get("4KB")}
     if ds:
-        claim("DS overhead < 0.5% everywhere (paper's linear estimate)", all(v[0] < 0.5 for v in ds.values()),
-              ", ".join(f"{w} {a:.3f}% (simulated {'-' if b is None else f'{b:.3f}'}%)" for w, (a, b) in ds.items()))
+        derived = {w: PAPER[w]["4KB"] * (1 - t["f_DS %"] / 100) for w, t in ds.items()}
+        claim("DS overhead < 0.5% everywhere (paper's derivation: its 4KB overhead x (1 - f_DS))",
+              all(v < 0.5 for v in derived.values()),
+              ", ".join(f"{w} {derived[w]:.3f}% (linear on the model's 4KB {pct(t.get('DS linear %'))}, "
+                        f"simulated {pct(t.get('DS simulated %'))})" for w, t in ds.items()))
     for k in knees:
         reach = k.get("reach_bytes")
         if reach:

@@ -47,7 +47,8 @@ COLUMNS = {
     "multi": ["policy", "role", "budget_pct", "huge_share", "promotions", "walks", "ptw_rate", "speedup_est"],
     "validate": ["policy", "k", "regions", "quantity", "speedup", "speedup_min", "speedup_max", "rank", "coverage",
                  "collapsed"],
-    "ds-tables": ["workload", "4KB %", "2MB %", "1GB %", "DS linear %", "DS simulated %", "DS+2MB %", "f_DS %",
+    "ds-tables": ["workload", "4KB %", "2MB %", "1GB %", "DS derived %", "DS linear %", "DS simulated %", "DS+2MB %",
+                  "f_DS %",
                   "paper 4KB %", "paper 2MB %", "paper 1GB %", "paper f_DS %", "paper DS %"],
 }
 SHARES = {"huge_share", "ptw_rate", "page_share", "access_share", "walk_reduction", "coverage"}
