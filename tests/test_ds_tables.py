@@ -60,10 +60,21 @@ def test_save_round_trips_and_report_shows_it(run, tmp_path):
     assert data["hugescope_experiment"] == "ds-tables" and data["kind"] == "estimate"
     assert [r["workload"] for r in data["rows"]] == ds.PAPER_ORDER
     assert {c["claim"] for c in data["checks"]} == {c["claim"] for c in run.checks()}
+    # The object's dict is the saved file's content.
+    mine = run.to_dict()
+    assert mine["rows"] == data["rows"] and mine["knees"] == data["knees"] and mine["checks"] == data["checks"]
     assert all(v is None or not (isinstance(v, float) and math.isnan(v)) for r in data["knees"] for v in r.values())
     from hugescope import report
     html = open(report.build(str(tmp_path), str(tmp_path / "r.html"))).read()
     assert "Tables 4 and 5" in html and "claims on this run" in html
+
+
+def test_outputs_are_checked_before_any_work(tmp_path):
+    link = tmp_path / "ds-tables.csv"
+    link.symlink_to(tmp_path / "elsewhere.csv")
+    with pytest.raises(hs.HugescopeError, match="symbolic link"):
+        ds.check_outputs(str(tmp_path))
+    assert not (tmp_path / "elsewhere.csv").exists()
 
 
 def test_bad_arguments_are_one_error(tmp_path):

@@ -394,14 +394,12 @@ def print_ds_tables(r, console) -> None:
 @_user_errors
 def cmd_ds_tables(a) -> int:
     from . import ds_tables as ds
-    from ._io import check_output, prepare_dir
+    from ._io import prepare_dir
 
     names = _policies(a.workloads) if a.workloads else None
     sizes = None if a.gups_sizes is None else [s.strip() for s in a.gups_sizes.split(",") if s.strip()]
     # Every output is checked before the first trace is made.
-    prepare_dir(a.out)
-    for path, kind in ex.output_paths(a.out, "ds-tables", ds.output_names()).values():
-        check_output(path, kind)
+    ds.check_outputs(a.out, plots=not a.no_plots)
     if a.traces:
         prepare_dir(a.traces)
     with _progress("ds-tables") as bar:

@@ -104,9 +104,7 @@ def run_demo(out: str = "demo-out", quick: bool = False) -> int:
     prepare_dir("demo-report")
     check_output(os.path.join("demo-report", "report.html"), "html")
     from . import ds_tables as ds
-    from .experiments import output_paths
-    for path, kind in output_paths(os.path.join(out, "results"), "ds-tables", ds.output_names()).values():
-        check_output(path, kind)
+    ds.check_outputs(os.path.join(out, "results"))
     traces = {}
     for name, full, small in GRAPHS:
         traces[name] = _trace(out, name, small if quick else full)

@@ -32,7 +32,7 @@ import json
 import math
 import os
 import tempfile
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from . import _core, api, workloads
 from .errors import HugescopeError
@@ -130,6 +130,16 @@ def _row(workload: str, label: str, spec: str, d: Dict[str, Any]) -> Dict[str, A
     return row
 
 
+def simulate_configs(path: str, workload: str, preset: str, configs, done: Callable[[str], None]) -> List[Dict[str, Any]]:
+    """One row per (label, page spec) of ``configs``: the trace at ``path``
+    simulated under that static map on ``preset``."""
+    rows = []
+    for label, spec in configs:
+        rows.append(_row(workload, label, spec, api.simulate(path, preset=preset, pages=spec).to_dict()))
+        done(label)
+    return rows
+
+
 def _calibrated(rows: List[Dict[str, Any]], paper_4k: Optional[float]) -> Optional[float]:
     """Base cycles of the whole run that make the 4KB overhead equal the
     paper's 4KB figure (None when no positive base can: the model's walks are
@@ -207,18 +217,12 @@ class DsTables:
         return shape_checks(self.tables.to_dict("records"), self.knees.to_dict("records"))
 
     def to_dict(self) -> Dict[str, Any]:
-        def records(df):
-            return [{k: _json_safe(v) for k, v in r.items()} for r in df.to_dict("records")]
-        return {**self.meta, "tables": records(self.tables), "rows": records(self.runs),
-                "gups": records(self.gups), "knees": records(self.knees), "checks": self.checks()}
+        """What :func:`save` writes as JSON: ``rows`` (Tables 4/5), ``runs``,
+        ``gups``, ``knees`` and ``checks`` beside the metadata."""
+        from .experiments import _json_safe
 
-
-def _json_safe(v):
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    if hasattr(v, "item"):
-        return v.item()
-    return v
+        return _json_safe({**self.meta, "rows": self.tables.to_dict("records"), "checks": self.checks(),
+                           **{k: getattr(self, k).to_dict("records") for k in ("runs", "gups", "knees")}})
 
 
 def _num(v) -> Optional[float]:
@@ -388,24 +392,14 @@ def ds_tables(workloads_: Optional[Sequence[str]] = None, scale: str = "ci", pre
             step(f"trace gups {size}")
             fp = json.loads(_core.trace_info(path, False))["header"]
             footprint = sum(r["len"] for r in fp.get("regions", []) if r.get("kind", "anon") in ("anon", "heap"))
-            for label, spec in CONFIGS:
-                if label == "DS+2MB":
-                    continue
-                d = api.simulate(path, preset=preset, pages=spec).to_dict()
-                r = _row("gups", label, spec, d)
-                r["size"] = size
-                r["footprint_bytes"] = footprint
-                gups.append(r)
-                step(f"gups {size} {label}")
+            for r in simulate_configs(path, "gups", preset, [c for c in CONFIGS if c[0] != "DS+2MB"],
+                                      lambda label: step(f"gups {size} {label}")):
+                gups.append({**r, "size": size, "footprint_bytes": footprint})
         for w in names:
             path = os.path.join(traces, f"{w}-{scale}.hst")
             workloads.trace(w, path, **_trace_params(w, scale, params, seed))
             step(f"trace {w}")
-            rows = []
-            for label, spec in CONFIGS:
-                d = api.simulate(path, preset=preset, pages=spec).to_dict()
-                rows.append(_row(w, label, spec, d))
-                step(f"{w} {label}")
+            rows = simulate_configs(path, w, preset, CONFIGS, lambda label: step(f"{w} {label}"))
             lines.append(_finish_workload(w, rows))
             runs.extend(rows)
         knees = _knees(gups, _reaches(machine))
@@ -431,8 +425,7 @@ def save(result: DsTables, out: str, name: str = "ds-tables", plots: bool = True
     df = result.tables.copy()
     df.attrs["meta"] = result.meta
     paths = experiments.save(df, out, name=name, extra_tables={
-        "runs": result.runs, "gups": result.gups, "knees": result.knees,
-        "checks": pd.DataFrame(result.checks())})
+        "runs": result.runs, "gups": result.gups, "knees": result.knees, "checks": pd.DataFrame(result.checks())})
     if plots:
         from . import plots as _plots
         pngs = _plots.save_figures(experiments.load(paths["json"]), os.path.join(out, name))
@@ -440,7 +433,15 @@ def save(result: DsTables, out: str, name: str = "ds-tables", plots: bool = True
     return paths
 
 
-def output_names(name: str = "ds-tables") -> List[str]:
-    """The table keys ``save`` writes besides the main CSV (for checks made
-    before the work starts)."""
-    return ["runs", "gups", "knees", "checks"]
+def check_outputs(out: str, name: str = "ds-tables", plots: bool = True) -> None:
+    """Before any trace is made: create ``out`` if needed and refuse any file
+    :func:`save` would write there that must not be replaced (``hugescope._io``)."""
+    from . import experiments
+
+    experiments.check_outputs(out, name, ("runs", "gups", "knees", "checks"))
+    if plots:
+        from . import plots as _plots
+        from ._io import check_output
+
+        for p in _plots.figure_paths({"hugescope_experiment": "ds-tables"}, os.path.join(out, name)):
+            check_output(p, "png")
