@@ -381,14 +381,88 @@ def print_ds_tables(r, console) -> None:
         t.add_row(*["-" if rec.get(c) is None or rec.get(c) != rec.get(c) else
                     (rec[c] if isinstance(rec[c], str) else f"{rec[c]:.3f}") for c in cols])
     console.print(t)
+    print_claims(r.checks(), console)
+
+
+def print_claims(checks, console) -> None:
+    """The paper's claims checked on a run, one PASS/FAIL row each (the
+    ``study`` column when the claims come from several studies)."""
+    from .studies import VERDICT
+
     c = Table(title="The paper's claims on this run")
-    c.add_column("claim")
-    c.add_column("holds")
-    c.add_column("detail")
-    for x in r.checks():
-        c.add_row(escape(x["claim"]), {True: "yes", False: "[red]no[/]", None: "not testable"}[x["holds"]],
-                  escape(x["detail"]))
+    many = any("study" in x for x in checks)
+    if many:
+        c.add_column("study")
+    for col in ("claim", "holds", "detail"):
+        c.add_column(col)
+    for x in checks:
+        verdict = VERDICT[x["holds"]]
+        c.add_row(*([escape(x["study"])] if many else []), escape(x["claim"]),
+                  f"[red]{verdict}[/]" if x["holds"] is False else verdict, escape(x["detail"]))
     console.print(c)
+
+
+#: Columns printed per Ingens study (all in the saved table).
+INGENS_COLUMNS = {
+    "bloat": ["config", "rss_bytes", "bloat", "speedup_est", "paper_rss_gb", "paper_kops"],
+    "async": ["config", "run_time_est_s", "speedup_est", "huge_bytes_peak", "promotion_mb_per_s", "paper_run_s",
+              "paper_huge_mb"],
+    "fault-latency": ["config", "mean_fault_us", "latency_vs_base", "fallback_share", "paper_latency_us"],
+    "fairness": ["config", "pid", "finish_seconds", "huge_bytes", "huge_share"],
+    "fragmented": ["memory", "config", "speedup_est", "compactions", "fault_seconds", "huge_share", "paper_req_s"],
+}
+
+
+def _ingens_cell(col: str, v) -> str:
+    if v is None or (isinstance(v, float) and v != v):
+        return "-"
+    if col.endswith("_bytes") or col in ("huge_bytes", "rss_bytes"):
+        return f"{v / 2**20:,.0f} MiB"
+    if col in ("huge_share", "fallback_share"):
+        return f"{100 * v:.1f}%"
+    if col in ("speedup_est", "bloat", "latency_vs_base"):
+        return f"{v:.3f}x"
+    if isinstance(v, float):
+        return f"{v:,.3f}"
+    return escape(str(v))
+
+
+def print_ingens(r, console) -> None:
+    """One table per Ingens study (estimates; paper columns are the paper's
+    measurements), then every claim as a PASS/FAIL row."""
+    for name, s in r.studies.items():
+        t = Table(title=f"Ingens {name} ({s.meta['workload']}, {s.meta['scale']} scale): estimates; "
+                        "paper_* columns measured by the authors")
+        cols = [c for c in INGENS_COLUMNS[name] if c in s.table.columns]
+        for c in cols:
+            t.add_column(c, justify="left" if c in ("config", "memory") else "right")
+        for rec in s.table.to_dict(orient="records"):
+            t.add_row(*[_ingens_cell(c, rec.get(c)) for c in cols])
+        console.print(t)
+    print_claims(r.checks(), console)
+
+
+@_user_errors
+def cmd_ingens(a) -> int:
+    from . import ingens_study as ing
+    from ._io import check_output, prepare_dir, write_json
+
+    studies = ing.check_args(a.studies or None, a.scale)
+    # Every output is checked before the first trace is made.
+    ing.check_outputs(a.out, studies, plots=not a.no_plots)
+    if a.json:
+        check_output(a.json, "json")
+    if a.traces:
+        prepare_dir(a.traces)
+    with _progress("ingens") as bar:
+        r = ing.ingens_studies(studies, scale=a.scale, preset=a.preset, seed=a.seed, traces=a.traces,
+                               progress=(lambda step, done, total: bar(done, total)) if bar else None)
+    print_ingens(r, _cli().console)
+    paths = list(ing.save(r, a.out, plots=not a.no_plots).values())
+    if a.json:
+        paths.append(write_json(a.json, r.to_dict()))
+    _cli().console.print(escape("wrote " + ", ".join(paths)))
+    return 0
 
 
 @_user_errors
@@ -503,6 +577,20 @@ def add_commands(sub) -> None:
     d.add_argument("-o", "--out", default="results", help="results directory (default results)")
     d.add_argument("--no-plots", action="store_true", help="do not write PNG figures")
     d.set_defaults(func=cmd_ds_tables)
+
+    i = sub.add_parser("ingens", help="Ingens (OSDI'16): bloat, async promotion, fault latency, fairness, "
+                                      "fragmented memory")
+    i.add_argument("studies", nargs="*", metavar="STUDY",
+                   help="bloat, async, fault-latency, fairness, fragmented (default all)")
+    i.add_argument("--scale", default="ci",
+                   help="ci: well under a minute for all five (default); paper: larger footprints, minutes")
+    i.add_argument("--preset", default="haswell-pcc", help="machine preset (default haswell-pcc)")
+    i.add_argument("--seed", type=_cli().seed_arg, default=1, help="seed of every workload (default 1)")
+    i.add_argument("-o", "--out", default="results", help="results directory (default results)")
+    i.add_argument("--json", default=None, metavar="FILE", help="also write every study and claim to one JSON file")
+    i.add_argument("--traces", default=None, help="keep the generated traces in this directory (default: temporary)")
+    i.add_argument("--no-plots", action="store_true", help="do not write PNG figures")
+    i.set_defaults(func=cmd_ingens)
 
     rp = sub.add_parser("report", help="one self-contained HTML page from a results directory")
     rp.add_argument("results", help="results directory")

@@ -31,11 +31,11 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from . import _core, api, workloads
 from .errors import HugescopeError
+from .studies import Steps, check_choice, check_study_outputs, claim as _claim, num as _num, save_study, trace_dir
 
 #: The paper's configurations, as static page specs (docs/direct-segments.md).
 CONFIGS = [("4KB", "4k+primary"), ("2MB", "2m"), ("1GB", "1g"), ("DS", "4k+ds"), ("DS+2MB", "2m+ds")]
@@ -225,11 +225,6 @@ class DsTables:
                            **{k: getattr(self, k).to_dict("records") for k in ("runs", "gups", "knees")}})
 
 
-def _num(v) -> Optional[float]:
-    """A number from a row, None for a missing value (None or pandas' NaN)."""
-    return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
-
-
 def shape_checks(tables: List[Dict[str, Any]], knees: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     """Each claim of the paper that the reference's acceptance list names, with
     whether this run shows it and the numbers behind the answer (``holds`` is
@@ -241,7 +236,7 @@ def shape_checks(tables: List[Dict[str, Any]], knees: List[Dict[str, Any]]) -> L
     out = []
 
     def claim(text, ok, detail):
-        out.append({"claim": text, "holds": None if ok is None else bool(ok), "detail": detail})
+        _claim(out, text, ok, detail)
 
     order = [w for w in PAPER_ORDER if w in by]
     got = sorted(order, key=lambda w: -by[w]["4KB %"])
@@ -360,28 +355,15 @@ def ds_tables(workloads_: Optional[Sequence[str]] = None, scale: str = "ci", pre
     done, total)`` is called as work completes."""
     import pandas as pd
 
-    if scale not in SCALES:
-        raise HugescopeError(f"scale: '{scale}' is not one of {', '.join(SCALES)}")
+    check_choice(scale, "scale", list(SCALES))
     names = list(workloads_) if workloads_ is not None else list(PAPER_ORDER)
     unknown = [w for w in names if w not in PAPER]
     if unknown:
         raise HugescopeError(f"workloads: {', '.join(unknown)} not in the paper's set ({', '.join(PAPER_ORDER)})")
     sizes = list(GUPS_SIZES[scale] if gups_sizes is None else gups_sizes)
     updates = gups_updates or GUPS_UPDATES[scale]
-    total = len(names) * (1 + len(CONFIGS)) + len(sizes) * (1 + len(CONFIGS) - 1)
-    done = 0
-
-    def step(what):
-        nonlocal done
-        done += 1
-        if progress:
-            progress(what, done, total)
-
-    tmp = None
-    if traces is None:
-        tmp = tempfile.TemporaryDirectory(prefix="hugescope-ds-")
-        traces = tmp.name
-    try:
+    step = Steps(len(names) * (1 + len(CONFIGS)) + len(sizes) * (1 + len(CONFIGS) - 1), progress)
+    with trace_dir(traces, "hugescope-ds-") as traces:
         runs, lines, gups = [], [], []
         # The sweep first: a table size this machine cannot hold is refused in
         # seconds, not after minutes of the six workloads.
@@ -403,9 +385,6 @@ def ds_tables(workloads_: Optional[Sequence[str]] = None, scale: str = "ci", pre
             lines.append(_finish_workload(w, rows))
             runs.extend(rows)
         knees = _knees(gups, _reaches(machine))
-    finally:
-        if tmp is not None:
-            tmp.cleanup()
     meta = {"hugescope_experiment": "ds-tables", "hugescope_version": _core.version(), "kind": "estimate",
             "preset": preset, "scale": scale, "seed": seed, "workloads": names,
             "params": {w: _trace_params(w, scale, params, seed) for w in names},
@@ -418,30 +397,11 @@ def save(result: DsTables, out: str, name: str = "ds-tables", plots: bool = True
     """Write ``OUT/NAME.csv`` (Tables 4/5), ``NAME-runs.csv``, ``NAME-gups.csv``,
     ``NAME-knees.csv``, ``NAME-checks.csv``, ``NAME.json`` (all of it) and, with
     ``plots``, the figures, each through the one safe writer."""
-    import pandas as pd
-
-    from . import experiments
-
-    df = result.tables.copy()
-    df.attrs["meta"] = result.meta
-    paths = experiments.save(df, out, name=name, extra_tables={
-        "runs": result.runs, "gups": result.gups, "knees": result.knees, "checks": pd.DataFrame(result.checks())})
-    if plots:
-        from . import plots as _plots
-        pngs = _plots.save_figures(experiments.load(paths["json"]), os.path.join(out, name))
-        paths.update({f"png{i}": p for i, p in enumerate(pngs)})
-    return paths
+    return save_study("ds-tables", result.meta, result.tables, out, name,
+                      {"runs": result.runs, "gups": result.gups, "knees": result.knees}, result.checks(), plots)
 
 
 def check_outputs(out: str, name: str = "ds-tables", plots: bool = True) -> None:
     """Before any trace is made: create ``out`` if needed and refuse any file
     :func:`save` would write there that must not be replaced (``hugescope._io``)."""
-    from . import experiments
-
-    experiments.check_outputs(out, name, ("runs", "gups", "knees", "checks"))
-    if plots:
-        from . import plots as _plots
-        from ._io import check_output
-
-        for p in _plots.figure_paths({"hugescope_experiment": "ds-tables"}, os.path.join(out, name)):
-            check_output(p, "png")
+    check_study_outputs("ds-tables", out, name, ("runs", "gups", "knees", "checks"), plots)

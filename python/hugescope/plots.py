@@ -342,6 +342,135 @@ def plot_ds_gups(data: Dict[str, Any]):
     return fig
 
 
+def _bars(ax, labels, values, fmt="{:.2f}", colour=None):
+    """One labelled bar per configuration (missing values drawn as 0, labelled '-')."""
+    ys = [0.0 if v is None or v != v else v for v in values]
+    bars = ax.bar(range(len(labels)), ys, color=colour)
+    for b, v in zip(bars, values):
+        ax.annotate("-" if v is None or v != v else fmt.format(v), (b.get_x() + b.get_width() / 2, b.get_height()),
+                    ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(range(len(labels)))
+    ax.set_xticklabels(labels, fontsize=8, rotation=15, ha="right")
+    ax.grid(axis="y", alpha=0.3)
+    return bars
+
+
+def _huge_over_time(ax, tl: pd.DataFrame, configs, by_pid: bool = False) -> None:
+    """Huge-page memory (MiB) over virtual time: one line per configuration,
+    or per process of one configuration."""
+    for key, g in (tl.groupby("pid") if by_pid else ((c, tl[tl["config"] == c]) for c in configs)):
+        if len(g):
+            g = g.groupby("time_s", as_index=False)["huge_bytes"].sum() if not by_pid else g
+            ax.plot(g["time_s"], g["huge_bytes"] / 2**20, label=f"pid {key}" if by_pid else str(key))
+    ax.set_xlabel("virtual time (s)")
+    ax.set_ylabel("huge-page memory (MiB)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+
+
+def _ingens_title(data: Dict[str, Any], what: str) -> str:
+    return f"Ingens (OSDI'16) {what}: {data.get('workload', '?')}, {data.get('scale', '?')} scale (estimates)"
+
+
+def plot_ingens_bloat(data: Dict[str, Any]):
+    """Tables 5/10: RSS per configuration (bars, bloat over base pages on
+    top) and the estimated throughput beside it."""
+    df = _rows(data)
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4))
+    labels = list(df["config"])
+    _bars(a1, labels, list(df["rss_bytes"] / 2**20), "{:.0f}")
+    for i, b in enumerate(df["bloat"]):
+        if b == b and b is not None:
+            a1.annotate(f"{b:.2f}x", (i, 0), textcoords="offset points", xytext=(0, 4), ha="center", fontsize=8,
+                        color="white")
+    a1.set_ylabel("RSS at the end (MiB)")
+    a1.set_title("memory: RSS (bloat = RSS / linux-nohuge's)")
+    _bars(a2, labels, list(df["speedup_est"]), "{:.3f}x", colour="#55a868")
+    a2.set_ylabel("throughput over base pages (estimate)")
+    a2.set_title("throughput (cost model)")
+    fig.suptitle(_ingens_title(data, "bloat, Tables 5/10"))
+    fig.tight_layout()
+    return fig
+
+
+def plot_ingens_async(data: Dict[str, Any]):
+    """Table 4: huge memory over time under synchronous and asynchronous-only
+    promotion, and the estimated run time of each."""
+    df = _rows(data)
+    tl = _rows(data, "timeline")
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4))
+    if len(tl):
+        _huge_over_time(a1, tl, list(df["config"]))
+    a1.set_title("huge-page memory reached")
+    _bars(a2, list(df["config"]), list(df.get("run_time_est_s", df["virtual_seconds"])), "{:.1f} s")
+    a2.set_ylabel("run time (estimate, s)")
+    a2.set_title("run time (cost model)")
+    fig.suptitle(_ingens_title(data, "synchronous vs asynchronous-only promotion, Table 4"))
+    fig.tight_layout()
+    return fig
+
+
+def plot_ingens_fault_latency(data: Dict[str, Any]):
+    """§3.1: mean fault latency per configuration (log scale), the paper's
+    figures as marks."""
+    df = _rows(data)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    _bars(ax, list(df["config"]), list(df["mean_fault_us"]), "{:.1f} us")
+    if "paper_latency_us" in df:
+        ax.scatter(range(len(df)), df["paper_latency_us"], marker="_", s=300, color="black", zorder=3,
+                   label="paper (§3.1)")
+        ax.legend(fontsize=8)
+    ax.set_yscale("log")
+    ax.set_ylabel("mean page-fault latency (us, estimate)")
+    ax.set_title(_ingens_title(data, "fault latency, §3.1"), fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def plot_ingens_fairness(data: Dict[str, Any]):
+    """Fig. 5: huge memory per process over time, one panel per policy, each
+    process's finish time marked."""
+    df = _rows(data)
+    tl = _rows(data, "timeline")
+    configs = list(dict.fromkeys(df["config"])) if len(df) else []
+    fig, axes = plt.subplots(1, max(1, len(configs)), figsize=(5.5 * max(1, len(configs)), 4), squeeze=False,
+                             sharey=True)
+    for ax, c in zip(axes[0], configs):
+        if len(tl):
+            _huge_over_time(ax, tl[tl["config"] == c], [c], by_pid=True)
+        for _, r in df[df["config"] == c].iterrows():
+            if r.get("finish_seconds") == r.get("finish_seconds") and r.get("finish_seconds") is not None:
+                ax.axvline(r["finish_seconds"], ls=":", color="gray")
+        ax.set_title(f"{c}: huge memory per process (dotted: finish times)", fontsize=10)
+    fig.suptitle(_ingens_title(data, "fairness, Fig. 5"))
+    fig.tight_layout()
+    return fig
+
+
+def plot_ingens_fragmented(data: Dict[str, Any]):
+    """Table 9: estimated throughput of each configuration on fragmented and
+    unfragmented memory."""
+    df = _rows(data)
+    fig, ax = plt.subplots(figsize=(8, 4))
+    labels = [f"{r['config']}\n({r['memory']})" for _, r in df.iterrows()]
+    colours = ["#c44e52" if m == "FMFI 0.9" else "#4c72b0" for m in df["memory"]]
+    _bars(ax, labels, list(df["speedup_est"]), "{:.3f}x", colour=colours)
+    ax.set_ylabel("throughput over base pages (estimate)")
+    ax.set_title(_ingens_title(data, "fragmented memory, Table 9"), fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+#: The figure of each Ingens study (captions name the paper's table).
+INGENS_FIGURES = {
+    "ingens-bloat": ("Ingens bloat: RSS and throughput (OSDI'16 Tables 5/10)", plot_ingens_bloat),
+    "ingens-async": ("Ingens: synchronous vs asynchronous-only promotion (OSDI'16 Table 4)", plot_ingens_async),
+    "ingens-fault-latency": ("Ingens: page-fault latency (OSDI'16 §3.1)", plot_ingens_fault_latency),
+    "ingens-fairness": ("Ingens: huge memory per process and finish times (OSDI'16 Fig. 5)", plot_ingens_fairness),
+    "ingens-fragmented": ("Ingens: throughput on fragmented memory (OSDI'16 Table 9)", plot_ingens_fragmented),
+}
+
+
 def figures(data: Dict[str, Any]) -> List[Tuple[str, Any]]:
     """The figures of one saved experiment, as (caption, Figure)."""
     kind = data.get("hugescope_experiment")
@@ -364,6 +493,9 @@ def figures(data: Dict[str, Any]) -> List[Tuple[str, Any]]:
         if data.get("gups"):
             out.append(("GUPS overhead vs footprint (ISCA'13 Fig. 5)", plot_ds_gups(data)))
         return out
+    if kind in INGENS_FIGURES:
+        caption, plot = INGENS_FIGURES[kind]
+        return [(caption, plot(data))]
     return []
 
 
@@ -377,7 +509,7 @@ def figure_paths(data: Dict[str, Any], stem: str) -> List[str]:
 #: Figures per experiment kind (the captions ``figures`` gives them).
 FIGURE_COUNTS = {"curve": ("curve",), "frag": ("frag",), "sensitivity": ("sensitivity",),
                  "reuse": ("scatter", "regions"), "multi": ("policies", "timeline"), "validate": ("validate",),
-                 "ds-tables": ("tables", "gups")}
+                 "ds-tables": ("tables", "gups"), **{k: ("study",) for k in INGENS_FIGURES}}
 
 
 def save_figures(data: Dict[str, Any], stem: str) -> List[str]:

@@ -23,6 +23,7 @@ from . import _core
 from ._core import HugescopeError
 from ._io import write_atomic
 from .experiments import KIND_LABEL, load_dir
+from .studies import VERDICT
 
 TITLES = {
     "curve": "Utility curves (PCC paper Fig. 5)",
@@ -32,6 +33,30 @@ TITLES = {
     "multi": "Multithread / multiprocess promotion policies (PCC paper Figs. 8-9)",
     "validate": "Validation: predicted vs measured speedup of top-k plans (real Linux)",
     "ds-tables": "Direct segments: Tables 4 and 5 and GUPS scaling (Basu et al. ISCA'13)",
+    "ingens-bloat": "Ingens: memory bloat, Tables 5/10 (Kwon et al. OSDI'16)",
+    "ingens-async": "Ingens: synchronous vs asynchronous-only promotion, Table 4 (OSDI'16)",
+    "ingens-fault-latency": "Ingens: page-fault latency, §3.1 (OSDI'16)",
+    "ingens-fairness": "Ingens: fairness between processes, Fig. 5 (OSDI'16)",
+    "ingens-fragmented": "Ingens: fragmented memory, Table 9 (OSDI'16)",
+}
+
+#: What each Ingens study's table shows and where its numbers come from.
+INGENS_NOTES = {
+    "ingens-bloat": "RSS = resident memory at the end of the run (huge pages count whole); bloat = RSS / the RSS "
+                    "the same run has with base pages only. Throughput = the cost model's speedup over base pages "
+                    "(estimate). Paper columns: Table 10 (Redis, 2M keys of 8KB, 70% deleted).",
+    "ingens-async": "Synchronous = huge pages at fault time (Linux 4.3, defrag=always); asynchronous only = "
+                    "khugepaged alone. Run time = the base-page run's virtual time / the estimated speedup; "
+                    "promotion speed = bytes promoted by khugepaged per second of the run. Paper columns: Table 4.",
+    "ingens-fault-latency": "Mean latency = time in the fault handler (OS cost model, including synchronous "
+                            "compaction) / faults. Fallback share = huge faults that fell back to a base page / "
+                            "huge faults tried. Paper columns: §3.1 (10 GB mapping read sequentially).",
+    "ingens-fairness": "Three identical processes run concurrently, each on its own virtual time; huge memory "
+                       "is limited to part of their footprint. Finish time = the process's virtual time when "
+                       "its trace ends (estimate).",
+    "ingens-fragmented": "FMFI 0.9 made with Ingens' method (allocate, then free part). Throughput = the cost "
+                         "model's speedup over base pages on the same memory (estimate); compaction counts and "
+                         "fault time from the OS model. Paper columns: Table 9 (Cloudstone, req/s).",
 }
 
 #: Columns shown per experiment (all present in the saved rows).
@@ -50,6 +75,17 @@ COLUMNS = {
     "ds-tables": ["workload", "4KB %", "2MB %", "1GB %", "DS derived %", "DS linear %", "DS simulated %", "DS+2MB %",
                   "f_DS %",
                   "paper 4KB %", "paper 2MB %", "paper 1GB %", "paper f_DS %", "paper DS %"],
+    "ingens-bloat": ["config", "policy", "rss_bytes", "base_rss_bytes", "bloat", "speedup_est", "huge_share",
+                     "promotions", "demotions", "paper_rss_gb", "paper_kops"],
+    "ingens-async": ["config", "policy", "run_time_est_s", "speedup_est", "huge_bytes_peak", "huge_at_fault_bytes",
+                     "promoted_bytes", "promotion_mb_per_s", "paper_run_s", "paper_speedup", "paper_huge_mb",
+                     "paper_promotion"],
+    "ingens-fault-latency": ["config", "policy", "mean_fault_us", "latency_vs_base", "faults_base", "faults_huge",
+                             "fault_fallbacks", "fallback_share", "compactions", "paper_latency_us",
+                             "paper_fallback_share"],
+    "ingens-fairness": ["config", "policy", "pid", "finish_seconds", "huge_bytes", "huge_share", "accesses"],
+    "ingens-fragmented": ["memory", "config", "policy", "speedup_est", "huge_share", "compactions",
+                          "compaction_migrated_pages", "fault_seconds", "promotions", "paper_req_s"],
 }
 SHARES = {"huge_share", "ptw_rate", "page_share", "access_share", "walk_reduction", "coverage"}
 
@@ -141,6 +177,20 @@ def _config(data: Dict[str, Any]) -> str:
     return "<h3>Configuration</h3>" + "".join(parts)
 
 
+def _study_config(data: Dict[str, Any]) -> str:
+    """The configuration of a study that makes its own traces: workload and
+    parameters, OS options shared by its runs, and each configuration."""
+    rows = [("workload", html.escape(str(data.get("workload", "?")))),
+            ("parameters", f"<code>{html.escape(json.dumps(data.get('params', {})))}</code>"),
+            ("processes", html.escape(str(data.get("processes", 1)))),
+            ("OS options", f"<code>{html.escape(json.dumps(data.get('os_options', {})))}</code>"),
+            ("machine preset", html.escape(str(data.get("preset", "?")))),
+            ("configurations", "<br>".join(f"{html.escape(str(c[0]))}: <code>{html.escape(str(c[1]))}</code>"
+                                           + (f" <code>{html.escape(json.dumps(c[2]))}</code>" if c[2] else "")
+                                           for c in data.get("configs", [])))]
+    return "<h3>Configuration</h3>" + _kv(rows)
+
+
 def _figures(data: Dict[str, Any]) -> str:
     from . import plots
 
@@ -153,12 +203,22 @@ def _figures(data: Dict[str, Any]) -> str:
     return "".join(out)
 
 
+def _subject(data: Dict[str, Any]) -> str:
+    """What a section's result is about: the trace's workload, or for a paper
+    study (which makes its own traces) its scale and machine."""
+    if data.get("trace"):
+        return str(data["trace"].get("workload", "?"))
+    if data.get("scale"):
+        what = f"{data['workload']}, " if data.get("workload") else ""
+        return f"{what}{data['scale']} scale, {data.get('preset', '?')}"
+    return "?"
+
+
 def _section(i: int, data: Dict[str, Any]) -> str:
     exp = data.get("hugescope_experiment", "?")
     kind = data.get("kind", "estimate")
     t = data.get("trace") or {}
-    title = f"{TITLES.get(exp, exp)}: {t.get('workload', '?')}" if exp != "ds-tables" else \
-        f"{TITLES[exp]}: {data.get('scale', '?')} scale, {data.get('preset', '?')}"
+    title = f"{TITLES.get(exp, exp)}: {_subject(data)}"
     body = [f'<h2 id="r{i}">{html.escape(title)} {_badge(kind)}</h2>',
             f'<p class="note">from <code>{html.escape(data.get("_file", ""))}</code></p>']
     if exp == "reuse":
@@ -180,17 +240,19 @@ def _section(i: int, data: Dict[str, Any]) -> str:
                     "Sandy Bridge machine, at its footprints).</p>")
     body.append(_figures(data))
     body.append("<h3>Table</h3>" + _table(data.get("rows", []), COLUMNS.get(exp), kind))
-    if exp == "ds-tables":
+    if exp in INGENS_NOTES:
+        body.append(f'<p class="note">{html.escape(INGENS_NOTES[exp])}</p>')
+    if data.get("checks") is not None and (exp == "ds-tables" or exp in INGENS_NOTES):
         body.append("<h3>The paper's claims on this run</h3>" + _table(
-            [{**c, "holds": {True: "yes", False: "no", None: "not testable"}[c.get("holds")]}
-             for c in data.get("checks", [])], ["claim", "holds", "detail"], kind))
+            [{**c, "holds": VERDICT[c.get("holds")]} for c in data.get("checks", [])], ["claim", "holds", "detail"],
+            kind))
         if data.get("knees"):
             body.append("<h3>GUPS knees</h3>" + _table(data["knees"], ["config", "reach_bytes", "knee_bytes",
                                                                         "largest_bytes", "max_walks_per_1k"], kind))
     if exp == "multi" and data.get("processes"):
         body.append("<h3>Per process</h3>" + _table(data["processes"], ["policy", "budget_pct", "pid", "process",
                                                                          "huge_share", "walk_reduction"], kind))
-    body.append(_config(data))
+    body.append(_study_config(data) if exp in INGENS_NOTES else _config(data))
     return "".join(body)
 
 
@@ -199,13 +261,14 @@ def build(results_dir: str, out: str, title: Optional[str] = None) -> str:
     results = load_dir(results_dir)
     # The paper's order: Fig. 2, 5, 6, 7, 8-9; anything else (measurements
     # from the real-Linux side, ...) after, by file name.
-    order = {"reuse": 0, "curve": 1, "sensitivity": 2, "frag": 3, "multi": 4, "ds-tables": 5}
+    order = {"reuse": 0, "curve": 1, "sensitivity": 2, "frag": 3, "multi": 4, "ds-tables": 5,
+             **{k: 6 + i for i, k in enumerate(INGENS_NOTES)}}
     results.sort(key=lambda d: (order.get(d.get("hugescope_experiment"), 99), d.get("_file", "")))
     if not results:
         raise HugescopeError(f"{results_dir}: no experiment results (*.json written by 'hugescope curve', 'frag', ...)")
     title = title or f"hugescope report: {os.path.basename(os.path.abspath(results_dir))}"
     toc = "".join(f'<li><a href="#r{i}">{html.escape(TITLES.get(d.get("hugescope_experiment"), d.get("hugescope_experiment", "?")))}'
-                  f': {html.escape(str((d.get("trace") or {}).get("workload", "?")))}</a></li>' for i, d in enumerate(results))
+                  f': {html.escape(_subject(d))}</a></li>' for i, d in enumerate(results))
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     parts = [
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">",

@@ -1,0 +1,502 @@
+"""The experiments of Ingens (Kwon et al., "Coordinated and Efficient Huge
+Page Management with Ingens", OSDI'16) on this simulator, as five named
+studies (reference: shared/reference/ingens.md):
+
+* ``bloat`` (Tables 5 and 10): a key-value store with 8KB values, 70% of them
+  deleted at random: RSS of linux-nohuge, linux and ingens at 90/70/50%
+  promotion thresholds, with the estimated throughput beside it.
+* ``async`` (Table 4): synchronous (fault-time) against asynchronous-only
+  (khugepaged) promotion on a TLB-sensitive workload: run time estimate,
+  huge-page memory reached, promotion speed.
+* ``fault-latency`` (§3.1): mean page-fault latency with base pages, with huge
+  pages on unfragmented memory and with THP at FMFI 0.9 (fallbacks), from the
+  OS cost model, on one mapping touched sequentially.
+* ``fairness`` (Fig. 5): three canneal-like processes started together on
+  memory that holds huge pages for only part of them: huge memory per process
+  over time and finish times under linux and ingens.
+* ``fragmented`` (Table 9): a server at FMFI 0.9, linux against ingens, and the
+  same on unfragmented memory with ingens' adaptive mode.
+
+Every figure is an estimate of the cost model or a counter of the OS model;
+``shape_checks`` states the paper's claims and whether this run shows them.
+The workload of each study is one line of ``WORKLOADS`` and its
+configurations one list in ``CONFIGS``; sizes and time bases per scale are in
+``SCALES``.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from . import _core, api, workloads
+from .errors import HugescopeError
+from .experiments import _json_safe
+from .studies import Steps, check_choice, check_study_outputs, claim, num, save_study, trace_dir
+
+#: The studies, in the order they run and are reported.
+STUDIES = ["bloat", "async", "fault-latency", "fairness", "fragmented"]
+
+#: The workload of each study: (built-in workload, parameters every scale
+#: shares). Scale-dependent sizes are in SCALES.
+WORKLOADS: Dict[str, Tuple[str, Dict[str, Any]]] = {
+    # Redis loaded with 8KB values, 70% deleted at random (Table 5's load).
+    "bloat": ("kv", {"value_size": "8KiB", "delete_fraction": 0.7, "distribution": "uniform"}),
+    # Table 4's SVM: TLB-sensitive, its data touched early and used throughout.
+    "async": ("gups", {}),
+    # §3.1: one large mapping read sequentially, every fault in the traced phase.
+    "fault-latency": ("stream", {"iterations": 1}),
+    # Fig. 5: three identical canneal instances.
+    "fairness": ("canneal", {}),
+    # Table 9's Cloudstone/Olio server.
+    "fragmented": ("kv", {"value_size": "4KiB"}),
+}
+
+#: The paper's Linux baseline is Linux 4.3, whose THP default was
+#: defrag=always: synchronous compaction at every huge fault (§3.1).
+LINUX = "linux:defrag=always"
+
+#: Configurations per study: (label, policy spec, OS options of that run).
+#: Runs sharing OS options simulate in one pass of the trace.
+CONFIGS: Dict[str, List[Tuple[str, str, Dict[str, Any]]]] = {
+    "bloat": [("linux-nohuge", "base", {}), ("linux", LINUX, {}),
+              ("ingens-90%", "ingens:threshold=0.9", {}), ("ingens-70%", "ingens:threshold=0.7", {}),
+              ("ingens-50%", "ingens:threshold=0.5", {})],
+    "async": [("base pages", "base", {}), ("synchronous", LINUX, {}),
+              ("asynchronous only", "linux:fault_huge=false", {})],
+    "fault-latency": [("base pages", "base", {}), ("huge, unfragmented", LINUX, {}),
+                      ("THP at FMFI 0.9", LINUX, {"frag": 0.9, "frag_method": "ingens"})],
+    "fairness": [("linux", LINUX, {}), ("ingens", "ingens", {})],
+    "fragmented": [("linux", LINUX, {"frag": 0.9, "frag_method": "ingens"}),
+                   ("ingens", "ingens", {"frag": 0.9, "frag_method": "ingens"}),
+                   ("linux", LINUX, {}), ("ingens", "ingens", {}),
+                   ("ingens adaptive", "ingens:adaptive=true", {})],
+}
+
+#: Per scale and study: workload parameters (``params``), OS options of every
+#: run (``os``: time base, memory, budget), and for ``fairness`` the number of
+#: processes. "ci" keeps the five studies together well under a minute;
+#: "paper" uses footprints and run lengths a few times larger (minutes).
+SCALES: Dict[str, Dict[str, Dict[str, Any]]] = {
+    "ci": {
+        # 100k keys x 8KB = 800 MB of values; 120 s of virtual time gives
+        # khugepaged (16 MB per 10 s) time to re-collapse the sparse regions.
+        "bloat": {"params": {"records": "100k", "ops": "200k"}, "os": {"duration": 120}},
+        # 256 MiB at khugepaged's 1.6 MB/s: 20 s reach about an eighth of it,
+        # as the paper's 468 MB of 4.8 GB in Table 4.
+        "async": {"params": {"size": "256MiB", "updates": "4M"}, "os": {"duration": 20}},
+        "fault-latency": {"params": {"size": "128MiB"}, "os": {}},
+        # Huge pages for about 40% of the three processes' memory.
+        "fairness": {"params": {"elements": "200000", "swaps_per_temp": "5000", "temp_steps": 20},
+                     "processes": 3, "os": {"budget": 0.4}},
+        "fragmented": {"params": {"records": "100k", "ops": "1M"}, "os": {"duration": 60}},
+    },
+    "paper": {
+        "bloat": {"params": {"records": "500k", "ops": "1M"}, "os": {"duration": 600}},
+        "async": {"params": {"size": "2GiB", "updates": "32M"}, "os": {"duration": 150}},
+        "fault-latency": {"params": {"size": "1GiB"}, "os": {}},
+        "fairness": {"params": {"elements": "1000000", "swaps_per_temp": "15000", "temp_steps": 40},
+                     "processes": 3, "os": {"budget": 0.4}},
+        "fragmented": {"params": {"records": "500k", "ops": "8M"}, "os": {"duration": 300}},
+    },
+}
+
+#: The paper's figures each study is compared with.
+PAPER: Dict[str, Any] = {
+    # Table 10 (Redis): RSS in GB and throughput in K ops/s.
+    "bloat": {"linux-nohuge": {"rss_gb": 12.2, "kops": 19.0}, "linux": {"rss_gb": 20.7, "kops": 21.7},
+              "ingens-90%": {"rss_gb": 12.3, "kops": 20.9}, "ingens-70%": {"rss_gb": 12.9, "kops": 21.1},
+              "ingens-50%": {"rss_gb": 17.8, "kops": 21.6}},
+    # Table 4 (SVM): run time in s, huge-page memory in MB, promotion speed.
+    "async": {"synchronous": {"run_s": 178, "speedup": 1.30, "huge_mb": 4800, "promotion": "immediate"},
+              "asynchronous only": {"run_s": 228, "speedup": 1.02, "huge_mb": 468, "promotion": "1.6 MB/s"}},
+    # §3.1: mean fault latency in microseconds; 98% fallbacks at FMFI 0.9.
+    "fault-latency": {"base pages": {"latency_us": 3.6}, "huge, unfragmented": {"latency_us": 378.0},
+                      "THP at FMFI 0.9": {"latency_us": 8.1, "fallback_share": 0.98}},
+    # Table 9 (Cloudstone at FMFI 0.9): requests per second.
+    "fragmented": {"linux": {"req_s": 922.3}, "ingens": {"req_s": 1091.9}},
+}
+
+MIB = 1 << 20
+
+
+def _sum_huge(os_stats: Dict[str, Any]) -> int:
+    return sum(n for _, n in os_stats.get("faults_huge", []))
+
+
+def run_row(label: str, spec: str, d: Dict[str, Any]) -> Dict[str, Any]:
+    """The counters of one run every study reads (all from the run's JSON):
+    memory (RSS against base pages), huge pages, faults and their time,
+    compaction, and the cost model's speedup over base pages."""
+    o = d["os_stats"]
+    procs = d.get("processes", [])
+    rss = sum(p["rss_bytes"] for p in procs)
+    base_rss = sum(p["base_rss_bytes"] for p in procs)
+    faults = o["faults_base"] + _sum_huge(o)
+    frag = d.get("fragmentation") or {}
+    stats = (d.get("policy_params") or {}).get("stats") or {}
+    fault_s = o.get("fault_seconds")
+    return {
+        "config": label,
+        "policy": spec,
+        "speedup_est": d.get("speedup_vs_base"),
+        "virtual_seconds": d.get("virtual_seconds"),
+        "rss_bytes": rss,
+        "base_rss_bytes": base_rss,
+        "bloat": rss / base_rss if base_rss else None,
+        "huge_bytes": sum(p["huge_bytes"] for p in procs),
+        "huge_bytes_peak": d.get("huge_bytes_peak", 0),
+        "huge_share": (sum(p["huge_bytes"] for p in procs) / sum(p["footprint_bytes"] for p in procs))
+        if procs and sum(p["footprint_bytes"] for p in procs) else 0.0,
+        "promotions": o["promotions"],
+        "demotions": o["demotions"],
+        "faults_base": o["faults_base"],
+        "faults_huge": _sum_huge(o),
+        "fault_fallbacks": o["fault_fallbacks"],
+        "fault_seconds": fault_s,
+        "mean_fault_us": 1e6 * fault_s / faults if fault_s is not None and faults else None,
+        "compactions": o["compactions"],
+        "compaction_migrated_pages": o["compaction_migrated_pages"],
+        "fmfi_before": frag.get("fmfi_before", frag.get("before")),
+        "compaction_rounds": stats.get("compaction_rounds"),
+        "kind": "estimate",
+    }
+
+
+def _groups(configs):
+    """Configurations grouped by their OS options, in first-seen order: each
+    group simulates in one decoding pass of the trace."""
+    groups: List[Tuple[Dict[str, Any], List[Tuple[int, str, str]]]] = []
+    for i, (label, spec, opts) in enumerate(configs):
+        for g_opts, members in groups:
+            if g_opts == opts:
+                members.append((i, label, spec))
+                break
+        else:
+            groups.append((opts, [(i, label, spec)]))
+    return groups
+
+
+def simulate_configs(paths, configs, preset: str, os_options: Dict[str, Any],
+                     done: Callable[[str], None]) -> List[Dict[str, Any]]:
+    """The result dict of each of ``configs`` (label, spec, OS options) on the
+    trace(s) ``paths`` (several traces run as concurrent processes), in order."""
+    out: List[Optional[Dict[str, Any]]] = [None] * len(configs)
+    for opts, members in _groups(configs):
+        results = api.compare(paths, [spec for _, _, spec in members], preset=preset, **{**os_options, **opts})
+        for (i, label, _), r in zip(members, results):
+            out[i] = r.to_dict()
+        done(", ".join(label for _, label, _ in members))
+    return out
+
+
+def _with_paper(rows: List[Dict[str, Any]], paper: Dict[str, Any]) -> None:
+    for r in rows:
+        for k, v in (paper.get(r["config"]) or {}).items():
+            r[f"paper_{k}"] = v
+
+
+def _timeline(label: str, d: Dict[str, Any], **extra) -> List[Dict[str, Any]]:
+    """One row per timeline sample and process: huge and resident bytes."""
+    rows = []
+    for s in d.get("timeline", []):
+        base = s.get("base_rss_bytes") or [None] * len(s["huge_bytes"])
+        for pid, (h, r, b) in enumerate(zip(s["huge_bytes"], s["rss_bytes"], base)):
+            rows.append({"config": label, **extra, "time_s": s["time_s"], "pid": pid, "huge_bytes": h,
+                         "rss_bytes": r, "base_rss_bytes": b, "fmfi": s.get("fmfi")})
+    return rows
+
+
+# ---------------------------------------------------------------- the studies
+
+def _bloat(paths, cfg, preset, step):
+    results = simulate_configs(paths, CONFIGS["bloat"], preset, cfg["os"], step)
+    rows = [run_row(label, spec, d) for (label, spec, _), d in zip(CONFIGS["bloat"], results)]
+    _with_paper(rows, PAPER["bloat"])
+    tl = [t for (label, _, _), d in zip(CONFIGS["bloat"], results) for t in _timeline(label, d)]
+    return rows, {"timeline": tl}
+
+
+def _async(paths, cfg, preset, step):
+    results = simulate_configs(paths, CONFIGS["async"], preset, cfg["os"], step)
+    rows = [run_row(label, spec, d) for (label, spec, _), d in zip(CONFIGS["async"], results)]
+    base_s = rows[0]["virtual_seconds"]
+    for r, d in zip(rows, results):
+        # An access-rate time base fixes the program's time; the cost model's
+        # speedup over base pages (same accesses) shortens it.
+        r["run_time_est_s"] = base_s / r["speedup_est"] if r["speedup_est"] else None
+        # Huge memory made by promotion (khugepaged's copies) per second of
+        # the run, against what the fault path mapped huge at once.
+        r["promoted_bytes"] = r["promotions"] * 2 * MIB
+        r["huge_at_fault_bytes"] = r["faults_huge"] * 2 * MIB
+        r["promotion_mb_per_s"] = r["promoted_bytes"] / MIB / r["virtual_seconds"] if r["virtual_seconds"] else None
+    _with_paper(rows, PAPER["async"])
+    tl = [t for (label, _, _), d in zip(CONFIGS["async"], results) for t in _timeline(label, d)]
+    return rows, {"timeline": tl}
+
+
+def _fault_latency(paths, cfg, preset, step):
+    results = simulate_configs(paths, CONFIGS["fault-latency"], preset, cfg["os"], step)
+    rows = [run_row(label, spec, d) for (label, spec, _), d in zip(CONFIGS["fault-latency"], results)]
+    base_us = rows[0]["mean_fault_us"]
+    for r in rows:
+        tried = r["faults_huge"] + r["fault_fallbacks"]
+        r["fallback_share"] = r["fault_fallbacks"] / tried if tried else None
+        r["latency_vs_base"] = r["mean_fault_us"] / base_us if r["mean_fault_us"] is not None and base_us else None
+    _with_paper(rows, PAPER["fault-latency"])
+    return rows, {}
+
+
+def _fairness(paths, cfg, preset, step):
+    configs = CONFIGS["fairness"]
+    results = simulate_configs(paths, configs, preset, cfg["os"], step)
+    rows, tl = [], []
+    for (label, spec, _), d in zip(configs, results):
+        for p in d.get("processes", []):
+            rows.append({"config": label, "policy": spec, "pid": p["pid"], "process": p.get("name"),
+                         "finish_seconds": p.get("finish_seconds"), "accesses": p.get("accesses"),
+                         "huge_bytes": p["huge_bytes"], "huge_share": p["huge_share"],
+                         "footprint_bytes": p["footprint_bytes"], "speedup_est": d.get("speedup_vs_base"),
+                         "kind": "estimate"})
+        tl.extend(_timeline(label, d))
+    return rows, {"timeline": tl}
+
+
+def _fragmented(paths, cfg, preset, step):
+    configs = CONFIGS["fragmented"]
+    results = simulate_configs(paths, configs, preset, cfg["os"], step)
+    rows = []
+    for (label, spec, opts), d in zip(configs, results):
+        r = run_row(label, spec, d)
+        r["memory"] = "FMFI 0.9" if opts.get("frag") else "unfragmented"
+        rows.append(r)
+    for r in rows:
+        if r["memory"] == "FMFI 0.9":
+            for k, v in (PAPER["fragmented"].get(r["config"]) or {}).items():
+                r[f"paper_{k}"] = v
+    return rows, {}
+
+
+RUNNERS = {"bloat": _bloat, "async": _async, "fault-latency": _fault_latency, "fairness": _fairness,
+           "fragmented": _fragmented}
+
+
+# ---------------------------------------------------------------- claims
+
+def _by(rows, key="config", where=None):
+    return {r[key]: r for r in rows if where is None or all(r.get(k) == v for k, v in where.items())}
+
+
+def _f(v, fmt="{:.3f}"):
+    v = num(v)
+    return "-" if v is None else fmt.format(v)
+
+
+def _spread(finish: List[float]) -> Optional[float]:
+    """(latest - earliest) / latest finish time: 0 when all finish together."""
+    finish = [f for f in finish if num(f) is not None]
+    return (max(finish) - min(finish)) / max(finish) if len(finish) > 1 and max(finish) > 0 else None
+
+
+def shape_checks(study: str, rows: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """The paper's claims for ``study``, checked on its rows (``holds`` None
+    when a figure the claim needs is missing from this run)."""
+    rows = [{k: num(v) if isinstance(v, float) else v for k, v in r.items()} for r in rows]
+    out: List[Dict[str, Any]] = []
+    if study == "bloat":
+        by = _by(rows)
+        lin, i90 = by.get("linux", {}).get("bloat"), by.get("ingens-90%", {}).get("bloat")
+        claim(out, "bloat: linux RSS > 1.3x linux-nohuge (Table 5: 1.69x)", None if lin is None else lin > 1.3,
+              f"linux {_f(lin)}x")
+        claim(out, "bloat: ingens-90% RSS <= 1.05x linux-nohuge (Table 10: 1.01x)",
+              None if i90 is None else i90 <= 1.05, f"ingens-90% {_f(i90)}x")
+        b = [by.get(k, {}).get("bloat") for k in ("ingens-90%", "ingens-70%", "ingens-50%")]
+        claim(out, "bloat: a lower threshold bloats at least as much (90% <= 70% <= 50%)",
+              None if None in b else b[0] <= b[1] + 1e-9 and b[1] <= b[2] + 1e-9,
+              ", ".join(f"{k} {_f(v)}x" for k, v in zip(("90%", "70%", "50%"), b)))
+    elif study == "async":
+        by = _by(rows)
+        s, a = by.get("synchronous", {}), by.get("asynchronous only", {})
+        gs = None if s.get("speedup_est") is None else s["speedup_est"] - 1
+        ga = None if a.get("speedup_est") is None else a["speedup_est"] - 1
+        claim(out, "async: asynchronous-only promotion keeps less than half of the synchronous gain "
+                   "(Table 4: 1.02x vs 1.30x)",
+              None if gs is None or ga is None else gs > 0 and ga < 0.5 * gs,
+              f"synchronous {_f(s.get('speedup_est'))}x, asynchronous only {_f(a.get('speedup_est'))}x")
+        claim(out, "async: asynchronous-only reaches less huge memory (Table 4: 468 MB vs 4.8 GB)",
+              None if not s or not a else a["huge_bytes_peak"] < s["huge_bytes_peak"],
+              f"{_f(a.get('huge_bytes_peak', 0) / MIB, '{:.0f}')} MiB vs "
+              f"{_f(s.get('huge_bytes_peak', 0) / MIB, '{:.0f}')} MiB")
+    elif study == "fault-latency":
+        by = _by(rows)
+        b, h, f = (by.get(k, {}) for k in ("base pages", "huge, unfragmented", "THP at FMFI 0.9"))
+        bl, hl, fl = b.get("mean_fault_us"), h.get("mean_fault_us"), f.get("mean_fault_us")
+        claim(out, "fault latency: a huge fault costs >= 50x a base fault (§3.1: 105x)",
+              None if bl is None or hl is None else hl >= 50 * bl, f"{_f(hl, '{:.1f}')} us vs {_f(bl, '{:.2f}')} us")
+        fb = f.get("fallback_share")
+        claim(out, "fault latency: at FMFI 0.9 most huge faults fall back (>= 90%; §3.1: 98%) and the mean "
+                   "latency lies between base and huge faults (§3.1: 8.1 us)",
+              None if None in (bl, hl, fl, fb) else fb >= 0.9 and bl < fl < hl,
+              f"fallbacks {_f(None if fb is None else 100 * fb, '{:.1f}')}%, mean {_f(fl, '{:.2f}')} us")
+    elif study == "fairness":
+        for label, text, test in (("linux", "fairness: under linux the finish times spread (> 10%; Fig. 5)",
+                                   lambda s: s > 0.10),
+                                  ("ingens", "fairness: under ingens the finish times agree within 10% (Fig. 5)",
+                                   lambda s: s <= 0.10)):
+            fin = [r.get("finish_seconds") for r in rows if r["config"] == label]
+            s = _spread(fin)
+            claim(out, text, None if s is None else test(s),
+                  "finish " + ", ".join(_f(x, "{:.2f}") + " s" for x in fin) +
+                  ("" if s is None else f"; spread {100 * s:.1f}%"))
+    elif study == "fragmented":
+        frag = _by(rows, where={"memory": "FMFI 0.9"})
+        free = _by(rows, where={"memory": "unfragmented"})
+        lin, ing = frag.get("linux", {}).get("speedup_est"), frag.get("ingens", {}).get("speedup_est")
+        claim(out, "fragmented: at FMFI 0.9 ingens' estimated throughput beats linux's (Table 9: 1.18x)",
+              None if lin is None or ing is None else ing > lin, f"ingens {_f(ing)}x vs linux {_f(lin)}x over base")
+        fl, fa = free.get("linux", {}).get("speedup_est"), free.get("ingens adaptive", {}).get("speedup_est")
+        claim(out, "fragmented: on unfragmented memory ingens' adaptive mode is not worse than linux "
+                   "(within 2%; §6.2)",
+              None if fl is None or fa is None else fa >= 0.98 * fl, f"adaptive {_f(fa)}x vs linux {_f(fl)}x")
+    return out
+
+
+# ---------------------------------------------------------------- results
+
+class StudyResult:
+    """One study: ``table`` (DataFrame, one row per configuration, or per
+    configuration and process for ``fairness``), ``extra`` (more DataFrames,
+    e.g. ``timeline``), ``meta`` and ``checks()``."""
+
+    def __init__(self, study: str, table, extra: Dict[str, Any], meta: Dict[str, Any]):
+        self.study, self.table, self.extra, self.meta = study, table, extra, meta
+
+    @property
+    def experiment(self) -> str:
+        return f"ingens-{self.study}"
+
+    def checks(self) -> List[Dict[str, Any]]:
+        return shape_checks(self.study, self.table.to_dict("records"))
+
+    def to_dict(self) -> Dict[str, Any]:
+        """What :func:`save` writes as this study's JSON."""
+        return _json_safe({**self.meta, "hugescope_experiment": self.experiment,
+                           "rows": self.table.to_dict("records"),
+                           **{k: v.to_dict("records") for k, v in self.extra.items()}, "checks": self.checks()})
+
+
+class IngensStudies:
+    """Result of :func:`ingens_studies`: ``studies`` (name -> StudyResult, in
+    the order run), ``meta``; ``checks()`` gives every claim with its study."""
+
+    def __init__(self, studies: Dict[str, StudyResult], meta: Dict[str, Any]):
+        self.studies, self.meta = studies, meta
+
+    def __getitem__(self, study: str) -> StudyResult:
+        return self.studies[study]
+
+    def checks(self) -> List[Dict[str, Any]]:
+        return [{"study": name, **c} for name, s in self.studies.items() for c in s.checks()]
+
+    def to_dict(self) -> Dict[str, Any]:
+        """Everything: the metadata, each study's content and all claims."""
+        return _json_safe({**self.meta, "studies": {n: s.to_dict() for n, s in self.studies.items()},
+                           "checks": self.checks()})
+
+
+def _names(studies) -> List[str]:
+    if studies is None:
+        return list(STUDIES)
+    if isinstance(studies, str):
+        studies = [studies]
+    names = [str(s) for s in studies]
+    for s in names:
+        check_choice(s, "study", STUDIES)
+    if not names:
+        raise HugescopeError(f"study: empty list (choose from {', '.join(STUDIES)})")
+    # Each study once, in the order given.
+    return list(dict.fromkeys(names))
+
+
+def check_args(studies, scale: str) -> List[str]:
+    """The studies to run (default all, each once, in the order given); a
+    name that is no study or a scale that is none gives one error line."""
+    names = _names(studies)
+    check_choice(scale, "scale", list(SCALES))
+    return names
+
+
+def _trace_params(study: str, scale: str, seed: int) -> Dict[str, Any]:
+    name, fixed = WORKLOADS[study]
+    return {**fixed, **SCALES[scale][study].get("params", {}), "seed": seed}
+
+
+def ingens_studies(studies: Optional[Sequence[str]] = None, scale: str = "ci", preset: str = "haswell-pcc",
+                   seed: int = 1, traces: Optional[str] = None,
+                   progress: Optional[Callable[[str, int, int], None]] = None) -> IngensStudies:
+    """Run the Ingens studies (module docstring): ``studies`` a subset of
+    ``STUDIES`` (default all), ``scale`` ``"ci"`` or ``"paper"``, ``preset`` the
+    machine, ``seed`` of every workload (fairness' processes take seed,
+    seed+1, ...); ``traces`` a directory to keep the generated traces in
+    (default a temporary one). ``progress(step, done, total)`` is called as
+    work completes."""
+    import pandas as pd
+
+    names = check_args(studies, scale)
+    seed = int(seed)
+    api.machine_config(preset)  # an unknown preset fails before any trace
+    cfgs = {s: SCALES[scale][s] for s in names}
+    total = sum(cfg.get("processes", 1) + len(_groups(CONFIGS[s])) for s, cfg in cfgs.items())
+    step = Steps(total, progress)
+    out: Dict[str, StudyResult] = {}
+    made: Dict[str, str] = {}
+    with trace_dir(traces, "hugescope-ingens-") as tdir:
+        for s in names:
+            cfg = cfgs[s]
+            workload = WORKLOADS[s][0]
+            paths = []
+            for i in range(cfg.get("processes", 1)):
+                params = _trace_params(s, scale, seed + i)
+                key = f"{workload}:{sorted(params.items())}"
+                if key not in made:
+                    path = os.path.join(tdir, f"ingens-{s}-{i}.hst")
+                    workloads.trace(workload, path, **params)
+                    made[key] = path
+                paths.append(made[key])
+                step(f"{s}: trace {workload} {i + 1}")
+            rows, extra = RUNNERS[s](paths if len(paths) > 1 else paths[0], cfg, preset,
+                                     lambda what, s=s: step(f"{s}: {what}"))
+            meta = {"hugescope_version": _core.version(), "kind": "estimate", "study": s, "scale": scale,
+                    "preset": preset, "seed": seed, "workload": workload,
+                    "params": _trace_params(s, scale, seed), "processes": cfg.get("processes", 1),
+                    "os_options": cfg["os"], "configs": [[lbl, spec, opts] for lbl, spec, opts in CONFIGS[s]],
+                    "paper": PAPER.get(s)}
+            out[s] = StudyResult(s, pd.DataFrame(rows), {k: pd.DataFrame(v) for k, v in extra.items()}, meta)
+    # Not "hugescope_experiment": the combined file is no one experiment, so a
+    # report over a directory holding it shows each study once, from its own file.
+    meta = {"hugescope_studies": "ingens", "hugescope_version": _core.version(), "kind": "estimate",
+            "scale": scale, "preset": preset, "seed": seed, "studies": names}
+    return IngensStudies(out, meta)
+
+
+# ---------------------------------------------------------------- files
+
+def _extras(study: str) -> Tuple[str, ...]:
+    """The extra tables a study saves beside its main one (claims last)."""
+    return (("timeline",) if study in ("bloat", "async", "fairness") else ()) + ("checks",)
+
+
+def save(result: IngensStudies, out: str, plots: bool = True) -> Dict[str, str]:
+    """Write each study's ``OUT/ingens-STUDY.csv``, ``-timeline.csv`` (where it
+    has one), ``-checks.csv``, ``.json`` and figures; returns every path."""
+    paths: Dict[str, str] = {}
+    for name, s in result.studies.items():
+        written = save_study(s.experiment, s.meta, s.table, out, s.experiment, s.extra, s.checks(), plots)
+        paths.update({f"{name}_{k}": p for k, p in written.items()})
+    return paths
+
+
+def check_outputs(out: str, studies: Optional[Sequence[str]] = None, plots: bool = True) -> None:
+    """Before any trace is made: create ``out`` and refuse any file :func:`save`
+    would write there that must not be replaced (``hugescope._io``)."""
+    for s in _names(studies):
+        check_study_outputs(f"ingens-{s}", out, f"ingens-{s}", _extras(s), plots)
