@@ -20,6 +20,7 @@ from .results import SimResult
 from .api import compare, machine_config, policies, simulate, trace_info
 from .configuration import Config, load as config
 from . import workloads
+from .ingens_study import ingens_studies
 
 __version__ = _version()
 
@@ -35,5 +36,6 @@ __all__ = [
     "Config",
     "presets",
     "workloads",
+    "ingens_studies",
     "__version__",
 ]

@@ -92,6 +92,15 @@ def policy_table(traces: dict, names=None) -> tuple:
     return t, out
 
 
+def ingens_table(lines) -> Table:
+    t = Table(title="Ingens (OSDI'16) at CI scale: headline figures (estimates) beside the paper's")
+    for c in ("study", "this run (estimates)", "paper", "claims"):
+        t.add_column(c)
+    for line in lines:
+        t.add_row(*[line[c] for c in ("study", "this run (estimates)", "paper", "claims")])
+    return t
+
+
 def run_demo(out: str = "demo-out", quick: bool = False) -> int:
     from ._io import check_output, prepare_dir
 
@@ -104,7 +113,9 @@ def run_demo(out: str = "demo-out", quick: bool = False) -> int:
     prepare_dir("demo-report")
     check_output(os.path.join("demo-report", "report.html"), "html")
     from . import ds_tables as ds
+    from . import ingens_study as ing
     ds.check_outputs(os.path.join(out, "results"))
+    ing.check_outputs(os.path.join(out, "results"))
     traces = {}
     for name, full, small in GRAPHS:
         traces[name] = _trace(out, name, small if quick else full)
@@ -126,6 +137,11 @@ def run_demo(out: str = "demo-out", quick: bool = False) -> int:
     r = ds.ds_tables(scale="ci", gups_sizes=["64KiB", "4MiB", "16MiB", "256MiB"] if quick else None)
     print_ds_tables(r, console)
     ds.save(r, os.path.join(out, "results"))
+    # Ingens (OSDI'16): the five studies at CI scale, one line each here,
+    # their tables and figures in the report.
+    r = ing.ingens_studies(scale="ci")
+    console.print(ingens_table(ing.headlines(r)))
+    ing.save(r, os.path.join(out, "results"))
     from .demo_paper import run_paper_demo
     run_paper_demo(out, traces["bfs"], console, quick=quick)
     console.print(f"demo finished in {time.monotonic() - start:.0f} s")

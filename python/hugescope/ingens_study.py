@@ -31,7 +31,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from . import _core, api, workloads
 from .errors import HugescopeError
 from .experiments import _json_safe
-from .studies import Steps, check_choice, check_study_outputs, claim, num, save_study, trace_dir
+from .studies import VERDICT, Steps, check_choice, check_study_outputs, claim, num, save_study, trace_dir
 
 #: The studies, in the order they run and are reported.
 STUDIES = ["bloat", "async", "fault-latency", "fairness", "fragmented"]
@@ -476,6 +476,37 @@ def ingens_studies(studies: Optional[Sequence[str]] = None, scale: str = "ci", p
     meta = {"hugescope_studies": "ingens", "hugescope_version": _core.version(), "kind": "estimate",
             "scale": scale, "preset": preset, "seed": seed, "studies": names}
     return IngensStudies(out, meta)
+
+
+def headlines(result: IngensStudies) -> List[Dict[str, Any]]:
+    """One line per study: its headline figures on this run beside the
+    paper's, and whether all of its claims hold (the demo's short table)."""
+    def row(name, rows, key, fmt, labels):
+        by = _by(rows, where={"memory": "FMFI 0.9"} if name == "fragmented" else None)
+        return ", ".join(f"{lbl} {_f(by.get(lbl, {}).get(key), fmt)}" for lbl in labels)
+
+    out = []
+    for name, s in result.studies.items():
+        rows = s.table.to_dict("records")
+        if name == "bloat":
+            here, paper = row(name, rows, "bloat", "{:.2f}x", ("linux", "ingens-90%")), "linux 1.69x, ingens-90% 1.01x"
+        elif name == "async":
+            here, paper = row(name, rows, "speedup_est", "{:.2f}x", ("synchronous", "asynchronous only")), \
+                "synchronous 1.30x, asynchronous only 1.02x"
+        elif name == "fault-latency":
+            here = row(name, rows, "mean_fault_us", "{:.1f} us", ("base pages", "huge, unfragmented", "THP at FMFI 0.9"))
+            paper = "3.6 us, 378 us, 8.1 us"
+        elif name == "fairness":
+            here = ", ".join(f"{c} spread {_f(None if x is None else 100 * x, '{:.1f}')}%" for c, x in
+                             ((c, _spread([r.get("finish_seconds") for r in rows if r["config"] == c]))
+                              for c in ("linux", "ingens")))
+            paper = "linux serial and unequal, ingens together"
+        else:
+            here, paper = row(name, rows, "speedup_est", "{:.3f}x", ("linux", "ingens")), "ingens 1.18x linux's"
+        verdicts = [c["holds"] for c in s.checks()]
+        holds = False if False in verdicts else (None if None in verdicts or not verdicts else True)
+        out.append({"study": name, "this run (estimates)": here, "paper": paper, "claims": VERDICT[holds]})
+    return out
 
 
 # ---------------------------------------------------------------- files
