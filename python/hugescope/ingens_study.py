@@ -84,7 +84,7 @@ SCALES: Dict[str, Dict[str, Dict[str, Any]]] = {
         # 256 MiB at khugepaged's 1.6 MB/s: 20 s reach about an eighth of it,
         # as the paper's 468 MB of 4.8 GB in Table 4.
         "async": {"params": {"size": "256MiB", "updates": "4M"}, "os": {"duration": 20}},
-        "fault-latency": {"params": {"size": "128MiB"}, "os": {}},
+        "fault-latency": {"params": {"size": "32MiB"}, "os": {}},
         # Huge pages for about 40% of the three processes' memory.
         "fairness": {"params": {"elements": "200000", "swaps_per_temp": "5000", "temp_steps": 20},
                      "processes": 3, "os": {"budget": 0.4}},
