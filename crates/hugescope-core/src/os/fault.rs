@@ -14,6 +14,15 @@ use crate::trace::Access;
 impl Kernel {
     #[cold]
     pub(super) fn fault(&mut self, a: &Access, vi: usize, pi: usize) {
+        // The handler's time: whatever the fault path charges (to the
+        // program, or to setup while populating).
+        let before = self.clock.os_sync_seconds + self.clock.os_setup_seconds;
+        self.fault_path(a, vi, pi);
+        self.stats.fault_seconds +=
+            self.clock.os_sync_seconds + self.clock.os_setup_seconds - before;
+    }
+
+    fn fault_path(&mut self, a: &Access, vi: usize, pi: usize) {
         let pid = a.pid;
         let rb = self.region_bytes();
         let region_start = a.addr & !(rb - 1);

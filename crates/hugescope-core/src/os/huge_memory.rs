@@ -208,6 +208,52 @@ impl Kernel {
         true
     }
 
+    /// Utilization-based demotion (Ingens §4.3, ingens.md 2.6): split the
+    /// huge leaf covering `addr` and free each of its base pages for which
+    /// `keep(j)` (j = page index inside the leaf) is false: those go back to
+    /// the allocator as single frames (fragmenting the block, as the paper
+    /// says) and are unmapped. Returns the pages freed, or None if no huge
+    /// leaf maps `addr`.
+    pub fn split_and_reclaim(&mut self, pid: u16, addr: u64, keep: &dyn Fn(usize) -> bool) -> Option<u64> {
+        let (bs, rs) = (self.shape.base_shift, self.shape.region_shift);
+        let (vi, start, n) = {
+            let sp = self.spaces.get(pid as usize)?;
+            let vi = sp.find(addr)?;
+            let v = &sp.vmas[vi];
+            let f = v.flags[v.page_index(addr, bs)];
+            let s = size_of_flags(f);
+            if f & PRESENT == 0 || s == 0 {
+                return None;
+            }
+            let len = self.geo.sizes[s];
+            (vi, addr & !(len - 1), (len >> bs) as usize)
+        };
+        if !self.demote(pid, addr) {
+            return None;
+        }
+        let sp = &mut self.spaces[pid as usize];
+        let v = &mut sp.vmas[vi];
+        let a = v.page_index(start, bs);
+        let mut freed = Vec::new();
+        for j in (0..n).filter(|&j| !keep(j)) {
+            let i = a + j;
+            if v.flags[i] & TOUCHED != 0 {
+                sp.touched_pages -= 1;
+                let ri = v.region_index(start + ((j as u64) << bs), rs);
+                v.touched[ri] -= 1;
+            }
+            freed.push(v.pfn[i] as u64);
+            v.flags[i] = 0;
+            v.pfn[i] = NO_PFN;
+        }
+        sp.frames_held -= freed.len() as u64;
+        for &p in &freed {
+            self.phys.free(p, 0);
+        }
+        // demote() queued the shootdown of the whole range.
+        Some(freed.len() as u64)
+    }
+
     /// Split a huge leaf whose block stays allocated as one unit: its pages
     /// become base leaves marked as frames the process cannot free one by one.
     pub(super) fn demote_keeping_frames(&mut self, pid: u16, addr: u64) {
@@ -251,6 +297,36 @@ impl Kernel {
         r
     }
 
+    /// Whether the range at `start` could be collapsed in place now (its
+    /// base pages' frames are one aligned extent), without trying: a policy
+    /// that prefers in-place promotion (Ingens §5.1) asks before choosing.
+    pub fn can_collapse_in_place(&self, pid: u16, start: u64, size: usize) -> bool {
+        match self.check_huge(pid, start, size) {
+            Ok((vi, _)) => self.contiguous_frames(pid, vi, start, size).is_some(),
+            Err(_) => false,
+        }
+    }
+
+    /// The first frame, if every page of the range is mapped by a base leaf
+    /// of its own frame (a frame of a split block held as one unit is not the
+    /// process's to merge), frame first + j for page j, and the extent is
+    /// aligned to the huge order.
+    fn contiguous_frames(&self, pid: u16, vi: usize, start: u64, size: usize) -> Option<u64> {
+        let bs = self.shape.base_shift;
+        let order = self.geo.shifts[size] - bs;
+        let v = &self.spaces[pid as usize].vmas[vi];
+        let a = v.page_index(start, bs);
+        let n = (self.geo.sizes[size] >> bs) as usize;
+        let first = v.pfn[a];
+        let contiguous = first != NO_PFN
+            && (first as u64).is_multiple_of(1u64 << order)
+            && (0..n).all(|j| {
+                let f = v.flags[a + j];
+                f & PRESENT != 0 && size_of_flags(f) == 0 && !v.leaked(a + j) && v.pfn[a + j] as u64 == first as u64 + j as u64
+            });
+        contiguous.then_some(first as u64)
+    }
+
     fn try_collapse_in_place(&mut self, pid: u16, start: u64, size: usize) -> std::result::Result<(), Refusal> {
         let (vi, _) = self.check_huge(pid, start, size)?;
         let bs = self.shape.base_shift;
@@ -258,20 +334,11 @@ impl Kernel {
         let order = self.geo.shifts[size] - bs;
         let rs = self.shape.region_shift;
         let owner = Self::owner(pid, start, bs);
-        let v = &self.spaces[pid as usize].vmas[vi];
-        let a = v.page_index(start, bs);
-        let n = (len >> bs) as usize;
-        let first = v.pfn[a];
-        // Every page mapped by a base leaf of its own frame (a frame of a
-        // split block held as one unit is not the process's to merge), frame
-        // first + j for page j, and the extent aligned to the huge order.
-        let contiguous = first != NO_PFN
-            && (first as u64).is_multiple_of(1u64 << order)
-            && (0..n).all(|j| {
-                let f = v.flags[a + j];
-                f & PRESENT != 0 && size_of_flags(f) == 0 && !v.leaked(a + j) && v.pfn[a + j] as u64 == first as u64 + j as u64
-            });
-        if !contiguous || self.phys.try_merge(first as u64, order, owner).is_err() {
+        let Some(first) = self.contiguous_frames(pid, vi, start, size) else {
+            return Err(Refusal::NotContiguous);
+        };
+        let (a, n) = (self.spaces[pid as usize].vmas[vi].page_index(start, bs), (len >> bs) as usize);
+        if self.phys.try_merge(first, order, owner).is_err() {
             return Err(Refusal::NotContiguous);
         }
         let sp = &mut self.spaces[pid as usize];

@@ -62,6 +62,9 @@ pub struct Kernel {
     /// Indices of the policies that want walk events (precomputed: the walk
     /// path loops over these only, and not at all if none wants them).
     pub(super) walkers: Vec<usize>,
+    /// A policy defers the split of a partly freed huge page
+    /// (`Policy::keeps_huge_on_free`, Ingens §4.3): `free_range` keeps it.
+    pub(super) keep_huge_on_free: bool,
     /// The policy whose callback is running (records its plan entries).
     pub(super) acting: Option<usize>,
     /// Work done from a timer runs on another core (a daemon): async cost.
@@ -184,6 +187,7 @@ impl Kernel {
         let timeline_cap = ((1usize << 22) / (4 + 2 * spaces.len())).clamp(64, MAX_TIMELINE_SAMPLES);
         let names: Vec<&'static str> = policies.iter().map(|p| p.name()).collect();
         let walkers: Vec<usize> = policies.iter().enumerate().filter(|(_, p)| p.wants_walks()).map(|(i, _)| i).collect();
+        let keep_huge_on_free = policies.iter().any(|p| p.keeps_huge_on_free());
         let mut k = Kernel {
             geo,
             shape,
@@ -200,6 +204,7 @@ impl Kernel {
             policies: policies.into_iter().map(Some).collect(),
             names,
             walkers,
+            keep_huge_on_free,
             acting: None,
             in_daemon: false,
             in_setup: false,
@@ -437,6 +442,7 @@ impl Kernel {
             accesses: self.clock.accesses,
             huge_bytes: self.spaces.iter().map(|s| s.total_huge_bytes()).collect(),
             rss_bytes: self.spaces.iter().map(|s| s.frames_held << self.shape.base_shift).collect(),
+            base_rss_bytes: self.spaces.iter().map(|s| s.touched_pages << self.shape.base_shift).collect(),
             fmfi: self.phys.fmfi(self.shape.region_shift - self.shape.base_shift),
             promotions: self.stats.promotions,
         });

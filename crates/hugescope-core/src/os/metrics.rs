@@ -22,6 +22,10 @@ pub struct OsStats {
     pub faults_huge: Vec<(String, u64)>,
     /// Huge faults that fell back to a base page (Linux thp_fault_fallback).
     pub fault_fallbacks: u64,
+    /// Time spent in the fault handler, seconds: allocation, zeroing, and
+    /// any synchronous compaction (Ingens §3.1's page-fault latency is this
+    /// over the number of faults, base and huge). Setup faults included.
+    pub fault_seconds: f64,
     pub fault_failures: Failures,
     pub promotions: u64,
     pub promotion_failures: Failures,
@@ -56,6 +60,9 @@ pub struct Sample {
     pub huge_bytes: Vec<u64>,
     /// Physical memory held, per pid.
     pub rss_bytes: Vec<u64>,
+    /// Memory the pid would hold with base pages only (touched, not freed):
+    /// bloat over time is rss_bytes / base_rss_bytes (Ingens §3.2).
+    pub base_rss_bytes: Vec<u64>,
     pub fmfi: f64,
     pub promotions: u64,
 }

@@ -7,7 +7,7 @@
 use super::kernel::{Kernel, OWNER_PID_SHIFT};
 // Through the os re-export, wherever the configuration types live.
 use super::AllocMode;
-use super::phys::{Migration, Mobility, FRAG_OWNER};
+use super::phys::{CompactResult, Migration, Mobility, PhysMem, FRAG_OWNER};
 
 impl Kernel {
     /// Allocate a naturally aligned block of `order`, compacting if allowed.
@@ -24,9 +24,40 @@ impl Kernel {
     /// or `max_pages` pages moved. Every moved page of a process is remapped
     /// and shot down. Returns whether a block of that order is now free.
     pub fn compact(&mut self, order: u32, max_pages: u64) -> bool {
+        self.compact_with(|pm, on_move| pm.compact(order, max_pages, on_move)).success
+    }
+
+    /// Proactive compaction (Ingens §4.4, ingens.md 2.7): empty blocks of
+    /// `order` until the free memory fragmentation index at the PMD order is
+    /// at most `target_fmfi`, migrating at most `max_pages` base pages.
+    /// `can_move(pid, va, order)` may veto a process's block (Ingens never
+    /// moves frequently accessed pages); a candidate holding a vetoed block is
+    /// skipped whole, so a vetoed page never moves. Pages of no process (the
+    /// fragmenter's) may always move.
+    pub fn compact_proactive(&mut self, order: u32, max_pages: u64, target_fmfi: f64, can_move: &mut dyn FnMut(u16, u64, u32) -> bool) -> CompactResult {
+        let bs = self.shape.base_shift;
+        let fmfi_order = self.shape.region_shift - bs;
+        self.compact_with(|pm, on_move| {
+            pm.compact_until(
+                order,
+                max_pages,
+                &mut |pm| pm.fmfi(fmfi_order) <= target_fmfi,
+                &mut |_, o, owner| {
+                    let (pid, va) = ((owner >> OWNER_PID_SHIFT) as u16, (owner & ((1 << OWNER_PID_SHIFT) - 1)) << bs);
+                    owner == FRAG_OWNER || can_move(pid, va, o)
+                },
+                on_move,
+            )
+        })
+    }
+
+    /// One compaction run by the physical allocator (`run` chooses and moves
+    /// blocks), then the kernel's side: statistics, the migration cost, and
+    /// every moved page of a process remapped and shot down.
+    fn compact_with(&mut self, run: impl FnOnce(&mut PhysMem, &mut dyn FnMut(Migration)) -> CompactResult) -> CompactResult {
         let mut moves = std::mem::take(&mut self.scratch);
         moves.clear();
-        let r = self.phys.compact(order, max_pages, &mut |m| moves.push(m));
+        let r = run(&mut self.phys, &mut |m| moves.push(m));
         self.stats.compactions += 1;
         self.stats.compaction_successes += r.success as u64;
         self.stats.compaction_migrated_pages += r.migrated_pages;
@@ -35,7 +66,7 @@ impl Kernel {
             self.apply_migration(m);
         }
         self.scratch = moves;
-        r.success
+        r
     }
 
     fn apply_migration(&mut self, m: Migration) {

@@ -9,13 +9,25 @@ use crate::sim::Shootdown;
 
 impl Kernel {
     pub(super) fn shootdown(&mut self, pid: u16, start: u64, end: u64) {
-        self.pending.push(Shootdown { pid, start, end });
-        self.stats.shootdowns += 1;
-        // Any shootdown of a region invalidates its PCC entries on every cpu
-        // (PCC §3.3 step C; pcc.md §3.6).
-        for p in self.pccs.iter_mut() {
-            p.invalidate(pid, start, end);
+        self.shootdown_batch(pid, &[(start, end)]);
+    }
+
+    /// A batch of invalidations sent with one round of IPIs (Linux's
+    /// mmu_gather / flush_tlb_range batching): every range leaves the TLBs and
+    /// PCCs, one shootdown cost is charged.
+    pub(super) fn shootdown_batch(&mut self, pid: u16, ranges: &[(u64, u64)]) {
+        if ranges.is_empty() {
+            return;
         }
+        for &(start, end) in ranges {
+            self.pending.push(Shootdown { pid, start, end });
+            // Any shootdown of a region invalidates its PCC entries on every
+            // cpu (PCC §3.3 step C; pcc.md §3.6).
+            for p in self.pccs.iter_mut() {
+                p.invalidate(pid, start, end);
+            }
+        }
+        self.stats.shootdowns += 1;
         // IPIs interrupt the program's cpus: always on the critical path.
         self.clock.charge_sync(self.costs.shootdown_us * 1e-6);
     }

@@ -11,6 +11,12 @@ impl Kernel {
     /// inside is freed; a huge page partly inside is split and keeps its frames
     /// (Linux defers the split of the folio to memory pressure, which is where
     /// the bloat of Ingens §3.2 comes from).
+    ///
+    /// Under a policy that defers demotion (`Policy::keeps_huge_on_free`:
+    /// Ingens §4.3) a huge page partly inside the range stays mapped, whole:
+    /// its frames stay held and its freed pages stop counting as used (they
+    /// leave the base-page RSS the bloat metric divides by); the policy's
+    /// `on_free` then decides whether to demote it.
     pub fn free_range(&mut self, pid: u16, start: u64, len: u64) {
         let bs = self.shape.base_shift;
         let rs = self.shape.region_shift;
@@ -21,7 +27,9 @@ impl Kernel {
         }
         self.stats.frees += 1;
         self.stats.freed_bytes += end - start;
-        // First split huge leaves that straddle the range boundaries.
+        // First split huge leaves that straddle the range boundaries (or,
+        // under a deferring policy, keep them whole).
+        let mut kept: Vec<(u64, u64)> = Vec::new();
         for edge in [start, end - 1] {
             let sp = &self.spaces[pid as usize];
             if let Some(vi) = sp.find(edge) {
@@ -31,7 +39,9 @@ impl Kernel {
                 if f & PRESENT != 0 && s > 0 {
                     let l = self.geo.sizes[s];
                     let hs = edge & !(l - 1);
-                    if hs < start || hs + l > end {
+                    if (hs < start || hs + l > end) && self.keep_huge_on_free {
+                        kept.push((hs, hs + l));
+                    } else if hs < start || hs + l > end {
                         self.demote_keeping_frames(pid, edge);
                     }
                 }
@@ -48,6 +58,19 @@ impl Kernel {
             let (a, b) = (v.page_index(lo, bs), v.page_index(hi - 1, bs) + 1);
             let mut i = a;
             while i < b {
+                let va = v.start + ((i as u64) << bs);
+                if kept.iter().any(|&(ks, ke)| va >= ks && va < ke) {
+                    // A page of a huge leaf that stays mapped: freed by the
+                    // program, so no longer used, but still resident.
+                    if v.flags[i] & TOUCHED != 0 {
+                        v.flags[i] &= !TOUCHED;
+                        sp.touched_pages -= 1;
+                        let ri = v.region_index(va, rs);
+                        v.touched[ri] -= 1;
+                    }
+                    i += 1;
+                    continue;
+                }
                 let f = v.flags[i];
                 let s = size_of_flags(f);
                 let pages = if f & PRESENT != 0 && s > 0 { 1usize << (self.geo.shifts[s] - bs) } else { 1 };

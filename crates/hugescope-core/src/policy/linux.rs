@@ -16,6 +16,9 @@ pub struct Linux {
     compact_pages: u64,
     /// One light attempt (__GFP_NORETRY) for defrag=always on unadvised VMAs.
     light_compact_pages: u64,
+    /// Huge pages at fault time at all. false: asynchronous promotion only
+    /// (khugepaged), the "asynchronous only" Linux of Ingens Table 4.
+    fault_huge: bool,
     khugepaged: Option<Khugepaged>,
 }
 
@@ -41,8 +44,9 @@ pub fn new(p: &mut Params) -> Result<Box<dyn Policy>> {
         defrag: p.bool("khugepaged_defrag", d.defrag)?,
         compact_pages,
     };
+    let fault_huge = p.bool("fault_huge", true)?;
     let khugepaged = p.bool("khugepaged", true)?.then(|| Khugepaged::new(kcfg));
-    Ok(Box::new(Linux { enabled, defrag, compact_pages, light_compact_pages, khugepaged }))
+    Ok(Box::new(Linux { enabled, defrag, compact_pages, light_compact_pages, fault_huge, khugepaged }))
 }
 
 impl Linux {
@@ -70,6 +74,7 @@ impl Policy for Linux {
         serde_json::json!({
             "enabled": self.enabled, "defrag": self.defrag,
             "compact_pages": self.compact_pages, "light_compact_pages": self.light_compact_pages,
+            "fault_huge": self.fault_huge,
             "khugepaged": self.khugepaged.as_ref().map(|k| serde_json::json!({"config": k.cfg, "stats": k.stats})),
         })
     }
@@ -83,7 +88,7 @@ impl Policy for Linux {
     fn on_fault(&mut self, k: &mut Kernel, f: &Fault) -> FaultAction {
         // A.2: eligible VMA, the aligned 2MB range inside it, and the PMD still
         // empty (once a 4KB page faulted there, only a collapse can promote it).
-        if !Self::eligible(&self.enabled, f.vma_advised) || !f.region_in_vma || !f.region_empty {
+        if !self.fault_huge || !Self::eligible(&self.enabled, f.vma_advised) || !f.region_in_vma || !f.region_empty {
             return FaultAction::Base;
         }
         FaultAction::Huge { size: pmd_size(k), alloc: self.fault_alloc(f.vma_advised) }

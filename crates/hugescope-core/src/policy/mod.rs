@@ -14,7 +14,9 @@
 //!   before the walk (hardware-assisted policies: the PCC; only delivered if
 //!   `wants_walks` is true, so other policies cost nothing per walk);
 //! - `on_timer`: a daemon is due (khugepaged, PCC reads, Ingens scans);
-//! - `on_progress` / `on_free`: workload progress points and memory releases;
+//! - `on_progress` / `on_free`: workload progress points and memory releases
+//!   (`keeps_huge_on_free`: a partly freed huge page stays mapped for the
+//!   policy to demote, instead of Linux's immediate split);
 //! - `wants_profile` / `set_profile`: offline policies (the oracle) get the
 //!   walks per region of a base-page profiling pass over the whole trace
 //!   before the run starts (`run::profile_walks`).
@@ -94,6 +96,13 @@ pub trait Policy {
     fn on_timer(&mut self, _k: &mut Kernel, _id: u32) {}
     fn on_progress(&mut self, _k: &mut Kernel, _label: &str) {}
     fn on_free(&mut self, _k: &mut Kernel, _pid: u16, _start: u64, _len: u64) {}
+    /// Whether a huge page partly freed by the program stays mapped whole
+    /// (the policy demotes it itself, Ingens §4.3) instead of being split at
+    /// once as Linux does (`Kernel::free_range`). Read once, when the kernel
+    /// is built.
+    fn keeps_huge_on_free(&self) -> bool {
+        false
+    }
     fn finish(&mut self, _k: &mut Kernel) {}
     /// Whether the policy needs a profiling pass over the whole trace first
     /// (an offline, two-pass policy such as the oracle).
@@ -126,6 +135,7 @@ registry! {
     "oracle" => oracle: "offline upper bound: the regions with most base-page walks over the trace, huge at first touch",
     "random" => random: "random regions at the PCC's cadence and rate: the baseline any selection must beat",
     "dseg" => dseg: "direct segments (ISCA'13): one segment over each process's primary region, the rest paged",
+    "ingens" => ingens: "Ingens (OSDI'16): base pages at fault, asynchronous promotion at 90% utilization in fairness order, sampled access tracking, utilization-based demotion, proactive compaction",
 }
 
 /// Build a policy by name from `key=value` parameters.
