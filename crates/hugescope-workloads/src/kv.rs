@@ -16,6 +16,9 @@
 //! `delete_fraction` of the keys), run (`ops` operations). Key choice follows
 //! YCSB: scrambled zipfian (theta 0.99), hotspot (80% of operations on 20% of
 //! keys), uniform, latest (zipfian over recency).
+//!
+//! Presets over the same store: `memcached` (direct segments, ISCA'13) and
+//! `redis` (Ingens' bloat experiment, OSDI'16 §3.2 and §6.3).
 
 use serde_json::{json, Value};
 

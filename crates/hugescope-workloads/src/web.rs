@@ -141,12 +141,13 @@ pub fn run<M: Mem>(c: &Cfg, l: &Layout, m: &mut M) -> Result<Value> {
     let zipf = Zipf::with_theta(c.table_rows, c.theta);
     let mut rng = Rng::stream(c.seed, 60);
     let mut bump = Bump { top: 0, heap: c.heap };
-    let pages = (c.buf_max - c.buf_min) / PAGE + 1;
+    // Buffer sizes are drawn uniformly from the whole-page sizes in range.
+    let size_choices = (c.buf_max - c.buf_min) / PAGE + 1;
     m.begin_run();
     let (mut allocated, mut writes, mut response_hash) = (0u64, 0u64, 0u64);
     for req in 0..c.requests {
         m.set_cpu((req % c.threads as u64) as usize);
-        let size = c.buf_min + rng.below(pages) * PAGE;
+        let size = c.buf_min + rng.below(size_choices) * PAGE;
         let first = (bump.alloc(size) / 8) as usize;
         let words = (size / 8) as usize;
         allocated += size;
