@@ -176,3 +176,25 @@ fn no_stale_tlb_entry_after_the_collapse_shootdown() {
     assert_eq!(d.by_page_size[1].walks, 1);
     assert_eq!(d.by_page_size[0].accesses, before.by_page_size[0].accesses);
 }
+
+#[test]
+fn a_partly_freed_huge_page_is_freed_whole_when_its_last_page_goes() {
+    use hugescope_core::trace::{free_label, populate_label, AccessSink};
+    let mut s = sim(&header(2 * MB2, false), os(), "ideal", &[]);
+    let free0 = s.pt.phys().free_frames();
+    s.progress(&populate_label(0, BASE, MB2));
+    assert_eq!(s.pt.spaces()[0].total_huge_bytes(), MB2);
+    // Freeing part of it splits the mapping; the block stays allocated as
+    // one unit (Linux's deferred split): no frame comes back yet.
+    s.progress(&free_label(0, BASE, 100 * 4096));
+    assert_eq!(s.pt.phys().free_frames(), free0 - 512);
+    assert_eq!(s.pt.spaces()[0].frames_held, 512);
+    s.progress(&free_label(0, BASE + 100 * 4096, 400 * 4096));
+    assert_eq!(s.pt.phys().free_frames(), free0 - 512, "12 pages still mapped");
+    s.pt.check_invariants().unwrap();
+    // The last 12 pages unmapped: the whole block is freed.
+    s.progress(&free_label(0, BASE + 500 * 4096, 12 * 4096));
+    assert_eq!(s.pt.phys().free_frames(), free0);
+    assert_eq!(s.pt.spaces()[0].frames_held, 0);
+    s.pt.check_invariants().unwrap();
+}

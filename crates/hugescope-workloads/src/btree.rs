@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 
 use hugescope_core::{Error, Result};
 
-use crate::kv::Zipf;
+use crate::zipf::Zipf;
 use crate::layout::Layout;
 use crate::mem::{Arr, Mem, Quiet};
 use crate::registry::{common, p, Resolved, WorkloadInfo};

@@ -16,6 +16,9 @@
 //! `delete_fraction` of the keys), run (`ops` operations). Key choice follows
 //! YCSB: scrambled zipfian (theta 0.99), hotspot (80% of operations on 20% of
 //! keys), uniform, latest (zipfian over recency).
+//!
+//! Presets over the same store: `memcached` (direct segments, ISCA'13) and
+//! `redis` (Ingens' bloat experiment, OSDI'16 §3.2 and §6.3).
 
 use serde_json::{json, Value};
 
@@ -27,6 +30,7 @@ use crate::mem::{Arr, Mem};
 use crate::process::{Image, ImageCfg};
 use crate::registry::{common, p, Resolved, WorkloadInfo};
 use crate::rng::{fnv64, mix64, Rng};
+use crate::zipf::Zipf;
 
 pub fn info() -> WorkloadInfo {
     WorkloadInfo {
@@ -58,6 +62,26 @@ pub fn memcached_info() -> WorkloadInfo {
             p("ops", "int", "200k", "requests in the run phase"),
             p("value_size", "size", "256", "bytes per item value (multiple of 8)"),
             p("get_ratio", "float", "0.9", "share of GETs (the rest are SETs of existing keys)"),
+        ]),
+    }
+}
+
+/// Redis in Ingens' memory-bloat experiment (OSDI'16 §3.2 Table 5, §6.3
+/// Table 10): 2M keys of 8KB objects, 70% of them deleted at random (jemalloc
+/// returns the freed pages with MADV_DONTNEED), then served by GETs from
+/// `redis-benchmark`, whose `-r` option draws keys uniformly from the key space
+/// (deleted keys miss). Scaled down in `records`; the rest is the paper's.
+pub fn redis_info() -> WorkloadInfo {
+    WorkloadInfo {
+        name: "redis",
+        about: "Redis in Ingens' bloat experiment (OSDI'16 Tables 5, 10): kv with 8KB values, 70% of keys deleted at random, then GETs",
+        params: common(vec![
+            p("records", "int", "100k", "keys loaded (the paper's 2M, scaled)"),
+            p("ops", "int", "200k", "requests served after the deletes"),
+            p("value_size", "size", "8KiB", "bytes per value (multiple of 8; the paper's 8KB objects are two whole pages)"),
+            p("delete_fraction", "float", "0.7", "share of keys deleted at random after loading"),
+            p("get_ratio", "float", "1.0", "share of GETs (Table 10 measures GETs); the rest are SETs of existing keys"),
+            p("distribution", "str", "uniform", "request keys: uniform (redis-benchmark -r), zipfian, hotspot or latest"),
         ]),
     }
 }
@@ -104,10 +128,11 @@ pub struct Cfg {
 }
 
 pub fn config(r: &Resolved) -> Result<Cfg> {
-    if r.workload == "memcached" {
-        return memcached_config(r);
+    match r.workload {
+        "memcached" => memcached_config(r),
+        "redis" => redis_config(r),
+        _ => kv_config(r),
     }
-    kv_config(r)
 }
 
 fn kv_config(r: &Resolved) -> Result<Cfg> {
@@ -158,20 +183,37 @@ fn kv_config(r: &Resolved) -> Result<Cfg> {
     Ok(c)
 }
 
-/// memcached: the kv configuration it amounts to, plus its frontend.
-fn memcached_config(r: &Resolved) -> Result<Cfg> {
+/// A preset's kv configuration: its `get_ratio` becomes the read ratio and
+/// `fixed` sets the kv parameters the preset does not expose.
+fn preset_config(r: &Resolved, fixed: &[(&str, Value)]) -> Result<Cfg> {
     let mut map = r.map.clone();
     let get = r.float_in("get_ratio", 0.0, 1.0)?;
     map.remove("get_ratio");
     map.insert("read_ratio".into(), Value::from(get));
-    map.insert("distribution".into(), Value::from("zipfian"));
+    for (k, v) in fixed {
+        map.insert((*k).into(), v.clone());
+    }
+    kv_config(&Resolved { workload: r.workload, map })
+}
+
+/// memcached: the kv configuration it amounts to, plus its frontend.
+fn memcached_config(r: &Resolved) -> Result<Cfg> {
     // SETs overwrite existing items; the cache neither grows nor evicts.
-    map.insert("insert_ratio".into(), Value::from(0.0));
-    map.insert("delete_fraction".into(), Value::from(0.0));
+    let fixed = [
+        ("distribution", Value::from("zipfian")),
+        ("insert_ratio", Value::from(0.0)),
+        ("delete_fraction", Value::from(0.0)),
+    ];
     let threads = r.threads()?;
-    let mut c = kv_config(&Resolved { workload: r.workload, map })?;
+    let mut c = preset_config(r, &fixed)?;
     c.frontend = Some(Frontend { image: ImageCfg { threads, stack_size: 8 << 20, bss: 64 << 10, code: 256 << 10 }, netbuf: NETBUF });
     Ok(c)
+}
+
+/// Redis in Ingens' bloat experiment: SETs overwrite (no new keys, so the
+/// holes the deletes leave are never refilled; Ingens §3.2 / §6.3).
+fn redis_config(r: &Resolved) -> Result<Cfg> {
+    preset_config(r, &[("insert_ratio", Value::from(0.0))])
 }
 
 impl Cfg {
@@ -199,69 +241,7 @@ pub fn layout(c: &Cfg) -> Result<Layout> {
 }
 
 // ---------------------------------------------------------------------------
-// YCSB key generators.
-
-const THETA: f64 = 0.99;
-
-/// sum_{i=a}^{b} i^-theta: exact up to 10M terms, Euler-Maclaurin beyond
-/// (relative error far below what sampling can observe).
-fn zeta_range(a: u64, b: u64) -> f64 {
-    if a > b {
-        return 0.0;
-    }
-    const EXACT: u64 = 10_000_000;
-    if b - a < EXACT {
-        return (a..=b).map(|i| (i as f64).powf(-THETA)).sum();
-    }
-    let mid = a + EXACT;
-    let head: f64 = (a..mid).map(|i| (i as f64).powf(-THETA)).sum();
-    let f = |x: f64| x.powf(-THETA);
-    let df = |x: f64| -THETA * x.powf(-THETA - 1.0);
-    let (x0, x1) = (mid as f64, b as f64);
-    let integral = (x1.powf(1.0 - THETA) - x0.powf(1.0 - THETA)) / (1.0 - THETA);
-    head + integral + (f(x0) + f(x1)) / 2.0 + (df(x1) - df(x0)) / 12.0
-}
-
-/// YCSB's ZipfianGenerator (Gray et al., "Quickly generating billion-record
-/// synthetic databases"), with incremental growth of the item count as YCSB
-/// does for the "latest" distribution.
-pub struct Zipf {
-    n: u64,
-    zetan: f64,
-    zeta2: f64,
-    alpha: f64,
-    eta: f64,
-}
-
-impl Zipf {
-    pub fn new(n: u64) -> Self {
-        let zeta2 = 1.0 + 0.5f64.powf(THETA);
-        let mut z = Zipf { n: 0, zetan: 0.0, zeta2, alpha: 1.0 / (1.0 - THETA), eta: 0.0 };
-        z.grow(n.max(1));
-        z
-    }
-    pub fn grow(&mut self, n: u64) {
-        if n <= self.n {
-            return;
-        }
-        self.zetan += zeta_range(self.n + 1, n);
-        self.n = n;
-        self.eta = if n > 2 { (1.0 - (2.0 / n as f64).powf(1.0 - THETA)) / (1.0 - self.zeta2 / self.zetan) } else { 0.0 };
-    }
-    /// A rank in 0..n, rank 0 the most popular.
-    pub fn next(&self, rng: &mut Rng) -> u64 {
-        let u = rng.f64();
-        let uz = u * self.zetan;
-        if uz < 1.0 {
-            return 0;
-        }
-        if uz < self.zeta2 || self.n <= 2 {
-            return 1.min(self.n - 1);
-        }
-        let r = (self.n as f64 * (self.eta * u - self.eta + 1.0).powf(self.alpha)) as u64;
-        r.min(self.n - 1)
-    }
-}
+// YCSB key generators (ranks from `crate::zipf`).
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OpType {
@@ -746,20 +726,11 @@ mod tests {
     }
 
     #[test]
-    fn zipfian_is_skewed_and_hotspot_is_80_20() {
-        let z = Zipf::new(100_000);
-        let mut rng = Rng::new(3);
+    fn hotspot_is_80_20() {
         let n = 200_000;
-        let top10 = (0..n).filter(|_| z.next(&mut rng) < 10).count() as f64 / n as f64;
-        // theta 0.99 over 1e5 items: the top 10 ranks get roughly a quarter.
-        assert!(top10 > 0.2 && top10 < 0.35, "{top10}");
         let c = cfg(&[("records", serde_json::json!(1000)), ("distribution", serde_json::json!("hotspot")), ("read_ratio", serde_json::json!(1.0))]);
         let mut g = OpGen::new(&c);
         let hot = (0..n).filter(|_| matches!(g.next_op(), Op::Read(k) if k < 200)).count() as f64 / n as f64;
         assert!((hot - 0.8).abs() < 0.01, "{hot}");
-        // the Euler-Maclaurin tail matches the exact sum
-        let exact: f64 = (10_000_001u64..=12_000_000).map(|i| (i as f64).powf(-THETA)).sum();
-        let approx = zeta_range(1, 12_000_000) - zeta_range(1, 10_000_000);
-        assert!((exact - approx).abs() / exact < 1e-9);
     }
 }

@@ -20,8 +20,12 @@ pub mod pointer_chase;
 pub mod process;
 pub mod registry;
 pub mod rng;
+pub mod seqtouch;
 pub mod shape;
 pub mod stream;
+pub mod svm;
+pub mod web;
+pub mod zipf;
 
 pub use mem::NativeEvent;
 pub use registry::{

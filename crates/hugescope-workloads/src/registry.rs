@@ -10,7 +10,7 @@ use hugescope_core::{Error, Result};
 
 use crate::layout::Layout;
 use crate::mem::{Mem, Native, NativeEvent, Traced};
-use crate::{bt, btree, canneal, cg, graph, gups, kv, mysql, pointer_chase, stream};
+use crate::{bt, btree, canneal, cg, graph, gups, kv, mysql, pointer_chase, seqtouch, stream, svm, web};
 
 /// One documented parameter of a workload.
 #[derive(Clone, Debug, Serialize)]
@@ -236,6 +236,9 @@ pub(crate) enum Prepared {
     Stream(stream::Cfg),
     Mysql(mysql::Cfg),
     Bt(bt::Cfg),
+    Svm(svm::Cfg),
+    Seqtouch(seqtouch::Cfg),
+    Web(web::Cfg),
 }
 
 impl Prepared {
@@ -251,6 +254,9 @@ impl Prepared {
             Prepared::Stream(c) => stream::layout(c),
             Prepared::Mysql(c) => mysql::layout(c),
             Prepared::Bt(c) => bt::layout(c),
+            Prepared::Svm(c) => svm::layout(c),
+            Prepared::Seqtouch(c) => seqtouch::layout(c),
+            Prepared::Web(c) => web::layout(c),
         }
     }
     /// Simulated cpus of the trace: one per thread, except where threads are
@@ -282,6 +288,9 @@ impl Prepared {
             Prepared::Stream(c) => stream::run(c, l, m),
             Prepared::Mysql(c) => mysql::run(c, l, m),
             Prepared::Bt(c) => bt::run(c, l, m),
+            Prepared::Svm(c) => svm::run(c, l, m),
+            Prepared::Seqtouch(c) => seqtouch::run(c, l, m),
+            Prepared::Web(c) => web::run(c, l, m),
         }
     }
 }
@@ -293,6 +302,8 @@ pub fn list() -> Vec<WorkloadInfo> {
     v.extend([kv::info(), btree::info(), pointer_chase::info(), canneal::info(), cg::info(), stream::info()]);
     // The direct-segments paper's workloads (ISCA'13 Table 2), after the others.
     v.extend([kv::memcached_info(), mysql::info(), cg::npb_info(), bt::info()]);
+    // The Ingens paper's workloads (OSDI'16 Tables 4, 5, 9, 10 and §3.1).
+    v.extend([kv::redis_info(), svm::info(), seqtouch::info(), web::info()]);
     v
 }
 
@@ -305,7 +316,7 @@ fn prepare(name: &str, params: &Params) -> Result<(Prepared, Resolved)> {
     let prep = match info.name {
         "gups" => Prepared::Gups(gups::config(&r)?),
         "bfs" | "sssp" | "pagerank" | "graph500" => Prepared::Graph(graph::config(&r)?),
-        "kv" | "memcached" => Prepared::Kv(kv::config(&r)?),
+        "kv" | "memcached" | "redis" => Prepared::Kv(kv::config(&r)?),
         "btree" => Prepared::Btree(btree::config(&r)?),
         "pointer-chase" => Prepared::Chase(pointer_chase::config(&r)?),
         "canneal" => Prepared::Canneal(canneal::config(&r)?),
@@ -313,6 +324,9 @@ fn prepare(name: &str, params: &Params) -> Result<(Prepared, Resolved)> {
         "stream" => Prepared::Stream(stream::config(&r)?),
         "mysql" => Prepared::Mysql(mysql::config(&r)?),
         "npb-bt" => Prepared::Bt(bt::config(&r)?),
+        "svm" => Prepared::Svm(svm::config(&r)?),
+        "seqtouch" => Prepared::Seqtouch(seqtouch::config(&r)?),
+        "web" => Prepared::Web(web::config(&r)?),
         other => return Err(Error::input(format!("workload '{other}' is listed but not wired up"))),
     };
     Ok((prep, r))

@@ -84,6 +84,11 @@ fn small_cases() -> Vec<(&'static str, Value)> {
         ("mysql", json!({"records": 5000, "ops": 3000, "threads": 8, "cpus": 2, "quantum": 4, "stack_size": "64KiB", "file_size": "1MiB"})),
         ("npb-bt", json!({"grid": 8, "iterations": 2, "threads": 3})),
         ("npb-cg", json!({"rows": 3000, "nonzeros": 5, "iterations": 3, "threads": 2})),
+        ("redis", json!({"records": 2000, "ops": 3000, "value_size": "8KiB", "threads": 2})),
+        ("svm", json!({"features": 20000, "rows": 3000, "nnz_per_row": 10, "epochs": 2, "threads": 2})),
+        ("seqtouch", json!({"size": "4MiB", "threads": 2, "write": true})),
+        ("seqtouch", json!({"size": "2MiB", "stride": 1000})),
+        ("web", json!({"requests": 40, "buf_min": "16KiB", "buf_max": "64KiB", "heap": "512KiB", "table": "1MiB", "rows_per_request": 20, "threads": 2, "write_ratio": 0.5})),
     ]
 }
 

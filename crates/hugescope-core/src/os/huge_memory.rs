@@ -89,6 +89,7 @@ impl Kernel {
         let n = (len >> bs) as usize;
         let (mut copied, mut zeroed, mut replaced_huge) = (0u64, 0u64, 0u64);
         let mut freed: Vec<(u64, u32)> = Vec::new();
+        let mut split_frames: Vec<u64> = Vec::new();
         let mut i = 0;
         while i < n {
             let f = v.flags[a + i];
@@ -101,9 +102,12 @@ impl Kernel {
             if s == 0 {
                 copied += 1;
                 // A frame of a block split while partly freed belongs to that
-                // block, which stays allocated as one unit: not ours to free.
+                // block, which stays allocated as one unit: not ours to free
+                // (the block is, once no page maps it: below).
                 if v.pfn[a + i] != NO_PFN && !v.leaked(a + i) {
                     freed.push((v.pfn[a + i] as u64, 0));
+                } else if v.pfn[a + i] != NO_PFN {
+                    split_frames.push(v.pfn[a + i] as u64);
                 }
                 i += 1;
             } else {
@@ -141,6 +145,7 @@ impl Kernel {
         for (p, o) in freed {
             self.phys.free(p, o);
         }
+        self.release_split_blocks(&split_frames);
         self.huge_total = self.spaces.iter().map(|s| s.total_huge_bytes()).sum();
         self.peak_huge_total = self.peak_huge_total.max(self.huge_total);
         self.stats.pages_copied += copied;
@@ -252,6 +257,42 @@ impl Kernel {
         }
         // demote() queued the shootdown of the whole range.
         Some(freed.len() as u64)
+    }
+
+    /// The end of Linux's deferred split: a huge page split while partly
+    /// freed keeps its block allocated as one unit until its last page is
+    /// unmapped, and is then freed whole (the folio's refcount drops to
+    /// zero). `frames` are frames of such blocks just unmapped or replaced;
+    /// each block no page maps any more is freed. (Linux also splits these
+    /// blocks under memory pressure, freeing their unmapped pages; the model
+    /// has no reclaim and does not.)
+    pub(super) fn release_split_blocks(&mut self, frames: &[u64]) {
+        let bs = self.shape.base_shift;
+        let mut seen: Vec<u64> = Vec::new();
+        for &pfn in frames {
+            let Some(b) = self.phys.allocated_block(pfn) else { continue };
+            if b.order == 0 || seen.contains(&b.pfn) {
+                continue;
+            }
+            seen.push(b.pfn);
+            // The block's owner tag names the process and the address it was
+            // mapped at (moves by compaction carry the tag along).
+            let (pid, va) = ((b.owner >> super::kernel::OWNER_PID_SHIFT) as u16, (b.owner & ((1 << super::kernel::OWNER_PID_SHIFT) - 1)) << bs);
+            let n = 1u64 << b.order;
+            let Some(sp) = self.spaces.get_mut(pid as usize) else { continue };
+            let mapped = (0..n).any(|j| {
+                let a = va + (j << bs);
+                sp.find(a).is_some_and(|vi| {
+                    let v = &sp.vmas[vi];
+                    let pi = v.page_index(a, bs);
+                    v.flags[pi] & PRESENT != 0 && v.leaked(pi) && (v.pfn[pi] as u64).wrapping_sub(b.pfn) < n
+                })
+            });
+            if !mapped {
+                sp.frames_held -= n;
+                self.phys.free(b.pfn, b.order);
+            }
+        }
     }
 
     /// Split a huge leaf whose block stays allocated as one unit: its pages

@@ -48,6 +48,7 @@ impl Kernel {
             }
         }
         let mut to_free: Vec<(u64, u32)> = Vec::new();
+        let mut split_frames: Vec<u64> = Vec::new();
         let sp = &mut self.spaces[pid as usize];
         for v in sp.vmas.iter_mut() {
             let lo = start.max(v.start);
@@ -82,6 +83,8 @@ impl Kernel {
                     } else if v.pfn[i] != NO_PFN && !v.leaked(i) {
                         to_free.push((v.pfn[i] as u64, 0));
                         sp.frames_held -= 1;
+                    } else if v.pfn[i] != NO_PFN {
+                        split_frames.push(v.pfn[i] as u64);
                     }
                 }
                 for j in i..i + pages {
@@ -99,6 +102,7 @@ impl Kernel {
         for (p, o) in to_free {
             self.phys.free(p, o);
         }
+        self.release_split_blocks(&split_frames);
         self.huge_total = self.spaces.iter().map(|s| s.total_huge_bytes()).sum();
         self.shootdown(pid, start, end);
     }
