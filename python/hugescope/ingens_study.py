@@ -39,16 +39,16 @@ STUDIES = ["bloat", "async", "fault-latency", "fairness", "fragmented"]
 #: The workload of each study: (built-in workload, parameters every scale
 #: shares). Scale-dependent sizes are in SCALES.
 WORKLOADS: Dict[str, Tuple[str, Dict[str, Any]]] = {
-    # Redis loaded with 8KB values, 70% deleted at random (Table 5's load).
-    "bloat": ("kv", {"value_size": "8KiB", "delete_fraction": 0.7, "distribution": "uniform"}),
-    # Table 4's SVM: TLB-sensitive, its data touched early and used throughout.
-    "async": ("gups", {}),
-    # §3.1: one large mapping read sequentially, every fault in the traced phase.
-    "fault-latency": ("stream", {"iterations": 1}),
-    # Fig. 5: three identical canneal instances.
+    # Redis loaded with 8KB values, 70% deleted at random, then GETs (Table 5's load).
+    "bloat": ("redis", {}),
+    # Table 4's SVM: SGD over sparse data, its data and weights faulting as it trains.
+    "async": ("svm", {}),
+    # §3.1: one fresh mapping read sequentially, every page faulting once in the traced phase.
+    "fault-latency": ("seqtouch", {}),
+    # Fig. 5: three identical canneal instances (seeds differ).
     "fairness": ("canneal", {}),
-    # Table 9's Cloudstone/Olio server.
-    "fragmented": ("kv", {"value_size": "4KiB"}),
+    # Table 9's Cloudstone/Olio: per-request buffers that fault and are freed, a hot table.
+    "fragmented": ("web", {}),
 }
 
 #: The paper's Linux baseline is Linux 4.3, whose THP default was
@@ -57,17 +57,26 @@ LINUX = "linux:defrag=always"
 
 #: Configurations per study: (label, policy spec, OS options of that run).
 #: Runs sharing OS options simulate in one pass of the trace.
+#: Fragmented memory as the paper made it (§6.3: allocate, then free part).
+FMFI_09 = {"frag": 0.9, "frag_method": "ingens"}
+
 CONFIGS: Dict[str, List[Tuple[str, str, Dict[str, Any]]]] = {
     "bloat": [("linux-nohuge", "base", {}), ("linux", LINUX, {}),
               ("ingens-90%", "ingens:threshold=0.9", {}), ("ingens-70%", "ingens:threshold=0.7", {}),
               ("ingens-50%", "ingens:threshold=0.5", {})],
     "async": [("base pages", "base", {}), ("synchronous", LINUX, {}),
-              ("asynchronous only", "linux:fault_huge=false", {})],
+              # khugepaged's 1.6 MB/s (Table 4) kept, in 1 s steps of 410 pages
+              # instead of 10 s steps of 4096, so a run of a few seconds sees it.
+              ("asynchronous only", "linux:fault_huge=false,scan_sleep_ms=1000,pages_to_scan=410", {})],
+    # Today's default (defrag=madvise: no compaction at an unadvised fault)
+    # beside the paper's Linux 4.3, which the model's fault path lets compact
+    # where the real one mostly gave up (docs/experiments.md).
     "fault-latency": [("base pages", "base", {}), ("huge, unfragmented", LINUX, {}),
-                      ("THP at FMFI 0.9", LINUX, {"frag": 0.9, "frag_method": "ingens"})],
+                      ("THP at FMFI 0.9", LINUX, FMFI_09),
+                      ("THP at FMFI 0.9, defrag=madvise", "linux", FMFI_09)],
     "fairness": [("linux", LINUX, {}), ("ingens", "ingens", {})],
-    "fragmented": [("linux", LINUX, {"frag": 0.9, "frag_method": "ingens"}),
-                   ("ingens", "ingens", {"frag": 0.9, "frag_method": "ingens"}),
+    "fragmented": [("linux", LINUX, FMFI_09), ("linux, defrag=madvise", "linux", FMFI_09),
+                   ("ingens", "ingens", FMFI_09),
                    ("linux", LINUX, {}), ("ingens", "ingens", {}),
                    ("ingens adaptive", "ingens:adaptive=true", {})],
 }
@@ -77,27 +86,27 @@ CONFIGS: Dict[str, List[Tuple[str, str, Dict[str, Any]]]] = {
 #: processes. "ci" keeps the five studies together well under a minute;
 #: "paper" uses footprints and run lengths a few times larger (minutes).
 SCALES: Dict[str, Dict[str, Dict[str, Any]]] = {
+    # Sizes from docs/workloads.md ("Recommended sizes").
     "ci": {
-        # 100k keys x 8KB = 800 MB of values. 30 s of virtual time: 15 of
-        # Scan-kth's passes after the deletes (bloat is the same from 20 s
-        # on: measured 3.14x at 20 s, 3.28x at 60 s for linux, 1.0 for ingens).
-        "bloat": {"params": {"records": "100k", "ops": "200k"}, "os": {"duration": 30}},
-        # 256 MiB at khugepaged's 1.6 MB/s: 20 s reach about an eighth of it,
-        # as the paper's 468 MB of 4.8 GB in Table 4.
-        "async": {"params": {"size": "256MiB", "updates": "4M"}, "os": {"duration": 20}},
-        "fault-latency": {"params": {"size": "32MiB"}, "os": {"memory": "120MiB"}},
-        # Huge pages for about 40% of the three processes' memory.
-        "fairness": {"params": {"elements": "200000", "swaps_per_temp": "5000", "temp_steps": 20},
-                     "processes": 3, "os": {"budget": 0.4}},
-        "fragmented": {"params": {"records": "100k", "ops": "1M"}, "os": {"duration": 60}},
+        # 50k keys x 8KB = 400 MB of values. 30 s of virtual time: 15 of
+        # Scan-kth's passes after the deletes (the bloat is settled from 20 s
+        # on; each pass's flushing clears cost simulation time).
+        "bloat": {"params": {"records": "50k", "ops": "100k"}, "os": {"duration": 30}},
+        # 33 MB; 2 s at khugepaged's 1.6 MB/s reach about a tenth of it, as
+        # 468 MB of 4.8 GB in Table 4.
+        "async": {"params": {"rows": "50k", "features": "2M"}, "os": {"duration": 2}},
+        "fault-latency": {"params": {"size": "1GiB"}, "os": {}},
+        "fairness": {"params": {"elements": "1M", "temp_steps": 10}, "processes": 3, "os": {"budget": 0.4}},
+        # About one wrap of the 256 MiB heap.
+        "fragmented": {"params": {"requests": 300}, "os": {"duration": 60}},
     },
     "paper": {
-        "bloat": {"params": {"records": "400k", "ops": "1M"}, "os": {"duration": 120}},
-        "async": {"params": {"size": "2GiB", "updates": "32M"}, "os": {"duration": 150}},
-        "fault-latency": {"params": {"size": "1GiB"}, "os": {}},
-        "fairness": {"params": {"elements": "1000000", "swaps_per_temp": "15000", "temp_steps": 40},
-                     "processes": 3, "os": {"budget": 0.4}},
-        "fragmented": {"params": {"records": "500k", "ops": "8M"}, "os": {"duration": 300}},
+        "bloat": {"params": {"records": "500k", "ops": "1M"}, "os": {"duration": 120}},
+        # 212 MB; 13 s at 1.6 MB/s is again about a tenth.
+        "async": {"params": {"rows": "300k", "features": "8M"}, "os": {"duration": 13}},
+        "fault-latency": {"params": {"size": "4GiB"}, "os": {}},
+        "fairness": {"params": {"elements": "3M", "temp_steps": 20}, "processes": 3, "os": {"budget": 0.4}},
+        "fragmented": {"params": {"requests": 2000, "heap": "2GiB"}, "os": {"duration": 300}},
     },
 }
 
@@ -186,7 +195,7 @@ def simulate_configs(paths, configs, preset: str, os_options: Dict[str, Any],
         results = api.compare(paths, [spec for _, _, spec in members], preset=preset, **{**os_options, **opts})
         for (i, label, _), r in zip(members, results):
             out[i] = r.to_dict()
-        done(", ".join(label for _, label, _ in members))
+        done("; ".join(label for _, label, _ in members))
     return out
 
 
@@ -329,21 +338,21 @@ def shape_checks(study: str, rows: List[Dict[str, Any]]) -> List[Dict[str, Any]]
               f"{_f(s.get('huge_bytes_peak', 0) / MIB, '{:.0f}')} MiB")
     elif study == "fault-latency":
         by = _by(rows)
-        b, h, f = (by.get(k, {}) for k in ("base pages", "huge, unfragmented", "THP at FMFI 0.9"))
+        b, h, f, m = (by.get(k, {}) for k in ("base pages", "huge, unfragmented", "THP at FMFI 0.9",
+                                               "THP at FMFI 0.9, defrag=madvise"))
         bl, hl, fl = b.get("mean_fault_us"), h.get("mean_fault_us"), f.get("mean_fault_us")
         claim(out, "fault latency: a huge fault costs >= 50x a base fault (§3.1: 105x)",
               None if bl is None or hl is None else hl >= 50 * bl, f"{_f(hl, '{:.1f}')} us vs {_f(bl, '{:.2f}')} us")
         fb = f.get("fallback_share")
-        # The paper saw 98% fall back; the model's fault-path compaction has
-        # no deferral after failures and succeeds more often (the share is
-        # reported, docs/experiments.md), so the claim checked is the one
-        # about latency: fragmented memory costs more per fault than base
-        # pages, far less than huge faults on free memory.
-        claim(out, "fault latency: THP at FMFI 0.9 costs more per fault than base pages and far less than "
-                   "huge faults on free memory (§3.1: 8.1 us, 2.1x base)",
-              None if None in (bl, hl, fl) else bl < fl < hl / 10,
-              f"mean {_f(fl, '{:.2f}')} us, {_f(None if fb is None else 100 * fb, '{:.1f}')}% of huge faults fell "
-              "back (§3.1: 98%)")
+
+        def pct(v):
+            return _f(None if v is None else 100 * v, "{:.1f}")
+
+        claim(out, "fault latency: THP at FMFI 0.9 falls back for most huge faults and its mean latency lies "
+                   "between base and huge faults (§3.1: 98% fall back, 8.1 us)",
+              None if None in (bl, hl, fl, fb) else fb > 0.5 and bl < fl < hl,
+              f"{pct(fb)}% fall back, mean {_f(fl, '{:.2f}')} us; defrag=madvise: "
+              f"{pct(m.get('fallback_share'))}%, {_f(m.get('mean_fault_us'), '{:.2f}')} us")
     elif study == "fairness":
         for label, text, test in (("linux", "fairness: under linux the finish times spread (> 10%; Fig. 5)",
                                    lambda s: s > 0.10),
@@ -358,12 +367,16 @@ def shape_checks(study: str, rows: List[Dict[str, Any]]) -> List[Dict[str, Any]]
         frag = _by(rows, where={"memory": "FMFI 0.9"})
         free = _by(rows, where={"memory": "unfragmented"})
         lin, ing = frag.get("linux", {}).get("speedup_est"), frag.get("ingens", {}).get("speedup_est")
+        mad = frag.get("linux, defrag=madvise", {}).get("speedup_est")
         claim(out, "fragmented: at FMFI 0.9 ingens' estimated throughput beats linux's (Table 9: 1.18x)",
-              None if lin is None or ing is None else ing > lin, f"ingens {_f(ing)}x vs linux {_f(lin)}x over base")
+              None if lin is None or ing is None else ing > lin,
+              f"ingens {_f(ing)}x vs linux {_f(lin)}x over base (defrag=madvise {_f(mad)}x)")
         fl, fa = free.get("linux", {}).get("speedup_est"), free.get("ingens adaptive", {}).get("speedup_est")
-        claim(out, "fragmented: on unfragmented memory ingens' adaptive mode is not worse than linux "
-                   "(within 2%; §6.2)",
-              None if fl is None or fa is None else fa >= 0.98 * fl, f"adaptive {_f(fa)}x vs linux {_f(fl)}x")
+        fi = free.get("ingens", {}).get("speedup_est")
+        claim(out, "fragmented: on unfragmented memory ingens' adaptive mode is back at linux's level "
+                   "(within 5%; §6.2)",
+              None if fl is None or fa is None else fa >= 0.95 * fl,
+              f"adaptive {_f(fa)}x, linux {_f(fl)}x, ingens {_f(fi)}x")
     return out
 
 
