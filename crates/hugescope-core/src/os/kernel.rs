@@ -141,7 +141,13 @@ impl Kernel {
         let frag_report = match cfg.fragmentation {
             None => None,
             Some(Fragmentation::Pcc { share }) => Some(phys.fragment_pcc(share, cfg.seed)?),
-            Some(Fragmentation::Ingens { fmfi }) => Some(phys.fragment_ingens(fmfi, cfg.seed)?),
+            Some(Fragmentation::Ingens { fmfi, pinned }) => {
+                let mut f = super::phys::IngensFragConfig::new(fmfi, cfg.seed);
+                if pinned {
+                    f.mobility = super::phys::Mobility::Unmovable;
+                }
+                Some(phys.fragment_ingens_with(&f)?)
+            }
         };
         let budget_bytes = match cfg.budget {
             None => None,
