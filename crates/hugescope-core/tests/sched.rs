@@ -133,14 +133,44 @@ fn cheaper_accesses_finish_earlier_by_their_own_cost() {
     assert!((fa - sa).abs() <= 1e-12 * sa, "{fa} vs alone {sa}");
     assert!((fb - sb).abs() <= 1e-12 * sb, "{fb} vs alone {sb}");
     assert!(fa < fb, "the one-page process must finish first: {fa} vs {fb}");
-    // The amount: b's extra walks. Both make 20000 accesses at the same base
-    // cost; b misses where a hits, so the difference is b's walk cycles.
     assert_eq!(r.virtual_seconds, fb);
     assert_eq!(r.processes[0].accesses, Some(20_000));
     assert_eq!(r.processes[1].accesses, Some(20_000));
     // Determinism: the same run again is identical.
     let again = simulate_concurrent(&[s(&a), s(&b)], &m, &os, &specs, &opts, &SchedOptions::default()).unwrap();
     assert_eq!(run_json(&conc), run_json(&again));
+}
+
+#[test]
+fn finish_times_by_hand() {
+    // The same two processes with free OS work, so a process's time is its
+    // access cycles over the clock: a makes 1 cold walk of a 2MB leaf (3
+    // references: PML4, PDPT, PD) and 19999 L1 hits; b walks once per 2MB
+    // page (128) and then hits the L2 TLB on each access (its 128 pages
+    // cycle through the 32-entry L1 2MB TLB).
+    let d = tempfile::tempdir().unwrap();
+    let (a, b) = (d.path().join("a.hst"), d.path().join("b.hst"));
+    trace(&a, "one-page", 0x4000_0000, 1 << 21, 20_000, 64, &[]);
+    trace(&b, "scattered", 0x8000_0000, 1 << 28, 20_000, (1 << 21) + 64, &[]);
+    let m = MachineConfig::preset("haswell-pcc").unwrap();
+    let specs = [PolicySpec::parse("ideal").unwrap()];
+    let opts = RunOptions { with_base: false, ..Default::default() };
+    let os = OsConfig { costs: hugescope_core::os::costs::OsCosts::zero(), ..OsConfig::default() };
+    let r = &simulate_concurrent(&[s(&a), s(&b)], &m, &os, &specs, &opts, &SchedOptions::default()).unwrap()[0];
+    let t = &r.translation;
+    assert_eq!((t.l1_hits, t.l2_hits, t.per_cpu_walks.clone()), (19_999, 19_872, vec![1, 128]));
+    let c = &m.cost;
+    let hz = c.cpu_ghz * 1e9;
+    let walk_a = 3.0 * c.walk_ref_cycles;
+    let walks = t.walk_refs as f64 * c.walk_ref_cycles + t.pwc_hits as f64 * c.pwc_hit_cycles;
+    let want_a = (20_000.0 * c.base_cycles_per_access + 19_999.0 * c.l1_hit_cycles + walk_a) / hz;
+    let want_b = (20_000.0 * c.base_cycles_per_access + 19_872.0 * c.l2_hit_cycles + (walks - walk_a)) / hz;
+    let (fa, fb) = (r.processes[0].finish_seconds.unwrap(), r.processes[1].finish_seconds.unwrap());
+    assert!((fa - want_a).abs() <= 1e-9 * want_a, "{fa} vs {want_a}");
+    assert!((fb - want_b).abs() <= 1e-9 * want_b, "{fb} vs {want_b}");
+    // b is later by its L2 hits and its 127 extra walks.
+    let later = (19_872.0 * c.l2_hit_cycles - 19_999.0 * c.l1_hit_cycles + walks - 2.0 * walk_a) / hz;
+    assert!(((fb - fa) - later).abs() <= 1e-9 * later && later > 0.0);
 }
 
 #[test]

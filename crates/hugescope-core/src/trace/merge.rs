@@ -320,6 +320,16 @@ mod tests {
     }
 
     #[test]
+    fn placement_rewrites_pid_markers_only() {
+        let pl = Placement { pid_offset: 2, processes: 1, cpu_offset: 3, cpus: 1 };
+        assert_eq!(pl.label(&free_label(0, 0x1000, 0x2000)), free_label(2, 0x1000, 0x2000));
+        assert_eq!(pl.label(&populate_label(0, 0x1000, 0x2000)), populate_label(2, 0x1000, 0x2000));
+        assert_eq!(pl.label("phase:bfs"), "phase:bfs");
+        let a = pl.access(Access::read(0x1234));
+        assert_eq!((a.pid, a.cpu, a.addr), (2, 3, 0x1234));
+    }
+
+    #[test]
     fn shared_cpus_and_errors() {
         let dir = tempfile::tempdir().unwrap();
         let (a, b, o) = (dir.path().join("a.hst"), dir.path().join("b.hst"), dir.path().join("ab.hst"));
