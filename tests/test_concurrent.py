@@ -147,3 +147,17 @@ def test_quantum_argument_vectors(small, tmp_path, capsys, value):
     except ValueError:
         valid = False
     assert ("--quantum-ms" in line) != valid, (value, line)
+
+
+def test_interrupt_stops_a_concurrent_run(small, tmp_path):
+    # Cancellation is polled per chunk of each process's reader, as in a
+    # single-trace run (docs/python-api.md, "Interruption").
+    from test_interrupt_api import MANY, Boom, alarm, assert_stopped
+
+    big = str(tmp_path / "big.hst")
+    hs.workloads.trace("gups", big, size="64MiB", updates=1_000_000, seed=5)
+    with alarm(0.3) as fired:
+        with pytest.raises(Boom) as e:
+            hs.compare([big, big, big], MANY, duration=600)
+    assert_stopped(fired, e)
+    assert hs.compare([small, small], ["base"])[0]["translation"]["accesses"] > 0
