@@ -20,6 +20,10 @@
 //! process runs, `Kernel::now()` is its time, and a timer fires when the
 //! running process's time passes the timer's due time.
 //!
+//! An input that already holds several processes (a merged trace) is one
+//! scheduling unit: its pids share its clock and its records keep their
+//! recorded order, as in a single-trace run.
+//!
 //! Input `i` gets the pids after those of inputs `0..i` and its own cpus, with
 //! its populate and free markers rewritten to the new pids (the relabelling of
 //! `trace::merge::combine`, shared). Markers land at their exact index within
