@@ -25,15 +25,23 @@ def machine_config(preset: Optional[str] = None, config=None, set: Optional[Iter
 
 
 def simulate(
-    trace: str,
+    trace,
     preset: Optional[str] = None,
     pages: Optional[str] = None,
     config=None,
     set: Optional[Iterable[str]] = None,
     policy: Optional[str] = None,
+    quantum_ms: Optional[float] = None,
     **os_options,
 ) -> SimResult:
     """Simulate ``trace`` (an ``.hst`` file) on a machine ``preset``.
+
+    ``trace`` may be a list of traces: two or more run as concurrent
+    processes of one run, each interleaved by its own virtual time (one
+    quantum of ``quantum_ms`` ms, default 1, of the running process's time at
+    a time; see ``docs/python-api.md``). A concurrent run needs a policy; its
+    ``processes()`` frame has each process's ``finish_seconds``. The same file
+    may be listed several times (each copy is its own process).
 
     Without ``policy``: a static page-size map, ``pages`` = ``"4k"`` (default),
     ``"2m"``, ``"1g"``, or the path of a plan file (JSON list of
@@ -52,8 +60,12 @@ def simulate(
     """
     src = source_args(preset, _path(config, "config"))
     if policy is None and pages is None and _config_policies(src, set):
-        return compare(trace, None, preset=preset, config=config, set=set, **os_options)[0]
+        return compare(trace, None, preset=preset, config=config, set=set, quantum_ms=quantum_ms, **os_options)[0]
     if policy is None:
+        if quantum_ms is not None or (_concurrent(trace) and len(trace) > 1):
+            raise _core.HugescopeError("several traces run as concurrent processes of the OS model, which runs "
+                                       "only with a policy; give policy= (e.g. policy='linux')")
+        trace = _single(trace)
         given = sorted(k for k, v in os_options.items() if v is not None)
         if given:
             raise _core.HugescopeError(f"OS options {', '.join(given)} have no effect without a policy "
@@ -62,7 +74,7 @@ def simulate(
         return SimResult(json.loads(text))
     if pages is not None:
         raise _core.HugescopeError("pages= is a static map; with a policy use policy='static:plan=FILE'")
-    return compare(trace, [policy], preset=preset, config=config, set=set, **os_options)[0]
+    return compare(trace, [policy], preset=preset, config=config, set=set, quantum_ms=quantum_ms, **os_options)[0]
 
 
 def _config_policies(src: dict, set) -> list:
@@ -73,18 +85,25 @@ def _config_policies(src: dict, set) -> list:
 
 
 def compare(
-    trace: str,
+    trace,
     policies: Optional[Iterable[str]] = None,
     preset: Optional[str] = None,
     config=None,
     set: Optional[Iterable[str]] = None,
     with_base: bool = True,
+    quantum_ms: Optional[float] = None,
     **os_options,
 ) -> list:
     """Simulate several policies over one decoding pass of ``trace``.
     Returns one ``SimResult`` per policy, each with its estimated speedup over
     ``base`` on the same accesses. ``policies`` replace the ``[[policy]]``
-    entries of ``config`` (a file or ``Config``); without them the file's run."""
+    entries of ``config`` (a file or ``Config``); without them the file's run.
+
+    ``trace`` may be a list: two or more traces run as concurrent processes
+    scheduled by their own virtual time (``quantum_ms``, default 1 ms), each
+    policy (and ``base``) with its own interleaving. Without ``duration`` or
+    ``rate`` a concurrent run uses the cost model's cycles as time, where a
+    process with cheaper translation runs faster."""
     src = source_args(preset, _path(config, "config"))
     if isinstance(policies, (str, bytes)):
         policies = [policies]
@@ -120,8 +139,31 @@ def compare(
     if "sample_every" in opts:
         opts["sample_every"] = units.check_int(opts["sample_every"], "sample_every", 1)
     overrides = _overrides(set) + os_overrides(opts)
-    text = _core.simulate_policies(_trace(trace), policies, overrides=overrides, with_base=with_base, **src)
+    if _concurrent(trace) or quantum_ms is not None:
+        traces = [_trace(t) for t in trace] if _concurrent(trace) else [_trace(trace)]
+        if not traces:
+            raise _core.HugescopeError("trace: empty list of traces")
+        lo, hi = _core.QUANTUM_MS_RANGE
+        q = _core.DEFAULT_QUANTUM_MS if quantum_ms is None else units.check_float(quantum_ms, "quantum_ms", lo, hi)
+        text = _core.simulate_concurrent(traces, policies, overrides=overrides, with_base=with_base, quantum_ms=q,
+                                         **src)
+    else:
+        text = _core.simulate_policies(_trace(trace), policies, overrides=overrides, with_base=with_base, **src)
     return [SimResult(d) for d in json.loads(text)]
+
+
+def _concurrent(trace) -> bool:
+    """Whether ``trace`` is a list of traces (a concurrent run) rather than one path."""
+    return isinstance(trace, (list, tuple))
+
+
+def _single(trace):
+    """One path from ``trace``: a path, or a list holding exactly one."""
+    if _concurrent(trace):
+        if len(trace) != 1:
+            raise _core.HugescopeError(f"trace: expected one path here, not a list of {len(trace)}")
+        return trace[0]
+    return trace
 
 
 def policies() -> dict:

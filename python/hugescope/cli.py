@@ -130,13 +130,20 @@ def render_policies(results) -> None:
             err_console.print(f"[yellow]warning ({escape(str(r['label']))}):[/] {escape(str(w))}")
     procs = results[0]["processes"]
     if len(procs) > 1:
-        pt = Table(title="per process")
-        for c in ("policy", "pid", "name", "huge share", "rss", "bloat"):
-            pt.add_column(c)
+        # A concurrent run (several traces) also shows when each process
+        # finished on its own virtual time, the fairness measure of Ingens §4.
+        concurrent = any(p.get("finish_seconds") is not None for p in procs)
+        title = "per process (finish: the process's own virtual time)" if concurrent else "per process"
+        pt = Table(title=title)
+        cols = ["policy", "pid", "name"] + (["finish (s)", "huge MB"] if concurrent else []) + \
+            ["huge share", "rss", "bloat"]
+        for c in cols:
+            pt.add_column(c, justify="left" if c in ("policy", "name") else "right")
         for r in results:
             for p in r["processes"]:
-                pt.add_row(r["label"], str(p["pid"]), p["name"], f"{100 * p['huge_share']:.1f}%", _size(p["rss_bytes"]),
-                           f"{p['bloat']:.2f}")
+                timing = [f"{p['finish_seconds']:.6f}", f"{p['huge_bytes'] / 2**20:,.1f}"] if concurrent else []
+                pt.add_row(r["label"], str(p["pid"]), p["name"], *timing, f"{100 * p['huge_share']:.1f}%",
+                           _size(p["rss_bytes"]), f"{p['bloat']:.2f}")
         console.print(pt)
 
 
@@ -195,25 +202,35 @@ def cmd_simulate(a) -> int:
         if a.duration is not None and a.rate is not None:
             raise CliError("--duration and --rate both set the virtual time base "
                            "(rate = accesses / duration); give one of them")
+    # Several traces are concurrent processes of the OS model (sched.rs):
+    # they need a policy, and the quantum means something only for them.
+    if len(a.trace) > 1 and not a.policy and not file_policies:
+        raise CliError(f"{len(a.trace)} traces run as concurrent processes of the OS model, which runs only "
+                       "with a policy; add --policy (e.g. --policy linux)")
+    if a.quantum_ms is not None and len(a.trace) == 1:
+        raise CliError(f"--quantum-ms {a.quantum_ms:g} schedules concurrent processes; it has no effect with one "
+                       "trace (give two or more)")
     if a.quiet and not (a.json or a.emit_plan):
         raise CliError("-q prints nothing; without --json or --emit-plan the run would have no output")
     if a.budget is not None:
         a.budget = api._share(a.budget, "--budget")
-    inputs = [a.trace] + _machine_inputs(a) + policy_inputs(a.policy)
+    inputs = list(a.trace) + _machine_inputs(a) + policy_inputs(a.policy)
     inputs += [p["plan"] for p in file_policies if isinstance(p.get("plan"), str)]
     if a.pages and a.pages.lower() not in ("4k", "2m", "1g"):
         inputs.append(a.pages)
     check_outputs([(a.json, "json"), (a.emit_plan, "json")], inputs)
     if not a.policy and not file_policies:
-        r = api.simulate(a.trace, preset=a.preset, pages=a.pages or "4k", config=a.config, set=a.set)
+        r = api.simulate(a.trace[0], preset=a.preset, pages=a.pages or "4k", config=a.config, set=a.set)
         if a.json:
             write_json(a.json, r.to_dict(), inputs=inputs)
         if not a.quiet:
             render_sim(r)
         return 0
     opts = {k: v for k, v in _os_options(a).items() if v is not None and v != []}
-    results = api.compare(a.trace, a.policy, preset=a.preset, config=a.config, set=a.set,
-                          with_base=not a.no_base, **opts)
+    # One trace: the single-trace path exactly as before; several: a list.
+    trace = a.trace[0] if len(a.trace) == 1 else a.trace
+    results = api.compare(trace, a.policy, preset=a.preset, config=a.config, set=a.set,
+                          with_base=not a.no_base, quantum_ms=a.quantum_ms, **opts)
     if a.json:
         data = results[0].to_dict() if len(results) == 1 else [r.to_dict() for r in results]
         write_json(a.json, data, inputs=inputs)
@@ -621,8 +638,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write outputs named by a symbolic link to the link's target (default: refuse such outputs)")
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
 
-    s = sub.add_parser("simulate", help="simulate a trace through the MMU model")
-    s.add_argument("trace")
+    s = sub.add_parser("simulate", help="simulate a trace through the MMU model (several: concurrent processes)")
+    s.add_argument("trace", nargs="+",
+                   help="trace file; two or more (the same one may repeat) run as concurrent processes, each "
+                        "scheduled by its own virtual time (needs --policy)")
     _add_machine_args(s)
     s.add_argument("--pages", default=None, help="static page-size map: 4k, 2m, 1g, or a plan JSON file (default 4k)")
     s.add_argument("--policy", action="append", default=[], metavar="NAME[:k=v,...]",
@@ -635,9 +654,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--duration", type=units.float_arg("--duration", positive=True), default=None,
                    help="treat the trace as this many seconds of virtual time")
     s.add_argument("--rate", type=units.float_arg("--rate", positive=True), default=None,
-                   help="nominal accesses per second (default: the trace header's, else cost-model cycles)")
+                   help="nominal accesses per second (default: the trace header's, else cost-model cycles; several traces: cycles)")
     s.add_argument("--seed", type=seed_arg, default=None, help="seed of the fragmentation injector (default 1; with --frag)")
     s.add_argument("--os", action="append", default=[], metavar="COST=US", help="override an OS cost in microseconds, e.g. fault_base_us=2.5 (= --set os.fault_base_us=2.5)")
+    s.add_argument("--quantum-ms", type=units.float_arg("--quantum-ms", *_core.QUANTUM_MS_RANGE), default=None,
+                   help=f"concurrent runs: virtual time a process runs before the scheduler picks the one furthest "
+                        f"behind (default {_core.DEFAULT_QUANTUM_MS:g} ms)")
     s.add_argument("--no-base", action="store_true", help="do not simulate base pages alongside (no speedup)")
     s.add_argument("--emit-plan", metavar="PLAN", help="write the plan the policy executed (replay with static:plan=PLAN or 'hugescope run')")
     s.add_argument("--json", metavar="OUT", help="write every counter to this JSON file")

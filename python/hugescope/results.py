@@ -83,6 +83,21 @@ class SimResult:
                              "rss_bytes": r, "fmfi": smp["fmfi"], "promotions": smp["promotions"]})
         return pd.DataFrame(rows)
 
+    def processes(self):
+        """One row per process at the end of the run: pid, name, finish time
+        (concurrent runs; NaN otherwise), accesses, huge-page bytes, RSS, the
+        RSS base pages alone would need, and bloat (RSS / base RSS)."""
+        import pandas as pd
+
+        cols = ["pid", "name", "finish_seconds", "accesses", "huge_bytes", "rss_bytes", "base_rss_bytes", "bloat"]
+        rows = [{c: p.get(c) for c in cols} for p in self._data.get("processes", [])]
+        df = pd.DataFrame(rows, columns=cols)
+        # Single-trace runs have no finish time or per-process count: missing
+        # values, with the columns' types the same as in a concurrent run.
+        df["finish_seconds"] = df["finish_seconds"].astype(float)
+        df["accesses"] = df["accesses"].astype("Int64")
+        return df
+
     def plan(self) -> dict:
         """The plan this policy executed (for ``--emit-plan`` and real replay)."""
         return {"version": 1, "entries": self._data.get("executed_plan", [])}

@@ -18,6 +18,7 @@ pub mod output;
 pub mod pagemap;
 pub mod plan;
 pub mod run;
+pub mod sched;
 pub mod policy;
 pub mod reuse;
 pub mod sim;

@@ -14,6 +14,8 @@ use crate::policy;
 use crate::sim::{Simulator, TraceInfo};
 use crate::stats::TranslationCounters;
 use crate::trace::hst::{self, HstReader};
+use crate::sched::{self, SchedOptions};
+use crate::trace::merge::{self, Input, Placement};
 use crate::trace::TraceHeader;
 use crate::{limits, Error, Result};
 use serde::Serialize;
@@ -257,7 +259,11 @@ fn check_memory(machine: &MachineConfig, header: &TraceHeader, os: &OsConfig, sp
 /// imported trace, or one touching random 47-bit addresses): checked after
 /// each chunk so the model stays within its limit whatever the content.
 fn check_inferred(runs: &[Run], model_bytes: u64, limit: u64, at: u64) -> Result<()> {
-    let pages: u64 = runs.iter().map(|r| r.sim.pt.inferred_pages()).sum();
+    check_inferred_pages(runs.iter().map(|r| r.sim.pt.inferred_pages()).sum(), model_bytes, limit, at)
+}
+
+/// `check_inferred` for `pages` base pages of inferred mappings over all runs.
+fn check_inferred_pages(pages: u64, model_bytes: u64, limit: u64, at: u64) -> Result<()> {
     let bytes = model_bytes.saturating_add(limits::vma_page_bytes(pages));
     if bytes > limit {
         return Err(Error::input(format!(
@@ -272,6 +278,50 @@ fn check_inferred(runs: &[Run], model_bytes: u64, limit: u64, at: u64) -> Result
     Ok(())
 }
 
+/// The run whose results are the base-page reference: a requested plain
+/// `base`, or one added at the end of `runs` (None without `with_base`).
+fn add_base(runs: &mut Vec<Run>, machine: &MachineConfig, header: &TraceHeader, os: &OsConfig, specs: &[PolicySpec], opts: &RunOptions) -> Result<Option<usize>> {
+    if !opts.with_base {
+        return Ok(None);
+    }
+    if let Some(i) = specs.iter().position(|s| s.name == "base" && s.params.is_empty() && s.os.is_none()) {
+        return Ok(Some(i));
+    }
+    runs.push(build(machine, header, os, &PolicySpec::named("base"), vec![policy::make("base", &[])?])?);
+    Ok(Some(runs.len() - 1))
+}
+
+/// `--rate` and `--duration` of `opts` as the time base of `os`; `accesses`
+/// is what `--duration` spans (the trace's, or the longest process's of a
+/// concurrent run).
+fn apply_time_options(os: &mut OsConfig, opts: &RunOptions, accesses: u64) -> Result<()> {
+    if let Some(r) = opts.accesses_per_second {
+        limits::check_rate("rate", r)?;
+        os.time = Some(TimeBase::AccessRate { accesses_per_second: r });
+    }
+    if let Some(d) = opts.duration_s {
+        limits::check_duration("duration", d)?;
+        os.time = Some(TimeBase::AccessRate { accesses_per_second: accesses.max(1) as f64 / d });
+    }
+    Ok(())
+}
+
+/// The policies of `specs`, with the walk profile set on two-pass policies
+/// (the oracle): `profile` computes it, only when one of them asks.
+fn make_policies(specs: &[PolicySpec], profile: impl FnOnce() -> Result<WalkProfile>) -> Result<Vec<Vec<Box<dyn policy::Policy>>>> {
+    let mut pols = Vec::with_capacity(specs.len());
+    for s in specs {
+        pols.push(s.make()?);
+    }
+    if pols.iter().flatten().any(|p| p.wants_profile()) {
+        let profile = profile()?;
+        for p in pols.iter_mut().flatten().filter(|p| p.wants_profile()) {
+            p.set_profile(&profile);
+        }
+    }
+    Ok(pols)
+}
+
 /// Simulate every policy of `specs` over the trace at `path` in one pass.
 pub fn simulate_policies(path: &str, machine: &MachineConfig, os: &OsConfig, specs: &[PolicySpec], opts: &RunOptions) -> Result<Vec<PolicyResult>> {
     if specs.is_empty() {
@@ -279,44 +329,18 @@ pub fn simulate_policies(path: &str, machine: &MachineConfig, os: &OsConfig, spe
     }
     let (header, summary) = hst::summarize(path, false)?;
     let mut os = os.clone();
-    if let Some(r) = opts.accesses_per_second {
-        limits::check_rate("rate", r)?;
-        os.time = Some(TimeBase::AccessRate { accesses_per_second: r });
-    }
-    if let Some(d) = opts.duration_s {
-        limits::check_duration("duration", d)?;
-        os.time = Some(TimeBase::AccessRate { accesses_per_second: summary.accesses.max(1) as f64 / d });
-    }
+    apply_time_options(&mut os, opts, summary.accesses)?;
     check_implied_duration(&header, &os, summary.accesses)?;
     let cpus = (header.cpus as usize).max(summary.per_cpu.len()).max(1) as u64;
     let (model_bytes, model_limit) = check_memory(machine, &header, &os, specs, cpus)?;
-    let mut pols = Vec::with_capacity(specs.len());
-    for s in specs {
-        pols.push(s.make()?);
-    }
     // Two-pass policies (the oracle) first get a base-page profile of the
     // whole trace: one extra decode, only when one of them is requested.
-    if pols.iter().flatten().any(|p| p.wants_profile()) {
-        let profile = profile_walks(path, machine)?;
-        for p in pols.iter_mut().flatten().filter(|p| p.wants_profile()) {
-            p.set_profile(&profile);
-        }
-    }
+    let pols = make_policies(specs, || profile_walks(path, machine))?;
     let mut runs = Vec::with_capacity(specs.len() + 1);
     for (s, p) in specs.iter().zip(pols) {
         runs.push(build(machine, &header, &os, s, p)?);
     }
-    let base_index = if opts.with_base {
-        match specs.iter().position(|s| s.name == "base" && s.params.is_empty() && s.os.is_none()) {
-            Some(i) => Some(i),
-            None => {
-                runs.push(build(machine, &header, &os, &PolicySpec::named("base"), vec![policy::make("base", &[])?])?);
-                Some(runs.len() - 1)
-            }
-        }
-    } else {
-        None
-    };
+    let base_index = add_base(&mut runs, machine, &header, &os, specs, opts)?;
     let mut r = HstReader::open(path)?;
     let markers = r.markers().to_vec();
     let mut next_marker = 0usize;
@@ -356,7 +380,14 @@ pub fn simulate_policies(path: &str, machine: &MachineConfig, os: &OsConfig, spe
         }
     }
     let info = TraceInfo::new(path, &header);
-    let mut results: Vec<PolicyResult> = runs.iter_mut().map(|run| finish(run, &info)).collect();
+    let results: Vec<PolicyResult> = runs.iter_mut().map(|run| finish(run, &info)).collect();
+    Ok(attach_base(results, base_index, specs.len()))
+}
+
+/// Give every result its speedups over the base run at `base_index` (if
+/// any), and drop that run when it was added for the reference only (not one
+/// of the `nspecs` requested).
+fn attach_base(mut results: Vec<PolicyResult>, base_index: Option<usize>, nspecs: usize) -> Vec<PolicyResult> {
     if let Some(bi) = base_index {
         let base = Reference { translation: results[bi].translation.clone(), cost: results[bi].cost.clone() };
         for res in results.iter_mut() {
@@ -367,11 +398,106 @@ pub fn simulate_policies(path: &str, machine: &MachineConfig, os: &OsConfig, spe
                 .then(|| 1.0 - res.translation.walks as f64 / base.translation.walks as f64);
             res.base = Some(base.clone());
         }
-        if base_index == Some(specs.len()) {
+        if base_index == Some(nspecs) {
             results.pop();
         }
     }
-    Ok(results)
+    results
+}
+
+/// Simulate every policy of `specs` over the traces at `paths` run as
+/// concurrent processes (`crate::sched`): each policy's kernel runs all of
+/// them, interleaved by their own virtual time, so the interleaving (and the
+/// readers, one set per run) is per policy; `base` is scheduled the same way.
+/// One path takes exactly the single-trace path (`simulate_policies`).
+///
+/// Without `--rate`/`--duration` (and no time base in `os`) the time base is
+/// the cost model's cycles, where translation costs move a process's time
+/// (huge pages make it faster); under an access rate only its accesses and
+/// its OS costs do. `--duration D` gives the longest input D seconds.
+pub fn simulate_concurrent(
+    paths: &[String],
+    machine: &MachineConfig,
+    os: &OsConfig,
+    specs: &[PolicySpec],
+    opts: &RunOptions,
+    sched: &SchedOptions,
+) -> Result<Vec<PolicyResult>> {
+    sched.check()?;
+    match paths {
+        [] => return Err(Error::input("no trace to simulate")),
+        [one] => return simulate_policies(one, machine, os, specs, opts),
+        _ => {}
+    }
+    if specs.is_empty() {
+        return Err(Error::input("no policy to simulate"));
+    }
+    let (first, mut header) = open_concurrent(paths)?;
+    header.params.insert("quantum_ms".into(), serde_json::json!(sched.quantum_ms));
+    let longest = first.iter().map(|i| i.accesses()).max().unwrap_or(0);
+    let mut os = os.clone();
+    apply_time_options(&mut os, opts, longest)?;
+    if os.time.is_none() {
+        os.time = Some(TimeBase::Cycles { hz: machine.cost.cpu_ghz * 1e9 });
+    }
+    // A process's time spans its own accesses: the longest bounds the run
+    // (the others end earlier; daemons follow the running process's time).
+    check_implied_duration(&header, &os, longest)?;
+    // The model holds every input at once: regions, cpus and frames of all.
+    let cpus = header.cpus.max(1) as u64;
+    let (model_bytes, model_limit) = check_memory(machine, &header, &os, specs, cpus)?;
+    let placements: Vec<Placement> = first.iter().map(|i| i.placement).collect();
+    let pols = make_policies(specs, || profile_concurrent(paths, &placements, machine))?;
+    let mut runs = Vec::with_capacity(specs.len() + 1);
+    for (s, p) in specs.iter().zip(pols) {
+        runs.push(build(machine, &header, &os, s, p)?);
+    }
+    let base_index = add_base(&mut runs, machine, &header, &os, specs, opts)?;
+    let mut finishes = Vec::with_capacity(runs.len());
+    let mut first = Some(first);
+    let mut done_pages = 0u64;
+    for run in runs.iter_mut() {
+        let mut inputs = match first.take() {
+            Some(v) => v,
+            None => open_concurrent(paths)?.0,
+        };
+        finishes.push(sched::run(&mut run.sim, &mut inputs, sched, |k| {
+            check_inferred_pages(done_pages + k.inferred_pages(), model_bytes, model_limit, k.clock.accesses)
+        })?);
+        done_pages += run.sim.pt.inferred_pages();
+    }
+    let info = TraceInfo::new(&paths.join(", "), &header);
+    let results = runs
+        .iter_mut()
+        .zip(&finishes)
+        .map(|(run, f)| {
+            let mut res = finish(run, &info);
+            set_finishes(&mut res, &placements, f);
+            res
+        })
+        .collect();
+    Ok(attach_base(results, base_index, specs.len()))
+}
+
+/// Open the inputs of a concurrent run and their combined header.
+fn open_concurrent(paths: &[String]) -> Result<(Vec<Input>, TraceHeader)> {
+    let mut inputs = paths.iter().map(|p| Input::open(p, "run it concurrently")).collect::<Result<Vec<_>>>()?;
+    let header = merge::combine(&mut inputs, true, "concurrent")?;
+    Ok((inputs, header))
+}
+
+/// Per-process finish times and accesses of a concurrent run; the run spans
+/// until its last process finishes.
+fn set_finishes(res: &mut PolicyResult, placements: &[Placement], finishes: &[sched::Finish]) {
+    for (pl, f) in placements.iter().zip(finishes) {
+        for (k, &n) in f.accesses.iter().enumerate() {
+            if let Some(p) = res.processes.get_mut(pl.pid_offset as usize + k) {
+                p.finish_seconds = Some(f.finish_seconds);
+                p.accesses = Some(n);
+            }
+        }
+    }
+    res.virtual_seconds = finishes.iter().map(|f| f.finish_seconds).fold(0.0, f64::max);
 }
 
 fn finish(run: &mut Run, info: &TraceInfo) -> PolicyResult {
@@ -433,6 +559,15 @@ pub struct WalkProfile {
     pub total_walks: u64,
     /// Regions that walked at least once: walks descending, then pid, then address.
     pub regions: Vec<RegionWalks>,
+}
+
+impl WalkProfile {
+    /// The profile of `regions`, ranked: walks descending, then pid, then address.
+    fn ranked(region_bytes: u64, mut regions: Vec<RegionWalks>) -> WalkProfile {
+        regions.sort_by(|a, b| b.walks.cmp(&a.walks).then(a.pid.cmp(&b.pid)).then(a.start.cmp(&b.start)));
+        let total_walks = regions.iter().map(|r| r.walks).sum();
+        WalkProfile { region_bytes, total_walks, regions }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -529,10 +664,8 @@ impl WalkProfiler {
                 }
             }
         }
-        let mut regions: Vec<RegionWalks> = m.into_iter().map(|((pid, start), walks)| RegionWalks { pid, start, walks }).collect();
-        regions.sort_by(|a, b| b.walks.cmp(&a.walks).then(a.pid.cmp(&b.pid)).then(a.start.cmp(&b.start)));
-        let total_walks = regions.iter().map(|r| r.walks).sum();
-        WalkProfile { region_bytes: self.region_bytes, total_walks, regions }
+        let regions: Vec<RegionWalks> = m.into_iter().map(|((pid, start), walks)| RegionWalks { pid, start, walks }).collect();
+        WalkProfile::ranked(self.region_bytes, regions)
     }
 }
 
@@ -569,4 +702,18 @@ pub fn profile_walks(path: &str, machine: &MachineConfig) -> Result<WalkProfile>
     let mut sim = Simulator::new(machine.clone(), r.header().cpus.max(1) as usize, prof)?;
     sim.run_reader(&mut r)?;
     Ok(sim.pt.into_profile())
+}
+
+/// The profiling pass of a concurrent run: each input profiled on its own,
+/// its pids moved to its placement. Exact whatever the interleaving, since
+/// each input has its own cpus and so its own TLBs.
+fn profile_concurrent(paths: &[String], placements: &[Placement], machine: &MachineConfig) -> Result<WalkProfile> {
+    let mut regions = Vec::new();
+    let mut region_bytes = 0;
+    for (path, pl) in paths.iter().zip(placements) {
+        let p = profile_walks(path, machine)?;
+        region_bytes = p.region_bytes;
+        regions.extend(p.regions.into_iter().map(|r| RegionWalks { pid: r.pid + pl.pid_offset, ..r }));
+    }
+    Ok(WalkProfile::ranked(region_bytes, regions))
 }

@@ -191,7 +191,7 @@ fn khugepaged_and_pcc_on_one_kernel_fire_on_their_own_periods() {
     let spec = PolicySpec::parse("linux:defrag=never,scan_sleep_ms=1000,alloc_sleep_ms=1000+pcc:interval_s=2.5").unwrap();
     assert_eq!(spec.name, "linux+pcc");
     let h = header(8 << 20, false);
-    let o = OsConfig { fragmentation: Some(Fragmentation::Ingens { fmfi: 0.99 }), memory_bytes: Some(64 << 20), ..os(1000.0) };
+    let o = OsConfig { fragmentation: Some(Fragmentation::Ingens { fmfi: 0.99, pinned: false }), memory_bytes: Some(64 << 20), ..os(1000.0) };
     let mut s = kernel_sim(&h, o, spec.make().unwrap());
     for i in 0..10_500u64 {
         s.step(Access::write(BASE + (i * 4096 * 3) % (8 << 20)));

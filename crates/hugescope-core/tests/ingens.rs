@@ -178,7 +178,7 @@ fn hot_pages_on_fragmented_memory(
     seconds: u64,
 ) -> (Simulator<Kernel>, Vec<u32>) {
     let o = OsConfig {
-        fragmentation: Some(Fragmentation::Ingens { fmfi: 0.875 }),
+        fragmentation: Some(Fragmentation::Ingens { fmfi: 0.875, pinned: false }),
         ..os()
     };
     let mut s = sim(&header(2 * MB2, false), o, "ingens", params);

@@ -90,7 +90,7 @@ fn khugepaged_collapses_at_its_scan_speed() {
     // (defrag=never: free blocks only) falls back, khugepaged compacts and
     // collapses, 8 ranges (4096 pages) per 10 s pass at most.
     let h = header(256 << 20, false);
-    let o = OsConfig { fragmentation: Some(Fragmentation::Ingens { fmfi: 0.99 }), memory_bytes: Some(1 << 30), ..os(10_000.0) };
+    let o = OsConfig { fragmentation: Some(Fragmentation::Ingens { fmfi: 0.99, pinned: false }), memory_bytes: Some(1 << 30), ..os(10_000.0) };
     let mut s = sim(&h, o, "linux", &[("defrag", "never")]);
     // Touch every page first (base pages, fragmented), then keep accessing for
     // 100 s of virtual time (1M accesses at 10k/s).

@@ -134,6 +134,38 @@ fn simulate_policies(
     json(&cancellable(py, || hugescope_core::run::simulate_policies(&trace, &cfg.machine, &os, &specs, &opts).map_err(err))?)
 }
 
+/// Simulate policies over several traces run as concurrent processes, each
+/// interleaved by its own virtual time (`hugescope_core::sched`; one quantum
+/// of `quantum_ms` ms of the running process's time between choices). One
+/// trace takes the single-trace path. Same configuration arguments and result
+/// as `simulate_policies`; each process of a concurrent run carries its
+/// `finish_seconds` and `accesses`.
+#[pyfunction]
+#[pyo3(signature = (traces, policies=Vec::new(), preset=None, config=None, overrides=Vec::new(), with_base=true,
+    config_text=None, quantum_ms=hugescope_core::sched::DEFAULT_QUANTUM_MS))]
+#[allow(clippy::too_many_arguments)]
+fn simulate_concurrent(
+    py: Python<'_>,
+    traces: Vec<String>,
+    policies: Vec<String>,
+    preset: Option<String>,
+    config: Option<String>,
+    overrides: Vec<String>,
+    with_base: bool,
+    config_text: Option<String>,
+    quantum_ms: f64,
+) -> PyResult<String> {
+    let sched = hugescope_core::sched::SchedOptions { quantum_ms };
+    sched.check().map_err(err)?;
+    let cfg = load_config(preset.as_deref(), config.as_deref(), config_text.as_deref(), &overrides, &policies)?;
+    let specs = cfg.specs().map_err(err)?;
+    let os = cfg.os.os_config();
+    let opts = cfg.run_options(with_base);
+    json(&cancellable(py, || {
+        hugescope_core::run::simulate_concurrent(&traces, &cfg.machine, &os, &specs, &opts, &sched).map_err(err)
+    })?)
+}
+
 /// Throughput of decoding alone and of decoding plus simulating a trace
 /// (a measurement: best wall time of `repeats` passes).
 #[pyfunction]
@@ -288,6 +320,11 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(trace_info, m)?)?;
     m.add_function(wrap_pyfunction!(workloads, m)?)?;
     m.add_function(wrap_pyfunction!(simulate_policies, m)?)?;
+    m.add_function(wrap_pyfunction!(simulate_concurrent, m)?)?;
+    // The scheduler's accepted quanta, so the CLI and API check against the
+    // core's range (one definition) and name their own option in the error.
+    m.add("QUANTUM_MS_RANGE", (hugescope_core::sched::MIN_QUANTUM_MS, hugescope_core::sched::MAX_QUANTUM_MS))?;
+    m.add("DEFAULT_QUANTUM_MS", hugescope_core::sched::DEFAULT_QUANTUM_MS)?;
     m.add_function(wrap_pyfunction!(policies, m)?)?;
     m.add_function(wrap_pyfunction!(bench_file, m)?)?;
     m.add_function(wrap_pyfunction!(workload_layout, m)?)?;

@@ -17,6 +17,18 @@
 //! kernel sets `owner` around each policy callback; `schedule_*` and `cancel`
 //! act on the current owner's timers only.
 //!
+//! Concurrent processes (`sched.rs`) each have their own program time: their
+//! units plus the OS time charged on *their* critical path. The clock holds
+//! the running process's time in the fields the hot path reads (`units`,
+//! `proc_sync_seconds`), and `switch_to` swaps it with a saved copy once per
+//! scheduling quantum, so `tick` is as cheap as with one process. `now()` is
+//! the running process's time: daemons (timers, shared by all processes) fire
+//! when the running process's time passes their due time. `accesses` and the
+//! OS-time totals (`os_sync_seconds`, ...) stay totals over all processes.
+//! With one process nothing is ever swapped and `proc_sync_seconds` receives
+//! exactly the additions `os_sync_seconds` does, so times are bit-identical
+//! to a clock without processes.
+//!
 //! Order of due timers (deterministic): timers due at an access count first,
 //! in the order they were scheduled; then timers due at a time, earliest
 //! first, and at the same time in the order they were scheduled, whichever
@@ -32,6 +44,13 @@ pub enum TimeBase {
     Cycles { hz: f64 },
 }
 
+/// A process context's own time while another one runs.
+#[derive(Clone, Copy, Debug, Default)]
+struct ProcessTime {
+    units: f64,
+    sync_seconds: f64,
+}
+
 #[derive(Clone, Debug)]
 pub struct Clock {
     pub base: TimeBase,
@@ -39,8 +58,16 @@ pub struct Clock {
     units: f64,
     units_per_second: f64,
     pub accesses: u64,
-    /// OS time on the program's critical path.
+    /// OS time on the program's critical path (total over processes).
     pub os_sync_seconds: f64,
+    /// The part of it charged while the running process ran: with
+    /// `units`, that process's own time.
+    proc_sync_seconds: f64,
+    /// The process context whose time `units` and `proc_sync_seconds` hold.
+    running: usize,
+    /// Saved time of every context that has run or been switched away from
+    /// (empty until the first switch: single-process runs never touch it).
+    saved: Vec<ProcessTime>,
     /// OS time on other cores (daemons), not on the program's path.
     pub os_async_seconds: f64,
     /// OS time during the program's untraced setup (populating its data).
@@ -67,6 +94,9 @@ impl Clock {
             units_per_second,
             accesses: 0,
             os_sync_seconds: 0.0,
+            proc_sync_seconds: 0.0,
+            running: 0,
+            saved: Vec::new(),
             os_async_seconds: 0.0,
             os_setup_seconds: 0.0,
             timers: Vec::new(),
@@ -83,9 +113,42 @@ impl Clock {
         std::mem::replace(&mut self.owner, owner)
     }
 
-    /// Seconds of virtual time since the start.
+    /// Seconds of virtual time since the start, of the running process.
     pub fn now(&self) -> f64 {
-        self.units / self.units_per_second + self.os_sync_seconds
+        self.units / self.units_per_second + self.proc_sync_seconds
+    }
+
+    /// Make process context `ctx` the running one: save the running one's
+    /// time and restore `ctx`'s (zero if it never ran). Called by the
+    /// scheduler once per quantum, never per access; due times of timers are
+    /// recomputed against the new process's time.
+    pub fn switch_to(&mut self, ctx: usize) {
+        if ctx == self.running {
+            return;
+        }
+        let need = ctx.max(self.running) + 1;
+        if self.saved.len() < need {
+            self.saved.resize(need, ProcessTime::default());
+        }
+        self.saved[self.running] = ProcessTime { units: self.units, sync_seconds: self.proc_sync_seconds };
+        let t = self.saved[ctx];
+        self.units = t.units;
+        self.proc_sync_seconds = t.sync_seconds;
+        self.running = ctx;
+        self.recompute();
+    }
+
+    /// The running process context (0 unless a scheduler switched).
+    pub fn running(&self) -> usize {
+        self.running
+    }
+
+    /// Seconds of virtual time of process context `ctx`, running or not.
+    pub fn seconds_of(&self, ctx: usize) -> f64 {
+        if ctx == self.running {
+            return self.now();
+        }
+        self.saved.get(ctx).map_or(0.0, |t| t.units / self.units_per_second + t.sync_seconds)
     }
 
     /// Advance by one access costing `cycles` (ignored under an access rate).
@@ -108,6 +171,7 @@ impl Clock {
 
     pub fn charge_sync(&mut self, seconds: f64) {
         self.os_sync_seconds += seconds;
+        self.proc_sync_seconds += seconds;
         self.recompute();
     }
 
@@ -158,7 +222,7 @@ impl Clock {
 
     fn recompute(&mut self) {
         let next = self.timers.iter().map(|t| t.0).fold(f64::INFINITY, f64::min);
-        self.next_due_units = (next - self.os_sync_seconds) * self.units_per_second;
+        self.next_due_units = (next - self.proc_sync_seconds) * self.units_per_second;
     }
 }
 
@@ -209,6 +273,36 @@ mod tests {
         assert_eq!(c.pop_due(), Some((0.5, 0, 3)));
         assert_eq!(c.pop_due(), Some((0.9, 1, 4)));
         assert_eq!(c.pop_due(), None);
+    }
+
+    #[test]
+    fn processes_keep_their_own_time() {
+        let mut c = Clock::new(TimeBase::AccessRate { accesses_per_second: 10.0 });
+        // Context 0 runs 5 accesses and is charged 1 s of OS time.
+        for _ in 0..5 {
+            c.tick(0.0);
+        }
+        c.charge_sync(1.0);
+        assert!((c.now() - 1.5).abs() < 1e-12);
+        // Context 1 starts at zero; a timer due at 0.3 s fires on its time.
+        c.switch_to(1);
+        assert_eq!(c.now(), 0.0);
+        c.schedule_at(0.3, 9);
+        let mut n = 0;
+        while !c.tick(0.0) {
+            n += 1;
+        }
+        assert_eq!(n, 2);
+        assert_eq!(c.pop_due().map(|t| t.2), Some(9));
+        c.charge_sync(0.25);
+        // Totals are over both; each keeps its own time.
+        assert_eq!(c.accesses, 8);
+        assert!((c.os_sync_seconds - 1.25).abs() < 1e-12);
+        assert!((c.seconds_of(0) - 1.5).abs() < 1e-12);
+        assert!((c.seconds_of(1) - 0.55).abs() < 1e-12);
+        c.switch_to(0);
+        assert!((c.now() - 1.5).abs() < 1e-12);
+        assert_eq!(c.running(), 0);
     }
 
     #[test]

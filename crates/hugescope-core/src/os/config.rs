@@ -35,7 +35,14 @@ pub enum Fragmentation {
     /// PCC paper §5.1.1: one unmovable page in `share` of the 2MB blocks.
     Pcc { share: f64 },
     /// Ingens §6.3: allocate, then free parts until FMFI reaches the target.
-    Ingens { fmfi: f64 },
+    /// `pinned`: the pages the fragmenting program keeps are unmovable
+    /// (kernel memory left by prior activity) instead of movable anonymous
+    /// memory, so no compaction can undo the fragmentation.
+    Ingens {
+        fmfi: f64,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        pinned: bool,
+    },
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -142,6 +149,9 @@ pub fn os_knobs() -> &'static [Knob] {
                 help: "fragment memory first: share of 2MB blocks with an unmovable page (pcc, PCC §5.1.1) or target FMFI (ingens, Ingens §6.3)" },
             Knob { name: "frag_method", kind: KnobKind::Choice(&["pcc", "ingens"]), unit: "",
                 default: Some(KnobValue::Word("pcc")), auto: "", help: "how memory is fragmented when frag is set" },
+            Knob { name: "frag_mobility", kind: KnobKind::Choice(&["movable", "unmovable"]), unit: "",
+                default: Some(KnobValue::Word("movable")), auto: "",
+                help: "pages the ingens-method fragmenter keeps: movable (a user program's; compaction can undo it) or unmovable (kernel memory: it cannot)" },
             Knob { name: "seed", kind: KnobKind::Count { min: 0, max: u64::MAX }, unit: "",
                 default: Some(KnobValue::Int(1)), auto: "", help: "seed of the fragmentation injector" },
             Knob { name: "sample_every", kind: KnobKind::Count { min: 1, max: u64::MAX }, unit: "accesses",
@@ -373,7 +383,9 @@ impl OsSettings {
     /// policy of the run (and knows the trace's length).
     pub fn os_config(&self) -> OsConfig {
         let fragmentation = self.real("frag").map(|x| match self.get("frag_method") {
-            Some(KnobValue::Word("ingens")) => Fragmentation::Ingens { fmfi: x },
+            Some(KnobValue::Word("ingens")) => {
+                Fragmentation::Ingens { fmfi: x, pinned: matches!(self.get("frag_mobility"), Some(KnobValue::Word("unmovable"))) }
+            }
             _ => Fragmentation::Pcc { share: x },
         });
         let mut costs = OsCosts::default();

@@ -141,7 +141,13 @@ impl Kernel {
         let frag_report = match cfg.fragmentation {
             None => None,
             Some(Fragmentation::Pcc { share }) => Some(phys.fragment_pcc(share, cfg.seed)?),
-            Some(Fragmentation::Ingens { fmfi }) => Some(phys.fragment_ingens(fmfi, cfg.seed)?),
+            Some(Fragmentation::Ingens { fmfi, pinned }) => {
+                let mut f = super::phys::IngensFragConfig::new(fmfi, cfg.seed);
+                if pinned {
+                    f.mobility = super::phys::Mobility::Unmovable;
+                }
+                Some(phys.fragment_ingens_with(&f)?)
+            }
         };
         let budget_bytes = match cfg.budget {
             None => None,
@@ -330,6 +336,13 @@ impl Kernel {
     pub fn schedule_at(&mut self, at: f64, id: u32) {
         self.clock.schedule_at(at, id);
     }
+    /// sched: make process context `ctx` (an input of a concurrent run,
+    /// `crate::sched`) the running one, so `now()` and daemons follow its own
+    /// time (`Clock::switch_to`). Called once per scheduling quantum.
+    pub fn switch_process(&mut self, ctx: usize) {
+        self.clock.switch_to(ctx);
+    }
+
     pub fn schedule_in(&mut self, delay: f64, id: u32) {
         let now = self.clock.now();
         self.clock.schedule_at(now + delay.max(0.0), id);
@@ -497,6 +510,9 @@ impl Kernel {
                         .map(|i| (page_label(self.geo.sizes[i]), s.huge_bytes[i] / self.geo.sizes[i]))
                         .collect(),
                     huge_share: if fp > 0 { s.total_huge_bytes() as f64 / fp as f64 } else { 0.0 },
+                    // sched: a concurrent run fills these in after the kernel finishes.
+                    finish_seconds: None,
+                    accesses: None,
                 }
             })
             .collect()

@@ -83,4 +83,12 @@ pub struct ProcessStats {
     pub huge_pages: Vec<(String, u64)>,
     /// Share of the footprint mapped by huge pages at the end.
     pub huge_share: f64,
+    /// Concurrent runs only (`crate::sched`): the process's own virtual time
+    /// when its trace ended (all start at 0). Left out of single-trace
+    /// results, which are unchanged.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finish_seconds: Option<f64>,
+    /// Concurrent runs only: accesses the process made.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub accesses: Option<u64>,
 }

@@ -62,6 +62,10 @@ impl Kernel {
         self.stats.compaction_successes += r.success as u64;
         self.stats.compaction_migrated_pages += r.migrated_pages;
         self.charge_us(r.migrated_pages as f64 * self.costs.migrate_base_page_us);
+        if !r.success {
+            // The scanners crossed memory without producing the goal.
+            self.charge_us(self.costs.compact_fail_us);
+        }
         for m in moves.drain(..) {
             self.apply_migration(m);
         }

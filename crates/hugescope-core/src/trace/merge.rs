@@ -9,13 +9,16 @@
 //! `0..i` (two single-process traces become pids 0 and 1); its regions keep
 //! their addresses under the new pid, and its release markers (`free:PID:...`)
 //! are rewritten to the new pid so the OS model frees the right address space.
+//! Populate markers (`populate:PID:...`) are rewritten the same way. `combine`
+//! and `Placement` hold this relabelling; the scheduler (`crate::sched`)
+//! uses them too.
 //! By default each input also gets its own cpus (cpu ids shifted past the
 //! previous inputs'), as when the processes are pinned to different cores: each
 //! keeps private TLBs (and a private PCC), and per-cpu walk counts of the
 //! result separate the processes.
 
 use super::hst::{HstReader, HstWriter, Layout, Marker};
-use super::{free_label, parse_free_label, Access, Region, TraceHeader, MAX_CPUS, MAX_PIDS};
+use super::{free_label, parse_free_label, parse_populate_label, populate_label, Access, Region, TraceHeader, MAX_CPUS, MAX_PIDS};
 use crate::{Error, Result};
 use serde::Serialize;
 
@@ -42,22 +45,84 @@ pub struct MergeReport {
     pub summary: super::hst::TraceSummary,
 }
 
-struct Source {
-    reader: HstReader,
-    buf: Vec<u64>,
-    pos: usize,
-    /// Records of this input consumed so far.
-    index: u64,
-    markers: Vec<Marker>,
-    next_marker: usize,
-    pid_offset: u16,
-    cpu_offset: u16,
-    done: bool,
+/// Where one input lands among the combined processes and cpus: the pids
+/// after those of the inputs before it, and (by default) its own cpu ids.
+/// Shared by `merge` (a static interleaving written to a file) and the
+/// scheduler (`crate::sched`, processes interleaved by their own time).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Placement {
+    pub pid_offset: u16,
+    /// Processes of the input (pids `pid_offset..pid_offset + processes`).
+    pub processes: u32,
+    pub cpu_offset: u16,
+    pub cpus: u32,
 }
 
-impl Source {
+impl Placement {
+    /// An access of the input as the combined run sees it.
+    #[inline]
+    pub fn access(&self, a: Access) -> Access {
+        Access { pid: a.pid + self.pid_offset, cpu: a.cpu + self.cpu_offset, ..a }
+    }
+
+    /// A progress marker of the input under its new pids: populate and free
+    /// markers name a pid and are rewritten (so the OS model acts on the
+    /// right address space); other markers keep their label.
+    pub fn label(&self, label: &str) -> String {
+        if let Some((pid, start, len)) = parse_free_label(label) {
+            return free_label(pid + self.pid_offset, start, len);
+        }
+        if let Some((pid, start, len)) = parse_populate_label(label) {
+            return populate_label(pid + self.pid_offset, start, len);
+        }
+        label.to_string()
+    }
+}
+
+/// One input trace being read into a combined run: its reader, its place,
+/// its markers (already relabelled) and how far it has been read.
+pub struct Input {
+    pub path: String,
+    pub reader: HstReader,
+    pub placement: Placement,
+    pub buf: Vec<u64>,
+    pub pos: usize,
+    /// Records of this input consumed so far.
+    pub index: u64,
+    /// Markers with their labels under the combined pids, in index order.
+    pub markers: Vec<Marker>,
+    pub next_marker: usize,
+    pub done: bool,
+}
+
+impl Input {
+    /// Open `path`; `verb` says what it is opened for in the error about a
+    /// trace without footer (whose processes and cpus are not known).
+    pub fn open(path: &str, verb: &str) -> Result<Input> {
+        let reader = HstReader::open(path)?;
+        if reader.summary().is_none() {
+            return Err(Error::input(format!("{path}: no footer (truncated trace); cannot {verb} it")));
+        }
+        Ok(Input {
+            path: path.to_string(),
+            markers: reader.markers().to_vec(),
+            reader,
+            placement: Placement::default(),
+            buf: Vec::new(),
+            pos: 0,
+            index: 0,
+            next_marker: 0,
+            done: false,
+        })
+    }
+
+    /// Accesses in the input (from its footer).
+    pub fn accesses(&self) -> u64 {
+        self.reader.summary().map_or(0, |s| s.accesses)
+    }
+
     /// Refill the buffer; false at the end of the input.
-    fn fill(&mut self) -> Result<bool> {
+    pub fn fill(&mut self) -> Result<bool> {
         while self.pos >= self.buf.len() {
             match self.reader.next_chunk()? {
                 Some(c) => {
@@ -71,32 +136,24 @@ impl Source {
         Ok(true)
     }
 
-    fn relabel(&self, label: &str) -> String {
-        match parse_free_label(label) {
-            Some((pid, start, len)) => free_label(pid + self.pid_offset, start, len),
-            None => label.to_string(),
-        }
-    }
-
-    /// Emit markers that sit at or before the current record index.
-    fn markers_up_to(&mut self, w: &mut HstWriter, index: u64) {
+    /// Hand `f` each marker that sits at or before record `index`, in order
+    /// (a marker at index k comes after k records, before record k).
+    #[inline]
+    pub fn markers_up_to(&mut self, index: u64, mut f: impl FnMut(&str)) {
         while self.next_marker < self.markers.len() && self.markers[self.next_marker].index <= index {
-            let l = self.relabel(&self.markers[self.next_marker].label);
-            w.mark(&l);
+            f(&self.markers[self.next_marker].label);
             self.next_marker += 1;
         }
     }
 }
 
-/// Merge the traces at `inputs` (at least two) into `out`.
-pub fn merge(inputs: &[&str], out: &str, opts: &MergeOptions) -> Result<MergeReport> {
-    if inputs.len() < 2 {
-        return Err(Error::input("merging needs at least two traces"));
-    }
-    if opts.slice == 0 {
-        return Err(Error::input("merge slice must be at least one access"));
-    }
-    let mut sources = Vec::with_capacity(inputs.len());
+/// The header of the combined run of `inputs`, named `kind(workloads)`, and
+/// each input's placement (set on it; markers relabelled). Input `i` gets the
+/// pids after those of inputs `0..i`; with `separate_cpus` also the cpus after
+/// theirs. Regions keep their addresses under the new pid; the nominal rate is
+/// the sum of the inputs' (None if one has none). The header's `inputs`
+/// parameter describes each input.
+pub fn combine(inputs: &mut [Input], separate_cpus: bool, kind: &str) -> Result<TraceHeader> {
     let mut header = TraceHeader::new(String::new());
     header.processes = 0;
     header.cpus = 0;
@@ -104,13 +161,10 @@ pub fn merge(inputs: &[&str], out: &str, opts: &MergeOptions) -> Result<MergeRep
     let mut described = Vec::new();
     let mut rate = Some(0.0);
     let (mut pid_offset, mut cpu_offset) = (0u32, 0u32);
-    for path in inputs {
-        let reader = HstReader::open(path)?;
-        let h = reader.header().clone();
-        let summary = reader
-            .summary()
-            .cloned()
-            .ok_or_else(|| Error::input(format!("{path}: no footer (truncated trace); cannot merge it")))?;
+    for input in inputs.iter_mut() {
+        let path = &input.path;
+        let h = input.reader.header().clone();
+        let summary = input.reader.summary().cloned().expect("Input::open checked the footer");
         // Processes actually present: the header's count, or more if records or
         // regions name higher pids.
         let procs = (h.processes.max(1))
@@ -118,11 +172,11 @@ pub fn merge(inputs: &[&str], out: &str, opts: &MergeOptions) -> Result<MergeRep
             .max(h.regions.iter().map(|r| r.pid as u32 + 1).max().unwrap_or(0));
         let cpus = h.cpus.max(1).max(summary.per_cpu.len() as u32);
         if pid_offset + procs > MAX_PIDS {
-            return Err(Error::input(format!("{path}: merged trace would need more than {MAX_PIDS} processes")));
+            return Err(Error::input(format!("{path}: the combined run would need more than {MAX_PIDS} processes")));
         }
-        let this_cpu_offset = if opts.separate_cpus { cpu_offset } else { 0 };
+        let this_cpu_offset = if separate_cpus { cpu_offset } else { 0 };
         if this_cpu_offset + cpus > MAX_CPUS {
-            return Err(Error::input(format!("{path}: merged trace would need more than {MAX_CPUS} cpus")));
+            return Err(Error::input(format!("{path}: the combined run would need more than {MAX_CPUS} cpus")));
         }
         for r in &h.regions {
             header.regions.push(Region { pid: r.pid + pid_offset as u16, ..r.clone() });
@@ -142,31 +196,38 @@ pub fn merge(inputs: &[&str], out: &str, opts: &MergeOptions) -> Result<MergeRep
             "path": path, "workload": h.workload, "params": h.params, "accesses": summary.accesses,
             "pid_offset": pid_offset, "processes": procs, "cpu_offset": this_cpu_offset, "cpus": cpus,
         }));
-        header.cpus = if opts.separate_cpus { header.cpus + cpus } else { header.cpus.max(cpus) };
-        sources.push(Source {
-            markers: reader.markers().to_vec(),
-            reader,
-            buf: Vec::new(),
-            pos: 0,
-            index: 0,
-            next_marker: 0,
-            pid_offset: pid_offset as u16,
-            cpu_offset: this_cpu_offset as u16,
-            done: false,
-        });
+        header.cpus = if separate_cpus { header.cpus + cpus } else { header.cpus.max(cpus) };
+        let placement = Placement { pid_offset: pid_offset as u16, processes: procs, cpu_offset: this_cpu_offset as u16, cpus };
+        for m in input.markers.iter_mut() {
+            m.label = placement.label(&m.label);
+        }
+        input.placement = placement;
         pid_offset += procs;
         cpu_offset += cpus;
     }
     header.workload = format!(
-        "merge({})",
-        sources.iter().map(|s| s.reader.header().workload.clone()).collect::<Vec<_>>().join(",")
+        "{kind}({})",
+        inputs.iter().map(|s| s.reader.header().workload.clone()).collect::<Vec<_>>().join(",")
     );
     header.processes = pid_offset;
     header.process_names = names;
     header.accesses_per_second = rate;
+    header.params.insert("inputs".into(), serde_json::Value::Array(described));
+    Ok(header)
+}
+
+/// Merge the traces at `inputs` (at least two) into `out`.
+pub fn merge(inputs: &[&str], out: &str, opts: &MergeOptions) -> Result<MergeReport> {
+    if inputs.len() < 2 {
+        return Err(Error::input("merging needs at least two traces"));
+    }
+    if opts.slice == 0 {
+        return Err(Error::input("merge slice must be at least one access"));
+    }
+    let mut sources = inputs.iter().map(|p| Input::open(p, "merge")).collect::<Result<Vec<_>>>()?;
+    let mut header = combine(&mut sources, opts.separate_cpus, "merge")?;
     header.params.insert("merge_slice".into(), serde_json::json!(opts.slice));
     header.params.insert("separate_cpus".into(), serde_json::json!(opts.separate_cpus));
-    header.params.insert("inputs".into(), serde_json::Value::Array(described));
 
     let input_paths: Vec<&std::path::Path> = inputs.iter().map(std::path::Path::new).collect();
     let mut w = HstWriter::create_checked(out, &header, Layout::Planes, &input_paths)?;
@@ -180,17 +241,15 @@ pub fn merge(inputs: &[&str], out: &str, opts: &MergeOptions) -> Result<MergeRep
             while left > 0 {
                 if !s.fill()? {
                     // Markers at the end of this input follow its last record.
-                    s.markers_up_to(&mut w, u64::MAX);
+                    s.markers_up_to(u64::MAX, |l| w.mark(l));
                     s.done = true;
                     break;
                 }
                 let take = ((s.buf.len() - s.pos) as u64).min(left) as usize;
                 for k in 0..take {
                     let idx = s.index;
-                    s.markers_up_to(&mut w, idx);
-                    let a = Access::unpack(s.buf[s.pos + k]);
-                    let a = Access { pid: a.pid + s.pid_offset, cpu: a.cpu + s.cpu_offset, ..a };
-                    w.write(a)?;
+                    s.markers_up_to(idx, |l| w.mark(l));
+                    w.write(s.placement.access(Access::unpack(s.buf[s.pos + k])))?;
                     s.index += 1;
                 }
                 s.pos += take;
@@ -258,6 +317,16 @@ mod tests {
             vec![(0, "start"), (2, "start"), (3, fb.as_str()), (5, fa.as_str()), (9, "end"), (14, "end")]
         );
         assert_eq!(s.per_pid, vec![5, 9]);
+    }
+
+    #[test]
+    fn placement_rewrites_pid_markers_only() {
+        let pl = Placement { pid_offset: 2, processes: 1, cpu_offset: 3, cpus: 1 };
+        assert_eq!(pl.label(&free_label(0, 0x1000, 0x2000)), free_label(2, 0x1000, 0x2000));
+        assert_eq!(pl.label(&populate_label(0, 0x1000, 0x2000)), populate_label(2, 0x1000, 0x2000));
+        assert_eq!(pl.label("phase:bfs"), "phase:bfs");
+        let a = pl.access(Access::read(0x1234));
+        assert_eq!((a.pid, a.cpu, a.addr), (2, 3, 0x1234));
     }
 
     #[test]
