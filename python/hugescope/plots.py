@@ -455,6 +455,8 @@ def plot_ingens_fragmented(data: Dict[str, Any]):
     labels = [f"{r['config']}\n({r['memory']})" for _, r in df.iterrows()]
     colours = ["#c44e52" if m == "FMFI 0.9" else "#4c72b0" for m in df["memory"]]
     _bars(ax, labels, list(df["speedup_est"]), "{:.3f}x", colour=colours)
+    # Two-line labels side by side: upright, or neighbours overlap.
+    ax.set_xticklabels(labels, fontsize=7, rotation=0, ha="center")
     ax.set_ylabel("throughput over base pages (estimate)")
     ax.set_title(_ingens_title(data, "fragmented memory, Table 9"), fontsize=10)
     fig.tight_layout()

@@ -51,12 +51,15 @@ INGENS_NOTES = {
     "ingens-fault-latency": "Mean latency = time in the fault handler (OS cost model, including synchronous "
                             "compaction) / faults. Fallback share = huge faults that fell back to a base page / "
                             "huge faults tried. Paper columns: §3.1 (10 GB mapping read sequentially).",
-    "ingens-fairness": "Three identical processes run concurrently, each on its own virtual time; huge memory "
-                       "is limited to part of their footprint. Finish time = the process's virtual time when "
-                       "its trace ends (estimate).",
-    "ingens-fragmented": "FMFI 0.9 made with Ingens' method (allocate, then free part). Throughput = the cost "
-                         "model's speedup over base pages on the same memory (estimate); compaction counts and "
-                         "fault time from the OS model. Paper columns: Table 9 (Cloudstone, req/s).",
+    "ingens-fairness": "Three identical processes run concurrently, each on its own virtual time (cycles), on "
+                       "memory at FMFI 0.9, so most huge pages must be made by compaction as the promoters ask; "
+                       "both promote asynchronously (Linux: khugepaged; Ingens: Promote-kth), with the daemons' "
+                       "periods scaled to the short run. Finish time = the process's virtual time when its trace "
+                       "ends (estimate).",
+    "ingens-fragmented": "FMFI 0.9 made with Ingens' method (allocate, then free part), the pages left behind "
+                         "unmovable. Throughput = the cost model's speedup over base pages on the same memory "
+                         "(estimate); compaction counts and fault time (compaction stalls included) from the OS "
+                         "model. Paper columns: Table 9 (Cloudstone, req/s).",
 }
 
 #: Columns shown per experiment (all present in the saved rows).
