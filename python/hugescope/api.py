@@ -52,7 +52,8 @@ def simulate(
     ``[[policy]]`` entries: the OS model runs the policy, with ``base``
     simulated on the same pass for ``speedup_vs_base``. OS options (keywords,
     each setting the ``[os]`` key of the same name): ``memory``, ``frag``,
-    ``frag_method`` ("pcc" or "ingens"), ``budget``, ``footprint``,
+    ``frag_method`` ("pcc" or "ingens"), ``frag_mobility`` ("movable" or
+    "unmovable": the pages the ingens fragmenter keeps), ``budget``, ``footprint``,
     ``duration``, ``rate``, ``seed``, ``os_costs`` (``["COST=US", ...]``),
     ``sample_every``.
 
@@ -116,7 +117,7 @@ def compare(
     policies = [str(p) for p in policies]
     if not policies and not from_config:
         raise _core.HugescopeError("policies: empty list (and no [[policy]] entries in a configuration)")
-    known = {"memory", "frag", "frag_method", "budget", "footprint", "duration", "rate", "seed", "os_costs",
+    known = {"memory", "frag", "frag_method", "frag_mobility", "budget", "footprint", "duration", "rate", "seed", "os_costs",
              "sample_every"}
     unknown = sorted(k for k in os_options if k not in known)  # (`set` is a parameter here)
     if unknown:

@@ -24,7 +24,7 @@ from . import _core
 #: Keyword and flag names that set an OS key (the sugar of the API keywords
 #: and CLI flags); each maps to ``os.<name>``. ``os_costs`` entries are
 #: ``COST=US`` and map to ``os.COST``.
-_SUGAR = ("memory", "footprint", "budget", "frag", "frag_method", "duration", "rate", "seed", "sample_every")
+_SUGAR = ("memory", "footprint", "budget", "frag", "frag_method", "frag_mobility", "duration", "rate", "seed", "sample_every")
 
 
 def knobs() -> List[Dict[str, Any]]:

@@ -309,3 +309,21 @@ fn the_high_queue_is_served_in_fairness_order() {
     );
     k.check_invariants().unwrap();
 }
+
+#[test]
+fn promote_kth_is_busy_for_the_time_a_promotion_costs() {
+    // Default costs: each in-place collapse of a fully populated region costs
+    // Promote-kth 20 us of daemon time, so with two requests queued the
+    // second is served by a wake 20 us after the first, at the next access
+    // (1 ms apart at 1000 accesses/s), not in the same instant.
+    let o = OsConfig { costs: OsCosts::default(), ..os() };
+    let mut s = sim(&header(2 * MB2, false), o, "ingens", &[]);
+    s.progress(&populate_label(0, BASE, 2 * MB2));
+    touch(&mut s, 0, BASE);
+    assert_eq!(s.pt.spaces()[0].total_huge_bytes(), MB2);
+    assert_eq!(stat(&s.pt, "promotions_in_place"), 1.0);
+    touch(&mut s, 0, BASE);
+    assert_eq!(s.pt.spaces()[0].total_huge_bytes(), 2 * MB2);
+    assert_eq!(stat(&s.pt, "promotions_high"), 2.0);
+    assert!((stat(&s.pt, "promote_seconds") - 40e-6).abs() < 1e-12);
+}

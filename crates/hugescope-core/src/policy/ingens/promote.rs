@@ -13,6 +13,13 @@
 //! leaves the normal list for `exclude_s` (120 s), so an adversarial process
 //! cannot monopolise the scanner.
 //!
+//! Promote-kth is one kernel thread: its work takes the daemon time it costs
+//! (copying, compaction). After a promotion that cost time, the thread is
+//! busy until that time has passed, so the next high-queue request is served
+//! by a wake scheduled then, not in the same instant; meanwhile other
+//! processes' requests arrive and the fairness order applies to them too.
+//! (With zero OS costs everything is served at once.)
+//!
 //! A promotion collapses in place when the base pages' frames already form
 //! an aligned 2MB extent (no copy), else allocates a fresh block (compacting
 //! up to `compact_mb` for it) and copies. A refusal for lack of memory or
@@ -47,9 +54,14 @@ impl Ingens {
     }
 
     /// Promote the high queue's requests, fairest claim first, until it is
-    /// empty or memory (or the budget) runs out.
+    /// empty, memory (or the budget) runs out, or a promotion took time (the
+    /// thread is then busy: the rest waits for a wake once that time has
+    /// passed).
     pub(super) fn drain_high(&mut self, k: &mut Kernel) {
         loop {
+            if self.wake_pending {
+                return; // busy: a wake is already scheduled for the rest
+            }
             let waiting: Vec<(u16, f64)> =
                 (0..self.high.len() as u16).filter(|&p| !self.high[p as usize].is_empty()).map(|p| (p, self.metric(k, p))).collect();
             let Some(pid) = fairness::first(&waiting) else { return };
@@ -58,10 +70,16 @@ impl Ingens {
                 self.queued.remove(&(pid, start));
                 continue;
             }
+            let before = k.clock.os_async_seconds;
             match self.promote_region(k, pid, start) {
                 Ok(()) => {
                     self.stats.promotions_high += 1;
                     self.queued.remove(&(pid, start));
+                    let busy = k.clock.os_async_seconds - before;
+                    if busy > 0.0 && self.high.iter().any(|q| !q.is_empty()) {
+                        self.wake_pending = true;
+                        k.schedule_in(busy, super::WAKE);
+                    }
                 }
                 Err(Refusal::NoMemory | Refusal::Budget) => {
                     self.high[pid as usize].push_front(start);
