@@ -185,7 +185,8 @@ def run_row(label: str, spec: str, d: Dict[str, Any]) -> Dict[str, Any]:
         "mean_fault_us": 1e6 * fault_s / faults if fault_s is not None and faults else None,
         "compactions": o["compactions"],
         "compaction_migrated_pages": o["compaction_migrated_pages"],
-        "fmfi_before": frag.get("fmfi_before", frag.get("before")),
+        # FMFI the fragmenter left before the run (None on free memory).
+        "fmfi_start": frag.get("fmfi"),
         "compaction_rounds": stats.get("compaction_rounds"),
         "kind": "estimate",
     }
@@ -298,10 +299,8 @@ def _fragmented(paths, cfg, preset, step):
         r = run_row(label, spec, d)
         r["memory"] = "FMFI 0.9" if opts.get("frag") else "unfragmented"
         rows.append(r)
-    for r in rows:
-        if r["memory"] == "FMFI 0.9":
-            for k, v in (PAPER["fragmented"].get(r["config"]) or {}).items():
-                r[f"paper_{k}"] = v
+    # Table 9 is the fragmented run only.
+    _with_paper([r for r in rows if r["memory"] == "FMFI 0.9"], PAPER["fragmented"])
     return rows, {}
 
 
