@@ -98,7 +98,8 @@ def test_bad_study_or_scale_is_one_error():
 
 
 @pytest.mark.parametrize("argv,needle", [(["ingens", "tlb"], "study: 'tlb'"),
-                                         (["ingens", "--scale", "huge"], "scale: 'huge'")])
+                                         (["ingens", "--scale", "huge"], "scale: 'huge'"),
+                                         (["ingens", "--preset", "nope"], "unknown preset 'nope'")])
 def test_cli_bad_arguments_exit_2_with_one_line(tmp_path, argv, needle):
     p = subprocess.run([sys.executable, "-m", "hugescope", *argv, "-o", str(tmp_path / "out")],
                        capture_output=True, text=True, timeout=60)

@@ -447,7 +447,7 @@ def cmd_ingens(a) -> int:
     from . import ingens_study as ing
     from ._io import check_output, prepare_dir, write_json
 
-    studies = ing.check_args(a.studies or None, a.scale)
+    studies = ing.check_args(a.studies or None, a.scale, a.preset)
     # Every output is checked before the first trace is made.
     ing.check_outputs(a.out, studies, plots=not a.no_plots)
     if a.json:

@@ -455,11 +455,14 @@ def _names(studies) -> List[str]:
     return list(dict.fromkeys(names))
 
 
-def check_args(studies, scale: str) -> List[str]:
+def check_args(studies, scale: str, preset: Optional[str] = None) -> List[str]:
     """The studies to run (default all, each once, in the order given); a
-    name that is no study or a scale that is none gives one error line."""
+    name that is no study, a scale or machine preset that is none gives one
+    error line."""
     names = _names(studies)
     check_choice(scale, "scale", list(SCALES))
+    if preset is not None:
+        api.machine_config(preset)
     return names
 
 
@@ -479,9 +482,8 @@ def ingens_studies(studies: Optional[Sequence[str]] = None, scale: str = "ci", p
     work completes."""
     import pandas as pd
 
-    names = check_args(studies, scale)
+    names = check_args(studies, scale, preset)
     seed = int(seed)
-    api.machine_config(preset)  # an unknown preset fails before any trace
     cfgs = {s: SCALES[scale][s] for s in names}
     total = sum(cfg.get("processes", 1) + len(_groups(CONFIGS[s])) for s, cfg in cfgs.items())
     step = Steps(total, progress)
