@@ -52,9 +52,9 @@ INGENS_NOTES = {
                             "compaction) / faults. Fallback share = huge faults that fell back to a base page / "
                             "huge faults tried. Paper columns: §3.1 (10 GB mapping read sequentially).",
     "ingens-fairness": "Three identical processes run concurrently, each on its own virtual time (cycles), on "
-                       "memory at FMFI 0.9, so most huge pages must be made by compaction as the promoters ask; "
-                       "both promote asynchronously (Linux: khugepaged; Ingens: Promote-kth), with the daemons' "
-                       "periods scaled to the short run. Finish time = the process's virtual time when its trace "
+                       "memory at FMFI 0.9 with huge pages for 40% of their footprint; both promote "
+                       "asynchronously (Linux: khugepaged; Ingens: Promote-kth), with the daemons' periods scaled "
+                       "down 200-500x to the short run. Finish time = the process's virtual time when its trace "
                        "ends (estimate).",
     "ingens-fragmented": "FMFI 0.9 made with Ingens' method (allocate, then free part), the pages left behind "
                          "unmovable. Throughput = the cost model's speedup over base pages on the same memory "
