@@ -150,7 +150,10 @@ impl<P: PageTable, W: Walker, S: SegmentUnit> Simulator<P, W, S> {
         Ok(sim)
     }
 
-    #[inline]
+    // Always inlined: it is the whole per-access path, and with a second
+    // caller (the concurrent scheduler) the compiler stopped inlining it into
+    // the single-trace loop, which cost 16% on the OS path.
+    #[inline(always)]
     pub fn step(&mut self, a: Access) {
         let cpu = a.cpu as usize;
         if cpu >= self.mmus.len() {

@@ -127,11 +127,25 @@ fn simulate_policies(
     with_base: bool,
     config_text: Option<String>,
 ) -> PyResult<String> {
-    let cfg = load_config(preset.as_deref(), config.as_deref(), config_text.as_deref(), &overrides, &policies)?;
+    let (cfg, specs, os, opts) = run_setup(preset, config, config_text, &overrides, &policies, with_base)?;
+    json(&cancellable(py, || hugescope_core::run::simulate_policies(&trace, &cfg.machine, &os, &specs, &opts).map_err(err))?)
+}
+
+/// What a policy run needs from the configuration arguments: the resolved
+/// configuration, its policy specs, the OS configuration and run options.
+fn run_setup(
+    preset: Option<String>,
+    config: Option<String>,
+    config_text: Option<String>,
+    overrides: &[String],
+    policies: &[String],
+    with_base: bool,
+) -> PyResult<(Config, Vec<hugescope_core::run::PolicySpec>, hugescope_core::os::OsConfig, hugescope_core::run::RunOptions)> {
+    let cfg = load_config(preset.as_deref(), config.as_deref(), config_text.as_deref(), overrides, policies)?;
     let specs = cfg.specs().map_err(err)?;
     let os = cfg.os.os_config();
     let opts = cfg.run_options(with_base);
-    json(&cancellable(py, || hugescope_core::run::simulate_policies(&trace, &cfg.machine, &os, &specs, &opts).map_err(err))?)
+    Ok((cfg, specs, os, opts))
 }
 
 /// Simulate policies over several traces run as concurrent processes, each
@@ -157,10 +171,7 @@ fn simulate_concurrent(
 ) -> PyResult<String> {
     let sched = hugescope_core::sched::SchedOptions { quantum_ms };
     sched.check().map_err(err)?;
-    let cfg = load_config(preset.as_deref(), config.as_deref(), config_text.as_deref(), &overrides, &policies)?;
-    let specs = cfg.specs().map_err(err)?;
-    let os = cfg.os.os_config();
-    let opts = cfg.run_options(with_base);
+    let (cfg, specs, os, opts) = run_setup(preset, config, config_text, &overrides, &policies, with_base)?;
     json(&cancellable(py, || {
         hugescope_core::run::simulate_concurrent(&traces, &cfg.machine, &os, &specs, &opts, &sched).map_err(err)
     })?)

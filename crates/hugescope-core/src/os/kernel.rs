@@ -641,7 +641,7 @@ impl PageTable for Kernel {
         self.advance(self.cost.segment_hit_cycles());
     }
 
-    #[inline]
+    #[inline(always)]
     fn after_access(&mut self, a: &Access, outcome: Outcome, walk: Option<WalkCost>) {
         let cycles = self.cost.access_cycles(outcome, walk);
         let size = match outcome {
