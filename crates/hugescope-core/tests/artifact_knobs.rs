@@ -187,7 +187,7 @@ fn lfu_artifact_matches_the_artifacts_list_on_a_long_sequence() {
     for step in 0..20_000 {
         x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         let region = (x >> 33) % 14;
-        if (x >> 20) % 97 == 0 {
+        if (x >> 20).is_multiple_of(97) {
             // A shootdown of one region.
             t.invalidate(0, region * MB2, (region + 1) * MB2);
             r.list.retain(|e| e.0 != region);
