@@ -79,6 +79,14 @@ pub struct MachineConfig {
     #[serde(default)]
     pub pwc: BTreeMap<String, CacheConfig>,
     pub cost: CostConfig,
+    /// The PCC authors' simulator fills the base-page L1 TLB a second time
+    /// after every page walk (pcc.md §7, `huge_page_reuse.h`): a 4KB miss
+    /// leaves two entries of the page in its set (the older one dead, and its
+    /// eviction unmaps the live one), so 4KB-only streams see half the L1;
+    /// a walk to a larger page leaves one dead 4KB entry. Off by default;
+    /// omitted from the serialized machine when off, so results keep their bytes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub l1_duplicate_fill: bool,
 }
 
 pub const PRESETS: &[&str] = &["haswell-pcc", "sandybridge-ds", "alpha-21264", "modern-x86", "pcc-artifact"];
@@ -130,6 +138,7 @@ impl MachineConfig {
                 walker: x86_walker(),
                 pwc: intel_pwc(),
                 cost: default_cost(3.2),
+                l1_duplicate_fill: false,
             },
             // The PCC authors' simulator: 6-way L2 whose index uses 7 bits, so
             // only 128 of its 170 sets (768 entries) are reachable; no PWC, no 1GB TLB.
@@ -142,6 +151,7 @@ impl MachineConfig {
                 walker: x86_walker(),
                 pwc: BTreeMap::new(),
                 cost: default_cost(3.2),
+                l1_duplicate_fill: false,
             },
             // Direct segments paper, Table 1: Xeon E5-2430 (Sandy Bridge) at 2.2 GHz.
             // The L2 TLB holds 4KB translations only.
@@ -154,6 +164,7 @@ impl MachineConfig {
                 walker: x86_walker(),
                 pwc: intel_pwc(),
                 cost: default_cost(2.2),
+                l1_duplicate_fill: false,
             },
             // Navarro et al. OSDI'02: Alpha 21264, 8KB base pages, superpages of
             // 64KB, 512KB and 4MB, one 128-entry fully associative data TLB.
@@ -167,6 +178,7 @@ impl MachineConfig {
                 walker: WalkerConfig { va_bits: 43, level_shifts: vec![33, 23, 13] },
                 pwc: BTreeMap::new(),
                 cost: CostConfig { l2_hit_cycles: 0.0, ..default_cost(0.5) },
+                l1_duplicate_fill: false,
             },
             // A current core (Golden Cove class): larger L1 and STLB, a 1GB STLB.
             // Sizes from vendor optimization manuals, rounded; treat as estimates.
@@ -179,6 +191,7 @@ impl MachineConfig {
                 walker: x86_walker(),
                 pwc: intel_pwc(),
                 cost: CostConfig { l2_hit_cycles: 8.0, ..default_cost(3.0) },
+                l1_duplicate_fill: false,
             },
             other => {
                 return Err(Error::config(format!(
@@ -226,6 +239,11 @@ impl MachineConfig {
         let sizes = self.page_size_bytes()?;
         if sizes.is_empty() || sizes.len() > 8 {
             return Err(Error::config("page_sizes must list between 1 and 8 sizes"));
+        }
+        // The dead duplicates are tagged with the eighth size index (`hw::tlb::ghost`).
+        if self.l1_duplicate_fill && sizes.len() >= 8 {
+            return Err(Error::config(format!(
+                "l1_duplicate_fill=true needs at most 7 page sizes, got {}", sizes.len())));
         }
         for w in sizes.windows(2) {
             if w[0] >= w[1] {

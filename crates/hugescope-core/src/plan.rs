@@ -30,6 +30,13 @@ pub enum When {
     Accesses(u64),
     /// At a named progress point of a built-in workload ("level:3", "iter:2").
     Progress(String),
+    /// This many accesses after the first time the trace reaches progress
+    /// point `label`. What `--emit-plan` records for a promotion a policy made
+    /// between two progress points, so that replay acts where the policy did
+    /// (a bare `Progress` would act at the marker, earlier). A native run,
+    /// which counts no accesses, applies it at the next progress point after
+    /// `label`: the nearest point at or after the recorded one.
+    AfterMarker { label: String, accesses: u64 },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -189,11 +196,27 @@ fn parse_when(v: Option<&Value>) -> std::result::Result<When, String> {
                     .as_str()
                     .map(|s| When::Progress(s.to_string()))
                     .ok_or_else(|| "when.progress must be a string".into()),
-                other => Err(format!("unknown 'when' kind '{other}' (start, time_s, accesses, progress)")),
+                "after_marker" => parse_after_marker(x),
+                other => Err(format!("unknown 'when' kind '{other}' (start, time_s, accesses, progress, after_marker)")),
             }
         }
         other => Err(format!("cannot read 'when' from {other}")),
     }
+}
+
+/// `{"label": "level:3", "accesses": N}`: both fields required, no others.
+fn parse_after_marker(x: &Value) -> std::result::Result<When, String> {
+    let m = x.as_object().ok_or("when.after_marker must be an object {\"label\": ..., \"accesses\": ...}")?;
+    if let Some(k) = m.keys().find(|k| !["label", "accesses"].contains(&k.as_str())) {
+        return Err(format!("when.after_marker: unknown field '{k}' (label, accesses)"));
+    }
+    let label = m
+        .get("label")
+        .and_then(Value::as_str)
+        .ok_or("when.after_marker.label must be a string")?
+        .to_string();
+    let accesses = num(m.get("accesses").ok_or("when.after_marker: missing 'accesses'")?, "when.after_marker.accesses")?;
+    Ok(When::AfterMarker { label, accesses })
 }
 
 fn parse_entry(v: &Value) -> std::result::Result<PlanEntry, String> {
@@ -252,6 +275,34 @@ mod tests {
             note: Some("pcc".into()),
         }]);
         assert_eq!(Plan::parse(&p.to_json()).unwrap(), p);
+    }
+
+    #[test]
+    fn after_marker_roundtrips_and_rejects_bad_fields() {
+        let p = Plan::new(vec![PlanEntry {
+            start: 1 << 30,
+            length: 2 << 20,
+            page_size: 2 << 20,
+            when: When::AfterMarker { label: "level:3".into(), accesses: 4096 },
+            pid: 0,
+            note: None,
+        }]);
+        let text = p.to_json();
+        assert!(text.contains("\"after_marker\""), "{text}");
+        assert_eq!(Plan::parse(&text).unwrap(), p);
+        let e = |w: &str| Plan::parse(&format!(r#"[{{"start":0,"length":2097152,"when":{w}}}]"#));
+        assert!(e(r#"{"after_marker":{"label":"a","accesses":"0x10"}}"#).is_ok());
+        for bad in [
+            r#"{"after_marker":{"label":"a"}}"#,
+            r#"{"after_marker":{"accesses":3}}"#,
+            r#"{"after_marker":{"label":1,"accesses":3}}"#,
+            r#"{"after_marker":{"label":"a","accesses":-1}}"#,
+            r#"{"after_marker":{"label":"a","accesses":3,"x":1}}"#,
+            r#"{"after_marker":"a"}"#,
+        ] {
+            let err = e(bad).unwrap_err().to_string();
+            assert!(err.contains("after_marker"), "{bad}: {err}");
+        }
     }
 
     #[test]

@@ -17,6 +17,11 @@
 //!   mapped or populated there (MADV_COLLAPSE needs a resident page in each 2 MiB
 //!   region) is retried at the following progress points, up to `start_retries` times.
 //! * `when: progress LABEL`: the first time the workload reports exactly that label.
+//! * `when: after_marker {label, accesses}` (what `simulate --emit-plan` records for a
+//!   promotion made between two progress points): with `accesses` 0 as `progress`;
+//!   otherwise at the first hook after the workload first reports `label` (the next
+//!   progress point or the end of setup), the nearest point at or after the one
+//!   recorded: a native run counts no accesses, so it cannot act between points.
 //! * `when: time_s T`: at the first hook (end of setup or a progress point) at least
 //!   T seconds after the workload started; the granularity is the distance between
 //!   progress points.
@@ -218,6 +223,10 @@ struct Driver {
     regions: Vec<Region>,
     starts: Vec<StartEntry>,
     by_label: HashMap<String, Vec<(usize, PlanEntry)>>,
+    /// `after_marker` entries waiting for their label; once it is reported they
+    /// move to `next_point`, applied at the following hook.
+    after_label: HashMap<String, Vec<(usize, PlanEntry)>>,
+    next_point: Vec<(usize, PlanEntry)>,
     /// (index, entry, due seconds), sorted by due time.
     timed: Vec<(usize, PlanEntry, f64)>,
     applied: Vec<NativeApplied>,
@@ -274,10 +283,23 @@ impl Driver {
         spent
     }
 
+    /// Entries whose recorded point lies after the previous progress point:
+    /// this hook is the nearest one at or after it.
+    fn apply_next_point(&mut self, point: &str) -> f64 {
+        let mut spent = 0.0;
+        for (i, e) in std::mem::take(&mut self.next_point) {
+            let (a, dt) = self.apply(i, &e, point, 1);
+            spent += dt;
+            self.applied.push(a);
+        }
+        spent
+    }
+
     fn on_event(&mut self, ev: NativeEvent<'_>) {
         match ev {
             NativeEvent::SetupDone => {
                 self.setup_done = true;
+                self.collapse_setup_s += self.apply_next_point("setup_done");
                 self.collapse_setup_s += self.apply_due("setup_done");
                 self.regions_after_setup = region_coverage(&self.regions);
                 // Taken last, so the algorithm's CPU time excludes this hook.
@@ -292,13 +314,16 @@ impl Driver {
                     self.marks.push(ProgressMark { label: label.to_string(), t_s: self.now() });
                 }
                 let point = format!("progress:{label}");
-                let mut spent = 0.0;
+                let mut spent = self.apply_next_point(&point);
                 if let Some(list) = self.by_label.remove(label) {
                     for (i, e) in list {
                         let (a, dt) = self.apply(i, &e, &point, 1);
                         spent += dt;
                         self.applied.push(a);
                     }
+                }
+                if let Some(list) = self.after_label.remove(label) {
+                    self.next_point.extend(list);
                 }
                 // Retries of start entries and time entries only once setup is over:
                 // before it, the data is still being built.
@@ -338,12 +363,20 @@ impl Driver {
                 }),
             }
         }
-        for (_, list) in std::mem::take(&mut self.by_label) {
+        for (i, e) in std::mem::take(&mut self.next_point) {
+            let label = marker_label(&e.when);
+            self.applied.push(NativeApplied {
+                t_s: end,
+                point: "not_applied".into(),
+                attempts: 0,
+                outcome: CollapseOutcome::not_applied(i, &e, format!(
+                    "recorded after progress point '{label}', and the workload reported no progress point after it")),
+            });
+        }
+        let waiting = std::mem::take(&mut self.by_label).into_iter().chain(std::mem::take(&mut self.after_label));
+        for (_, list) in waiting {
             for (i, e) in list {
-                let label = match &e.when {
-                    When::Progress(l) => l.clone(),
-                    _ => String::new(),
-                };
+                let label = marker_label(&e.when);
                 let seen: Vec<&str> = first_distinct(&self.marks, 6);
                 let hint = if seen.is_empty() {
                     "it reported no progress point".to_string()
@@ -374,6 +407,14 @@ impl Driver {
 }
 
 /// Distinct labels in order of first appearance, at most `n`.
+/// The progress label an entry waits for ("" for entries that wait for none).
+fn marker_label(w: &When) -> String {
+    match w {
+        When::Progress(l) | When::AfterMarker { label: l, .. } => l.clone(),
+        _ => String::new(),
+    }
+}
+
 fn first_distinct(marks: &[ProgressMark], n: usize) -> Vec<&str> {
     let mut out: Vec<&str> = Vec::new();
     for m in marks {
@@ -422,6 +463,8 @@ pub fn run_native(name: &str, params: &Params, plan: &NativePlan, opts: &NativeR
         regions: layout.regions.clone(),
         starts: Vec::new(),
         by_label: HashMap::new(),
+        after_label: HashMap::new(),
+        next_point: Vec::new(),
         timed: Vec::new(),
         applied: Vec::new(),
         setup_done: false,
@@ -450,7 +493,10 @@ pub fn run_native(name: &str, params: &Params, plan: &NativePlan, opts: &NativeR
         }
         match &e.when {
             When::Start => driver.starts.push(StartEntry { index: i, entry: e.clone(), attempts: 0, last: None, done: false }),
-            When::Progress(l) => driver.by_label.entry(l.clone()).or_default().push((i, e.clone())),
+            When::Progress(l) | When::AfterMarker { label: l, accesses: 0 } => {
+                driver.by_label.entry(l.clone()).or_default().push((i, e.clone()))
+            }
+            When::AfterMarker { label, .. } => driver.after_label.entry(label.clone()).or_default().push((i, e.clone())),
             When::TimeS(t) => driver.timed.push((i, e.clone(), *t)),
             When::Accesses(n) => driver.applied.push(NativeApplied {
                 t_s: 0.0,

@@ -261,6 +261,19 @@ impl SetAssoc {
         }
     }
 
+    /// Replace `from` by `to` in the set chosen by `index`, in place (its
+    /// recency position is kept). Whether `from` was there.
+    pub fn retag(&mut self, index: u64, from: u64, to: u64) -> bool {
+        let (i, w) = (self.set_of(index), self.ways);
+        match self.flat_mut()[i * w..(i + 1) * w].iter_mut().find(|t| **t == from) {
+            Some(t) => {
+                *t = to;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// `lookup`, and on a miss `insert`, in one pass over the set: for a
     /// structure that is filled whenever it misses (a page-walk cache).
     #[inline(always)]

@@ -8,7 +8,7 @@ use super::geometry::Geometry;
 use super::leaf::Leaf;
 use super::pwc::WalkCost;
 use super::space::Space;
-use super::tlb::{tag, Tlb, VPN_BITS};
+use super::tlb::{ghost, is_ghost, live_of, tag, Tlb, VPN_BITS};
 use super::walker::{RadixWalker, Walker};
 use crate::config::MachineConfig;
 use crate::stats::MmuStats;
@@ -50,6 +50,8 @@ pub struct Mmu<W: Walker = RadixWalker> {
     /// the host, until a virtualization model switches it.
     vm: u8,
     shifts: [u32; MAX_SIZES],
+    /// `MachineConfig::l1_duplicate_fill`: the PCC artifact's second L1 fill.
+    duplicate_fill: bool,
     pub stats: MmuStats,
 }
 
@@ -103,6 +105,7 @@ impl<W: Walker> Mmu<W> {
             last: (NO_PAGE, 0, 0),
             vm: 0,
             shifts,
+            duplicate_fill: cfg.l1_duplicate_fill,
             stats: MmuStats::default(),
         })
     }
@@ -197,7 +200,7 @@ impl<W: Walker> Mmu<W> {
         self.stats.l2_hits[s] += 1;
         let t1 = self.l1_of[s];
         if t1 != NONE {
-            self.l1[t1 as usize].cache.insert(vpn, tg);
+            self.fill_l1(t1, vpn, tg);
             self.last = (vpn, a.pid, s);
         } else {
             self.last.0 = NO_PAGE;
@@ -219,11 +222,14 @@ impl<W: Walker> Mmu<W> {
         if let Some(l) = cost.pwc_hit_level {
             self.stats.pwc_hits[l] += 1;
         }
+        if self.duplicate_fill {
+            self.fill_duplicate(a);
+        }
         let vpn = a.addr >> self.shifts[s];
         let tg = tag(vpn, s, self.space(a));
         let t1 = self.l1_of[s];
         if t1 != NONE {
-            self.l1[t1 as usize].cache.insert(vpn, tg);
+            self.fill_l1(t1, vpn, tg);
             self.last = (vpn, a.pid, s);
         } else {
             self.last.0 = NO_PAGE;
@@ -236,6 +242,39 @@ impl<W: Walker> Mmu<W> {
             self.filled |= 1 << s;
         }
         cost
+    }
+
+    /// Insert `tg` into L1 structure `t`. With duplicate fills, a dead
+    /// duplicate that falls out of its set takes the live entry of its page
+    /// with it: in the artifact both copies carry the page's tag, and evicting
+    /// either erases the tag's one address-map entry (`CacheSet::insert`), so
+    /// the live copy stays in the set unreachable, as a dead one.
+    #[inline(always)]
+    fn fill_l1(&mut self, t: u8, vpn: u64, tg: u64) {
+        let evicted = self.l1[t as usize].cache.insert(vpn, tg);
+        if self.duplicate_fill {
+            if let Some(old) = evicted.filter(|&o| is_ghost(o)) {
+                self.l1[t as usize].cache.retag(vpn, live_of(old), old);
+            }
+        }
+    }
+
+    /// The artifact's first of two base-page L1 fills after a walk (its
+    /// `huge_page_reuse.h` inserts into the 4KB L1 inside the "not huge"
+    /// branch and again after it): a dead entry of the accessed base page,
+    /// put in before the live fill so the live entry is the more recent.
+    /// After a walk to a larger page only this one lands in the 4KB L1 (the
+    /// artifact's there can hit, ours cannot: a simplification, see
+    /// docs/assumptions.md).
+    #[cold]
+    fn fill_duplicate(&mut self, a: &Access) {
+        let t = self.l1_of[0];
+        if t == NONE {
+            return;
+        }
+        let vpn = a.addr >> self.shifts[0];
+        let dead = ghost(tag(vpn, 0, self.space(a)));
+        self.fill_l1(t, vpn, dead);
     }
 
     /// Invalidate every TLB and walk-cache entry of `space` covering any
@@ -257,7 +296,7 @@ impl<W: Walker> Mmu<W> {
     /// Whether any TLB holds a translation of `space` overlapping [start, end).
     pub fn holds(&self, space: Space, start: u64, end: u64) -> bool {
         self.l1.iter().chain(self.l2.iter()).any(|t| {
-            t.cache.tags().any(|tg| {
+            t.cache.tags().filter(|&tg| !is_ghost(tg)).any(|tg| {
                 let (vpn, s, p) = super::tlb::untag(tg);
                 let lo = vpn << self.shifts[s];
                 p == space && lo < end && start < lo + (1u64 << self.shifts[s])

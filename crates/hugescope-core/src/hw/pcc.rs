@@ -16,8 +16,13 @@
 //!   counter reaches its maximum every counter of that table is halved, which
 //!   keeps their order (§3.2.1, pcc.md §8 rec. 5).
 //! - Replacement: `lfu_lru` (evict the lowest frequency, least recently used
-//!   among equals: the artifact's sorted list) or `lru` (the paper's text,
-//!   §3.2.1 "opts for the simpler policy"); pcc.md §8 rec. 1.
+//!   among equals: what the artifact's sorted list means) or `lru` (the
+//!   paper's text, §3.2.1 "opts for the simpler policy"); pcc.md §8 rec. 1.
+//!   `lfu_artifact` keeps the artifact's list itself (pcc.md §7): a hit is
+//!   re-linked by its count from *before* the increment, so it goes behind
+//!   the entries that already had the new count, and a tie among the lowest
+//!   count evicts the entry that reached it last; a new entry goes in front
+//!   of the other count-0 entries. Reads list the entries in that order.
 //! - Any shootdown of a region invalidates its entry (§3.3 step C; pcc.md §3.6).
 //! - Walks that end at an already promoted 2MB leaf still update the 2MB table
 //!   (their PMD entry is the leaf, whose A bit is tested): those entries are
@@ -38,6 +43,9 @@ pub enum Replacement {
     LfuLru,
     /// Least recently touched.
     Lru,
+    /// The authors' artifact's frequency-sorted list, re-linked on a hit by
+    /// the pre-increment count (`tlb.h`, `insertLFU`; pcc.md §7).
+    LfuArtifact,
 }
 
 impl Replacement {
@@ -45,6 +53,7 @@ impl Replacement {
         match s {
             "lfu_lru" | "lfu" => Some(Replacement::LfuLru),
             "lru" => Some(Replacement::Lru),
+            "lfu_artifact" => Some(Replacement::LfuArtifact),
             _ => None,
         }
     }
@@ -143,6 +152,9 @@ pub struct PccTable {
     clock: u64,
     /// Slot of the last touched entry: consecutive walks often hit one region.
     last: usize,
+    /// `LfuArtifact` only: slot indices in list order, head (kept longest)
+    /// first; the victim is the last. Empty under the other policies.
+    order: Vec<u32>,
     pub stats: PccStats,
 }
 
@@ -160,6 +172,7 @@ impl PccTable {
             stamp: Vec::with_capacity(entries),
             clock: 0,
             last: 0,
+            order: Vec::new(),
             stats: PccStats::default(),
         }
     }
@@ -208,6 +221,11 @@ impl PccTable {
             self.stats.hits += 1;
             self.stamp[i] = self.clock;
             self.last = i;
+            if self.repl == Replacement::LfuArtifact {
+                // Re-linked before the increment, as the artifact does.
+                self.unlink(i);
+                self.link(i);
+            }
             self.freq[i] = self.freq[i].saturating_add(1);
             if self.freq[i] >= self.max {
                 // PCC §3.2.1: on saturation halve all counters (order kept).
@@ -233,12 +251,33 @@ impl PccTable {
             self.stats.evictions += 1;
             let v = self.victim();
             self.keys[v] = key;
+            if self.repl == Replacement::LfuArtifact {
+                self.unlink(v);
+            }
             v
         };
         // A new candidate starts at frequency 0 (§3.2.1).
         self.freq[i] = 0;
         self.stamp[i] = self.clock;
         self.last = i;
+        if self.repl == Replacement::LfuArtifact {
+            self.link(i);
+        }
+    }
+
+    /// `LfuArtifact`: take slot `i` out of the list.
+    fn unlink(&mut self, i: usize) {
+        if let Some(p) = self.order.iter().position(|&s| s as usize == i) {
+            self.order.remove(p);
+        }
+    }
+
+    /// `LfuArtifact`: put slot `i` (not in the list) in front of the first
+    /// entry whose count is not above its own current count (`insertLFU`).
+    fn link(&mut self, i: usize) {
+        let f = self.freq[i];
+        let p = self.order.iter().position(|&s| self.freq[s as usize] <= f).unwrap_or(self.order.len());
+        self.order.insert(p, i as u32);
     }
 
     fn victim(&self) -> usize {
@@ -246,6 +285,7 @@ impl PccTable {
         match self.repl {
             Replacement::Lru => (0..n).min_by_key(|&i| self.stamp[i]).unwrap_or(0),
             Replacement::LfuLru => (0..n).min_by_key(|&i| (self.freq[i], self.stamp[i])).unwrap_or(0),
+            Replacement::LfuArtifact => self.order.last().map_or(0, |&s| s as usize),
         }
     }
 
@@ -265,6 +305,14 @@ impl PccTable {
         while i < self.keys.len() {
             let k = self.keys[i];
             if k >= lo && k <= hi {
+                if self.repl == Replacement::LfuArtifact {
+                    // The last slot moves into `i`: rename it in the list.
+                    self.unlink(i);
+                    let moved = self.keys.len() - 1;
+                    if let Some(s) = self.order.iter_mut().find(|s| **s as usize == moved) {
+                        *s = i as u32;
+                    }
+                }
                 self.keys.swap_remove(i);
                 self.freq.swap_remove(i);
                 self.stamp.swap_remove(i);
@@ -285,22 +333,26 @@ impl PccTable {
         self.keys.clear();
         self.freq.clear();
         self.stamp.clear();
+        self.order.clear();
         self.last = 0;
+    }
+
+    /// The entry in slot `i` as the OS reads it.
+    fn entry(&self, i: usize) -> PccEntry {
+        let k = self.keys[i];
+        PccEntry { pid: (k >> 48) as u16, start: (k & VPN_MASK) << self.shift, freq: self.freq[i], stamp: self.stamp[i] }
     }
 
     /// Append the entries in priority order (frequency descending, then most
     /// recent first: pcc.md §8 rec. 6) to `out`.
+    /// (`lfu_artifact`: in the artifact's list order, which its reads follow.)
     pub fn dump_into(&self, out: &mut Vec<PccEntry>) {
-        let from = out.len();
-        for i in 0..self.keys.len() {
-            let k = self.keys[i];
-            out.push(PccEntry {
-                pid: (k >> 48) as u16,
-                start: (k & VPN_MASK) << self.shift,
-                freq: self.freq[i],
-                stamp: self.stamp[i],
-            });
+        if self.repl == Replacement::LfuArtifact {
+            out.extend(self.order.iter().map(|&s| self.entry(s as usize)));
+            return;
         }
+        let from = out.len();
+        out.extend((0..self.keys.len()).map(|i| self.entry(i)));
         out[from..].sort_by(|a, b| b.freq.cmp(&a.freq).then(b.stamp.cmp(&a.stamp)));
     }
 

@@ -29,6 +29,28 @@ pub fn tag(vpn: u64, size: usize, space: Space) -> u64 {
     (vpn << VPN_SHIFT) | ((size as u64) << SIZE_SHIFT) | space.bits()
 }
 
+/// Size index of a dead duplicate (`MachineConfig::l1_duplicate_fill`, the
+/// PCC artifact's second L1 fill): the eighth index, which no page size has
+/// when the knob is on (validated), so a lookup never matches it.
+const GHOST_SIZE: u64 = 7;
+
+/// The dead duplicate of a live tag: same page and space, never hit.
+#[inline(always)]
+pub fn ghost(live: u64) -> u64 {
+    live | (GHOST_SIZE << SIZE_SHIFT)
+}
+
+#[inline(always)]
+pub fn is_ghost(t: u64) -> bool {
+    (t >> SIZE_SHIFT) & 7 == GHOST_SIZE
+}
+
+/// The live base-page tag a ghost duplicates.
+#[inline(always)]
+pub fn live_of(ghost: u64) -> u64 {
+    ghost & !(GHOST_SIZE << SIZE_SHIFT)
+}
+
 /// (virtual page number, page-size index, space) of a tag.
 #[inline(always)]
 pub fn untag(t: u64) -> (u64, usize, Space) {
@@ -49,8 +71,13 @@ impl Tlb {
     }
 
     /// Invalidate every entry of `space` whose page overlaps [start, end).
+    /// Dead duplicates stay: they are no translation, and the artifact's
+    /// invalidation (`evict` of the mapped entry) leaves them in their set.
     pub fn shootdown(&mut self, space: Space, start: u64, end: u64, shifts: &[u32]) -> usize {
         self.cache.invalidate_where(|t| {
+            if is_ghost(t) {
+                return false;
+            }
             let (vpn, s, sp) = untag(t);
             let lo = vpn << shifts[s];
             let hi = lo + (1u64 << shifts[s]);

@@ -80,6 +80,8 @@ pub struct Kernel {
     pub(super) notes: Vec<String>,
     pub(super) daemons_stopped: bool,
     pub(super) last_marker: Option<String>,
+    /// The access count when `last_marker` was reached (plan entries are recorded relative to it).
+    pub(super) last_marker_at: u64,
     pub(super) frag_report: Option<FragReport>,
     pub(super) huge_total: u64,
     pub(super) peak_huge_total: u64,
@@ -224,6 +226,7 @@ impl Kernel {
             notes: Vec::new(),
             daemons_stopped: false,
             last_marker: None,
+            last_marker_at: 0,
             frag_report,
             huge_total: 0,
             peak_huge_total: 0,
@@ -402,8 +405,11 @@ impl Kernel {
     /// Record an executed promotion made by policy `by` (None: a mechanism
     /// called outside any callback, named after the whole kernel's policies).
     pub(super) fn record_plan(&mut self, by: Option<usize>, pid: u16, start: u64, size: usize) {
+        // Relative to the last marker, so a replay acts at this access and not
+        // at the marker (a native run applies it at the next marker).
         let when = match &self.last_marker {
-            Some(m) => When::Progress(m.clone()),
+            Some(m) if self.clock.accesses == self.last_marker_at => When::Progress(m.clone()),
+            Some(m) => When::AfterMarker { label: m.clone(), accesses: self.clock.accesses - self.last_marker_at },
             None if self.clock.accesses == 0 => When::Start,
             None => When::Accesses(self.clock.accesses),
         };
@@ -678,6 +684,7 @@ impl PageTable for Kernel {
             return;
         }
         self.last_marker = Some(label.to_string());
+        self.last_marker_at = self.clock.accesses;
         self.for_each_policy(|p, k| p.on_progress(k, label));
     }
 }

@@ -1,7 +1,9 @@
 //! `static`: huge pages exactly where a plan file says, when it says. Entries
 //! "at start" become huge at the first touch of their range; entries at a
 //! time, an access count or a progress point are collapsed then (with
-//! compaction, as MADV_COLLAPSE may compact). Replays any policy's
+//! compaction, as MADV_COLLAPSE may compact). Entries "after a marker" arm
+//! an access timer when the trace first reaches the marker, so they act at
+//! the access where the recording policy acted. Replays any policy's
 //! `--emit-plan` output in simulation.
 
 use super::{Fault, FaultAction, Params, Policy};
@@ -15,6 +17,10 @@ pub struct StaticPlan {
     entries: Vec<PlanEntry>,
     /// Entries "at start", sorted by (pid, start), with their size index.
     at_start: Vec<(PlanEntry, usize)>,
+    /// Per entry, whether an `AfterMarker` entry's timer is armed already: a
+    /// label seen again (a merged trace's processes share labels) must not
+    /// apply the entry a second time.
+    armed: Vec<bool>,
 }
 
 pub fn new(p: &mut Params) -> Result<Box<dyn Policy>> {
@@ -23,7 +29,7 @@ pub fn new(p: &mut Params) -> Result<Box<dyn Policy>> {
         return Err(Error::input("policy static needs plan=FILE (a plan JSON file)"));
     }
     let plan = Plan::load(std::path::Path::new(&path))?;
-    Ok(Box::new(StaticPlan { path: path.into(), entries: plan.entries, at_start: Vec::new() }))
+    Ok(Box::new(StaticPlan { path: path.into(), armed: vec![false; plan.entries.len()], entries: plan.entries, at_start: Vec::new() }))
 }
 
 const ACCESS_TIMER: u32 = 1 << 30;
@@ -78,7 +84,7 @@ impl Policy for StaticPlan {
                 }
                 When::TimeS(t) => k.schedule_at(*t, i as u32),
                 When::Accesses(n) => k.clock.schedule_after_accesses(*n, ACCESS_TIMER | i as u32),
-                When::Progress(_) => {}
+                When::Progress(_) | When::AfterMarker { .. } => {}
             }
         }
         self.at_start.sort_by_key(|(e, _)| (e.pid, e.start));
@@ -102,6 +108,18 @@ impl Policy for StaticPlan {
         let due: Vec<PlanEntry> = self.entries.iter().filter(|e| matches!(&e.when, When::Progress(l) if l == label)).cloned().collect();
         for e in due {
             self.apply(k, &e);
+        }
+        // Armed at the marker: the recorded count is relative to it, and the
+        // timer fires after the access that brings the clock to the target,
+        // the same point at which the recording policy's timer ran.
+        let now = k.clock.accesses;
+        for (i, e) in self.entries.iter().enumerate() {
+            if let When::AfterMarker { label: l, accesses } = &e.when {
+                if l == label && !self.armed[i] {
+                    self.armed[i] = true;
+                    k.clock.schedule_after_accesses(now.saturating_add(*accesses), ACCESS_TIMER | i as u32);
+                }
+            }
         }
     }
 }
