@@ -277,6 +277,8 @@ def _when(w) -> str:
         return "start"
     if isinstance(w, dict):
         (k, v), = w.items()
+        if k == "after_marker" and isinstance(v, dict):
+            return f"{v.get('accesses', 0):,} accesses after {v.get('label')}"
         return {"time_s": f"t = {v} s", "progress": f"at {v}", "accesses": f"after {v:,} accesses"
                 if isinstance(v, int) else f"after {v} accesses"}.get(k, f"{k} {v}")
     return str(w)

@@ -231,3 +231,9 @@ fn artifact_phase_reads_at_ai_30ai_31ai_60ai() {
     at.dedup();
     assert_eq!(at, vec![100, 3000, 3100, 6000, 6100, 9000], "{:?}", r.executed_plan);
 }
+
+#[test]
+fn the_pcc_policy_accepts_the_artifact_replacement() {
+    let p = hugescope_core::policy::make("pcc", &[("replacement".to_string(), "lfu_artifact".to_string())]).unwrap();
+    assert_eq!(p.describe()["hardware"]["replacement"], "lfu_artifact", "{}", p.describe());
+}

@@ -164,7 +164,7 @@ pub fn new(p: &mut Params) -> Result<Box<dyn Policy>> {
     use crate::hw::pcc::MAX_PCC_ENTRIES;
     use super::params::{MAX_COMPACT_PAGES, MAX_PERIOD_ACCESSES, MAX_PERIOD_S, MAX_PROMOTIONS_PER_ROUND, MIN_PERIOD_ACCESSES, MIN_PERIOD_S};
     let entries = p.u64_in("entries", d.entries as u64, 1, MAX_PCC_ENTRIES as u64)? as usize;
-    let repl_s = p.choice("replacement", "lfu_lru", &["lfu_lru", "lru"])?;
+    let repl_s = p.choice("replacement", "lfu_lru", &["lfu_lru", "lru", "lfu_artifact"])?;
     let promote_1g = p.bool("promote_1g", false)?;
     let hw = PccConfig {
         entries,
