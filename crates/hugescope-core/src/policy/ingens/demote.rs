@@ -34,7 +34,7 @@ impl Ingens {
                     }
                 }
             } else if !huge {
-                self.util.retain_only(pid, r);
+                self.util.forget_if_empty(pid, r);
             }
             r += rb;
         }
@@ -47,7 +47,7 @@ impl Ingens {
             self.stats.demotions += 1;
             self.stats.reclaimed_pages += freed;
         }
-        self.util.retain_only(pid, r);
+        self.util.forget_if_empty(pid, r);
     }
 
     /// `demote=pressure`: while free memory is below the watermark, demote

@@ -61,9 +61,9 @@ impl UtilMap {
         self.bits.get(&(pid, region)).is_some_and(|w| w[idx >> 6] >> (idx & 63) & 1 == 1)
     }
 
-    /// Forget the region (it was demoted and its clear pages freed, or
-    /// unmapped whole): bits of the pages still mapped stay set.
-    pub fn retain_only(&mut self, pid: u16, region: u64) {
+    /// Drop the region's entry once no bit is left (it was unmapped whole,
+    /// or all its pages freed), so the map holds only regions in use.
+    pub fn forget_if_empty(&mut self, pid: u16, region: u64) {
         if self.count(pid, region) == 0 {
             self.bits.remove(&(pid, region));
         }
