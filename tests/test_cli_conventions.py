@@ -36,6 +36,7 @@ def in_tmp(tmp_path, monkeypatch):
     ["config", "--json"],
     ["config", "--json", "-"],
     ["presets", "haswell-pcc"],
+    ["native", "gups", "--size", "4MiB", "--updates", "1000", "--json", "-"],
 ])
 def test_json_dash_is_stdout_and_no_file(args, gups_trace, in_tmp, capsys):
     code, out, err = run_cli(*[a.format(t=gups_trace) for a in args], capsys=capsys)

@@ -189,7 +189,8 @@ def cmd_run(a) -> int:
                     raise CliError(f"--{k.replace('_', '-')} given twice with different values")
                 opts[k] = v
         params = _params(wa, kinds)
-    check_outputs([(opts["json"], "json")], [])
+    # The plan is an input: --json must not replace it.
+    check_outputs([(opts["json"], "json")], [opts["plan"]] if opts["plan"] not in (None, "all") else [])
     thp = linux.thp_state()
     if not thp["baseline_available"]:
         err_console.print(f"[yellow]warning:[/] THP mode for 2 MiB pages is '{thp['pmd_mode']}': the kernel backs "
