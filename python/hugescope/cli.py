@@ -558,8 +558,9 @@ def cmd_native(argv: List[str]) -> int:
         emit_json(a.json, rep, inputs=inputs)
     for w in rep.get("warnings", []):
         err_console.print(f"[yellow]warning:[/] {escape(str(w))}")
-    (err_console if is_stdout(a.json) else console).print(f"{name}: setup {rep['setup_seconds']:.3f} s, run {rep['run_seconds']:.3f} s "
-                  f"(measured wall time, one run); result: {json.dumps(rep['result'])}")
+    with human_to_stderr(a.json):
+        console.print(f"{name}: setup {rep['setup_seconds']:.3f} s, run {rep['run_seconds']:.3f} s "
+                      f"(measured wall time, one run); result: {json.dumps(rep['result'])}")
     return 0
 
 

@@ -28,8 +28,9 @@ from rich.table import Table
 
 from . import linux, workloads
 from ._core import HugescopeError
-from ._io import emit_json, is_stdout
-from .cli import CliError, _params, _size, check_outputs, console, err_console, human_to_stderr, json_option, workload_parser
+from ._io import emit_json
+from .cli import (CliError, _params, _size, check_outputs, console, err_console, human_to_stderr, json_option,
+                  workload_parser)
 from .errors import EXIT_FAILURE, Interrupted, RunFailed
 
 
@@ -428,8 +429,9 @@ def cmd_fragment(a) -> int:
         emit_json(a.json, rep)
     with open("/proc/sys/vm/compact_unevictable_allowed") as f:
         now = f.read().strip()
-    (err_console if is_stdout(a.json) else console).print(f"released: pins unmapped; vm.compact_unevictable_allowed restored to {now} "
-                  f"(was {rep['compact_unevictable_allowed_was']})")
+    with human_to_stderr(a.json):
+        console.print(f"released: pins unmapped; vm.compact_unevictable_allowed restored to {now} "
+                      f"(was {rep['compact_unevictable_allowed_was']})")
     # --hold ends with a signal by design; exit as a shell reports it (128 + signal).
     sig = rep.get("stopped_by_signal")
     return 128 + sig if sig else 0
