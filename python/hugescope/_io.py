@@ -12,12 +12,17 @@ directory. Commands call it for every output *before* their work starts.
 directory, fsync and rename, so a failure or a signal never leaves a
 half-written result under the final name (the temporary is removed), and the
 file gets the normal mode 0666 & ~umask.
+
+``-`` names standard output (``--json -``): ``is_stdout`` says so, and
+``emit_json`` is the one place it bypasses the file checks and the writer, so
+no command ever creates a file named ``-``.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
 from typing import Any, Iterable, Optional, Union
 
@@ -30,6 +35,9 @@ FOLLOW_SYMLINKS = False
 
 #: Output kinds the core recognises (see ``hugescope_core::output::Kind``).
 KINDS = ("hst", "json", "csv", "html", "png", "svg", "pdf")
+
+#: The output name meaning standard output (the Unix convention).
+STDOUT = "-"
 
 _HEAD = 512  # bytes of new content the kind is sniffed from (hugescope_core::output::SNIFF_BYTES)
 
@@ -115,3 +123,18 @@ def write_json(path, data: Any, inputs: Iterable = (), follow_symlinks: Optional
     """``write_atomic`` of ``data`` as indented JSON (kind ``json``)."""
     return write_atomic(path, json.dumps(data, indent=2) + "\n", kind="json", inputs=inputs,
                         follow_symlinks=follow_symlinks, make_dirs=make_dirs)
+
+
+def is_stdout(path) -> bool:
+    """True for the output name ``-`` (standard output, never a file)."""
+    return path is not None and os.fspath(path) == STDOUT
+
+
+def emit_json(path, data: Any, inputs: Iterable = (), follow_symlinks: Optional[bool] = None) -> str:
+    """``--json PATH``: ``write_json`` to a file, or print the same indented
+    JSON to standard output when ``path`` is ``-``. Returns what was written."""
+    if is_stdout(path):
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+        sys.stdout.flush()
+        return STDOUT
+    return write_json(path, data, inputs=inputs, follow_symlinks=follow_symlinks)

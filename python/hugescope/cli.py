@@ -5,6 +5,8 @@ result or derived from one; cycle figures are labelled as estimates."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import csv
 import json
 import os
 import signal
@@ -16,7 +18,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from . import _core, _io, api, units, workloads
-from ._io import check_output, write_json
+from ._io import check_output, emit_json, is_stdout
 from .errors import EXIT_FAILURE, EXIT_USAGE, Interrupted, RunFailed
 from .progress import progress_counter
 
@@ -168,11 +170,43 @@ def check_outputs(outputs, inputs) -> None:
     """Check every (path, kind) output before the work starts, so a long run
     never fails at its end because of where it was asked to write."""
     named = [p for p, _ in outputs if p is not None]
+    if sum(is_stdout(p) for p in named) > 1:
+        raise CliError("two outputs are sent to standard output ('-'); name a file for all but one")
     if len({os.path.abspath(p) for p in named}) != len(named):
         raise CliError(f"the same file is named for two outputs: {' and '.join(named)}")
     for path, kind in outputs:
-        if path is not None:
+        # '-' is standard output: nothing on disk to check (emit_json prints it).
+        if path is not None and not is_stdout(path):
             check_output(path, kind, inputs)
+
+
+@contextlib.contextmanager
+def human_to_stderr(*outputs):
+    """While a result goes to standard output (``--json -``), the tables and
+    notes meant for a person go to stderr, so stdout holds only the result
+    and parses as such. A no-op when no output is ``-``."""
+    if not any(is_stdout(p) for p in outputs):
+        yield
+        return
+    # Flip the console's own stderr switch rather than pinning a file object:
+    # the console keeps following whatever sys.stdout is afterwards.
+    old = console.stderr
+    console.stderr = True
+    try:
+        yield
+    finally:
+        console.stderr = old
+
+
+def json_option(p: argparse.ArgumentParser, help: str, bare: bool = False) -> None:
+    """The one ``--json`` option: a file, or ``-`` for standard output. With
+    ``bare`` (commands that printed JSON for a bare ``--json`` and take no
+    positional argument it could swallow) the value may be left out: ``-``."""
+    if bare:
+        p.add_argument("--json", nargs="?", const="-", default=None, metavar="FILE",
+                       help=f"{help} ('-' or no value: standard output)")
+    else:
+        p.add_argument("--json", default=None, metavar="FILE", help=f"{help} ('-': standard output)")
 
 
 def cmd_simulate(a) -> int:
@@ -219,10 +253,15 @@ def cmd_simulate(a) -> int:
     if a.pages and a.pages.lower() not in ("4k", "2m", "1g"):
         inputs.append(a.pages)
     check_outputs([(a.json, "json"), (a.emit_plan, "json")], inputs)
+    with human_to_stderr(a.json, a.emit_plan):
+        return _simulate(a, file_policies, inputs)
+
+
+def _simulate(a, file_policies, inputs) -> int:
     if not a.policy and not file_policies:
         r = api.simulate(a.trace[0], preset=a.preset, pages=a.pages or "4k", config=a.config, set=a.set)
         if a.json:
-            write_json(a.json, r.to_dict(), inputs=inputs)
+            emit_json(a.json, r.to_dict(), inputs=inputs)
         if not a.quiet:
             render_sim(r)
         return 0
@@ -233,9 +272,9 @@ def cmd_simulate(a) -> int:
                           with_base=not a.no_base, quantum_ms=a.quantum_ms, **opts)
     if a.json:
         data = results[0].to_dict() if len(results) == 1 else [r.to_dict() for r in results]
-        write_json(a.json, data, inputs=inputs)
+        emit_json(a.json, data, inputs=inputs)
     if a.emit_plan:
-        write_json(a.emit_plan, results[0].plan(), inputs=inputs)
+        emit_json(a.emit_plan, results[0].plan(), inputs=inputs)
     if not a.quiet:
         if len(results) == 1:
             render_sim(results[0])
@@ -247,13 +286,20 @@ def cmd_simulate(a) -> int:
 
 def cmd_trace_info(argv: List[str]) -> int:
     p = Parser(prog="hugescope trace info", description="Print a trace's header and counts.")
-    p.add_argument("file")
+    # FILE is optional to argparse only so that `trace info --json X.hst`
+    # (where --json takes X.hst as its output) gets an error that says so.
+    p.add_argument("file", nargs="?", metavar="FILE")
     p.add_argument("--verify", action="store_true", help="decode every chunk and check its checksum")
-    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    json_option(p, "write the header and counts as JSON to this file instead of a table", bare=True)
     a = p.parse_args(argv)
+    if a.file is None:
+        hint = (f"; '--json {a.json}' names the JSON output: put the trace first (trace info {a.json} --json)"
+                if a.json and not is_stdout(a.json) else "")
+        raise CliError(f"hugescope trace info: a trace FILE is required{hint}")
+    check_outputs([(a.json, "json")], [a.file])
     info = api.trace_info(a.file, verify=a.verify)
     if a.json:
-        print(json.dumps(info, indent=2))
+        emit_json(a.json, info, inputs=[a.file])
         return 0
     h, s = info["header"], info["summary"]
     t = Table(title=a.file, show_header=False)
@@ -340,9 +386,15 @@ def _params(a, kinds) -> dict:
     return out
 
 
+def print_help_text(text: str) -> None:
+    """Usage text of the commands parsed outside argparse, printed as is:
+    through rich, "[params]" would be taken for a markup tag and vanish."""
+    print(text)
+
+
 def cmd_trace(argv: List[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
-        console.print("usage: hugescope trace WORKLOAD [params] -o FILE.hst\n"
+        print_help_text("usage: hugescope trace WORKLOAD [params] -o FILE.hst\n"
                       "       hugescope trace -o FILE.hst [--skip N] [--record M] [--valgrind] -- PROGRAM [args]\n"
                       "       hugescope trace import {lackey,champsim,text} INPUT -o FILE.hst [--skip N] [--record M]\n"
                       "       hugescope trace info FILE.hst [--verify]\n"
@@ -456,7 +508,7 @@ def cmd_cc(argv: List[str]) -> int:
     from . import tracing
 
     if argv and argv[0] in ("-h", "--help"):
-        console.print("usage: hugescope cc [clang arguments]   compile and link with the tracing runtime\n"
+        print_help_text("usage: hugescope cc [clang arguments]   compile and link with the tracing runtime\n"
                       "       hugescope cc --print-cflags      flags for CFLAGS= (compiling)\n"
                       "       hugescope cc --print-ldflags     flags for LDFLAGS= / LIBS= (linking)\n\n"
                       "Build with CC='hugescope cc', then: hugescope trace -o OUT.hst -- ./prog args")
@@ -487,13 +539,14 @@ def _count(text, what: str, lo: int = 0) -> int:
 
 def cmd_native(argv: List[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
-        console.print(f"usage: hugescope native WORKLOAD [params] [--thp]\n\nworkloads: {', '.join(workloads.names())}")
+        print_help_text(f"usage: hugescope native WORKLOAD [params] [--thp] [--json FILE]\n\n"
+                        f"workloads: {', '.join(workloads.names())}")
         return 0
     name = argv[0]
 
     def extra(p):
         p.add_argument("--thp", action="store_true", help="request MADV_HUGEPAGE on every region")
-        p.add_argument("--json", help="write the report to this JSON file")
+        json_option(p, "write the report to this JSON file")
 
     p, kinds = workload_parser(name, f"hugescope native {name}", extra)
     a = p.parse_args(argv[1:])
@@ -502,36 +555,74 @@ def cmd_native(argv: List[str]) -> int:
     check_outputs([(a.json, "json")], inputs)
     rep = workloads.native(name, thp=a.thp, **params)
     if a.json:
-        write_json(a.json, rep, inputs=inputs)
+        emit_json(a.json, rep, inputs=inputs)
     for w in rep.get("warnings", []):
         err_console.print(f"[yellow]warning:[/] {escape(str(w))}")
-    console.print(f"{name}: setup {rep['setup_seconds']:.3f} s, run {rep['run_seconds']:.3f} s "
-                  f"(measured wall time, one run); result: {json.dumps(rep['result'])}")
+    with human_to_stderr(a.json):
+        console.print(f"{name}: setup {rep['setup_seconds']:.3f} s, run {rep['run_seconds']:.3f} s "
+                      f"(measured wall time, one run); result: {json.dumps(rep['result'])}")
+    return 0
+
+
+#: Formats of the listing commands (workloads, policies, presets, config --keys).
+LIST_FORMATS = ("table", "json", "csv")
+
+
+def listing_options(p: argparse.ArgumentParser, json_help: str = "= --format json, written to this file") -> None:
+    """``--format table|json|csv`` of a listing command, and ``--json [FILE]``
+    as the shorthand for ``--format json`` (to FILE, or stdout without one)."""
+    p.add_argument("--format", choices=LIST_FORMATS, default=None,
+                   help="table (default), json, or csv with a header row; printed on standard output")
+    json_option(p, json_help, bare=True)
+
+
+def print_listing(a, data, columns: List[str], rows: List[list], tables: List[Table]) -> int:
+    """Print a listing in the format asked for: ``tables`` (rich) for table,
+    ``data`` as JSON, or ``columns`` + ``rows`` as CSV."""
+    fmt = a.format or ("json" if a.json else "table")
+    if a.json and fmt != "json":
+        raise CliError(f"--json writes JSON; it contradicts --format {fmt} (give one of them)")
+    if fmt == "json":
+        check_outputs([(a.json or "-", "json")], [])
+        emit_json(a.json or "-", data)
+    elif fmt == "csv":
+        w = csv.writer(sys.stdout, lineterminator="\n")
+        w.writerow(columns)
+        w.writerows(rows)
+    else:
+        for t in tables:
+            console.print(t)
     return 0
 
 
 def cmd_workloads(a) -> int:
-    for w in workloads.list():
-        t = Table(title=f"{w['name']}: {w['about']}", title_justify="left")
+    ws = workloads.list()
+    tables = []
+    for w in ws:
+        t = Table(title=escape(f"{w['name']}: {w['about']}"), title_justify="left")
         t.add_column("parameter")
         t.add_column("kind")
         t.add_column("default")
         t.add_column("meaning")
         for p in w["params"]:
-            t.add_row("--" + p["name"].replace("_", "-"), p["kind"], p["default"], p["help"])
-        console.print(t)
-    return 0
+            t.add_row("--" + p["name"].replace("_", "-"), p["kind"], escape(str(p["default"])), escape(p["help"]))
+        tables.append(t)
+    # CSV: one row per parameter, the workload named on each (a flat table).
+    rows = [[w["name"], "--" + p["name"].replace("_", "-"), p["kind"], p["default"], p["help"]]
+            for w in ws for p in w["params"]]
+    return print_listing(a, ws, ["workload", "parameter", "kind", "default", "meaning"], rows, tables)
 
 
 def cmd_policies(a) -> int:
+    pol = api.policies()
     t = Table(title="policies (parameters: --policy NAME:key=value,...; several on one kernel: "
                   "--policy A:k=v+B; see docs/policies.md)")
     t.add_column("name")
     t.add_column("what it does")
-    for n, d in api.policies().items():
-        t.add_row(n, d)
-    console.print(t)
-    return 0
+    for n, d in pol.items():
+        t.add_row(n, escape(d))
+    return print_listing(a, [{"name": n, "description": d} for n, d in pol.items()], ["name", "description"],
+                         [[n, d] for n, d in pol.items()], [t])
 
 
 def config_source(a) -> dict:
@@ -547,36 +638,47 @@ def cmd_config(a) -> int:
     from .configuration import load as load_config
 
     if a.keys:
-        if a.json:
-            print(json.dumps(knobs(), indent=2))
-            return 0
+        cols = ("key", "type", "unit", "default", "range", "meaning")
+        rows = [[k["name"], k["type"], k["unit"], f"auto: {k['auto']}" if k["default"] is None else str(k["default"]),
+                 k["range"], k["help"]] for k in knobs()]
         t = Table(title=escape("[os] keys (--set os.KEY=VALUE; defaults and ranges from the core's declarations)"))
-        for c in ("key", "type", "unit", "default", "range", "meaning"):
+        for c in cols:
             t.add_column(c)
-        for k in knobs():
-            default = f"auto: {k['auto']}" if k["default"] is None else str(k["default"])
-            t.add_row(k["name"], k["type"], k["unit"], default, k["range"], k["help"])
-        console.print(t)
-        return 0
+        for r in rows:
+            t.add_row(*[escape(str(x)) for x in r])
+        return print_listing(a, knobs(), list(cols), rows, [t])
+    if a.format is not None:
+        raise CliError(f"--format {a.format} formats the --keys listing; the configuration itself is TOML, "
+                       "or JSON with --json")
+    check_outputs([(a.json, "json")], _machine_inputs(a))
     cfg = load_config(preset=a.preset, file=a.config, set=a.set, policies=a.policy)
     if a.json:
-        print(json.dumps(cfg.to_dict(), indent=2))
+        emit_json(a.json, cfg.to_dict(), inputs=_machine_inputs(a))
     else:
         print(cfg.to_toml(), end="")
     return 0
 
 
 def cmd_presets(a) -> int:
+    names = _core.presets()
+    if a.name is None and a.json in names and not os.path.exists(a.json):
+        # `presets --json NAME` would write the list to a file named NAME.
+        raise CliError(f"--json '{a.json}': '{a.json}' is a preset; to print it: 'hugescope presets {a.json}' "
+                       f"(or 'presets {a.json} --json FILE'); to write the list to a file of that name: ./{a.json}")
     if a.name:
-        print(json.dumps(api.machine_config(a.name), indent=2))
+        # One preset is a configuration, not a listing: always JSON.
+        if a.format not in (None, "json"):
+            raise CliError(f"--format {a.format}: one preset is printed as JSON; --format lists all presets")
+        check_outputs([(a.json or "-", "json")], [])
+        emit_json(a.json or "-", api.machine_config(a.name))
         return 0
+    rows = [[n, api.machine_config(n)["description"]] for n in names]
     t = Table(title="machine presets")
     t.add_column("name")
     t.add_column("description")
-    for n in _core.presets():
-        t.add_row(n, api.machine_config(n)["description"])
-    console.print(t)
-    return 0
+    for r in rows:
+        t.add_row(*[escape(x) for x in r])
+    return print_listing(a, [{"name": n, "description": d} for n, d in rows], ["name", "description"], rows, [t])
 
 
 def cmd_bench(a) -> int:
@@ -591,7 +693,7 @@ def cmd_bench(a) -> int:
     except ValueError:
         raise CliError(f"--size: '{a.size}' is not a size (e.g. 64MiB, 1GiB)") from None
     check_outputs([(a.json, "json")], [])
-    with tempfile.TemporaryDirectory() as d:
+    with tempfile.TemporaryDirectory() as d, human_to_stderr(a.json):
         path = os.path.join(d, "gups.hst")
         t0 = _time.perf_counter()
         workloads.trace("gups", path, size=a.size, updates=max(1, n // 2))
@@ -611,7 +713,7 @@ def cmd_bench(a) -> int:
         console.print(f"trace generation end to end (table setup, tracing, zstd compression, disk): "
                       f"{n / gen / 1e6:.1f} M accesses/s; the generator alone: cargo bench -p hugescope-workloads")
         if a.json:
-            write_json(a.json, {"kind": "measurement", "static": rows,
+            emit_json(a.json, {"kind": "measurement", "static": rows,
                                 "tracegen_accesses_per_second": n / gen})
     return 0
 
@@ -661,8 +763,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"concurrent runs: virtual time a process runs before the scheduler picks the one furthest "
                         f"behind (default {_core.DEFAULT_QUANTUM_MS:g} ms)")
     s.add_argument("--no-base", action="store_true", help="do not simulate base pages alongside (no speedup)")
-    s.add_argument("--emit-plan", metavar="PLAN", help="write the plan the policy executed (replay with static:plan=PLAN or 'hugescope run')")
-    s.add_argument("--json", metavar="OUT", help="write every counter to this JSON file")
+    s.add_argument("--emit-plan", metavar="PLAN", help="write the plan the policy executed (replay with static:plan=PLAN "
+                                                        "or 'hugescope run'; '-': standard output)")
+    json_option(s, "write every counter to this JSON file")
     s.add_argument("-q", "--quiet", action="store_true", help="print nothing (with --json)")
     s.set_defaults(func=cmd_simulate)
 
@@ -671,21 +774,25 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("cc", help="compile a program with the tracing runtime (clang arguments follow)", add_help=False)
 
     po = sub.add_parser("policies", help="list huge-page policies")
+    listing_options(po)
     po.set_defaults(func=cmd_policies)
 
     w = sub.add_parser("workloads", help="list built-in workloads and their parameters")
+    listing_options(w)
     w.set_defaults(func=cmd_workloads)
 
     cf = sub.add_parser("config", help="print the resolved configuration (machine, os, policies) as TOML or JSON")
     _add_machine_args(cf)
     cf.add_argument("--policy", action="append", default=[], metavar="NAME[:k=v,...]",
                     help="a policy to run (repeatable; replaces the file's [[policy]] entries)")
-    cf.add_argument("--json", action="store_true", help="print JSON instead of TOML")
     cf.add_argument("--keys", action="store_true", help="list the [os] keys: type, unit, default, range, meaning")
+    # config --json is the configuration as JSON (or, with --keys, the listing's shorthand).
+    listing_options(cf, json_help="the configuration as JSON instead of TOML (with --keys: = --format json)")
     cf.set_defaults(func=cmd_config)
 
     pr = sub.add_parser("presets", help="list machine presets, or print one")
-    pr.add_argument("name", nargs="?")
+    pr.add_argument("name", nargs="?", help="print this preset's machine configuration (JSON)")
+    listing_options(pr)
     pr.set_defaults(func=cmd_presets)
 
     from . import cli_experiments, cli_linux
@@ -697,7 +804,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--accesses", default="20M", help="accesses in the GUPS trace (default 20M)")
     b.add_argument("--repeat", type=units.int_arg("--repeat", 1, 1000), default=5,
                    help="passes per measurement; the best and the median are reported (default 5)")
-    b.add_argument("--json", help="write the measurements to this JSON file")
+    json_option(b, "write the measurements to this JSON file")
     b.set_defaults(func=cmd_bench)
 
     d = sub.add_parser("demo", help="the main demonstration (what 'make demo' runs)")
@@ -764,6 +871,15 @@ def main(argv: Optional[List[str]] = None) -> int:
     interrupt_note = None
     try:
         return _dispatch(argv)
+    except BrokenPipeError:
+        # The reader of stdout went away (`hugescope workloads | head`): not
+        # bad input. Stop quietly with the status a shell gives a SIGPIPE, and
+        # point stdout at /dev/null so the interpreter's final flush is silent.
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):
+            pass  # stdout is not a real file (in-process callers): nothing to silence
+        return 128 + signal.SIGPIPE
     except (_core.HugescopeError, CliError, OSError, ValueError) as e:
         err_console.print(f"[bold red]error:[/] {escape(_error_line(e))}")
         return EXIT_USAGE

@@ -445,23 +445,24 @@ def print_ingens(r, console) -> None:
 @_user_errors
 def cmd_ingens(a) -> int:
     from . import ingens_study as ing
-    from ._io import check_output, prepare_dir, write_json
+    from ._io import emit_json, prepare_dir
 
     studies = ing.check_args(a.studies or None, a.scale, a.preset)
     # Every output is checked before the first trace is made.
     ing.check_outputs(a.out, studies, plots=not a.no_plots)
-    if a.json:
-        check_output(a.json, "json")
+    _cli().check_outputs([(a.json, "json")], [])
     if a.traces:
         prepare_dir(a.traces)
     with _progress("ingens") as bar:
         r = ing.ingens_studies(studies, scale=a.scale, preset=a.preset, seed=a.seed, traces=a.traces,
                                progress=(lambda step, done, total: bar(done, total)) if bar else None)
-    print_ingens(r, _cli().console)
+    with _cli().human_to_stderr(a.json):
+        print_ingens(r, _cli().console)
     paths = list(ing.save(r, a.out, plots=not a.no_plots).values())
     if a.json:
-        paths.append(write_json(a.json, r.to_dict()))
-    _cli().console.print(escape("wrote " + ", ".join(paths)))
+        paths.append(emit_json(a.json, r.to_dict()))
+    with _cli().human_to_stderr(a.json):
+        _cli().console.print(escape("wrote " + ", ".join(paths)))
     return 0
 
 
@@ -587,7 +588,7 @@ def add_commands(sub) -> None:
     i.add_argument("--preset", default="haswell-pcc", help="machine preset (default haswell-pcc)")
     i.add_argument("--seed", type=_cli().seed_arg, default=1, help="seed of every workload (default 1)")
     i.add_argument("-o", "--out", default="results", help="results directory (default results)")
-    i.add_argument("--json", default=None, metavar="FILE", help="also write every study and claim to one JSON file")
+    _cli().json_option(i, "also write every study and claim to one JSON file")
     i.add_argument("--traces", default=None, help="keep the generated traces in this directory (default: temporary)")
     i.add_argument("--no-plots", action="store_true", help="do not write PNG figures")
     i.set_defaults(func=cmd_ingens)

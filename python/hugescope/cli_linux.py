@@ -26,10 +26,11 @@ import threading
 from rich.markup import escape
 from rich.table import Table
 
-from . import _io, linux, workloads
+from . import linux, workloads
 from ._core import HugescopeError
-from ._io import write_json
-from .cli import CliError, _params, _size, console, err_console, workload_parser
+from ._io import emit_json
+from .cli import (CliError, _params, _size, check_outputs, console, err_console, human_to_stderr, json_option,
+                  workload_parser)
 from .errors import EXIT_FAILURE, Interrupted, RunFailed
 
 
@@ -120,8 +121,8 @@ def _pct(x) -> str:
 
 # ---------------------------------------------------------------- run
 
-RUN_USAGE = """usage: hugescope run WORKLOAD [workload params] [--plan PLAN|all] [--repeat N] [--warmup W] [--json OUT]
-       hugescope run [--plan PLAN] [--repeat N] [--warmup W] [--json OUT] -- PROGRAM [ARGS...]
+RUN_USAGE = """usage: hugescope run WORKLOAD [workload params] [--plan PLAN|all] [--repeat N] [--warmup W] [--json FILE]
+       hugescope run [--plan PLAN] [--repeat N] [--warmup W] [--json FILE] -- PROGRAM [ARGS...]
 
 Run a built-in workload natively, or any program, under a promotion plan, and
 measure it: N measured runs after W warm-up runs, median/min/max.
@@ -142,7 +143,8 @@ def _run_options(p: argparse.ArgumentParser, suppress: bool) -> None:
     p.add_argument("--repeat", type=_count_arg("measured runs", 1, linux.RUNS_MAX), default=d(3), help="measured runs (default 3)")
     p.add_argument("--warmup", type=_count_arg("warm-up runs", 0, linux.RUNS_MAX), default=d(1),
                    help="unmeasured runs first (default 1)")
-    p.add_argument("--json", default=d(None), metavar="OUT", help="write every measurement to this JSON file")
+    p.add_argument("--json", default=d(None), metavar="FILE",
+                   help="write every measurement to this JSON file ('-': standard output)")
     p.add_argument("--sample-ms", type=_count_arg("sampling period in ms", 1, linux.SAMPLE_MS_MAX), default=d(100),
                    help="coverage sampling period in ms (default 100)")
     p.add_argument("--timeout", type=_seconds_arg(positive=True), default=d(None),
@@ -188,6 +190,8 @@ def cmd_run(a) -> int:
                     raise CliError(f"--{k.replace('_', '-')} given twice with different values")
                 opts[k] = v
         params = _params(wa, kinds)
+    # The plan is an input: --json must not replace it.
+    check_outputs([(opts["json"], "json")], [opts["plan"]] if opts["plan"] not in (None, "all") else [])
     thp = linux.thp_state()
     if not thp["baseline_available"]:
         err_console.print(f"[yellow]warning:[/] THP mode for 2 MiB pages is '{thp['pmd_mode']}': the kernel backs "
@@ -207,9 +211,10 @@ def cmd_run(a) -> int:
         res = linux.run(name, plan=opts["plan"], repeat=opts["repeat"], warmup=opts["warmup"],
                         sample_ms=opts["sample_ms"], progress=_progress_line, **params)
     if opts["json"]:
-        write_json(opts["json"], res.to_dict())
-    if res.summary["runs"]:
-        render_run(res)
+        emit_json(opts["json"], res.to_dict())
+    with human_to_stderr(opts["json"]):
+        if res.summary["runs"]:
+            render_run(res)
     res.check()
     return 0
 
@@ -323,10 +328,12 @@ def render_samples(samples, points: int = 8) -> None:
 
 @_cli_errors
 def cmd_apply(a) -> int:
+    check_outputs([(a.json, "json")], [a.plan])
     outs = linux.apply_plan(a.pid, a.plan, precheck=not a.no_precheck)
     if a.json:
-        write_json(a.json, outs)
-    render_outcomes(outs, limit=10_000)
+        emit_json(a.json, outs)
+    with human_to_stderr(a.json):
+        render_outcomes(outs, limit=10_000)
     gone = [o for o in outs if o.get("errno") == "ESRCH"]
     if gone:
         raise RunFailed(f"process {a.pid} exited during apply: {len(gone)} of {len(outs)} entries not applied")
@@ -399,6 +406,7 @@ def render_fragment(r) -> None:
 
 @_cli_errors
 def cmd_fragment(a) -> int:
+    check_outputs([(a.json, "json")], [])
     if not linux.thp_state()["root"]:
         raise CliError("hugescope fragment needs root: it reads physical frame numbers from /proc/self/pagemap, "
                        "mlocks pages and sets vm.compact_unevictable_allowed")
@@ -415,13 +423,15 @@ def cmd_fragment(a) -> int:
             console.print(f"holding for {a.seconds:g} s")
         sys.stdout.flush()
 
-    rep = linux.fragment(a.share, seed=a.seed, margin=a.margin, hold=a.hold, seconds=a.seconds, on_ready=ready)
+    with human_to_stderr(a.json):
+        rep = linux.fragment(a.share, seed=a.seed, margin=a.margin, hold=a.hold, seconds=a.seconds, on_ready=ready)
     if a.json:
-        write_json(a.json, rep)
+        emit_json(a.json, rep)
     with open("/proc/sys/vm/compact_unevictable_allowed") as f:
         now = f.read().strip()
-    console.print(f"released: pins unmapped; vm.compact_unevictable_allowed restored to {now} "
-                  f"(was {rep['compact_unevictable_allowed_was']})")
+    with human_to_stderr(a.json):
+        console.print(f"released: pins unmapped; vm.compact_unevictable_allowed restored to {now} "
+                      f"(was {rep['compact_unevictable_allowed_was']})")
     # --hold ends with a signal by design; exit as a shell reports it (128 + signal).
     sig = rep.get("stopped_by_signal")
     return 128 + sig if sig else 0
@@ -431,9 +441,10 @@ def cmd_fragment(a) -> int:
 
 @_cli_errors
 def cmd_thp(a) -> int:
+    check_outputs([(a.json, "json")], [])
     s = linux.thp_state()
     if a.json:
-        print(json.dumps(s, indent=2))
+        emit_json(a.json, s)
         return 0
     t = Table(title="transparent huge pages (/sys/kernel/mm/transparent_hugepage)", show_header=False)
     t.add_column(style="bold")
@@ -469,10 +480,17 @@ def cmd_thp(a) -> int:
 
 @_cli_errors
 def cmd_coverage(a) -> int:
+    check_outputs([(a.json, "json")], [])
     c = linux.coverage(a.pid, exact=not a.no_exact)
     d = c.to_dict()
     if a.json:
-        write_json(a.json, d)
+        emit_json(a.json, d)
+    with human_to_stderr(a.json):
+        _render_coverage(a, d)
+    return 0
+
+
+def _render_coverage(a, d) -> None:
     t = Table(title=f"huge-page coverage of process {d['pid']} (smaps; exact = PAGEMAP_SCAN PMD-mapped)")
     for col in ("range", "size", "rss", "huge (smaps)", "huge (exact)", "huge/rss", "flags", "mapping"):
         t.add_column(col, justify="right" if col in ("size", "rss", "huge (smaps)", "huge (exact)", "huge/rss") else "left",
@@ -490,7 +508,6 @@ def cmd_coverage(a) -> int:
     share = d["anon_huge_total"] / d["rss_total"] if d["rss_total"] else None
     console.print(f"total (smaps_rollup): {_sz(d['anon_huge_total'])} in huge pages of {_sz(d['rss_total'])} resident "
                   f"({_pct(share)}); {shown} of {len(d['vmas'])} VMAs shown" + ("" if a.all else " (resident ones; --all for every VMA)"))
-    return 0
 
 
 def _mib(n: int) -> str:
@@ -510,9 +527,8 @@ def _daemon_line(s: dict) -> str:
 @_cli_errors
 def cmd_daemon(a) -> int:
     from . import daemon
-    if a.json:
-        _io.check_output(a.json, "json")
-    with console.status("starting") as status:
+    check_outputs([(a.json, "json")], [])
+    with human_to_stderr(a.json), console.status("starting") as status:
         def on_step(s: dict) -> None:
             status.update(escape(_daemon_line(s)))
             for d in s["decisions"]:
@@ -522,11 +538,12 @@ def cmd_daemon(a) -> int:
                        rate=a.rate, interval=a.interval, duration=a.duration, utilization=a.utilization,
                        set_madvise=a.set_madvise, on_step=on_step)
     f = r["final"]
-    console.print(escape(_daemon_line(f)), soft_wrap=True)
-    console.print(f"{r['steps']} steps in {r['wall_s']:.1f} s; daemon CPU {r['cpu_s']:.3f} s "
-                  f"({100 * r['cpu_s'] / max(r['wall_s'], 1e-9):.2f}% of one core)")
+    with human_to_stderr(a.json):
+        console.print(escape(_daemon_line(f)), soft_wrap=True)
+        console.print(f"{r['steps']} steps in {r['wall_s']:.1f} s; daemon CPU {r['cpu_s']:.3f} s "
+                      f"({100 * r['cpu_s'] / max(r['wall_s'], 1e-9):.2f}% of one core)")
     if a.json:
-        write_json(a.json, r)
+        emit_json(a.json, r)
     return 0
 
 
@@ -597,7 +614,7 @@ def add_commands(sub) -> None:
     ap.add_argument("pid", type=_pid_arg)
     ap.add_argument("plan", help="plan JSON file (every entry is applied now, whatever its 'when')")
     ap.add_argument("--no-precheck", action="store_true", help="skip hugescope's checks and show the kernel's own errno")
-    ap.add_argument("--json", metavar="OUT", help="write the outcomes to this JSON file")
+    json_option(ap, "write the outcomes to this JSON file")
     ap.set_defaults(func=cmd_apply)
 
     f = sub.add_parser("fragment", help="fragment free physical memory (PCC paper) and hold it (root)",
@@ -611,18 +628,18 @@ def add_commands(sub) -> None:
     g = f.add_mutually_exclusive_group()
     g.add_argument("--hold", action="store_true", help="hold the pins until Ctrl-C or SIGTERM")
     g.add_argument("--seconds", type=_seconds_arg(positive=False), default=None, help="hold the pins this long, then release")
-    f.add_argument("--json", metavar="OUT", help="write the fragmentation report to this JSON file")
+    json_option(f, "write the fragmentation report to this JSON file")
     f.set_defaults(func=cmd_fragment)
 
     t = sub.add_parser("thp", help="the system THP state and whether a base-page baseline can be measured")
-    t.add_argument("--json", action="store_true", help="print JSON")
+    json_option(t, "the state as JSON, to this file", bare=True)
     t.set_defaults(func=cmd_thp)
 
     c = sub.add_parser("coverage", help="huge-page coverage of a running process per VMA (smaps, PAGEMAP_SCAN)")
     c.add_argument("pid", type=_pid_arg)
     c.add_argument("--all", action="store_true", help="show VMAs with nothing resident too")
     c.add_argument("--no-exact", action="store_true", help="skip the PAGEMAP_SCAN exact figure")
-    c.add_argument("--json", metavar="OUT", help="write the coverage to this JSON file")
+    json_option(c, "write the coverage to this JSON file")
     c.set_defaults(func=cmd_coverage)
 
     dm = sub.add_parser("daemon", help="run a huge-page policy on live processes (process_madvise MADV_COLLAPSE; root)",
@@ -641,7 +658,7 @@ def add_commands(sub) -> None:
     dm.add_argument("--utilization", type=float, default=0.9, help="ingens: share of a region present to promote it (default 0.9)")
     dm.add_argument("--set-madvise", action="store_true",
                     help="with THP 'always', switch it to 'madvise' while running (restored on exit)")
-    dm.add_argument("--json", metavar="OUT", help="write every decision and the final status to this JSON file")
+    json_option(dm, "write every decision and the final status to this JSON file")
     dm.set_defaults(func=cmd_daemon)
 
     av = sub.add_parser("advise", help="trace a program, simulate policies, write the best plan, measure it (root)",
@@ -715,6 +732,7 @@ def cmd_calibrate(a) -> int:
 
     if a.measurements and (a.workload or a.trace_dir):
         raise CliError("--measurements refits earlier measurements; --workload and --trace-dir need new runs")
+    check_outputs([(a.json, "json")], [a.measurements] if a.measurements else [])
     if a.fit_ghz and a.ghz is not None:
         raise CliError("--ghz sets the clock and --fit-ghz fits it: give one of them")
     if a.preset == "calibrated":
@@ -731,8 +749,9 @@ def cmd_calibrate(a) -> int:
                               objective=a.objective, ghz=a.ghz, fit_ghz=a.fit_ghz, trace_dir=a.trace_dir,
                               measurements=meas, log=lambda s: err_console.print(f"[dim]{escape(s)}[/]"))
     if a.json:
-        write_json(a.json, cal)
-    render_calibration(cal)
+        emit_json(a.json, cal)
+    with human_to_stderr(a.json):
+        render_calibration(cal)
     if not a.dry_run:
         path = calibrate.save_preset(cal, a.out)
         default = os.path.abspath(path) == os.path.abspath(calibrate.default_path())
@@ -764,7 +783,7 @@ def add_calibrate_commands(sub) -> None:
     c.add_argument("--fit-ghz", action="store_true", help="fit the clock to the measured absolute times")
     c.add_argument("--out", metavar="FILE", default=None, help=f"preset file to write (default {calibrate.default_path()})")
     c.add_argument("--dry-run", action="store_true", help="fit and print, write no preset")
-    c.add_argument("--json", metavar="OUT", help="write measurements, counters and the fit to this JSON file")
+    json_option(c, "write measurements, counters and the fit to this JSON file")
     c.add_argument("--measurements", metavar="JSON", help="refit the measurements of an earlier --json (no runs)")
     c.add_argument("--trace-dir", metavar="DIR", help="keep the traces here (default: a temporary directory)")
     c.set_defaults(func=cmd_calibrate)
