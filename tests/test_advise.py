@@ -10,7 +10,6 @@ with the reason otherwise.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -78,10 +77,6 @@ def test_advise_end_to_end_and_plan_collapses_exactly_its_regions(prog, tmp_path
     # The plan, from the trace, applied natively to the same binary: every entry
     # collapses, PAGEMAP_SCAN sees exactly that range huge, and the process's
     # AnonHugePages (smaps) peak is exactly the plan's bytes: no other region.
-    # MADV_COLLAPSE needs free 2MB blocks: compact first, so memory left
-    # fragmented by the tests before (the fragmenter's, the page cache) does
-    # not decide the outcome (once seen in a full run: a collapse refused).
-    Path("/proc/sys/vm/compact_memory").write_text("1")
     run = linux.run([str(prog), "20000000"], plan=plan, repeat=1, warmup=0).check()
     outs = run.outcomes
     assert [int(o["start"]) for o in outs] == starts

@@ -245,12 +245,7 @@ pub fn launch_with_stop(mut cmd: Command, entries: &[PlanEntry], opts: &LaunchOp
                 }
                 p.attempts += 1;
                 let o = applier.apply_entry(p.index, &p.entry);
-                let retry = !expired
-                    && !matches!(o.status, Status::Collapsed)
-                    && matches!(o.errno.as_deref(), Some("EAGAIN") | Some("EINVAL"))
-                    && !o.errno_counts.contains_key("ESRCH")
-                    && !o.reason.contains("VM_NOHUGEPAGE");
-                if retry {
+                if !expired && worth_retrying(&o) {
                     p.last = Some(o);
                     k += 1;
                     continue;
@@ -393,9 +388,53 @@ where
     })
 }
 
+/// Whether a start entry that did not collapse may succeed later: the
+/// kernel's EINVAL or EAGAIN while the program is still populating the range
+/// (the VMA has resident pages elsewhere but none in this 2MB region yet).
+/// Not when the pre-check found the VMA ineligible for good (its reasons
+/// start "ineligible:", e.g. VM_NOHUGEPAGE) or the process is gone. (The
+/// kernel's generic EINVAL explanation also names VM_NOHUGEPAGE, which is why
+/// this must not match on that word: it once turned every "nothing resident
+/// yet" refusal into a final failure, a race the advise test hit.)
+fn worth_retrying(o: &CollapseOutcome) -> bool {
+    !matches!(o.status, Status::Collapsed)
+        && matches!(o.errno.as_deref(), Some("EAGAIN") | Some("EINVAL"))
+        && !o.errno_counts.contains_key("ESRCH")
+        && !o.reason.starts_with("ineligible:")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_start_entry_is_retried_while_its_region_is_not_populated_yet() {
+        let e = PlanEntry { start: 0, length: 2 << 20, page_size: 2 << 20, when: When::Start, pid: 0, note: None };
+        let kernel_einval = |reason: &str| {
+            let mut o = CollapseOutcome::not_applied(0, &e, reason);
+            o.status = Status::Failed;
+            o.attempted = true;
+            o.errno = Some("EINVAL".into());
+            o.errno_counts.insert("EINVAL".into(), 1);
+            o
+        };
+        // The kernel's generic EINVAL text names VM_NOHUGEPAGE among its causes:
+        // still retried (nothing resident in the region yet is the usual one).
+        assert!(worth_retrying(&kernel_einval(
+            "the VMA is unsuitable: VM_NOHUGEPAGE, no resident page or page table in the region, read-only pages, or a bad range"
+        )));
+        // The pre-check saw the flag itself: final.
+        assert!(!worth_retrying(&kernel_einval("ineligible: VMA 0x0-0x200000 is marked VM_NOHUGEPAGE (MADV_NOHUGEPAGE)")));
+        let mut gone = kernel_einval("x");
+        gone.errno_counts.insert("ESRCH".into(), 1);
+        assert!(!worth_retrying(&gone));
+        let mut done = kernel_einval("x");
+        done.status = Status::Collapsed;
+        assert!(!worth_retrying(&done));
+        let mut nomem = kernel_einval("x");
+        nomem.errno = Some("ENOMEM".into());
+        assert!(!worth_retrying(&nomem));
+    }
 
     #[test]
     fn spread_median() {
