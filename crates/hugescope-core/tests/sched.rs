@@ -106,18 +106,33 @@ fn run_json(r: &[PolicyResult]) -> String {
     serde_json::to_string(r).unwrap()
 }
 
-#[test]
-fn cheaper_accesses_finish_earlier_by_their_own_cost() {
+/// Two processes for the finish-time tests: a makes 20000 reads inside one
+/// 2MB page; b the same count spread over 256 MB, one access per 2MB page in
+/// turn (128 pages: beyond the L1 2MB TLB, so b walks where a hits). Both
+/// under `ideal`, without the base reference.
+struct TwoProcesses {
+    _dir: tempfile::TempDir,
+    a: std::path::PathBuf,
+    b: std::path::PathBuf,
+    m: MachineConfig,
+    specs: [PolicySpec; 1],
+    opts: RunOptions,
+}
+
+fn two_processes() -> TwoProcesses {
     let d = tempfile::tempdir().unwrap();
     let (a, b) = (d.path().join("a.hst"), d.path().join("b.hst"));
-    // a: 20000 reads inside one 2MB page; b: the same count spread over
-    // 256 MB, one access per 2MB page in turn (128 pages: beyond the L1 2MB
-    // TLB, so b walks where a hits).
     trace(&a, "one-page", 0x4000_0000, 1 << 21, 20_000, 64, &[]);
     trace(&b, "scattered", 0x8000_0000, 1 << 28, 20_000, (1 << 21) + 64, &[]);
     let m = MachineConfig::preset("haswell-pcc").unwrap();
     let specs = [PolicySpec::parse("ideal").unwrap()];
     let opts = RunOptions { with_base: false, ..Default::default() };
+    TwoProcesses { _dir: d, a, b, m, specs, opts }
+}
+
+#[test]
+fn cheaper_accesses_finish_earlier_by_their_own_cost() {
+    let TwoProcesses { _dir, a, b, m, specs, opts } = two_processes();
     let os = OsConfig::default();
     let conc = simulate_concurrent(&[s(&a), s(&b)], &m, &os, &specs, &opts, &SchedOptions::default()).unwrap();
     let r = &conc[0];
@@ -148,13 +163,7 @@ fn finish_times_by_hand() {
     // references: PML4, PDPT, PD) and 19999 L1 hits; b walks once per 2MB
     // page (128) and then hits the L2 TLB on each access (its 128 pages
     // cycle through the 32-entry L1 2MB TLB).
-    let d = tempfile::tempdir().unwrap();
-    let (a, b) = (d.path().join("a.hst"), d.path().join("b.hst"));
-    trace(&a, "one-page", 0x4000_0000, 1 << 21, 20_000, 64, &[]);
-    trace(&b, "scattered", 0x8000_0000, 1 << 28, 20_000, (1 << 21) + 64, &[]);
-    let m = MachineConfig::preset("haswell-pcc").unwrap();
-    let specs = [PolicySpec::parse("ideal").unwrap()];
-    let opts = RunOptions { with_base: false, ..Default::default() };
+    let TwoProcesses { _dir, a, b, m, specs, opts } = two_processes();
     let os = OsConfig { costs: hugescope_core::os::costs::OsCosts::zero(), ..OsConfig::default() };
     let r = &simulate_concurrent(&[s(&a), s(&b)], &m, &os, &specs, &opts, &SchedOptions::default()).unwrap()[0];
     let t = &r.translation;

@@ -113,7 +113,7 @@ impl Kernel {
         visit: &mut dyn FnMut(YoungLeaf) -> bool,
     ) -> u64 {
         let bs = self.shape.base_shift;
-        let sizes = self.geo.sizes.clone();
+        let sizes = &self.geo.sizes;
         let Some(sp) = self.spaces.get_mut(pid as usize) else {
             return 0;
         };
