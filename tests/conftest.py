@@ -3,8 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
+from hypothesis import settings
+
+# Property tests draw the same cases on every run (a test run is a check,
+# not a search; a red CI must be reproducible on any machine). To search
+# for new failing inputs instead: HYPOTHESIS_PROFILE=explore make test.
+settings.register_profile("check", derandomize=True, database=None, print_blob=True)
+settings.register_profile("explore", print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "check"))
 
 import hugescope as hs
 from hugescope import cli

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import hugescope as hs
@@ -111,6 +111,7 @@ def test_cli_bad_arguments_exit_2_with_one_line(tmp_path, argv, needle):
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.sampled_from(ing.STUDIES) | st.text(max_size=12), max_size=6))
+@example(["\n"])  # a control character in a name once split the message (CI, stop 11)
 def test_any_study_list_is_run_as_given_or_refused_in_one_line(names):
     try:
         got = ing.check_args(names, "ci")

@@ -44,9 +44,10 @@ def trace_dir(traces: Optional[str], prefix: str) -> Iterator[str]:
 
 def check_choice(value: str, what: str, allowed) -> str:
     """``value`` if it is one of ``allowed``, else the one-line error naming
-    ``what`` and the value."""
+    ``what`` and the value (quoted by ``repr`` so a control character in it,
+    such as a newline, cannot split the line)."""
     if value not in allowed:
-        raise HugescopeError(f"{what}: '{value}' is not one of {', '.join(allowed)}")
+        raise HugescopeError(f"{what}: {value!r} is not one of {', '.join(allowed)}")
     return value
 
 
