@@ -30,8 +30,12 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import _core, api, workloads
 from .errors import HugescopeError
-from .experiments import _json_safe
-from .studies import VERDICT, Steps, check_choice, check_study_outputs, claim, num, save_study, trace_dir
+from .studies import (VERDICT, Steps, StudyResult, Studies, check_choice, check_study_outputs, claim, groups as _groups,
+                      num, run_row, save_study, simulate_configs, timeline_rows as _timeline, trace_dir,
+                      with_paper as _with_paper)
+
+#: Kept under its old name: what :func:`ingens_studies` returns.
+IngensStudies = Studies
 
 #: The studies, in the order they run and are reported.
 STUDIES = ["bloat", "async", "fault-latency", "fairness", "fragmented"]
@@ -151,94 +155,6 @@ PAPER: Dict[str, Any] = {
 }
 
 MIB = 1 << 20
-
-
-def _sum_huge(os_stats: Dict[str, Any]) -> int:
-    return sum(n for _, n in os_stats.get("faults_huge", []))
-
-
-def run_row(label: str, spec: str, d: Dict[str, Any]) -> Dict[str, Any]:
-    """The counters of one run every study reads (all from the run's JSON):
-    memory (RSS against base pages), huge pages, faults and their time,
-    compaction, and the cost model's speedup over base pages."""
-    o = d["os_stats"]
-    procs = d.get("processes", [])
-    rss = sum(p["rss_bytes"] for p in procs)
-    base_rss = sum(p["base_rss_bytes"] for p in procs)
-    faults = o["faults_base"] + _sum_huge(o)
-    frag = d.get("fragmentation") or {}
-    stats = (d.get("policy_params") or {}).get("stats") or {}
-    fault_s = o.get("fault_seconds")
-    return {
-        "config": label,
-        "policy": spec,
-        "speedup_est": d.get("speedup_vs_base"),
-        "virtual_seconds": d.get("virtual_seconds"),
-        "rss_bytes": rss,
-        "base_rss_bytes": base_rss,
-        "bloat": rss / base_rss if base_rss else None,
-        "huge_bytes": sum(p["huge_bytes"] for p in procs),
-        "huge_bytes_peak": d.get("huge_bytes_peak", 0),
-        "huge_share": (sum(p["huge_bytes"] for p in procs) / sum(p["footprint_bytes"] for p in procs))
-        if procs and sum(p["footprint_bytes"] for p in procs) else 0.0,
-        "promotions": o["promotions"],
-        "demotions": o["demotions"],
-        "faults_base": o["faults_base"],
-        "faults_huge": _sum_huge(o),
-        "fault_fallbacks": o["fault_fallbacks"],
-        "fault_seconds": fault_s,
-        "mean_fault_us": 1e6 * fault_s / faults if fault_s is not None and faults else None,
-        "compactions": o["compactions"],
-        "compaction_migrated_pages": o["compaction_migrated_pages"],
-        # FMFI the fragmenter left before the run (None on free memory).
-        "fmfi_start": frag.get("fmfi"),
-        "compaction_rounds": stats.get("compaction_rounds"),
-        "kind": "estimate",
-    }
-
-
-def _groups(configs):
-    """Configurations grouped by their OS options, in first-seen order: each
-    group simulates in one decoding pass of the trace."""
-    groups: List[Tuple[Dict[str, Any], List[Tuple[int, str, str]]]] = []
-    for i, (label, spec, opts) in enumerate(configs):
-        for g_opts, members in groups:
-            if g_opts == opts:
-                members.append((i, label, spec))
-                break
-        else:
-            groups.append((opts, [(i, label, spec)]))
-    return groups
-
-
-def simulate_configs(paths, configs, preset: str, os_options: Dict[str, Any],
-                     done: Callable[[str], None]) -> List[Dict[str, Any]]:
-    """The result dict of each of ``configs`` (label, spec, OS options) on the
-    trace(s) ``paths`` (several traces run as concurrent processes), in order."""
-    out: List[Optional[Dict[str, Any]]] = [None] * len(configs)
-    for opts, members in _groups(configs):
-        results = api.compare(paths, [spec for _, _, spec in members], preset=preset, **{**os_options, **opts})
-        for (i, label, _), r in zip(members, results):
-            out[i] = r.to_dict()
-        done("; ".join(label for _, label, _ in members))
-    return out
-
-
-def _with_paper(rows: List[Dict[str, Any]], paper: Dict[str, Any]) -> None:
-    for r in rows:
-        for k, v in (paper.get(r["config"]) or {}).items():
-            r[f"paper_{k}"] = v
-
-
-def _timeline(label: str, d: Dict[str, Any], **extra) -> List[Dict[str, Any]]:
-    """One row per timeline sample and process: huge and resident bytes."""
-    rows = []
-    for s in d.get("timeline", []):
-        base = s.get("base_rss_bytes") or [None] * len(s["huge_bytes"])
-        for pid, (h, r, b) in enumerate(zip(s["huge_bytes"], s["rss_bytes"], base)):
-            rows.append({"config": label, **extra, "time_s": s["time_s"], "pid": pid, "huge_bytes": h,
-                         "rss_bytes": r, "base_rss_bytes": b, "fmfi": s.get("fmfi")})
-    return rows
 
 
 # ---------------------------------------------------------------- the studies
@@ -405,47 +321,6 @@ def shape_checks(study: str, rows: List[Dict[str, Any]]) -> List[Dict[str, Any]]
 
 # ---------------------------------------------------------------- results
 
-class StudyResult:
-    """One study: ``table`` (DataFrame, one row per configuration, or per
-    configuration and process for ``fairness``), ``extra`` (more DataFrames,
-    e.g. ``timeline``), ``meta`` and ``checks()``."""
-
-    def __init__(self, study: str, table, extra: Dict[str, Any], meta: Dict[str, Any]):
-        self.study, self.table, self.extra, self.meta = study, table, extra, meta
-
-    @property
-    def experiment(self) -> str:
-        return f"ingens-{self.study}"
-
-    def checks(self) -> List[Dict[str, Any]]:
-        return shape_checks(self.study, self.table.to_dict("records"))
-
-    def to_dict(self) -> Dict[str, Any]:
-        """What :func:`save` writes as this study's JSON."""
-        return _json_safe({**self.meta, "hugescope_experiment": self.experiment,
-                           "rows": self.table.to_dict("records"),
-                           **{k: v.to_dict("records") for k, v in self.extra.items()}, "checks": self.checks()})
-
-
-class IngensStudies:
-    """Result of :func:`ingens_studies`: ``studies`` (name -> StudyResult, in
-    the order run), ``meta``; ``checks()`` gives every claim with its study."""
-
-    def __init__(self, studies: Dict[str, StudyResult], meta: Dict[str, Any]):
-        self.studies, self.meta = studies, meta
-
-    def __getitem__(self, study: str) -> StudyResult:
-        return self.studies[study]
-
-    def checks(self) -> List[Dict[str, Any]]:
-        return [{"study": name, **c} for name, s in self.studies.items() for c in s.checks()]
-
-    def to_dict(self) -> Dict[str, Any]:
-        """Everything: the metadata, each study's content and all claims."""
-        return _json_safe({**self.meta, "studies": {n: s.to_dict() for n, s in self.studies.items()},
-                           "checks": self.checks()})
-
-
 def _names(studies) -> List[str]:
     if studies is None:
         return list(STUDIES)
@@ -515,12 +390,13 @@ def ingens_studies(studies: Optional[Sequence[str]] = None, scale: str = "ci", p
                     "params": _trace_params(s, scale, seed), "processes": cfg.get("processes", 1),
                     "os_options": cfg["os"], "configs": [[lbl, spec, opts] for lbl, spec, opts in CONFIGS[s]],
                     "paper": PAPER.get(s)}
-            out[s] = StudyResult(s, pd.DataFrame(rows), {k: pd.DataFrame(v) for k, v in extra.items()}, meta)
+            out[s] = StudyResult("ingens", s, pd.DataFrame(rows), {k: pd.DataFrame(v) for k, v in extra.items()}, meta,
+                                 shape_checks)
     # Not "hugescope_experiment": the combined file is no one experiment, so a
     # report over a directory holding it shows each study once, from its own file.
     meta = {"hugescope_studies": "ingens", "hugescope_version": _core.version(), "kind": "estimate",
             "scale": scale, "preset": preset, "seed": seed, "studies": names}
-    return IngensStudies(out, meta)
+    return Studies(out, meta)
 
 
 def headlines(result: IngensStudies) -> List[Dict[str, Any]]:
