@@ -29,9 +29,8 @@ import os
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import _core, api, workloads
-from .errors import HugescopeError
-from .studies import (VERDICT, Steps, StudyResult, Studies, check_choice, check_study_outputs, claim, groups as _groups,
-                      num, run_row, save_study, simulate_configs, timeline_rows as _timeline, trace_dir,
+from .studies import (VERDICT, study_names, Steps, StudyResult, Studies, check_choice, check_study_outputs, claim, groups as _groups,
+                      num, run_row, simulate_configs, timeline_rows as _timeline, trace_dir,
                       with_paper as _with_paper)
 
 #: Kept under its old name: what :func:`ingens_studies` returns.
@@ -322,17 +321,7 @@ def shape_checks(study: str, rows: List[Dict[str, Any]]) -> List[Dict[str, Any]]
 # ---------------------------------------------------------------- results
 
 def _names(studies) -> List[str]:
-    if studies is None:
-        return list(STUDIES)
-    if isinstance(studies, str):
-        studies = [studies]
-    names = [str(s) for s in studies]
-    for s in names:
-        check_choice(s, "study", STUDIES)
-    if not names:
-        raise HugescopeError(f"study: empty list (choose from {', '.join(STUDIES)})")
-    # Each study once, in the order given.
-    return list(dict.fromkeys(names))
+    return study_names(studies, STUDIES)
 
 
 def check_args(studies, scale: str, preset: Optional[str] = None) -> List[str]:
@@ -437,14 +426,10 @@ def _extras(study: str) -> Tuple[str, ...]:
     return (("timeline",) if study in ("bloat", "async", "fairness") else ()) + ("checks",)
 
 
-def save(result: IngensStudies, out: str, plots: bool = True) -> Dict[str, str]:
+def save(result: Studies, out: str, plots: bool = True) -> Dict[str, str]:
     """Write each study's ``OUT/ingens-STUDY.csv``, ``-timeline.csv`` (where it
     has one), ``-checks.csv``, ``.json`` and figures; returns every path."""
-    paths: Dict[str, str] = {}
-    for name, s in result.studies.items():
-        written = save_study(s.experiment, s.meta, s.table, out, s.experiment, s.extra, s.checks(), plots)
-        paths.update({f"{name}_{k}": p for k, p in written.items()})
-    return paths
+    return result.save(out, plots)
 
 
 def check_outputs(out: str, studies: Optional[Sequence[str]] = None, plots: bool = True) -> None:

@@ -244,3 +244,29 @@ class Studies:
         """Everything: the metadata, each study's content and all claims."""
         return _json_safe({**self.meta, "studies": {n: s.to_dict() for n, s in self.studies.items()},
                            "checks": self.checks()})
+
+    def save(self, out: str, plots: bool = True) -> Dict[str, str]:
+        """Write each study's ``OUT/EXPERIMENT.csv``, its extra tables
+        (``-timeline.csv`` ...), ``-checks.csv``, ``.json`` and figures;
+        returns every path, keyed ``STUDY_KIND``."""
+        paths: Dict[str, str] = {}
+        for name, s in self.studies.items():
+            written = save_study(s.experiment, s.meta, s.table, out, s.experiment, s.extra, s.checks(), plots)
+            paths.update({f"{name}_{k}": p for k, p in written.items()})
+        return paths
+
+
+def study_names(studies, allowed: List[str]) -> List[str]:
+    """The studies asked for: all of ``allowed`` for None, else each name
+    once in the order first given; a name not in ``allowed`` or an empty list
+    is one error line."""
+    if studies is None:
+        return list(allowed)
+    if isinstance(studies, str):
+        studies = [studies]
+    names = [str(s) for s in studies]
+    for s in names:
+        check_choice(s, "study", allowed)
+    if not names:
+        raise HugescopeError(f"study: empty list (choose from {', '.join(allowed)})")
+    return list(dict.fromkeys(names))
