@@ -60,7 +60,7 @@ pub fn run<M: Mem>(c: &Cfg, l: &Layout, m: &mut M) -> Result<Value> {
             first_difference = Some(i as u64 * 8);
             break;
         }
-        if compared % PROGRESS == 0 {
+        if compared.is_multiple_of(PROGRESS) {
             m.progress(&format!("bytes:{}", compared * 8));
         }
     }
