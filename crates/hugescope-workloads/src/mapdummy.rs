@@ -74,6 +74,21 @@ pub fn poll_accesses(c: &Cfg) -> u64 {
     c.period.saturating_sub(touches(c.size, c.page))
 }
 
+/// Sleep until `deadline` in slices of at most 50 ms, returning early with
+/// `Cancelled` when a cancellation is requested: a native dummy at 0.001 Hz
+/// would otherwise sleep 1000 s out of reach of Ctrl-C.
+fn sleep_until(deadline: std::time::Instant) -> Result<()> {
+    const SLICE: std::time::Duration = std::time::Duration::from_millis(50);
+    loop {
+        hugescope_core::cancel::check()?;
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Ok(());
+        }
+        std::thread::sleep(left.min(SLICE));
+    }
+}
+
 pub fn run<M: Mem>(c: &Cfg, l: &Layout, m: &mut M) -> Result<Value> {
     let mut buf: Arr<u64> = m.alloc(l.get("buffer")?, (c.size / 8) as usize)?;
     let clock: Arr<u64> = m.alloc(l.get("clock")?, (PAGE / 8) as usize)?;
@@ -92,8 +107,7 @@ pub fn run<M: Mem>(c: &Cfg, l: &Layout, m: &mut M) -> Result<Value> {
                 polled = polled.wrapping_add(clock.ld(m, 0));
             }
         } else {
-            let period = std::time::Duration::from_secs_f64(1.0 / c.rate);
-            std::thread::sleep(period.saturating_sub(start.elapsed()));
+            sleep_until(start + std::time::Duration::from_secs_f64(1.0 / c.rate))?;
         }
     }
     m.end_run();
