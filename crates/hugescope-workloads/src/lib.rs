@@ -6,23 +6,32 @@
 //!
 //! Entry points: [`list`], [`plan`], [`header`], [`trace`], [`native`].
 
+pub mod adversary;
 pub mod bt;
 pub mod btree;
 pub mod canneal;
 pub mod cg;
+pub mod cmp;
+pub mod dirtyfile;
+pub mod fftw;
 pub mod graph;
 pub mod gups;
 pub mod kv;
 pub mod layout;
+pub mod mapdummy;
+pub mod matrix;
 pub mod mem;
+pub mod microbench;
 pub mod mysql;
 pub mod pointer_chase;
 pub mod process;
+pub mod rbtree;
 pub mod registry;
 pub mod rng;
 pub mod seqtouch;
 pub mod shape;
 pub mod stream;
+pub mod stride4m;
 pub mod svm;
 pub mod web;
 pub mod zipf;

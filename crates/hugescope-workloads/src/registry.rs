@@ -11,6 +11,8 @@ use hugescope_core::{Error, Result};
 use crate::layout::Layout;
 use crate::mem::{Mem, Native, NativeEvent, Traced};
 use crate::{bt, btree, canneal, cg, graph, gups, kv, mysql, pointer_chase, seqtouch, stream, svm, web};
+// The Navarro paper's workloads (OSDI'02 §6.2, §6.5-6.7).
+use crate::{adversary, cmp, dirtyfile, fftw, mapdummy, matrix, rbtree, stride4m};
 
 /// One documented parameter of a workload.
 #[derive(Clone, Debug, Serialize)]
@@ -239,6 +241,14 @@ pub(crate) enum Prepared {
     Svm(svm::Cfg),
     Seqtouch(seqtouch::Cfg),
     Web(web::Cfg),
+    Matrix(matrix::Cfg),
+    Rbtree(rbtree::Cfg),
+    Fftw(fftw::Cfg),
+    Adversary(adversary::Cfg),
+    Stride4m(stride4m::Cfg),
+    Cmp(cmp::Cfg),
+    Dirtyfile(dirtyfile::Cfg),
+    Mapdummy(mapdummy::Cfg),
 }
 
 impl Prepared {
@@ -257,6 +267,14 @@ impl Prepared {
             Prepared::Svm(c) => svm::layout(c),
             Prepared::Seqtouch(c) => seqtouch::layout(c),
             Prepared::Web(c) => web::layout(c),
+            Prepared::Matrix(c) => matrix::layout(c),
+            Prepared::Rbtree(c) => rbtree::layout(c),
+            Prepared::Fftw(c) => fftw::layout(c),
+            Prepared::Adversary(c) => adversary::layout(c),
+            Prepared::Stride4m(c) => stride4m::layout(c),
+            Prepared::Cmp(c) => cmp::layout(c),
+            Prepared::Dirtyfile(c) => dirtyfile::layout(c),
+            Prepared::Mapdummy(c) => mapdummy::layout(c),
         }
     }
     /// Simulated cpus of the trace: one per thread, except where threads are
@@ -291,6 +309,14 @@ impl Prepared {
             Prepared::Svm(c) => svm::run(c, l, m),
             Prepared::Seqtouch(c) => seqtouch::run(c, l, m),
             Prepared::Web(c) => web::run(c, l, m),
+            Prepared::Matrix(c) => matrix::run(c, l, m),
+            Prepared::Rbtree(c) => rbtree::run(c, l, m),
+            Prepared::Fftw(c) => fftw::run(c, l, m),
+            Prepared::Adversary(c) => adversary::run(c, l, m),
+            Prepared::Stride4m(c) => stride4m::run(c, l, m),
+            Prepared::Cmp(c) => cmp::run(c, l, m),
+            Prepared::Dirtyfile(c) => dirtyfile::run(c, l, m),
+            Prepared::Mapdummy(c) => mapdummy::run(c, l, m),
         }
     }
 }
@@ -304,6 +330,9 @@ pub fn list() -> Vec<WorkloadInfo> {
     v.extend([kv::memcached_info(), mysql::info(), cg::npb_info(), bt::info()]);
     // The Ingens paper's workloads (OSDI'16 Tables 4, 5, 9, 10 and §3.1).
     v.extend([kv::redis_info(), svm::info(), seqtouch::info(), web::info()]);
+    // The Navarro paper's workloads (OSDI'02 §6.2 Table 1, §6.5-6.7).
+    v.extend([matrix::info(), rbtree::info(), fftw::info(), adversary::info(), stride4m::info()]);
+    v.extend([cmp::info(), dirtyfile::info(), mapdummy::info()]);
     v
 }
 
@@ -327,6 +356,14 @@ fn prepare(name: &str, params: &Params) -> Result<(Prepared, Resolved)> {
         "svm" => Prepared::Svm(svm::config(&r)?),
         "seqtouch" => Prepared::Seqtouch(seqtouch::config(&r)?),
         "web" => Prepared::Web(web::config(&r)?),
+        "matrix" => Prepared::Matrix(matrix::config(&r)?),
+        "rbtree" => Prepared::Rbtree(rbtree::config(&r)?),
+        "fftw" => Prepared::Fftw(fftw::config(&r)?),
+        "adversary" => Prepared::Adversary(adversary::config(&r)?),
+        "stride4m" => Prepared::Stride4m(stride4m::config(&r)?),
+        "cmp" => Prepared::Cmp(cmp::config(&r)?),
+        "dirtyfile" => Prepared::Dirtyfile(dirtyfile::config(&r)?),
+        "mapdummy" => Prepared::Mapdummy(mapdummy::config(&r)?),
         other => return Err(Error::input(format!("workload '{other}' is listed but not wired up"))),
     };
     Ok((prep, r))

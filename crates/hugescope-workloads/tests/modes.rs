@@ -89,6 +89,15 @@ fn small_cases() -> Vec<(&'static str, Value)> {
         ("seqtouch", json!({"size": "4MiB", "threads": 2, "write": true})),
         ("seqtouch", json!({"size": "2MiB", "stride": 1000})),
         ("web", json!({"requests": 40, "buf_min": "16KiB", "buf_max": "64KiB", "heap": "512KiB", "table": "1MiB", "rows_per_request": 20, "threads": 2, "write_ratio": 0.5})),
+        // The Navarro paper's workloads (single-threaded programs).
+        ("matrix", json!({"n": 100, "repetitions": 2})),
+        ("rbtree", json!({"nodes": 500, "ops": 3000, "traverse": 20})),
+        ("fftw", json!({"n": 20, "lines": 0.3})),
+        ("adversary", json!({"size": "1MiB", "rounds": 3})),
+        ("stride4m", json!({"size": "32MiB", "stride": "256KiB", "passes": 3})),
+        ("cmp", json!({"size": "1MiB"})),
+        ("dirtyfile", json!({"size": "8MiB", "write_every": 64})),
+        ("mapdummy", json!({"size": "64KiB", "cycles": 3, "rate": 1000, "access_rate": 100000})),
     ]
 }
 
