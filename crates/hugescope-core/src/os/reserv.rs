@@ -217,7 +217,10 @@ impl Kernel {
         let top = self.reserv.ladder.len() - 1;
         for l in (0..=want).rev() {
             let order = self.geo.shifts[self.reserv.ladder[l]] - self.shape.base_shift;
-            if let Some(p) = self.phys.alloc(order, Mobility::Movable, RESERVED_OWNER) {
+            // An extent is pinned for compaction: the paper's kernel never
+            // migrates reserved frames, and a move would break the extent.
+            let mobility = if l == 0 { Mobility::Movable } else { Mobility::Unmovable };
+            if let Some(p) = self.phys.alloc(order, mobility, RESERVED_OWNER) {
                 return Some((p, l));
             }
             if l == want && want > 0 {
@@ -226,7 +229,7 @@ impl Kernel {
             for k in l..top {
                 if let Some((_, &victim)) = self.reserv.lists[k].first_key_value() {
                     self.preempt(victim, l);
-                    if let Some(p) = self.phys.alloc(order, Mobility::Movable, RESERVED_OWNER) {
+                    if let Some(p) = self.phys.alloc(order, mobility, RESERVED_OWNER) {
                         return Some((p, l));
                     }
                 }

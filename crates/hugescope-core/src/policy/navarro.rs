@@ -35,6 +35,7 @@ pub struct Navarro {
     /// The size indices in use, resolved against the machine at `init`.
     used: Vec<usize>,
     labels: Vec<String>,
+    max_label: String,
 }
 
 pub fn new(p: &mut Params) -> Result<Box<dyn Policy>> {
@@ -58,7 +59,7 @@ pub fn new(p: &mut Params) -> Result<Box<dyn Policy>> {
     };
     let wp = p.bool("wp", true)?;
     let prob = p.f64_in("p", 1.0, 0.0, 1.0)?;
-    Ok(Box::new(Navarro { sizes, max, wp, p: prob, used: Vec::new(), labels: Vec::new() }))
+    Ok(Box::new(Navarro { sizes, max, wp, p: prob, used: Vec::new(), labels: Vec::new(), max_label: String::new() }))
 }
 
 impl Navarro {
@@ -74,12 +75,13 @@ impl Policy for Navarro {
     }
 
     fn describe(&self) -> serde_json::Value {
-        serde_json::json!({ "sizes": self.labels, "wp": self.wp, "p": self.p })
+        serde_json::json!({ "sizes": self.labels, "max": self.max_label, "wp": self.wp, "p": self.p })
     }
 
     fn init(&mut self, k: &mut Kernel) {
         let g = k.geometry().clone();
         let max = self.max.unwrap_or(g.sizes[pmd_size(k)]);
+        self.max_label = page_label(max);
         let ok = |b: u64| b <= max && g.sizes[1..].contains(&b);
         self.used = match &self.sizes {
             None => (1..g.num_sizes()).filter(|&i| ok(g.sizes[i])).collect(),
