@@ -95,6 +95,9 @@ impl Policy for Navarro {
             }
         };
         self.labels = self.used.iter().map(|&i| page_label(g.sizes[i])).collect();
+        if self.used.is_empty() {
+            k.note(format!("navarro: no superpage size up to max {} on this machine: base pages only", page_label(max)));
+        }
         k.enable_reservations(&self.used, self.wp);
     }
 
