@@ -69,6 +69,11 @@ class SimResult:
                 "bloat": max((p["bloat"] for p in procs), default=1.0),
                 "virtual_seconds": self._data.get("virtual_seconds"),
             })
+            # Reservation-based policies (navarro): the counters exist only
+            # when reservations were made, so other summaries are unchanged.
+            for key in ("reservations", "preemptions", "peak_reserved_frames", "wp_traps", "writeback_bytes"):
+                if key in o:
+                    out[key] = o[key]
         return {k: v for k, v in out.items() if v is not None}
 
     def timeline(self):

@@ -79,6 +79,10 @@ os_costs! {
     split_us = 20.0;
     /// Scanning one PTE (khugepaged, access-bit sampling).
     scan_pte_us = 0.005;
+    /// Writing one base PTE when a superpage made of replicated PTEs (Alpha's granularity hint) is promoted or demoted: Navarro §6.7 charges these per base page. Estimate.
+    pte_write_us = 0.01;
+    /// The protection fault taken by the first write to a clean superpage mapped read-only (Navarro §4.7), before its demotion. Estimate.
+    wp_trap_us = 1.0;
 }
 
 impl OsCosts {

@@ -24,6 +24,11 @@ impl Kernel {
 
     fn fault_path(&mut self, a: &Access, vi: usize, pi: usize) {
         let pid = a.pid;
+        // Reservations (os/reserv.rs): a page whose frame is already reserved
+        // is mapped there, whatever the policy would choose (ref §2.3 use 1).
+        if self.reserv.active() && self.fault_reserved(a, vi, pi) {
+            return;
+        }
         let rb = self.region_bytes();
         let region_start = a.addr & !(rb - 1);
         let (region_in_vma, vma_advised) = {
@@ -45,8 +50,14 @@ impl Kernel {
                 break;
             }
         }
-        // Carry the action out. `FaultAction::Reserve` (reservations) will be
-        // a second arm here: reserve the extent, then map the base page inside it.
+        // Carry the action out: a reservation (Navarro §4.1: reserve the
+        // extent, map the faulting page inside it), or a huge page.
+        if let FaultAction::Reserve { size } = action {
+            if self.reserv.active() {
+                self.reserve_and_map(a, vi, pi, size);
+                return;
+            }
+        }
         if let FaultAction::Huge { size, alloc } = action {
             let len = self.geo.sizes[size];
             let start = a.addr & !(len - 1);
@@ -81,6 +92,12 @@ impl Kernel {
                 NO_PFN
             }
         };
+        self.map_frame(pid, vi, pi, pfn);
+    }
+
+    /// Map base page `pi` at frame `pfn` (NO_PFN: out of memory) and charge
+    /// the base fault: shared by the plain path and reservations.
+    pub(super) fn map_frame(&mut self, pid: u16, vi: usize, pi: usize, pfn: u32) {
         let sp = &mut self.spaces[pid as usize];
         let v = &mut sp.vmas[vi];
         v.pfn[pi] = pfn;

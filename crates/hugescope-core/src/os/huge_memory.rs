@@ -298,6 +298,12 @@ impl Kernel {
     /// Split a huge leaf whose block stays allocated as one unit: its pages
     /// become base leaves marked as frames the process cannot free one by one.
     pub(super) fn demote_keeping_frames(&mut self, pid: u16, addr: u64) {
+        // A superpage of a reservation is split into its own frames instead:
+        // freeing part of it depopulates the reservation (os/reserv.rs).
+        if self.reserv.active() {
+            self.demote(pid, addr);
+            return;
+        }
         let bs = self.shape.base_shift;
         let sp = &mut self.spaces[pid as usize];
         let Some(vi) = sp.find(addr) else { return };
@@ -363,7 +369,9 @@ impl Kernel {
             && (first as u64).is_multiple_of(1u64 << order)
             && (0..n).all(|j| {
                 let f = v.flags[a + j];
-                f & PRESENT != 0 && size_of_flags(f) == 0 && !v.leaked(a + j) && v.pfn[a + j] as u64 == first as u64 + j as u64
+                // Smaller leaves of the same extent are welcome (Navarro's
+                // incremental promotion: 64KB leaves -> 512KB, no copy).
+                f & PRESENT != 0 && size_of_flags(f) < size && !v.leaked(a + j) && v.pfn[a + j] as u64 == first as u64 + j as u64
             });
         contiguous.then_some(first as u64)
     }
@@ -384,7 +392,10 @@ impl Kernel {
         }
         let sp = &mut self.spaces[pid as usize];
         let v = &mut sp.vmas[vi];
+        // Smaller superpages inside are replaced: their bytes leave their size.
+        let mut replaced = [0u64; 8];
         for j in 0..n {
+            replaced[size_of_flags(v.flags[a + j])] += 1 << bs;
             let keep = v.flags[a + j] & (TOUCHED | ACCESSED | DIRTY);
             v.flags[a + j] = PRESENT | keep | ((size as u8) << aspace::SIZE_SHIFT);
         }
@@ -393,11 +404,103 @@ impl Kernel {
         for r in r0..=r1 {
             v.pmd_a[r] = false;
         }
+        let inside: u64 = replaced[1..].iter().sum();
+        for (t, b) in replaced.iter().enumerate().skip(1) {
+            sp.huge_bytes[t] -= b;
+        }
         sp.huge_bytes[size] += len;
-        self.huge_total += len;
+        self.huge_total = self.huge_total + len - inside;
         self.peak_huge_total = self.peak_huge_total.max(self.huge_total);
-        self.charge_us(self.costs.split_us);
+        self.charge_us(self.remap_cost_us(size));
         self.shootdown(pid, start, start + len);
         Ok(())
+    }
+}
+
+impl Kernel {
+    /// The cost of rewriting the page table for a leaf of size index `size`
+    /// (promotion or demotion): one PMD/PUD entry (charged as a split, as
+    /// before) when the size has a level of its own; one write per base PTE
+    /// when the size is made of replicated PTEs at the base level (Alpha's
+    /// granularity hint, Navarro §3.5, §6.7).
+    pub(super) fn remap_cost_us(&self, size: usize) -> f64 {
+        if size > 0 && self.geo.leaf_level[size] == self.geo.leaf_level[0] {
+            (self.geo.sizes[size] >> self.shape.base_shift) as f64 * self.costs.pte_write_us
+        } else {
+            self.costs.split_us
+        }
+    }
+
+    /// Demotion along a path (Navarro §4.6, ref §4): split the superpage
+    /// holding `addr` one level down and recurse only into the child that
+    /// holds `addr`, so a 4MB superpage on Alpha leaves 7 x 512KB + 7 x 64KB +
+    /// 7 x 8KB leaves plus the page itself. The levels are the reservation
+    /// ladder's sizes when reservations run, else every smaller page size.
+    /// The daemon calls this for eviction, the write-protect trap for the
+    /// first write to a clean superpage. False if no superpage maps `addr`.
+    pub fn demote_path(&mut self, pid: u16, addr: u64) -> bool {
+        let bs = self.shape.base_shift;
+        let Some(sp) = self.spaces.get(pid as usize) else { return false };
+        let Some(vi) = sp.find(addr) else { return false };
+        let f = sp.vmas[vi].flags[sp.vmas[vi].page_index(addr, bs)];
+        let s = size_of_flags(f);
+        if f & PRESENT == 0 || s == 0 {
+            return false;
+        }
+        let len = self.geo.sizes[s];
+        let start = addr & !(len - 1);
+        // Siblings of a clean write-protected superpage stay clean and protected.
+        let protected = self.is_protected(pid, start, s);
+        self.protect(pid, start, s, false);
+        let steps: Vec<usize> = (1..s).rev().filter(|&t| self.reserv.ladder_has(t)).collect();
+        // First every page its own base leaf and frame (as `demote`), then
+        // the siblings off the path merged back one size at a time.
+        let (a, n) = (self.spaces[pid as usize].vmas[vi].page_index(start, bs), (len >> bs) as usize);
+        let block = self.spaces[pid as usize].vmas[vi].pfn[a] as u64;
+        {
+            let sp = &mut self.spaces[pid as usize];
+            for g in &mut sp.vmas[vi].flags[a..a + n] {
+                *g &= !aspace::SIZE_MASK;
+            }
+            sp.huge_bytes[s] -= len;
+        }
+        self.huge_total -= len;
+        self.phys.split(block, self.geo.shifts[s] - bs);
+        for j in 0..n as u64 {
+            self.phys.set_owner(block + j, Self::owner(pid, start + (j << bs), bs));
+        }
+        let (mut cur, mut cur_len) = (start, len);
+        for &t in &steps {
+            let cl = self.geo.sizes[t];
+            let keep = addr & !(cl - 1);
+            let order = self.geo.shifts[t] - bs;
+            let mut c = cur;
+            while c < cur + cur_len {
+                if c != keep {
+                    let ca = a + ((c - start) >> bs) as usize;
+                    let first = block + ((c - start) >> bs);
+                    if self.phys.try_merge(first, order, Self::owner(pid, c, bs)).is_ok() {
+                        let sp = &mut self.spaces[pid as usize];
+                        for g in &mut sp.vmas[vi].flags[ca..ca + (cl >> bs) as usize] {
+                            *g |= (t as u8) << aspace::SIZE_SHIFT;
+                        }
+                        sp.huge_bytes[t] += cl;
+                        self.huge_total += cl;
+                        self.protect(pid, c, t, protected);
+                    }
+                }
+                c += cl;
+            }
+            cur = keep;
+            cur_len = cl;
+        }
+        let levels = steps.len() as u64 + 1;
+        self.stats.demotions += levels;
+        // Replicated PTEs: every base PTE of the range is rewritten once;
+        // a size with its own level: one table rebuilt per level split.
+        let cost = if self.geo.leaf_level[s] == self.geo.leaf_level[0] { self.remap_cost_us(s) } else { levels as f64 * self.costs.split_us };
+        self.charge_us(cost);
+        self.shootdown(pid, start, start + len);
+        true
     }
 }

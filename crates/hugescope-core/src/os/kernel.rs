@@ -97,6 +97,8 @@ pub struct Kernel {
     pub(super) coverage_on: bool,
     // direct segments: per-process primary regions and segments (os/segment.rs).
     pub segments: super::segment::SegmentTable,
+    // reservations (Navarro §4): os/reserv.rs; empty unless a policy enables them.
+    pub(super) reserv: super::reserv::Reservations,
 }
 
 pub(super) const OWNER_PID_SHIFT: u32 = 48;
@@ -237,7 +239,11 @@ impl Kernel {
             coverage_on: false,
             // direct segments: the regions the primary regions are made of.
             segments: super::segment::SegmentTable::new(&header.regions),
+            reserv: Default::default(),
         };
+        // reservations: files' ranges, for write-back at msync (os/reserv.rs).
+        k.reserv.file_ranges =
+            header.regions.iter().filter(|r| r.kind == crate::trace::RegionKind::File).map(|r| (r.pid, r.base, r.base + r.len)).collect();
         k.for_each_policy(|p, k| p.init(k));
         Ok(k)
     }
@@ -534,9 +540,14 @@ impl Kernel {
         let held: u64 = self.spaces.iter().map(|s| s.frames_held).sum();
         let used = self.phys.total_frames() - self.phys.free_frames();
         let frag = self.frag_report.as_ref().map_or(0, |f| f.pages_pinned);
-        if held + frag != used {
-            return Err(format!("frames held by processes ({held}) + fragmenter ({frag}) != frames in use ({used})"));
+        // reservations: frames reserved and not populated are in use too.
+        let reserved = self.reserv.reserved;
+        if held + frag + reserved != used {
+            return Err(format!(
+                "frames held by processes ({held}) + fragmenter ({frag}) + reserved unpopulated ({reserved}) != frames in use ({used})"
+            ));
         }
+        self.check_reservations()?;
         if let Some(b) = self.budget_bytes {
             if self.huge_total > b {
                 return Err(format!("huge bytes {} exceed the budget {b}", self.huge_total));
@@ -670,6 +681,11 @@ impl PageTable for Kernel {
                 sp.vmas[vi].cover(pi);
             }
         }
+        // reservations: the write-protect trap (Navarro §4.7), armed only by
+        // a reservation policy with wp on.
+        if self.reserv.armed && a.write {
+            self.write_check(a);
+        }
         self.advance(cycles);
     }
 
@@ -682,6 +698,10 @@ impl PageTable for Kernel {
             self.free_range(p, s, l);
             self.for_each_policy(|pol, k| pol.on_free(k, p, s, l));
             return;
+        }
+        // reservations: a flush writes dirty file leaves back (os/reserv.rs).
+        if label == "msync" {
+            self.writeback();
         }
         self.last_marker = Some(label.to_string());
         self.last_marker_at = self.clock.accesses;

@@ -45,6 +45,30 @@ pub struct OsStats {
     /// result when zero, so results of runs that never do one are unchanged.
     #[serde(skip_serializing_if = "is_zero")]
     pub in_place_collapses: u64,
+    // Reservations (Navarro §4, os/reserv.rs), each left out of the result
+    // when zero so runs of other policies are unchanged.
+    /// Reservations made at fault time (split children not counted).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub reservations: u64,
+    /// Reservations preempted to satisfy an allocation (ref §3.4).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub preemptions: u64,
+    /// Faults whose preferred size the buddy allocator could not give
+    /// (contiguity failures, ref §3.3).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub preferred_failures: u64,
+    /// Frames reserved and not populated, at the end and at the peak.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub reserved_frames: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub peak_reserved_frames: u64,
+    /// First writes to write-protected clean superpages (ref §4.7).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub wp_traps: u64,
+    /// Bytes written back at `msync` progress points: the sizes of the dirty
+    /// leaves of file regions (ref §8: a dirty superpage is written whole).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub writeback_bytes: u64,
 }
 
 fn is_zero(n: &u64) -> bool {

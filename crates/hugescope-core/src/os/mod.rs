@@ -14,6 +14,7 @@ pub mod metrics;
 pub mod migrate;
 pub mod pcc;
 pub mod phys;
+pub mod reserv;
 pub mod segment;
 pub mod tlbflush;
 pub mod unmap;

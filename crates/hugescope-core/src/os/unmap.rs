@@ -99,9 +99,8 @@ impl Kernel {
                 i += pages;
             }
         }
-        for (p, o) in to_free {
-            self.phys.free(p, o);
-        }
+        // Frames inside a reservation stay reserved (os/reserv.rs).
+        self.release_frames(to_free);
         self.release_split_blocks(&split_frames);
         self.huge_total = self.spaces.iter().map(|s| s.total_huge_bytes()).sum();
         self.shootdown(pid, start, end);

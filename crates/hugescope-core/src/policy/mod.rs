@@ -53,17 +53,17 @@ pub struct Fault {
 }
 
 /// What a fault-time policy asks the fault path (`os/fault.rs`) to map.
-///
-/// The slot for reservations: Navarro-style policies will add
-/// `Reserve { extent }` (reserve an aligned physical extent for the region,
-/// map the faulting base page at its place inside it, so a later
-/// `Kernel::collapse_in_place` needs no copy). It goes here and where
-/// `Kernel::fault` (os/fault.rs) carries the action out; no other file changes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FaultAction {
     Base,
     /// Map a huge page of size index `size` around the address.
     Huge { size: usize, alloc: AllocMode },
+    /// Navarro §4.1 (os/reserv.rs): reserve an aligned physical extent of
+    /// size index `size` (or smaller, by the fallback order) around the
+    /// address and map only the faulting base page, at its offset inside it;
+    /// later faults in the extent map their own reserved frames and filled
+    /// nodes are promoted in place. Needs `Kernel::enable_reservations`.
+    Reserve { size: usize },
 }
 
 /// A page walk, as the walker saw it.
@@ -136,6 +136,7 @@ registry! {
     "random" => random: "random regions at the PCC's cadence and rate: the baseline any selection must beat",
     "dseg" => dseg: "direct segments (ISCA'13): one segment over each process's primary region, the rest paged",
     "ingens" => ingens: "Ingens (OSDI'16): base pages at fault, asynchronous promotion at 90% utilization in fairness order, sampled access tracking, utilization-based demotion, proactive compaction",
+    "navarro" => navarro: "reservation-based superpages (Navarro et al., OSDI'02): reserve at first fault, promote in place when full, preempt the least recently populated reservation, demote on the first write to a clean superpage",
 }
 
 /// Build a policy by name from `key=value` parameters.
