@@ -136,6 +136,7 @@ registry! {
     "random" => random: "random regions at the PCC's cadence and rate: the baseline any selection must beat",
     "dseg" => dseg: "direct segments (ISCA'13): one segment over each process's primary region, the rest paged",
     "ingens" => ingens: "Ingens (OSDI'16): base pages at fault, asynchronous promotion at 90% utilization in fairness order, sampled access tracking, utilization-based demotion, proactive compaction",
+    "mthp" => mthp: "Linux multi-size THP: linux's PMD fault and khugepaged, else the largest enabled folio size that fits (enabled_<size>=always|madvise|inherit|never)",
 }
 
 /// Build a policy by name from `key=value` parameters.
