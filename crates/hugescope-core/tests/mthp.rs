@@ -262,3 +262,61 @@ fn bad_multi_size_knobs_are_one_error_naming_the_key() {
     load("arm64-mthp", &["coalesce=none"]).unwrap();
     load("x86-mthp", &["coalesce=amd"]).unwrap();
 }
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    const SIZES: [&str; 5] = ["16k", "32k", "64k", "128k", "256k"];
+    const VALUES: [&str; 5] = ["", "always", "madvise", "inherit", "never"];
+    const TOP: [&str; 3] = ["always", "madvise", "never"];
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+        /// Any per-size settings load, run with the kernel's invariants
+        /// intact, and fault folios only of sizes enabled for the VMA.
+        #[test]
+        fn folios_only_of_enabled_sizes(values in proptest::collection::vec(0usize..5, 5), top in 0usize..3, seed in 1u64..u64::MAX) {
+            let mut params: Vec<(String, String)> = vec![("enabled".into(), TOP[top].into())];
+            for (s, &v) in SIZES.iter().zip(&values) {
+                if v > 0 {
+                    params.push((format!("enabled_{s}"), VALUES[v].into()));
+                }
+            }
+            let text = format!("mthp:{}", params.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(","));
+            Config::load(Some("arm64-mthp"), None, &[], &[text.clone()]).unwrap();
+            let refs: Vec<(&str, &str)> = params.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            // Unadvised memory only: a size is used only if it resolves to always.
+            let mut s = sim_on(&arm64(), &header(3 * MB2 + 5 * K64, false), os(), "mthp", &refs);
+            let mut rng = Rng(seed);
+            for _ in 0..3000 {
+                s.step(Access::read(BASE + (rng.next() % (3 * MB2 + 5 * K64))));
+            }
+            s.pt.check_invariants().unwrap();
+            let resolved = |label: &str| -> &str {
+                if label == "2m" {
+                    return TOP[top];
+                }
+                let i = SIZES.iter().position(|&x| x == label).unwrap();
+                match VALUES[values[i]] {
+                    "" => "never",
+                    "inherit" => TOP[top],
+                    v => v,
+                }
+            };
+            for (label, n) in faults(&mut s).into_iter().skip(1) {
+                prop_assert!(n == 0 || resolved(&label) == "always", "{text}: {n} faults of {label}");
+            }
+        }
+
+        /// Knob texts: a valid configuration or one error line, never a panic.
+        #[test]
+        fn knob_texts_are_a_config_or_one_error(key in "enabled_[0-9a-z]{0,5}", val in "[a-z]{0,8}") {
+            match Config::load(Some("arm64-mthp"), None, &[], &[format!("mthp:{key}={val}")]) {
+                Ok(_) => prop_assert!(VALUES.contains(&val.as_str()) && !val.is_empty()),
+                Err(e) => prop_assert!(!e.to_string().contains('\n')),
+            }
+        }
+    }
+}

@@ -95,7 +95,7 @@ pub fn check_machine(params: &[(String, String)], machine: &MachineConfig) -> Re
         if !folios.contains(&bytes) {
             let have = if machine.folio_sizes.is_empty() { "none".to_string() } else { machine.folio_sizes.join(", ") };
             return Err(Error::input(format!(
-                "policy mthp: enabled_{}={v}: the machine '{}' has no {} mTHP size (its folio_sizes: {have})",
+                "policy mthp: enabled_{}={v}: the machine '{}' has no {} mTHP size (its folio_sizes: {have}; the PMD size follows `enabled`)",
                 page_label(bytes),
                 machine.name,
                 page_label(bytes)
