@@ -195,7 +195,7 @@ impl MachineConfig {
     /// A preset, resolved (`gb_pages` applied) and validated.
     pub fn preset(name: &str) -> Result<MachineConfig> {
         let mut cfg = MachineConfig::preset_raw(name)?;
-        cfg.apply_gb_pages()?;
+        cfg.apply_gb_pages();
         cfg.validate()?;
         Ok(cfg)
     }
@@ -228,9 +228,9 @@ impl MachineConfig {
     /// flag back on (`gb_pages=true`) restores the preset's 1GB structures.
     /// A key that the stripped one would duplicate (a saved configuration
     /// merged over its preset names both) keeps the explicit one.
-    fn apply_gb_pages(&mut self) -> Result<()> {
+    fn apply_gb_pages(&mut self) {
         if self.gb_pages {
-            return Ok(());
+            return;
         }
         let is_gb = |s: &str| parse_size(s).map(|b| b == GB).unwrap_or(false);
         self.page_sizes.retain(|s| !is_gb(s));
@@ -250,7 +250,6 @@ impl MachineConfig {
                 map.entry(key).or_insert(c);
             }
         }
-        Ok(())
     }
 
     /// The preset as written below, before `gb_pages` is applied.
@@ -932,7 +931,7 @@ fn resolve_machine(start: &str, file_val: Option<Value>, overrides: &[(String, S
     }
     let mut cfg: MachineConfig =
         serde_json::from_value(v).map_err(|e| Error::config(format!("invalid machine configuration: {e}")))?;
-    cfg.apply_gb_pages()?;
+    cfg.apply_gb_pages();
     cfg.validate()?;
     Ok(cfg)
 }

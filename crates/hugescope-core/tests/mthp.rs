@@ -285,7 +285,7 @@ mod properties {
                 }
             }
             let text = format!("mthp:{}", params.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(","));
-            Config::load(Some("arm64-mthp"), None, &[], &[text.clone()]).unwrap();
+            Config::load(Some("arm64-mthp"), None, &[], std::slice::from_ref(&text)).unwrap();
             let refs: Vec<(&str, &str)> = params.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
             // Unadvised memory only: a size is used only if it resolves to always.
             let mut s = sim_on(&arm64(), &header(3 * MB2 + 5 * K64, false), os(), "mthp", &refs);

@@ -71,7 +71,7 @@ impl Kernel {
         }
         let (a, n) = (v.page_index(start, bs), (len >> bs) as usize);
         let first = v.pfn[a];
-        if first == NO_PFN || first as u64 % n as u64 != 0 {
+        if first == NO_PFN || !(first as u64).is_multiple_of(n as u64) {
             return false;
         }
         (0..n).all(|j| v.flags[a + j] & PRESENT != 0 && v.pfn[a + j] == first + j as u32)

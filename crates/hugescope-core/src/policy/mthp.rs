@@ -182,7 +182,7 @@ impl Policy for Mthp {
             }
             self.stats.insert(bytes, SizeStats::default());
         }
-        orders.sort_by(|a, b| b.0.cmp(&a.0));
+        orders.sort_by_key(|&(s, _)| std::cmp::Reverse(s));
         self.orders = orders;
         self.pmd.init(k);
     }
