@@ -87,9 +87,76 @@ pub struct MachineConfig {
     /// omitted from the serialized machine when off, so results keep their bytes.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub l1_duplicate_fill: bool,
+    /// Multi-size THP folio sizes (Linux mTHP, `hugepages-<size>kB`): page
+    /// sizes between the base page and the PMD size that the OS maps as a
+    /// naturally aligned run of base PTEs over one physical block. Unlike
+    /// Alpha's granularity-hint sizes they are no TLB size of their own: what
+    /// one TLB entry covers for them is `coalesce`'s decision. Empty on the
+    /// older presets, and omitted from the serialized machine when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub folio_sizes: Vec<String>,
+    /// What a TLB entry filled from a base-PTE-level leaf may cover
+    /// (`os/coalesce.rs`): `none` (one base page), `contpte` (arm64's
+    /// contiguous bit, set by the OS on folios of at least `coalesce_size`)
+    /// or `amd` (aligned runs of `coalesce_size` present PTEs mapping
+    /// contiguous frames, found by the walker without any hint).
+    #[serde(default, skip_serializing_if = "Coalesce::is_none")]
+    pub coalesce: Coalesce,
+    /// The size one coalesced entry covers ("64k" for contpte with 4KB
+    /// pages, "16k" for 4-page AMD-style coalescing). Needed unless
+    /// `coalesce` is `none` (then ignored, so `coalesce=none` alone turns it off).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub coalesce_size: String,
+    /// The 1GB (PUD-level) page size exists (x86 CPUID pdpe1gb). false: the
+    /// 1g size is dropped from `page_sizes` and from every TLB key when the
+    /// machine is resolved, so no leaf and no TLB entry of 1GB can exist.
+    /// Omitted from the serialized machine when true, the older presets' case.
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub gb_pages: bool,
 }
 
-pub const PRESETS: &[&str] = &["haswell-pcc", "sandybridge-ds", "alpha-21264", "modern-x86", "pcc-artifact"];
+/// TLB coalescing of base-PTE-level leaves (`MachineConfig::coalesce`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Coalesce {
+    /// Each PTE is its own TLB entry (x86 without coalescing; arm64 with
+    /// the contiguous bit ignored).
+    #[default]
+    None,
+    /// arm64 contpte: a folio of at least `coalesce_size` is mapped with the
+    /// contiguous bit, and one entry covers each aligned `coalesce_size` of it.
+    Contpte,
+    /// AMD-style: the walker itself checks that the aligned `coalesce_size`
+    /// run around the address is all present PTEs on contiguous, aligned frames.
+    Amd,
+}
+
+impl Coalesce {
+    pub fn is_none(&self) -> bool {
+        *self == Coalesce::None
+    }
+    /// The knob's value as written.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Coalesce::None => "none",
+            Coalesce::Contpte => "contpte",
+            Coalesce::Amd => "amd",
+        }
+    }
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
+}
+
+/// The 1GB page size `gb_pages=false` removes.
+const GB: u64 = 1 << 30;
+
+pub const PRESETS: &[&str] = &["haswell-pcc", "sandybridge-ds", "alpha-21264", "modern-x86", "pcc-artifact", "x86-mthp", "arm64-mthp"];
 
 fn cc(entries: usize, ways: usize) -> CacheConfig {
     CacheConfig { entries, ways }
@@ -125,7 +192,68 @@ impl MachineConfig {
         self.l1.values().chain(self.l2.values()).chain(self.pwc.values()).map(|c| c.entries as u64).sum()
     }
 
+    /// A preset, resolved (`gb_pages` applied) and validated.
     pub fn preset(name: &str) -> Result<MachineConfig> {
+        let mut cfg = MachineConfig::preset_raw(name)?;
+        cfg.apply_gb_pages();
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// The knobs the multi-size presets added, at the values that leave a
+    /// machine as it was before them: no folio sizes, no coalescing, 1GB
+    /// pages as `page_sizes` says. The older presets take these, so they
+    /// serialize (and simulate) byte for byte as before.
+    fn plain() -> MachineConfig {
+        MachineConfig {
+            name: String::new(),
+            description: String::new(),
+            page_sizes: Vec::new(),
+            l1: BTreeMap::new(),
+            l2: BTreeMap::new(),
+            walker: x86_walker(),
+            pwc: BTreeMap::new(),
+            cost: default_cost(1.0),
+            l1_duplicate_fill: false,
+            folio_sizes: Vec::new(),
+            coalesce: Coalesce::None,
+            coalesce_size: String::new(),
+            gb_pages: true,
+        }
+    }
+
+    /// `gb_pages=false`: drop the 1GB size from `page_sizes`, `folio_sizes`
+    /// and every TLB key (a structure left holding nothing goes). Done when
+    /// the machine is resolved, after files and overrides, so turning the
+    /// flag back on (`gb_pages=true`) restores the preset's 1GB structures.
+    /// A key that the stripped one would duplicate (a saved configuration
+    /// merged over its preset names both) keeps the explicit one.
+    fn apply_gb_pages(&mut self) {
+        if self.gb_pages {
+            return;
+        }
+        let is_gb = |s: &str| parse_size(s).map(|b| b == GB).unwrap_or(false);
+        self.page_sizes.retain(|s| !is_gb(s));
+        self.folio_sizes.retain(|s| !is_gb(s));
+        for map in [&mut self.l1, &mut self.l2] {
+            let old = std::mem::take(map);
+            let mut stripped = Vec::new();
+            for (key, c) in old {
+                let parts: Vec<&str> = key.split('+').filter(|p| !is_gb(p)).collect();
+                if parts.len() == key.split('+').count() {
+                    map.insert(key, c);
+                } else if !parts.is_empty() {
+                    stripped.push((parts.join("+"), c));
+                }
+            }
+            for (key, c) in stripped {
+                map.entry(key).or_insert(c);
+            }
+        }
+    }
+
+    /// The preset as written below, before `gb_pages` is applied.
+    fn preset_raw(name: &str) -> Result<MachineConfig> {
         let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
         let cfg = match name {
             // PCC paper, Table 2: Xeon E5-2667 v3 (Haswell) at 3.2 GHz.
@@ -139,6 +267,7 @@ impl MachineConfig {
                 pwc: intel_pwc(),
                 cost: default_cost(3.2),
                 l1_duplicate_fill: false,
+                ..MachineConfig::plain()
             },
             // The PCC authors' simulator: 6-way L2 whose index uses 7 bits, so
             // only 128 of its 170 sets (768 entries) are reachable; no PWC, no 1GB TLB.
@@ -152,6 +281,7 @@ impl MachineConfig {
                 pwc: BTreeMap::new(),
                 cost: default_cost(3.2),
                 l1_duplicate_fill: false,
+                ..MachineConfig::plain()
             },
             // Direct segments paper, Table 1: Xeon E5-2430 (Sandy Bridge) at 2.2 GHz.
             // The L2 TLB holds 4KB translations only.
@@ -165,6 +295,7 @@ impl MachineConfig {
                 pwc: intel_pwc(),
                 cost: default_cost(2.2),
                 l1_duplicate_fill: false,
+                ..MachineConfig::plain()
             },
             // Navarro et al. OSDI'02: Alpha 21264, 8KB base pages, superpages of
             // 64KB, 512KB and 4MB, one 128-entry fully associative data TLB.
@@ -179,6 +310,7 @@ impl MachineConfig {
                 pwc: BTreeMap::new(),
                 cost: CostConfig { l2_hit_cycles: 0.0, ..default_cost(0.5) },
                 l1_duplicate_fill: false,
+                ..MachineConfig::plain()
             },
             // A current core (Golden Cove class): larger L1 and STLB, a 1GB STLB.
             // Sizes from vendor optimization manuals, rounded; treat as estimates.
@@ -192,6 +324,55 @@ impl MachineConfig {
                 pwc: intel_pwc(),
                 cost: CostConfig { l2_hit_cycles: 8.0, ..default_cost(3.0) },
                 l1_duplicate_fill: false,
+                ..MachineConfig::plain()
+            },
+            // modern-x86's TLBs with Linux's multi-size THP (6.8+, anonymous
+            // memory) at 16KB-64KB, and 1GB pages behind `gb_pages`, off as
+            // for Linux THP, which never maps a PUD leaf. Intel cores do not
+            // coalesce PTEs: `coalesce=amd` models an AMD-style core over
+            // the same TLBs (its entries join the 4KB structures).
+            "x86-mthp" => MachineConfig {
+                name: name.into(),
+                description: "Recent x86 core (Golden Cove class, approximate) with mTHP folios of 16KB-64KB; 1GB pages off (gb_pages)".into(),
+                page_sizes: s(&["4k", "16k", "32k", "64k", "2m", "1g"]),
+                l1: BTreeMap::from([("4k".into(), cc(96, 6)), ("2m".into(), cc(32, 4)), ("1g".into(), cc(8, 0))]),
+                l2: BTreeMap::from([("4k+2m".into(), cc(2048, 16)), ("1g".into(), cc(1024, 8))]),
+                walker: x86_walker(),
+                pwc: intel_pwc(),
+                cost: CostConfig { l2_hit_cycles: 8.0, ..default_cost(3.0) },
+                l1_duplicate_fill: false,
+                folio_sizes: s(&["16k", "32k", "64k"]),
+                coalesce: Coalesce::None,
+                coalesce_size: "16k".into(),
+                gb_pages: false,
+            },
+            // arm64 with 4KB granules and Linux mTHP. TLBs of the Cortex-A76
+            // TRM (r4p1, §A5.2), whose MMU the Neoverse N1 shares: a 48-entry
+            // fully associative L1 data TLB and a 1280-entry 5-way L2 TLB,
+            // both holding 4KB, 64KB (contiguous) and 2MB entries; an L2 TLB
+            // access "usually takes three cycles". The clock is Graviton2's
+            // N1 (2.5 GHz). Walk caches and the other latencies are the x86
+            // estimates: the TRM gives no walk-cache size. mTHP sizes: the
+            // five orders below 2MB that Linux tests most (16KB-256KB; the
+            // 8-size limit leaves no room for all of 16KB-1MB beside 2MB).
+            "arm64-mthp" => MachineConfig {
+                name: name.into(),
+                description: "arm64 Neoverse N1 / Cortex-A76 TLBs (TRM), 4KB granule, mTHP 16KB-256KB, contpte 64KB".into(),
+                page_sizes: s(&["4k", "16k", "32k", "64k", "128k", "256k", "2m"]),
+                l1: BTreeMap::from([("4k+64k+2m".into(), cc(48, 0))]),
+                l2: BTreeMap::from([("4k+64k+2m".into(), cc(1280, 5))]),
+                walker: x86_walker(),
+                pwc: intel_pwc(),
+                cost: CostConfig {
+                    l2_hit_cycles: 3.0,
+                    source: "L2 TLB hit: Cortex-A76 TRM §A5.2.3; the rest preset estimates (see docs/assumptions.md, 'Cost model')".into(),
+                    ..default_cost(2.5)
+                },
+                l1_duplicate_fill: false,
+                folio_sizes: s(&["16k", "32k", "64k", "128k", "256k"]),
+                coalesce: Coalesce::Contpte,
+                coalesce_size: "64k".into(),
+                gb_pages: true,
             },
             other => {
                 return Err(Error::config(format!(
@@ -200,8 +381,62 @@ impl MachineConfig {
                 )))
             }
         };
-        cfg.validate()?;
         Ok(cfg)
+    }
+
+    /// Byte sizes of `folio_sizes`, ascending as given.
+    pub fn folio_size_bytes(&self) -> Result<Vec<u64>> {
+        self.folio_sizes.iter().map(|s| parse_size(s).map_err(|e| Error::config(format!("folio_sizes: {e}")))).collect()
+    }
+
+    /// Bytes of `coalesce_size`, None when coalescing is off.
+    pub fn coalesce_bytes(&self) -> Result<Option<u64>> {
+        if self.coalesce.is_none() {
+            return Ok(None);
+        }
+        if self.coalesce_size.is_empty() {
+            return Err(Error::config(format!("coalesce={}: needs coalesce_size (e.g. 64k)", self.coalesce.label())));
+        }
+        parse_size(&self.coalesce_size)
+            .map(Some)
+            .map_err(|e| Error::config(format!("coalesce_size={}: {e}", self.coalesce_size)))
+    }
+
+    /// Check the mTHP knobs against the geometry: folio sizes and the
+    /// coalesced size are page sizes of the base-PTE level (above the base
+    /// page, below the next level's span), and 1GB is gone when `gb_pages`
+    /// is off.
+    fn validate_multi_size(&self, sizes: &[u64]) -> Result<()> {
+        let w = &self.walker;
+        // The span of one entry of the level above the leaf table: a size at
+        // or above it is a leaf of that level, not a run of PTEs.
+        let above = match w.level_shifts.len() {
+            1 => u64::MAX,
+            n => 1u64 << w.level_shifts[n - 2],
+        };
+        let pte_level = |what: &str, label: &str, b: u64| -> Result<()> {
+            if !sizes.contains(&b) {
+                return Err(Error::config(format!("{what} {label} is not in page_sizes")));
+            }
+            if b <= sizes[0] || b >= above {
+                return Err(Error::config(format!(
+                    "{what} {label}: must lie between the base page ({}) and the next level's {} (a run of base PTEs)",
+                    page_label(sizes[0]),
+                    page_label(above)
+                )));
+            }
+            Ok(())
+        };
+        for (label, b) in self.folio_sizes.iter().zip(self.folio_size_bytes()?) {
+            pte_level("folio_sizes:", label, b)?;
+        }
+        if let Some(b) = self.coalesce_bytes()? {
+            pte_level(&format!("coalesce={}: coalesce_size", self.coalesce.label()), &self.coalesce_size, b)?;
+        }
+        if !self.gb_pages && sizes.contains(&GB) {
+            return Err(Error::config("gb_pages=false: page_sizes lists 1g"));
+        }
+        Ok(())
     }
 
     /// Load: a preset, then a TOML file merged over it, then `key=value`
@@ -274,6 +509,7 @@ impl MachineConfig {
                 page_label(sizes[0])
             )));
         }
+        self.validate_multi_size(&sizes)?;
         for (lvl, map) in [("l1", &self.l1), ("l2", &self.l2)] {
             let mut seen = Vec::new();
             for (key, c) in map {
@@ -556,14 +792,14 @@ impl Config {
             for (i, v) in list.iter().enumerate() {
                 let at = format!("{name}: policy[{}]", i + 1);
                 let e = PolicyEntry::from_table(v, &at)?;
-                check_policy(&e).map_err(|err| Error::config(format!("{at}: {err}")))?;
+                check_policy(&e, &machine).map_err(|err| Error::config(format!("{at}: {err}")))?;
                 entries.push(e);
             }
         }
         if !policies.is_empty() {
             entries = policies.iter().map(|p| PolicyEntry::from_spec(p)).collect::<Result<_>>()?;
             for e in &entries {
-                check_policy(e)?;
+                check_policy(e, &machine)?;
             }
         }
         Ok(Config { preset: start, machine, os, policies: entries })
@@ -620,8 +856,15 @@ impl Config {
 /// Build an entry's policies once: their own getters check every parameter
 /// (a misspelt key is an error there), so a configuration never holds a
 /// policy that would fail to start.
-fn check_policy(e: &PolicyEntry) -> Result<()> {
-    e.spec()?.make().map(drop)
+fn check_policy(e: &PolicyEntry, machine: &MachineConfig) -> Result<()> {
+    let spec = e.spec()?;
+    spec.make()?;
+    // mthp: its per-size knobs name sizes the machine must have as folio
+    // sizes; said here, before any work, rather than ignored in the run.
+    for part in spec.parts.iter().filter(|p| p.name == "mthp") {
+        crate::policy::mthp::check_machine(&part.params, machine)?;
+    }
+    Ok(())
 }
 
 /// Prefix a configuration error with the file it came from (once).
@@ -677,15 +920,18 @@ fn split_overrides(overrides: &[String]) -> Result<Vec<(String, String)>> {
 /// The machine: the preset `start`, the file's machine keys merged over it,
 /// then the overrides; validated.
 fn resolve_machine(start: &str, file_val: Option<Value>, overrides: &[(String, String)]) -> Result<MachineConfig> {
-    let mut v = serde_json::to_value(MachineConfig::preset(start)?).expect("config serializes");
+    // The raw preset: `gb_pages` is applied once, after the file and the
+    // overrides had their say (`gb_pages=true` restores the 1GB structures).
+    let mut v = serde_json::to_value(MachineConfig::preset_raw(start)?).expect("config serializes");
     if let Some(f) = file_val {
         merge(&mut v, f);
     }
     for (key, val) in overrides {
         set_path(&mut v, key, parse_scalar(val))?;
     }
-    let cfg: MachineConfig =
+    let mut cfg: MachineConfig =
         serde_json::from_value(v).map_err(|e| Error::config(format!("invalid machine configuration: {e}")))?;
+    cfg.apply_gb_pages();
     cfg.validate()?;
     Ok(cfg)
 }

@@ -2,7 +2,7 @@
 //! as shifts, which radix level each size is a leaf at, and how structures are
 //! indexed. Computed once from a `MachineConfig`, shared by every cpu's MMU.
 
-use crate::config::MachineConfig;
+use crate::config::{Coalesce, MachineConfig};
 use crate::Result;
 
 /// Most page sizes a machine may have (per-size arrays of the MMU, the
@@ -19,6 +19,13 @@ pub struct Geometry {
     pub level_shifts: Vec<u32>,
     /// For each page size, the index (root = 0) of the level holding its leaf.
     pub leaf_level: Vec<usize>,
+    /// Bit `s` set: size `s` is an mTHP folio size (`MachineConfig::folio_sizes`),
+    /// a run of base PTEs that is no TLB size by itself.
+    pub folio: u8,
+    /// TLB coalescing of base-PTE-level leaves (`os/coalesce.rs` applies it).
+    pub coalesce: Coalesce,
+    /// Size index one coalesced TLB entry covers; 0 when `coalesce` is none.
+    pub coalesce_size: usize,
 }
 
 impl Geometry {
@@ -39,7 +46,26 @@ impl Geometry {
                     .expect("validate() guarantees the base page matches the lowest level")
             })
             .collect();
-        Ok(Geometry { sizes, shifts, level_shifts, leaf_level })
+        let index = |b: u64| sizes.iter().position(|&x| x == b).expect("validate() checks the size is a page size");
+        let folio = cfg.folio_size_bytes()?.into_iter().fold(0u8, |m, b| m | 1 << index(b));
+        let coalesce_size = cfg.coalesce_bytes()?.map_or(0, index);
+        Ok(Geometry { sizes, shifts, level_shifts, leaf_level, folio, coalesce: cfg.coalesce, coalesce_size })
+    }
+
+    /// Whether size index `s` is an mTHP folio size.
+    #[inline(always)]
+    pub fn is_folio(&self, s: usize) -> bool {
+        self.folio & (1 << s) != 0
+    }
+
+    /// Whether a leaf of size `s` needs `os/coalesce.rs` to say what its TLB
+    /// entry covers: base pages and folios when a coalescing mode is on, and
+    /// folios always (without coalescing they fill base-page entries). A
+    /// machine without folio sizes and without coalescing never does, so its
+    /// walks keep `tlb_size == size` at the cost of this one test.
+    #[inline(always)]
+    pub fn tlb_size_differs(&self, s: usize) -> bool {
+        self.is_folio(s) || (s == 0 && !self.coalesce.is_none())
     }
 
     pub fn num_sizes(&self) -> usize {

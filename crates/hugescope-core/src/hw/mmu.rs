@@ -84,8 +84,20 @@ impl<W: Walker> Mmu<W> {
     pub fn with_walker(geo: &Geometry, cfg: &MachineConfig, walker: W) -> Result<Mmu<W>> {
         let mut l1_of = [NONE; MAX_SIZES];
         let mut l2_of = [NONE; MAX_SIZES];
-        let l1 = build("l1", &cfg.l1, geo, &mut l1_of)?;
-        let l2 = build("l2", &cfg.l2, geo, &mut l2_of)?;
+        let mut l1 = build("l1", &cfg.l1, geo, &mut l1_of)?;
+        let mut l2 = build("l2", &cfg.l2, geo, &mut l2_of)?;
+        if !geo.coalesce.is_none() {
+            // Coalesced entries live where the base page's do unless a key
+            // names their size: AMD's coalesced 4KB PTEs fill the 4KB
+            // structures, and `coalesce=amd` then needs no TLB key of its own.
+            let cs = geo.coalesce_size;
+            for (tlbs, of) in [(&mut l1, &mut l1_of), (&mut l2, &mut l2_of)] {
+                if of[cs] == NONE && of[0] != NONE {
+                    of[cs] = of[0];
+                    tlbs[of[0] as usize].sizes.push(cs);
+                }
+            }
+        }
         // Tags hold 45 bits of page number (57-bit addresses over 4KB pages);
         // trace addresses have ADDR_BITS, so only an absurdly small base page
         // could overflow it.

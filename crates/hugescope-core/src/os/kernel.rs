@@ -596,7 +596,8 @@ impl PageTable for Kernel {
         let pfn = v.pfn[pi];
         let pa = if pfn == NO_PFN { NO_PA } else { ((pfn as u64) << shape.base_shift) | (a.addr & ((1u64 << shape.base_shift) - 1)) };
         self.last = LastWalk { size, vi, pi };
-        Leaf::native(size, pa, was_set)
+        // mthp: what one TLB entry covers (folios, contpte, AMD-style coalescing: os/coalesce.rs).
+        self.coalesce(Leaf::native(size, pa, was_set), pid, vi, pi)
     }
 
     /// The walk's side effects, as the walker reported them: its accessed and

@@ -5,6 +5,8 @@
 pub mod accessed;
 pub mod aspace;
 pub mod clock;
+// mthp: a walk's TLB size from the PTEs around it (TLB coalescing).
+pub mod coalesce;
 pub mod config;
 pub mod costs;
 pub mod fault;

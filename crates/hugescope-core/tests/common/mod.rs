@@ -47,6 +47,14 @@ pub fn sim(h: &TraceHeader, o: OsConfig, name: &str, params: &[(&str, &str)]) ->
     sim_cpus(h, o, name, params, 1)
 }
 
+/// mthp: a simulator on machine `cfg` (any preset, overrides applied) over
+/// the OS model running the registered policy `name` with `params`, one cpu.
+pub fn sim_on(cfg: &MachineConfig, h: &TraceHeader, o: OsConfig, name: &str, params: &[(&str, &str)]) -> Simulator<Kernel> {
+    let p: Vec<(String, String)> = params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let k = Kernel::new(Geometry::new(cfg).unwrap(), cfg.cost.clone(), h, &o, policy::make(name, &p).unwrap()).unwrap();
+    Simulator::new(cfg.clone(), 1, k).unwrap()
+}
+
 /// Xorshift64: deterministic test streams.
 pub struct Rng(pub u64);
 impl Rng {
