@@ -97,6 +97,9 @@ pub struct Kernel {
     pub(super) coverage_on: bool,
     // direct segments: per-process primary regions and segments (os/segment.rs).
     pub segments: super::segment::SegmentTable,
+    // page daemon: lists, wired stream, counters (os/pagedaemon.rs); None
+    // when no memory-pressure knob is set, so ordinary runs are unchanged.
+    pub(super) daemon: Option<Box<super::pagedaemon::PageDaemon>>,
 }
 
 pub(super) const OWNER_PID_SHIFT: u32 = 48;
@@ -140,6 +143,8 @@ impl Kernel {
         let top_order = geo.shifts[geo.num_sizes() - 1] - geo.shifts[0];
         let mem_order = (63 - (memory / base_page).max(1).leading_zeros()).min(top_order.max(9));
         let mut phys = PhysMem::new(memory, base_page, mem_order)?;
+        // page daemon: built on the empty memory, before the fragmenters run.
+        let daemon = Self::make_daemon(&cfg.daemon, &phys, &geo, cfg.seed);
         let frag_report = match cfg.fragmentation {
             None => None,
             Some(Fragmentation::Pcc { share }) => Some(phys.fragment_pcc(share, cfg.seed)?),
@@ -237,6 +242,7 @@ impl Kernel {
             coverage_on: false,
             // direct segments: the regions the primary regions are made of.
             segments: super::segment::SegmentTable::new(&header.regions),
+            daemon,
         };
         k.for_each_policy(|p, k| p.init(k));
         Ok(k)
@@ -464,6 +470,8 @@ impl Kernel {
             base_rss_bytes: self.spaces.iter().map(|s| s.touched_pages << self.shape.base_shift).collect(),
             fmfi: self.phys.fmfi(self.shape.region_shift - self.shape.base_shift),
             promotions: self.stats.promotions,
+            // page daemon: the contiguity metric over time (Navarro Fig. 5).
+            contiguity: self.daemon.as_ref().map(|_| self.contiguity().score),
         });
     }
 
@@ -496,6 +504,9 @@ impl Kernel {
         let dropped = [self.timeline.warning("timeline"), self.plan.warning("executed plan")];
         self.notes.extend(dropped.into_iter().flatten());
         let bs = self.shape.base_shift;
+        // page daemon: its counters and the contiguity left at the end.
+        self.stats.pagedaemon = self.daemon.as_ref().map(|d| d.stats.clone());
+        self.stats.contiguity = self.daemon.as_ref().map(|_| self.contiguity());
         self.stats.faults_huge = (1..self.geo.num_sizes()).map(|s| (page_label(self.geo.sizes[s]), self.faults_huge[s])).collect();
         self.spaces
             .iter()
@@ -534,8 +545,10 @@ impl Kernel {
         let held: u64 = self.spaces.iter().map(|s| s.frames_held).sum();
         let used = self.phys.total_frames() - self.phys.free_frames();
         let frag = self.frag_report.as_ref().map_or(0, |f| f.pages_pinned);
-        if held + frag != used {
-            return Err(format!("frames held by processes ({held}) + fragmenter ({frag}) != frames in use ({used})"));
+        // page daemon: frames of the wired stream (its pools included).
+        let wired = self.wired_held();
+        if held + frag + wired != used {
+            return Err(format!("frames held by processes ({held}) + fragmenter ({frag}) + wired ({wired}) != frames in use ({used})"));
         }
         if let Some(b) = self.budget_bytes {
             if self.huge_total > b {

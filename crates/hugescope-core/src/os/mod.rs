@@ -12,6 +12,7 @@ pub mod huge_memory;
 pub mod kernel;
 pub mod metrics;
 pub mod migrate;
+pub mod pagedaemon;
 pub mod pcc;
 pub mod phys;
 pub mod segment;
