@@ -58,10 +58,13 @@ fn contiguity_metric_by_hand() {
     assert!((c.score - 2488.0 / 3072.0).abs() < 1e-12, "{}", c.score);
     assert_eq!(c.free_extent_share, vec![127.0 / 128.0, 15.0 / 16.0, 1.0 / 2.0]);
     // A level above the buddy's largest block (order 10 over max order 9):
-    // one 8MB region, not free; with frame 0 back, it is.
+    // one 8MB region, not free; with frame 0 back, it is. A level larger
+    // than memory (order 11) is left out of S: all free still scores 1.
     assert_eq!(p.contiguity(&[10]).score, 0.0);
     p.free(0, 0);
     assert_eq!(p.contiguity(&[10]).score, 1.0);
+    let big = p.contiguity(&[3, 11]);
+    assert_eq!((big.score, big.free_extent_share), (1.0, vec![1.0, 0.0]));
     assert_eq!(p.contiguity(&[]).score, 0.0);
 }
 

@@ -617,8 +617,10 @@ impl Kernel {
         if cfg.is_default() {
             return None;
         }
-        let top = geo.shifts[geo.num_sizes() - 1] - geo.shifts[0];
-        let wired = WiredStream::new(cfg.wired, cfg.wired_rate, cfg.wired_share, top, phys, seed);
+        // Pools of the largest superpage up to 4MB: the Alpha's 4MB (§5.2),
+        // x86-64's 2MB (a 1GB pool would hold a whole small machine).
+        let pool = (1..geo.num_sizes()).filter(|&i| geo.sizes[i] <= 4 << 20).map(|i| geo.shifts[i]).max().unwrap_or(geo.shifts[0]);
+        let wired = WiredStream::new(cfg.wired, cfg.wired_rate, cfg.wired_share, pool - geo.shifts[0], phys, seed);
         Some(Box::new(PageDaemon::new(cfg, wired, seed)))
     }
 }

@@ -60,20 +60,29 @@ impl PhysMem {
 
     /// The contiguity metric for superpage orders `orders` (in base pages,
     /// smallest first: `[3, 6, 9]` for Alpha's 64KB/512KB/4MB over 8KB
-    /// pages, `[9]` or `[9, 18]` on x86-64). Empty `orders`: score 0.
+    /// pages, `[9]` or `[9, 18]` on x86-64). Empty `orders`: score 0. Sizes
+    /// of which memory holds no whole aligned extent are left out of `S`.
     pub fn contiguity(&self, orders: &[u32]) -> Contiguity {
         let n = self.total;
         if orders.is_empty() || n == 0 {
             return Contiguity { score: 0.0, free_extent_share: Vec::new() };
         }
-        let mut sum = 0u64;
+        let (mut sum, mut levels) = (0u64, 0u64);
         let mut shares = Vec::with_capacity(orders.len());
         for &k in orders {
+            let extents = n >> k;
+            if extents == 0 {
+                // A size larger than memory (1GB on a small machine) can never
+                // score: it is left out of S, so an all-free memory scores 1.
+                shares.push(0.0);
+                continue;
+            }
             let f = self.frames_in_free_regions(k);
             sum += f;
-            let extents = n >> k;
-            shares.push(if extents == 0 { 0.0 } else { (f >> k) as f64 / extents as f64 });
+            levels += 1;
+            shares.push((f >> k) as f64 / extents as f64);
         }
-        Contiguity { score: sum as f64 / (orders.len() as u64 * n) as f64, free_extent_share: shares }
+        let score = if levels == 0 { 0.0 } else { sum as f64 / (levels * n) as f64 };
+        Contiguity { score, free_extent_share: shares }
     }
 }

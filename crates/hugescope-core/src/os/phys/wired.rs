@@ -8,7 +8,7 @@
 //! way a kernel's LIFO free lists hand out whatever was freed last after
 //! memory has churned (the model's buddy allocator is lowest-address-first,
 //! which would cluster them by accident). `pooled` allocates a pool of the
-//! largest superpage size at once and hands its frames out one by one, so the
+//! largest superpage size up to 4MB at once and hands its frames out one by one, so the
 //! wired frames share as few extents as possible. Both are unmovable
 //! (`Mobility::Unmovable`): compaction cannot undo them either.
 //!
