@@ -74,19 +74,42 @@ class SimResult:
             for key in ("reservations", "preemptions", "peak_reserved_frames", "wp_traps", "writeback_bytes"):
                 if key in o:
                     out[key] = o[key]
+            # Page daemon runs only (os.pagedaemon, docs/kernel.md): what it
+            # evicted and the contiguity left at the end.
+            d = o.get("pagedaemon")
+            if d is not None:
+                out.update({k: d[k] for k in ("pages_evicted", "refaults_soft", "refaults_hard", "bytes_written_back",
+                                              "wired_frames")})
+            if o.get("contiguity") is not None:
+                out["contiguity"] = o["contiguity"]["score"]
         return {k: v for k, v in out.items() if v is not None}
 
     def timeline(self):
         """Huge-page bytes, RSS and FMFI over virtual time (one row per sample
-        and process)."""
+        and process); with the page daemon also the contiguity metric
+        (Navarro Fig. 5), whose column is absent otherwise."""
         import pandas as pd
 
         rows = []
         for smp in self._data.get("timeline", []):
             for pid, (h, r) in enumerate(zip(smp["huge_bytes"], smp["rss_bytes"])):
-                rows.append({"time_s": smp["time_s"], "accesses": smp["accesses"], "pid": pid, "huge_bytes": h,
-                             "rss_bytes": r, "fmfi": smp["fmfi"], "promotions": smp["promotions"]})
+                row = {"time_s": smp["time_s"], "accesses": smp["accesses"], "pid": pid, "huge_bytes": h,
+                       "rss_bytes": r, "fmfi": smp["fmfi"], "promotions": smp["promotions"]}
+                if "contiguity" in smp:
+                    row["contiguity"] = smp["contiguity"]
+                rows.append(row)
         return pd.DataFrame(rows)
+
+    def pagedaemon(self) -> Dict[str, Any]:
+        """The page daemon's counters (``os_stats.pagedaemon``) plus the final
+        contiguity metric; empty when the run had no daemon, wired stream or
+        process exit configured."""
+        o = self._data.get("os_stats", {})
+        out = dict(o.get("pagedaemon") or {})
+        if o.get("contiguity") is not None:
+            out["contiguity"] = o["contiguity"]["score"]
+            out["free_extent_share"] = list(o["contiguity"]["free_extent_share"])
+        return out
 
     def processes(self):
         """One row per process at the end of the run: pid, name, finish time

@@ -93,6 +93,9 @@ pub trait ProcessClock {
     fn switch_process(&mut self, ctx: usize);
     /// Virtual seconds of the running context.
     fn now(&self) -> f64;
+    /// The processes `pids` finished their traces and exit (page daemon:
+    /// `exit_frees` frees their memory; nothing by default).
+    fn exited(&mut self, _pids: std::ops::Range<u16>) {}
 }
 
 impl ProcessClock for Kernel {
@@ -105,6 +108,11 @@ impl ProcessClock for Kernel {
     #[inline]
     fn now(&self) -> f64 {
         self.clock.now()
+    }
+    fn exited(&mut self, pids: std::ops::Range<u16>) {
+        for pid in pids {
+            self.exit_process(pid);
+        }
     }
 }
 
@@ -145,6 +153,10 @@ pub fn run<P: PageTable + ProcessClock, W: Walker, S: SegmentUnit>(
                     input.markers_up_to(u64::MAX, |l| sim.progress(l));
                     input.done = true;
                     fin.finish_seconds = sim.pt.now();
+                    // A finished process exits (its memory is freed only
+                    // under the page daemon's `exit_frees`).
+                    let first = input.placement.pid_offset;
+                    sim.pt.exited(first..first + input.placement.processes as u16);
                     break;
                 }
                 after_chunk(&sim.pt)?;

@@ -11,6 +11,8 @@
 
 use super::clock::TimeBase;
 use super::costs::{OsCosts, MAX_COST_US};
+use super::pagedaemon::{DaemonConfig, DaemonMode};
+use super::phys::WiredMode;
 use crate::limits::{MAX_DURATION_S, MAX_RATE, MIN_RATE};
 use crate::units::{fmt_num, parse_count, parse_size};
 use crate::{Error, Result};
@@ -60,6 +62,9 @@ pub struct OsConfig {
     pub seed: u64,
     /// Timeline sample period, in accesses.
     pub sample_every: u64,
+    // page daemon: memory pressure, wired pages, process exit (os/pagedaemon.rs).
+    #[serde(rename = "pagedaemon", skip_serializing_if = "DaemonConfig::is_default")]
+    pub daemon: DaemonConfig,
 }
 
 impl Default for OsConfig {
@@ -73,6 +78,7 @@ impl Default for OsConfig {
             costs: OsCosts::default(),
             seed: 1,
             sample_every: 1 << 20,
+            daemon: DaemonConfig::default(),
         }
     }
 }
@@ -163,6 +169,37 @@ pub fn os_knobs() -> &'static [Knob] {
                 default: None, auto: "the trace header's access rate, else cost-model cycles",
                 help: "nominal accesses per second of the virtual time base (instead of duration)" },
         ];
+        // page daemon (os/pagedaemon.rs; Navarro §4.4, §5): off by default.
+        // Its costs are declared here, not in `os_costs!`, so the result's
+        // `os.costs` of runs without a daemon keeps its fields.
+        let d = DaemonConfig::default();
+        let us = KnobKind::Real { min: 0.0, min_open: false, max: MAX_COST_US };
+        k.extend([
+            Knob { name: "pagedaemon", kind: KnobKind::Choice(&["off", "alru", "contiguity"]), unit: "",
+                default: Some(KnobValue::Word("off")), auto: "",
+                help: "page daemon under memory pressure: off, alru (FreeBSD's A-LRU eviction) or contiguity (Navarro §5: also wakes on a failed huge allocation and evicts pages that free whole extents)" },
+            Knob { name: "free_min", kind: KnobKind::Share, unit: "share", default: Some(KnobValue::Real(d.free_min)), auto: "",
+                help: "low watermark: the daemon wakes when free + cache memory falls below this share" },
+            Knob { name: "free_target", kind: KnobKind::Share, unit: "share", default: Some(KnobValue::Real(d.free_target)), auto: "",
+                help: "the daemon evicts until free + cache memory reaches this share" },
+            Knob { name: "spec_demote", kind: KnobKind::Share, unit: "probability", default: Some(KnobValue::Real(d.spec_demote)), auto: "",
+                help: "probability of demoting a superpage when the daemon clears its reference bit (Navarro §4.6: 1)" },
+            Knob { name: "pagein_us", kind: us, unit: "us", default: Some(KnobValue::Real(d.pagein_us)), auto: "",
+                help: "hard refault: reading an evicted page back from disk" },
+            Knob { name: "soft_refault_us", kind: us, unit: "us", default: Some(KnobValue::Real(d.soft_refault_us)), auto: "",
+                help: "soft refault: taking an evicted page back from the cache" },
+            Knob { name: "writeback_us", kind: us, unit: "us", default: Some(KnobValue::Real(d.writeback_us)), auto: "",
+                help: "writing one dirty base page back before its eviction" },
+            Knob { name: "wired", kind: KnobKind::Choice(&["none", "scattered", "pooled"]), unit: "",
+                default: Some(KnobValue::Word("none")), auto: "",
+                help: "wired kernel allocations: none, scattered (anywhere) or pooled (from contiguous pools; Navarro §5.2)" },
+            Knob { name: "wired_rate", kind: KnobKind::Real { min: 0.0, min_open: false, max: 1e6 }, unit: "frames/fault",
+                default: Some(KnobValue::Real(d.wired_rate)), auto: "", help: "wired frames allocated per page fault of the program" },
+            Knob { name: "wired_share", kind: KnobKind::Share, unit: "share", default: Some(KnobValue::Real(d.wired_share)), auto: "",
+                help: "the wired stream stops at this share of memory" },
+            Knob { name: "exit_frees", kind: KnobKind::Choice(&["false", "true"]), unit: "", default: Some(KnobValue::Word("false")), auto: "",
+                help: "concurrent runs: a process whose trace ends exits and frees all its memory" },
+        ]);
         // The OS costs, declared in `costs.rs` (one line each there).
         k.extend(OsCosts::KNOBS.iter().map(|&(name, default, help)| Knob {
             name,
@@ -246,7 +283,8 @@ impl Knob {
                 }
                 Ok(Some(KnobValue::Real(x)))
             }
-            KnobKind::Choice(words) => match v.as_str().and_then(|s| words.iter().find(|w| **w == s.trim())) {
+            // A TOML or JSON boolean is the word true/false (page daemon: exit_frees).
+            KnobKind::Choice(words) => match v.as_bool().map(|b| if b { "true" } else { "false" }).or(v.as_str()).and_then(|s| words.iter().find(|w| **w == s.trim())) {
                 Some(w) => Ok(Some(KnobValue::Word(w))),
                 None => Err(format!("expected one of {}", words.join(", "))),
             },
@@ -401,6 +439,37 @@ impl OsSettings {
             costs,
             seed: self.int("seed").expect("seed has a default"),
             sample_every: self.int("sample_every").expect("sample_every has a default"),
+            daemon: self.daemon_config(),
+        }
+    }
+
+    // page daemon: the memory-pressure knobs as the kernel's configuration.
+    fn daemon_config(&self) -> DaemonConfig {
+        let word = |key: &str| match self.get(key) {
+            Some(KnobValue::Word(w)) => w,
+            _ => "",
+        };
+        let real = |key: &str| self.real(key).expect("a daemon knob has a default");
+        DaemonConfig {
+            mode: match word("pagedaemon") {
+                "alru" => DaemonMode::Alru,
+                "contiguity" => DaemonMode::Contiguity,
+                _ => DaemonMode::Off,
+            },
+            free_min: real("free_min"),
+            free_target: real("free_target"),
+            spec_demote: real("spec_demote"),
+            pagein_us: real("pagein_us"),
+            soft_refault_us: real("soft_refault_us"),
+            writeback_us: real("writeback_us"),
+            wired: match word("wired") {
+                "scattered" => WiredMode::Scattered,
+                "pooled" => WiredMode::Pooled,
+                _ => WiredMode::None,
+            },
+            wired_rate: real("wired_rate"),
+            wired_share: real("wired_share"),
+            exit_frees: word("exit_frees") == "true",
         }
     }
 

@@ -17,7 +17,13 @@ impl Kernel {
         // The handler's time: whatever the fault path charges (to the
         // program, or to setup while populating).
         let before = self.clock.os_sync_seconds + self.clock.os_setup_seconds;
-        self.fault_path(a, vi, pi);
+        // page daemon: an evicted page comes back through its own path.
+        if self.daemon.is_none() || !self.refault(a.pid, vi, pi) {
+            self.fault_path(a, vi, pi);
+        }
+        if self.daemon.is_some() {
+            self.after_fault_pressure();
+        }
         self.stats.fault_seconds +=
             self.clock.os_sync_seconds + self.clock.os_setup_seconds - before;
     }
@@ -71,6 +77,9 @@ impl Kernel {
                     return;
                 }
                 Err(e) => {
+                    if e == super::huge_memory::Refusal::NoMemory {
+                        self.contiguity_shortage(size); // page daemon (contiguity mode)
+                    }
                     e.count(&mut self.stats.fault_failures);
                     self.stats.fault_fallbacks += 1;
                 }
@@ -83,8 +92,13 @@ impl Kernel {
         let bs = self.shape.base_shift;
         let va = self.spaces[pid as usize].vmas[vi].start + ((pi as u64) << bs);
         let owner = Self::owner(pid, va, bs);
-        let pfn = match self.phys.alloc(0, Mobility::Movable, owner) {
-            Some(p) => p as u32,
+        // page daemon: no free frame wakes it (direct reclaim) before giving up.
+        let got = self.phys.alloc(0, Mobility::Movable, owner).map(|p| p as u32).or_else(|| self.alloc_after_reclaim(owner));
+        if let (Some(d), Some(p)) = (self.daemon.as_mut(), got) {
+            d.frame_reused(p);
+        }
+        let pfn = match got {
+            Some(p) => p,
             None => {
                 // Out of memory: count it and map without a frame so the run
                 // continues; the result flags it (the memory size is too small).

@@ -99,6 +99,9 @@ pub struct Kernel {
     pub segments: super::segment::SegmentTable,
     // reservations (Navarro §4): os/reserv.rs; empty unless a policy enables them.
     pub(super) reserv: super::reserv::Reservations,
+    // page daemon: lists, wired stream, counters (os/pagedaemon.rs); None
+    // when no memory-pressure knob is set, so ordinary runs are unchanged.
+    pub(super) daemon: Option<Box<super::pagedaemon::PageDaemon>>,
 }
 
 pub(super) const OWNER_PID_SHIFT: u32 = 48;
@@ -142,6 +145,8 @@ impl Kernel {
         let top_order = geo.shifts[geo.num_sizes() - 1] - geo.shifts[0];
         let mem_order = (63 - (memory / base_page).max(1).leading_zeros()).min(top_order.max(9));
         let mut phys = PhysMem::new(memory, base_page, mem_order)?;
+        // page daemon: built on the empty memory, before the fragmenters run.
+        let daemon = Self::make_daemon(&cfg.daemon, &phys, &geo, cfg.seed);
         let frag_report = match cfg.fragmentation {
             None => None,
             Some(Fragmentation::Pcc { share }) => Some(phys.fragment_pcc(share, cfg.seed)?),
@@ -240,6 +245,7 @@ impl Kernel {
             // direct segments: the regions the primary regions are made of.
             segments: super::segment::SegmentTable::new(&header.regions),
             reserv: Default::default(),
+            daemon,
         };
         // reservations: files' ranges, for write-back at msync (os/reserv.rs).
         k.reserv.file_ranges =
@@ -470,6 +476,8 @@ impl Kernel {
             base_rss_bytes: self.spaces.iter().map(|s| s.touched_pages << self.shape.base_shift).collect(),
             fmfi: self.phys.fmfi(self.shape.region_shift - self.shape.base_shift),
             promotions: self.stats.promotions,
+            // page daemon: the contiguity metric over time (Navarro Fig. 5).
+            contiguity: self.daemon.as_ref().map(|_| self.contiguity().score),
         });
     }
 
@@ -502,6 +510,9 @@ impl Kernel {
         let dropped = [self.timeline.warning("timeline"), self.plan.warning("executed plan")];
         self.notes.extend(dropped.into_iter().flatten());
         let bs = self.shape.base_shift;
+        // page daemon: its counters and the contiguity left at the end.
+        self.stats.pagedaemon = self.daemon.as_ref().map(|d| d.stats.clone());
+        self.stats.contiguity = self.daemon.as_ref().map(|_| self.contiguity());
         self.stats.faults_huge = (1..self.geo.num_sizes()).map(|s| (page_label(self.geo.sizes[s]), self.faults_huge[s])).collect();
         self.spaces
             .iter()
@@ -540,11 +551,13 @@ impl Kernel {
         let held: u64 = self.spaces.iter().map(|s| s.frames_held).sum();
         let used = self.phys.total_frames() - self.phys.free_frames();
         let frag = self.frag_report.as_ref().map_or(0, |f| f.pages_pinned);
-        // reservations: frames reserved and not populated are in use too.
+        // reservations: frames reserved and not populated are in use too;
+        // page daemon: frames of the wired stream (its pools included).
         let reserved = self.reserv.reserved;
-        if held + frag + reserved != used {
+        let wired = self.wired_held();
+        if held + frag + reserved + wired != used {
             return Err(format!(
-                "frames held by processes ({held}) + fragmenter ({frag}) + reserved unpopulated ({reserved}) != frames in use ({used})"
+                "frames held by processes ({held}) + fragmenter ({frag}) + reserved unpopulated ({reserved}) + wired ({wired}) != frames in use ({used})"
             ));
         }
         self.check_reservations()?;

@@ -69,6 +69,12 @@ pub struct OsStats {
     /// leaves of file regions (ref §8: a dirty superpage is written whole).
     #[serde(skip_serializing_if = "is_zero")]
     pub writeback_bytes: u64,
+    // page daemon (os/pagedaemon.rs): present only when it is configured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pagedaemon: Option<super::pagedaemon::DaemonStats>,
+    /// The contiguity metric at the end (Navarro Fig. 5), with the daemon.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub contiguity: Option<super::phys::Contiguity>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -89,6 +95,9 @@ pub struct Sample {
     pub base_rss_bytes: Vec<u64>,
     pub fmfi: f64,
     pub promotions: u64,
+    /// The contiguity metric's score (page daemon runs only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub contiguity: Option<f64>,
 }
 
 /// Per-process totals at the end of a run.

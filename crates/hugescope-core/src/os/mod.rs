@@ -14,6 +14,7 @@ pub mod huge_memory;
 pub mod kernel;
 pub mod metrics;
 pub mod migrate;
+pub mod pagedaemon;
 pub mod pcc;
 pub mod phys;
 pub mod reserv;

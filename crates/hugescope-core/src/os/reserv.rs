@@ -113,6 +113,12 @@ impl Reservations {
         let r = self.get(id);
         (p == pid && va < r.va + self.pages[r.rung] * self.page).then_some(id)
     }
+    /// Whether frame `pfn` lies in a live reservation (the page daemon's
+    /// refault asks: such a frame was never returned to the allocator).
+    pub(super) fn holds(&self, pfn: u64) -> bool {
+        self.find_pfn(pfn).is_some()
+    }
+
     fn find_pfn(&self, pfn: u64) -> Option<u32> {
         let (_, &id) = self.by_pfn.range(..=pfn).next_back()?;
         let r = self.get(id);

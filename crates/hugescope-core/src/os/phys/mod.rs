@@ -28,6 +28,9 @@
 
 mod buddy;
 mod compaction;
+// page daemon: the contiguity metric and the wired-allocation stream.
+mod contiguity;
+mod wired;
 mod fragment;
 mod freeset;
 mod owners;
@@ -35,6 +38,8 @@ mod owners;
 pub use buddy::{BlockInfo, PhysMem};
 pub use compaction::{CompactResult, Migration};
 pub use fragment::{FragMethod, FragReport, IngensFragConfig};
+pub use contiguity::Contiguity;
+pub use wired::{WiredMode, WiredStream, WIRED_OWNER};
 
 /// Frame number, in base pages from the start of memory.
 pub type Pfn = u64;
