@@ -245,6 +245,25 @@ fn on_x86_a_2mb_reservation_promotes_with_one_pmd_write_at_the_512th_page() {
 }
 
 #[test]
+fn on_x86_the_first_write_to_a_clean_2mb_page_traps_once_and_splits_it() {
+    let mut s = sim_on("haswell-pcc", &header(2 << 20, false), 64 << 20, &[]);
+    for i in 0..512u64 {
+        s.step(Access::read(BASE + i * 4096));
+    }
+    assert_eq!(size_of_flags(s.pt.spaces()[0].vmas[0].flags[0]), 1);
+    let us0 = s.pt.clock.os_sync_seconds;
+    s.step(Access::write(BASE + 77 * 4096));
+    ok(&s.pt);
+    let k = &s.pt;
+    // No size between 4KB and 2MB: one level, every page a base page again.
+    assert_eq!((k.stats.wp_traps, k.stats.demotions), (1, 1));
+    assert!(k.spaces()[0].vmas[0].flags.iter().all(|&f| size_of_flags(f) == 0));
+    // The trap (1 us), one table rebuilt (split_us 20) and the shootdown (4).
+    let us = (k.clock.os_sync_seconds - us0) * 1e6;
+    assert!((us - 25.0).abs() < 1e-6, "charged {us} us");
+}
+
+#[test]
 fn single_size_variant_promotes_only_that_size() {
     let mut s = sim_on("alpha-21264", &header(MB4, false), 64 << 20, &[("sizes", "64k")]);
     for i in 0..512 {
