@@ -378,7 +378,9 @@ impl Kernel {
                 if size > 0 {
                     let len = self.geo.sizes[size];
                     self.clear_accessed(key.0, va & !(len - 1), len, false);
-                    if d.cfg.spec_demote > 0.0 && d.draw() < d.cfg.spec_demote {
+                    // Navarro's daemon only (ref §4.6): a kernel without
+                    // reservations (Linux THP) never demotes speculatively.
+                    if self.reserv.active() && d.cfg.spec_demote > 0.0 && d.draw() < d.cfg.spec_demote {
                         // Recursively along the page's path (ref §4.6, §10.5).
                         if self.demote_path(key.0, va) {
                             d.stats.speculative_demotions += 1;

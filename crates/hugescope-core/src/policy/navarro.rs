@@ -17,8 +17,10 @@
 //! - `wp`: map clean superpages read-only and demote on the first write
 //!   (§4.7, default true); false is the paper's "no demote-on-write"
 //!   variant whose dirty superpages are written back whole (§6.7);
-//! - `p`: the probability of speculative demotion when the page daemon
-//!   clears a reference bit (§4.6, paper: 1); read by the daemon.
+//!
+//! Speculative demotion (§4.6) is the page daemon's: the OS knob
+//! `spec_demote` (probability p, paper 1), applied only to kernels with
+//! reservations.
 
 use super::{pmd_size, Fault, FaultAction, Params, Policy};
 use crate::os::Kernel;
@@ -31,7 +33,6 @@ pub struct Navarro {
     /// Largest reservation in bytes (None: the PMD-level size).
     max: Option<u64>,
     wp: bool,
-    p: f64,
     /// The size indices in use, resolved against the machine at `init`.
     used: Vec<usize>,
     labels: Vec<String>,
@@ -58,15 +59,7 @@ pub fn new(p: &mut Params) -> Result<Box<dyn Policy>> {
         Some(parse_size(&max_raw).map_err(|_| Error::input(format!("policy navarro: max={max_raw}: not a size (e.g. max=1g)")))?)
     };
     let wp = p.bool("wp", true)?;
-    let prob = p.f64_in("p", 1.0, 0.0, 1.0)?;
-    Ok(Box::new(Navarro { sizes, max, wp, p: prob, used: Vec::new(), labels: Vec::new(), max_label: String::new() }))
-}
-
-impl Navarro {
-    /// The speculative-demotion probability (ref §4.6), for the page daemon.
-    pub fn demotion_probability(&self) -> f64 {
-        self.p
-    }
+    Ok(Box::new(Navarro { sizes, max, wp, used: Vec::new(), labels: Vec::new(), max_label: String::new() }))
 }
 
 impl Policy for Navarro {
@@ -75,7 +68,7 @@ impl Policy for Navarro {
     }
 
     fn describe(&self) -> serde_json::Value {
-        serde_json::json!({ "sizes": self.labels, "max": self.max_label, "wp": self.wp, "p": self.p })
+        serde_json::json!({ "sizes": self.labels, "max": self.max_label, "wp": self.wp })
     }
 
     fn init(&mut self, k: &mut Kernel) {
