@@ -56,13 +56,18 @@ impl Linux {
 
     /// GFP behaviour of a fault-time huge allocation (vma_thp_gfp_mask).
     fn fault_alloc(&self, advised: bool) -> AllocMode {
-        let full = AllocMode::Compact { max_pages: self.compact_pages };
-        match (self.defrag.as_str(), advised) {
-            ("always", true) => full,
-            ("always", false) => AllocMode::Compact { max_pages: self.light_compact_pages },
-            ("defer+madvise", true) | ("madvise", true) => full,
-            _ => AllocMode::FreeOnly,
-        }
+        thp_fault_alloc(&self.defrag, advised, self.compact_pages, self.light_compact_pages)
+    }
+}
+
+/// The allocation behaviour of a THP fault, any order (vma_thp_gfp_mask in
+/// mm/huge_memory.c): direct compaction where `defrag` lets the fault stall,
+/// one light attempt for defrag=always on an unadvised VMA, none otherwise.
+pub(super) fn thp_fault_alloc(defrag: &str, advised: bool, compact_pages: u64, light_compact_pages: u64) -> AllocMode {
+    match (defrag, advised) {
+        ("always", true) | ("defer+madvise", true) | ("madvise", true) => AllocMode::Compact { max_pages: compact_pages },
+        ("always", false) => AllocMode::Compact { max_pages: light_compact_pages },
+        _ => AllocMode::FreeOnly,
     }
 }
 

@@ -105,17 +105,6 @@ pub fn check_machine(params: &[(String, String)], machine: &MachineConfig) -> Re
     Ok(())
 }
 
-/// The allocation behaviour of a THP fault, any order (vma_thp_gfp_mask in
-/// mm/huge_memory.c): direct compaction where `defrag` lets the fault stall,
-/// one light attempt for defrag=always on an unadvised VMA, none otherwise.
-pub(super) fn thp_fault_alloc(defrag: &str, advised: bool, compact_pages: u64, light_compact_pages: u64) -> AllocMode {
-    match (defrag, advised) {
-        ("always", true) | ("defer+madvise", true) | ("madvise", true) => AllocMode::Compact { max_pages: compact_pages },
-        ("always", false) => AllocMode::Compact { max_pages: light_compact_pages },
-        _ => AllocMode::FreeOnly,
-    }
-}
-
 impl Mthp {
     fn eligible(setting: &str, advised: bool) -> bool {
         setting == "always" || (setting == "madvise" && advised)
@@ -200,7 +189,7 @@ impl Policy for Mthp {
             FaultAction::Huge { size, alloc: AllocMode::FreeOnly } if folios && !Self::available(k, size) => {}
             huge => return huge,
         }
-        let alloc = thp_fault_alloc(&self.defrag, f.vma_advised, self.compact_pages, self.light_compact_pages);
+        let alloc = super::linux::thp_fault_alloc(&self.defrag, f.vma_advised, self.compact_pages, self.light_compact_pages);
         // Largest first. Without compaction, the first size with a free
         // block; where `defrag` lets the fault compact, the largest size
         // that fits (the kernel compacts for it and, failing that, maps a
