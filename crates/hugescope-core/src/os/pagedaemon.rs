@@ -586,8 +586,9 @@ impl Kernel {
         true
     }
 
-    /// Process exit (concurrent runs with `exit_frees`): every page of `pid`
-    /// is freed as an munmap of each VMA would free it.
+    /// Process exit (concurrent runs with `exit_frees`): every VMA of `pid`
+    /// is freed through the path of the program's own free markers, so the
+    /// policies see each release (`Policy::on_free`) as they see an munmap.
     pub fn exit_process(&mut self, pid: u16) {
         if self.daemon.as_ref().is_none_or(|d| !d.cfg.exit_frees) {
             return;
@@ -597,7 +598,7 @@ impl Kernel {
             None => return,
         };
         for (start, len) in ranges {
-            self.free_range(pid, start, len);
+            crate::sim::PageTable::progress(self, &crate::trace::free_label(pid, start, len));
         }
         if let Some(d) = self.daemon.as_mut() {
             d.stats.exits += 1;
