@@ -423,7 +423,23 @@ pub fn simulate_concurrent(
     opts: &RunOptions,
     sched: &SchedOptions,
 ) -> Result<Vec<PolicyResult>> {
+    simulate_concurrent_staggered(paths, machine, os, specs, opts, sched, &[])
+}
+
+/// `simulate_concurrent` with input `i` starting at `start_s[i]` seconds
+/// (`sched::run_staggered`); the start times are recorded in the header's
+/// params when any is given.
+pub fn simulate_concurrent_staggered(
+    paths: &[String],
+    machine: &MachineConfig,
+    os: &OsConfig,
+    specs: &[PolicySpec],
+    opts: &RunOptions,
+    sched: &SchedOptions,
+    start_s: &[f64],
+) -> Result<Vec<PolicyResult>> {
     sched.check()?;
+    sched::check_starts(start_s, paths.len())?;
     match paths {
         [] => return Err(Error::input("no trace to simulate")),
         [one] => return simulate_policies(one, machine, os, specs, opts),
@@ -434,6 +450,9 @@ pub fn simulate_concurrent(
     }
     let (first, mut header) = open_concurrent(paths)?;
     header.params.insert("quantum_ms".into(), serde_json::json!(sched.quantum_ms));
+    if !start_s.is_empty() {
+        header.params.insert("start_s".into(), serde_json::json!(start_s));
+    }
     let longest = first.iter().map(|i| i.accesses()).max().unwrap_or(0);
     let mut os = os.clone();
     apply_time_options(&mut os, opts, longest)?;
@@ -461,7 +480,7 @@ pub fn simulate_concurrent(
             Some(v) => v,
             None => open_concurrent(paths)?.0,
         };
-        finishes.push(sched::run(&mut run.sim, &mut inputs, sched, |k| {
+        finishes.push(sched::run_staggered(&mut run.sim, &mut inputs, sched, start_s, |k| {
             check_inferred_pages(done_pages + k.inferred_pages(), model_bytes, model_limit, k.clock.accesses)
         })?);
         done_pages += run.sim.pt.inferred_pages();

@@ -93,6 +93,8 @@ pub trait ProcessClock {
     fn switch_process(&mut self, ctx: usize);
     /// Virtual seconds of the running context.
     fn now(&self) -> f64;
+    /// Context `ctx` starts `seconds` late (before it first runs).
+    fn start_at(&mut self, _ctx: usize, _seconds: f64) {}
     /// The processes `pids` finished their traces and exit (page daemon:
     /// `exit_frees` frees their memory; nothing by default).
     fn exited(&mut self, _pids: std::ops::Range<u16>) {}
@@ -109,10 +111,48 @@ impl ProcessClock for Kernel {
     fn now(&self) -> f64 {
         self.clock.now()
     }
+    fn start_at(&mut self, ctx: usize, seconds: f64) {
+        self.clock.start_context_at(ctx, seconds);
+    }
     fn exited(&mut self, pids: std::ops::Range<u16>) {
         for pid in pids {
             self.exit_process(pid);
         }
+    }
+}
+
+/// `run` with staggered starts: input `i` starts at `start_s[i]` seconds
+/// (missing entries: 0), so a stream of processes can start one after
+/// another (Navarro §6.5's short-lived processes). Its time begins there and
+/// the scheduler reaches it once the others have caught up.
+pub fn run_staggered<P: PageTable + ProcessClock, W: Walker, S: SegmentUnit>(
+    sim: &mut Simulator<P, W, S>,
+    inputs: &mut [Input],
+    opts: &SchedOptions,
+    start_s: &[f64],
+    after_chunk: impl FnMut(&P) -> Result<()>,
+) -> Result<Vec<Finish>> {
+    check_starts(start_s, inputs.len())?;
+    for (i, &s) in start_s.iter().enumerate().filter(|(_, s)| **s > 0.0) {
+        sim.pt.start_at(i, s);
+    }
+    run(sim, inputs, opts, after_chunk)
+}
+
+/// Refuse start times that are not seconds in [0, MAX_DURATION_S], or more
+/// of them than inputs.
+pub fn check_starts(start_s: &[f64], inputs: usize) -> Result<()> {
+    if start_s.len() > inputs {
+        return Err(Error::input(format!("start_s: {} start times for {inputs} inputs", start_s.len())));
+    }
+    let max = crate::limits::MAX_DURATION_S;
+    match start_s.iter().enumerate().find(|(_, s)| !(s.is_finite() && (0.0..=max).contains(*s))) {
+        Some((i, s)) => Err(Error::input(format!(
+            "start_s[{i}]={}: must be a number of seconds in [0, {}]",
+            crate::units::fmt_num(*s),
+            crate::units::fmt_num(max)
+        ))),
+        None => Ok(()),
     }
 }
 

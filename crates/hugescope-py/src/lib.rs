@@ -156,7 +156,7 @@ fn run_setup(
 /// `finish_seconds` and `accesses`.
 #[pyfunction]
 #[pyo3(signature = (traces, policies=Vec::new(), preset=None, config=None, overrides=Vec::new(), with_base=true,
-    config_text=None, quantum_ms=hugescope_core::sched::DEFAULT_QUANTUM_MS))]
+    config_text=None, quantum_ms=hugescope_core::sched::DEFAULT_QUANTUM_MS, start_s=Vec::new()))]
 #[allow(clippy::too_many_arguments)]
 fn simulate_concurrent(
     py: Python<'_>,
@@ -168,12 +168,14 @@ fn simulate_concurrent(
     with_base: bool,
     config_text: Option<String>,
     quantum_ms: f64,
+    start_s: Vec<f64>,
 ) -> PyResult<String> {
     let sched = hugescope_core::sched::SchedOptions { quantum_ms };
     sched.check().map_err(err)?;
     let (cfg, specs, os, opts) = run_setup(preset, config, config_text, &overrides, &policies, with_base)?;
     json(&cancellable(py, || {
-        hugescope_core::run::simulate_concurrent(&traces, &cfg.machine, &os, &specs, &opts, &sched).map_err(err)
+        // `start_s`: each input's start time (a stream of processes).
+        hugescope_core::run::simulate_concurrent_staggered(&traces, &cfg.machine, &os, &specs, &opts, &sched, &start_s).map_err(err)
     })?)
 }
 

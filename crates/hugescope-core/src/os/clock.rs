@@ -138,6 +138,21 @@ impl Clock {
         self.recompute();
     }
 
+    /// sched: process context `ctx` starts `seconds` after time 0 (a stream
+    /// of processes started one after another, Navarro §6.5). Its time
+    /// begins there; call before it first runs.
+    pub fn start_context_at(&mut self, ctx: usize, seconds: f64) {
+        if ctx == self.running {
+            self.proc_sync_seconds += seconds;
+            self.recompute();
+            return;
+        }
+        if self.saved.len() <= ctx.max(self.running) {
+            self.saved.resize(ctx.max(self.running) + 1, ProcessTime::default());
+        }
+        self.saved[ctx].sync_seconds += seconds;
+    }
+
     /// The running process context (0 unless a scheduler switched).
     pub fn running(&self) -> usize {
         self.running

@@ -163,6 +163,8 @@ pub struct PageDaemon {
     /// Largest order of a failed preferred-size allocation since the last
     /// contiguity pass, and how many failed.
     goal: Option<(u32, u64)>,
+    /// Pages evicted in this wake, invalidated together at its end.
+    flush: Vec<(u16, u64, u64)>,
     rng: u64,
 }
 
@@ -178,6 +180,7 @@ impl PageDaemon {
             evicted: HashMap::new(),
             cache: HashMap::new(),
             goal: None,
+            flush: Vec::new(),
             rng: seed.wrapping_mul(0xd1b5_4a32_d192_ed03) | 1,
         }
     }
@@ -309,6 +312,7 @@ impl Kernel {
         if pressure {
             self.evict_pass(&mut d, None, |k| k.phys.free_frames() >= target);
         }
+        self.flush_evicted(&mut d);
         self.in_daemon = was_daemon;
         self.daemon = Some(d);
     }
@@ -514,7 +518,18 @@ impl Kernel {
             }
         }
         d.stats.pages_evicted += 1;
-        self.shootdown(pid, va, va + (1 << bs));
+        d.flush.push((pid, va, va + (1 << bs)));
+    }
+
+    /// Invalidate the pages this wake evicted: one batched shootdown per
+    /// process (Linux's mmu_gather), before the program runs again.
+    fn flush_evicted(&mut self, d: &mut PageDaemon) {
+        let mut pending = std::mem::take(&mut d.flush);
+        pending.sort_unstable();
+        for group in pending.chunk_by(|a, b| a.0 == b.0) {
+            let ranges: Vec<(u64, u64)> = group.iter().map(|&(_, s, e)| (s, e)).collect();
+            self.shootdown_batch(group[0].0, &ranges);
+        }
     }
 
     /// A fault on a page the daemon evicted: take the frame back from the
@@ -587,8 +602,9 @@ impl Kernel {
         true
     }
 
-    /// Process exit (concurrent runs with `exit_frees`): every page of `pid`
-    /// is freed as an munmap of each VMA would free it.
+    /// Process exit (concurrent runs with `exit_frees`): every VMA of `pid`
+    /// is freed through the path of the program's own free markers, so the
+    /// policies see each release (`Policy::on_free`) as they see an munmap.
     pub fn exit_process(&mut self, pid: u16) {
         if self.daemon.as_ref().is_none_or(|d| !d.cfg.exit_frees) {
             return;
@@ -598,7 +614,7 @@ impl Kernel {
             None => return,
         };
         for (start, len) in ranges {
-            self.free_range(pid, start, len);
+            crate::sim::PageTable::progress(self, &crate::trace::free_label(pid, start, len));
         }
         if let Some(d) = self.daemon.as_mut() {
             d.stats.exits += 1;
