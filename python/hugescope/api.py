@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Iterable, Optional
+from typing import Iterable, List, Optional
 
 from . import _core, units
 from .configuration import os_overrides, source_args
@@ -93,6 +93,7 @@ def compare(
     set: Optional[Iterable[str]] = None,
     with_base: bool = True,
     quantum_ms: Optional[float] = None,
+    start_s: Optional[Iterable[float]] = None,
     **os_options,
 ) -> list:
     """Simulate several policies over one decoding pass of ``trace``.
@@ -104,7 +105,9 @@ def compare(
     scheduled by their own virtual time (``quantum_ms``, default 1 ms), each
     policy (and ``base``) with its own interleaving. Without ``duration`` or
     ``rate`` a concurrent run uses the cost model's cycles as time, where a
-    process with cheaper translation runs faster."""
+    process with cheaper translation runs faster. ``start_s`` gives each
+    concurrent trace its start time in seconds of virtual time (a stream of
+    processes; default all at 0)."""
     src = source_args(preset, _path(config, "config"))
     if isinstance(policies, (str, bytes)):
         policies = [policies]
@@ -146,11 +149,28 @@ def compare(
             raise _core.HugescopeError("trace: empty list of traces")
         lo, hi = _core.QUANTUM_MS_RANGE
         q = _core.DEFAULT_QUANTUM_MS if quantum_ms is None else units.check_float(quantum_ms, "quantum_ms", lo, hi)
+        starts = _start_times(start_s, len(traces))
         text = _core.simulate_concurrent(traces, policies, overrides=overrides, with_base=with_base, quantum_ms=q,
-                                         **src)
+                                         start_s=starts, **src)
     else:
+        if start_s is not None:
+            raise _core.HugescopeError("start_s: start times are for concurrent runs (a list of traces)")
         text = _core.simulate_policies(_trace(trace), policies, overrides=overrides, with_base=with_base, **src)
     return [SimResult(d) for d in json.loads(text)]
+
+
+def _start_times(start_s, n: int) -> List[float]:
+    """Each concurrent input's start time: none given is all at 0; else one
+    finite, non-negative number of seconds per trace."""
+    if start_s is None:
+        return []
+    if isinstance(start_s, (str, bytes)) or not hasattr(start_s, "__iter__"):
+        raise _core.HugescopeError(f"start_s: expected a list of seconds, one per trace, not {start_s!r}")
+    # Up to the daemons' safety net of 10^7 s of virtual time.
+    out = [units.check_float(v, "start_s", 0.0, 1e7) for v in start_s]
+    if len(out) != n:
+        raise _core.HugescopeError(f"start_s: {len(out)} start times for {n} traces (give one per trace)")
+    return out
 
 
 def _concurrent(trace) -> bool:
