@@ -11,11 +11,30 @@ from __future__ import annotations
 import io
 from typing import Any, Dict, List, Optional, Tuple
 
-import matplotlib
+from ._core import HugescopeError
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
+import pandas as pd
+
+try:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    # SVG element ids are random unless salted: a fixed salt keeps figures of
+    # the same data byte-identical between runs.
+    matplotlib.rcParams["svg.hashsalt"] = "hugescope"
+    import matplotlib.pyplot as plt
+except ImportError:
+    # Plotting is an extra (hugescope[plot]): this module still imports, and
+    # whatever would draw calls require_matplotlib first (commands do so
+    # through figure_paths before their work), so the message is one line.
+    matplotlib = plt = None
+
+
+def require_matplotlib() -> None:
+    """Raise the one-line error saying how to get figures when matplotlib is missing."""
+    if plt is None:
+        raise HugescopeError("figures need matplotlib, which is not installed: pip install 'hugescope[plot]' "
+                             "(or run without plots, e.g. --no-plots)")
 
 CLASS_COLORS = {"tlb_friendly": "#2e9e44", "hub": "#1f5fbf", "low_reuse": "#d62728"}
 CLASS_LABELS = {"tlb_friendly": "TLB-friendly (4KB RD < T)", "hub": "HUB (4KB RD >= T, 2MB RD < T)",
@@ -39,11 +58,23 @@ def _kind_note(df: pd.DataFrame) -> str:
     return "measurement" if kinds == {"measurement"} else "estimate"
 
 
-def to_png(fig, dpi: int = 110) -> bytes:
+#: Metadata left out of each format so the same figure gives the same bytes
+#: (the creation date would differ on every run).
+_NO_DATE = {"png": None, "svg": {"Date": None}, "pdf": {"CreationDate": None, "ModDate": None}}
+
+
+def render(fig, fmt: str = "png", dpi: int = 110, close: bool = True) -> bytes:
+    """The figure as PNG (raster, ``dpi``), SVG or PDF (vector) bytes."""
+    require_matplotlib()
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
-    plt.close(fig)
+    fig.savefig(buf, format=fmt, dpi=dpi, bbox_inches="tight", metadata=_NO_DATE[fmt])
+    if close:
+        plt.close(fig)
     return buf.getvalue()
+
+
+def to_png(fig, dpi: int = 110) -> bytes:
+    return render(fig, "png", dpi)
 
 
 def _budget_axis(ax, budgets: List[float]) -> None:
@@ -475,6 +506,7 @@ INGENS_FIGURES = {
 
 def figures(data: Dict[str, Any]) -> List[Tuple[str, Any]]:
     """The figures of one saved experiment, as (caption, Figure)."""
+    require_matplotlib()
     kind = data.get("hugescope_experiment")
     if kind == "curve":
         return [("Utility curves (PCC paper Fig. 5)", plot_curve(data))]
@@ -504,6 +536,7 @@ def figures(data: Dict[str, Any]) -> List[Tuple[str, Any]]:
 def figure_paths(data: Dict[str, Any], stem: str) -> List[str]:
     """The PNG paths ``save_figures`` writes for an experiment of ``data``'s
     kind (so commands can check them before the work starts)."""
+    require_matplotlib()
     n = len(FIGURE_COUNTS.get(data.get("hugescope_experiment"), ()))
     return [f"{stem}.png" if i == 0 else f"{stem}-{i + 1}.png" for i in range(n)]
 
@@ -516,11 +549,14 @@ FIGURE_COUNTS = {"curve": ("curve",), "frag": ("frag",), "sensitivity": ("sensit
 
 def save_figures(data: Dict[str, Any], stem: str) -> List[str]:
     """Write the figures of ``data`` as ``STEM.png``, ``STEM-2.png``, ...
+    (and ``.svg`` / ``.pdf`` for the other formats in ``_io.PLOT_FORMATS``)
     through the one output writer (checked, atomic, normal modes)."""
-    from ._io import write_atomic
+    from . import _io
 
     paths = []
     for i, (_, fig) in enumerate(figures(data)):
         p = f"{stem}.png" if i == 0 else f"{stem}-{i + 1}.png"
-        paths.append(write_atomic(p, to_png(fig), kind="png"))
+        for fmt in _io.PLOT_FORMATS:
+            last = fmt == _io.PLOT_FORMATS[-1]
+            paths.append(_io.write_atomic(_io.twin(p, fmt), render(fig, fmt, close=last), kind=fmt))
     return paths

@@ -1,0 +1,152 @@
+"""The output convention beyond JSON: result tables also as Parquet
+(--results-format), figures as PNG, SVG and PDF (--plot-format), every file
+with the same normal mode, and the CLI without matplotlib (hugescope[plot])."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+from hypothesis import given, strategies as st
+
+from hugescope import _io
+from hugescope._core import HugescopeError
+
+from conftest import run_cli
+
+
+def _mode_all_normal(files):
+    umask = os.umask(0o022)
+    os.umask(umask)
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in files}
+    assert set(modes.values()) == {0o666 & ~umask}, modes
+
+
+@pytest.fixture(scope="module")
+def reuse_all_formats(gups_trace, tmp_path_factory):
+    """One `reuse` run (two figures, CSV tables) with every format asked for."""
+    out = tmp_path_factory.mktemp("formats") / "r"
+    code, _, _ = run_cli("--results-format", "csv,parquet", "--plot-format", "png,svg,pdf",
+                         "reuse", gups_trace, "-o", out, "--max-points", "200")
+    assert code == 0
+    return out
+
+
+def test_every_csv_has_a_parquet_twin_with_the_same_table(reuse_all_formats):
+    csvs = sorted(reuse_all_formats.glob("*.csv"))
+    assert csvs
+    for c in csvs:
+        pq = c.with_suffix(".parquet")
+        assert pq.exists(), sorted(reuse_all_formats.iterdir())
+        assert pq.read_bytes()[:4] == b"PAR1"
+        a, b = pd.read_csv(c), pd.read_parquet(pq)
+        pd.testing.assert_frame_equal(a, b)
+
+
+def test_every_figure_in_every_format(reuse_all_formats):
+    pngs = sorted(reuse_all_formats.glob("*.png"))
+    assert len(pngs) == 2  # reuse draws the scatter and the per-region bars
+    for p in pngs:
+        assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert b"<svg" in p.with_suffix(".svg").read_bytes()[:2000]
+        assert p.with_suffix(".pdf").read_bytes()[:5] == b"%PDF-"
+
+
+def test_all_output_files_share_one_mode(reuse_all_formats):
+    files = sorted(reuse_all_formats.iterdir())
+    assert {p.suffix for p in files} >= {".csv", ".parquet", ".json", ".png", ".svg", ".pdf"}
+    _mode_all_normal(files)
+
+
+def test_vector_figures_are_deterministic(gups_trace, tmp_path):
+    # No creation date or random ids: the same data gives the same bytes.
+    runs = []
+    for i in range(2):
+        out = tmp_path / f"r{i}"
+        assert run_cli("--plot-format", "svg,pdf", "reuse", gups_trace, "-o", out, "--max-points", "200")[0] == 0
+        runs.append({p.name: p.read_bytes() for p in out.iterdir() if p.suffix in (".svg", ".pdf")})
+    assert runs[0] and runs[0] == runs[1]
+    # Only the formats asked for: no PNG this time.
+    assert not list((tmp_path / "r0").glob("*.png"))
+
+
+def test_default_formats_unchanged(gups_trace, tmp_path):
+    out = tmp_path / "r"
+    assert run_cli("reuse", gups_trace, "-o", out, "--max-points", "200")[0] == 0
+    assert {p.suffix for p in out.iterdir()} == {".csv", ".json", ".png"}
+
+
+def test_parquet_twin_refused_before_the_work(gups_trace, tmp_path, capsys):
+    # A directory where the twin would go: refused by the checks before the
+    # sweep, so no CSV or JSON is written either.
+    out = tmp_path / "r"
+    out.mkdir()
+    (out / "reuse-gups.parquet").mkdir()
+    code, _, err = run_cli("--results-format", "parquet", "reuse", gups_trace, "-o", out, "--max-points", "200",
+                           capsys=capsys)
+    assert code == 2 and "reuse-gups.parquet" in err and err.count("\n") == 1, err
+    assert sorted(p.name for p in out.iterdir()) == ["reuse-gups.parquet"]
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--plot-format", "gif", "policies"], "--plot-format: 'gif'"),
+    (["--results-format", "csv,xlsx", "policies"], "--results-format: 'xlsx'"),
+    (["--plot-format"], "--plot-format needs a value"),
+])
+def test_bad_format_is_one_error_line(args, needle, capsys):
+    code, _, err = run_cli(*args, capsys=capsys)
+    assert code == 2 and needle in err and err.count("\n") == 1, err
+
+
+@given(st.lists(st.sampled_from(["png", "svg", "pdf", "PNG", " svg "]), min_size=1, max_size=5))
+def test_plot_format_lists_parse_in_order_without_repeats(fmts):
+    got = _io.parse_formats(",".join(fmts), _io.PLOT_FORMAT_CHOICES, "--plot-format")
+    want = list(dict.fromkeys(f.strip().lower() for f in fmts))
+    assert list(got) == want
+
+
+@given(st.text(min_size=1, max_size=12).filter(lambda s: s.strip().lower() not in ("png", "svg", "pdf")
+                                               and "," not in s))
+def test_plot_format_rejects_anything_else(fmt):
+    with pytest.raises(HugescopeError, match="--plot-format"):
+        _io.parse_formats(fmt, _io.PLOT_FORMAT_CHOICES, "--plot-format")
+
+
+# ---------------------------------------------------------------- plotting is an extra
+
+HIDE_MATPLOTLIB = "import sys; sys.modules['matplotlib'] = None; from hugescope.cli import main; sys.exit(main())"
+
+
+def test_cli_runs_without_matplotlib(tmp_path):
+    r = subprocess.run([sys.executable, "-c", HIDE_MATPLOTLIB, "policies", "--format", "json"],
+                       capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 0 and r.stdout.lstrip().startswith("["), r.stderr
+
+
+def test_a_plot_without_matplotlib_says_install_the_extra(gups_trace, tmp_path):
+    out = tmp_path / "r"
+    r = subprocess.run([sys.executable, "-c", HIDE_MATPLOTLIB, "reuse", gups_trace, "-o", str(out),
+                        "--max-points", "200"], capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.count("\n") == 1 and "hugescope[plot]" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    # Said before the work: no result written.
+    assert not out.exists() or not any(out.iterdir())
+    # Without figures the same command works.
+    r = subprocess.run([sys.executable, "-c", HIDE_MATPLOTLIB, "reuse", gups_trace, "-o", str(out),
+                        "--max-points", "200", "--no-plots"], capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+
+
+# ---------------------------------------------------------------- errors off a terminal
+
+def test_long_error_piped_is_not_wrapped(tmp_path):
+    # A long path in the message: piped stderr must still get it on one line.
+    deep = tmp_path / ("d" * 120) / "x.json"
+    r = subprocess.run([sys.executable, "-m", "hugescope", "presets", "--json", str(deep)],
+                       capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.count("\n") == 1 and str(deep.parent) in r.stderr, r.stderr
