@@ -150,3 +150,91 @@ def test_long_error_piped_is_not_wrapped(tmp_path):
                        capture_output=True, text=True, cwd=tmp_path)
     assert r.returncode == 2, r.stderr
     assert r.stderr.count("\n") == 1 and str(deep.parent) in r.stderr, r.stderr
+
+
+# ---------------------------------------------------------------- sizes
+
+@given(st.integers(0, 4096), st.sampled_from(["k", "K", "KB", "KiB", "kib", "M", "MB", "MiB", "G", "GB", "GiB"]))
+def test_sizes_are_binary_for_every_spelling(n, suffix):
+    from hugescope import units
+
+    power = {"k": 1, "m": 2, "g": 3}[suffix[0].lower()]
+    assert units.parse_size(f"{n}{suffix}") == n * 1024 ** power
+    # Counts are decimal: 50M accesses = 50,000,000.
+    assert units.parse_count(f"{n}{suffix[0]}") == n * 1000 ** power
+
+
+# ---------------------------------------------------------------- report and figures
+
+BUDGETS = [0, 1, 2, 4, 8, 16, 32, 64, 100]
+
+
+def _curve_rows():
+    """A utility curve shaped like the demo's: pcc rises to the end, hawkeye
+    stays at 1.006x from 16% on, base/ideal references, two Linux points."""
+    rows = []
+    for b in BUDGETS:
+        rows.append({"policy": "pcc", "role": "curve", "budget_pct": b, "frag_pct": 0, "huge_share": b / 100,
+                     "speedup_est": 1 + b / 1000, "ptw_rate": 0.2 - b / 1000, "walks": 1000 - b, "promotions": b})
+        hs = min(b, 16) / 100
+        rows.append({"policy": "hawkeye", "role": "curve", "budget_pct": b, "frag_pct": 0, "huge_share": hs,
+                     "speedup_est": 1 + 0.006 * (min(b, 16) / 16), "ptw_rate": 0.2 - hs / 10, "walks": 900,
+                     "promotions": int(hs * 100)})
+    for pol, sp in (("base", 1.0), ("ideal", 1.2)):
+        rows.append({"policy": pol, "role": "reference", "budget_pct": None, "frag_pct": 0,
+                     "huge_share": sp - 1, "speedup_est": sp, "ptw_rate": 0.1, "walks": 500, "promotions": 0})
+    for frag in (50, 90):
+        rows.append({"policy": "linux", "role": "point", "budget_pct": None, "frag_pct": frag,
+                     "huge_share": 0.5 - frag / 1000, "speedup_est": 1.1, "ptw_rate": 0.1, "walks": 700,
+                     "promotions": 3})
+    return rows
+
+
+def test_flat_baseline_gets_a_note_saying_why():
+    from hugescope import report
+
+    notes = report.flat_notes(_curve_rows())
+    assert len(notes) == 1, notes  # pcc rises to the end: no note
+    assert notes[0].startswith("hawkeye stays at 1.006x") and "from 16% to 100%" in notes[0]
+    assert "fixed number of pages" in notes[0]
+
+
+def test_every_line_and_point_of_a_figure_has_its_own_colour():
+    from matplotlib.colors import to_hex
+
+    from hugescope import plots
+
+    fig = plots.plot_curve({"rows": _curve_rows()})
+    ax = fig.axes[0]
+    lines = {l.get_label(): to_hex(l.get_color()) for l in ax.get_lines()}
+    points = [to_hex(c.get_facecolor()[0]) for c in ax.collections]
+    assert len(points) == 2
+    colours = list(lines.values()) + points
+    assert len(set(colours)) == len(colours), (lines, points)
+    # One palette by policy name: pcc is pcc's colour in every figure.
+    assert lines["pcc"] == plots.policy_colour("pcc")
+    multi = plots.plot_multi({"rows": [r for r in _curve_rows() if r["role"] != "point"]})
+    assert {l.get_label(): to_hex(l.get_color()) for l in multi.axes[0].get_lines()}["pcc"] == lines["pcc"]
+
+
+def test_report_shows_terminal_tables_and_flat_notes(tmp_path):
+    import json
+
+    from rich.table import Table
+
+    from hugescope import report
+
+    res = tmp_path / "results"
+    res.mkdir()
+    (res / "curve-x.json").write_text(json.dumps({"hugescope_experiment": "curve", "kind": "estimate",
+                                                  "rows": _curve_rows(), "trace": {"workload": "bfs"}}))
+    t = Table(title="MMU alone [4KB vs 2MB]")
+    t.add_column("workload")
+    t.add_column("walks/1k", justify="right")
+    t.add_row("bfs", "12.50")
+    out = report.build(str(res), str(tmp_path / "r.html"), tables=[t])
+    page = open(out).read()
+    assert "<h4>MMU alone [4KB vs 2MB]</h4>" in page
+    assert '<th>walks/1k</th></tr><tr><td>bfs</td><td class="n">12.50</td></tr>' in page
+    assert "hawkeye stays at 1.006x" in page
+    _mode_all_normal([tmp_path / "r.html"])
