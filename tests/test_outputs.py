@@ -238,3 +238,38 @@ def test_report_shows_terminal_tables_and_flat_notes(tmp_path):
     assert '<th>walks/1k</th></tr><tr><td>bfs</td><td class="n">12.50</td></tr>' in page
     assert "hawkeye stays at 1.006x" in page
     _mode_all_normal([tmp_path / "r.html"])
+
+
+# ---------------------------------------------------------------- progress
+
+def _stderr_on_a_terminal(args, cwd):
+    """Run the CLI with stderr on a pseudo-terminal; (exit code, stdout, what the terminal got)."""
+    import pty
+
+    master, slave = pty.openpty()
+    try:
+        r = subprocess.run([sys.executable, "-m", "hugescope", *map(str, args)], stdin=subprocess.DEVNULL,
+                           stdout=subprocess.PIPE, stderr=slave, cwd=cwd, timeout=120)
+    finally:
+        os.close(slave)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the terminal's other side is closed and drained
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(master)
+    return r.returncode, r.stdout, seen.decode("utf-8", "replace")
+
+
+def test_simulate_shows_progress_on_a_terminal_only(gups_trace, tmp_path):
+    code, out, tty = _stderr_on_a_terminal(["simulate", gups_trace, "--pages", "2m", "--json", "-"], tmp_path)
+    assert code == 0 and out.lstrip().startswith(b"{")  # the result alone on stdout
+    assert "simulating 400,000 accesses (2m pages)" in tty, tty
+    # Off a terminal no spinner is drawn: stderr holds the tables alone.
+    r = subprocess.run([sys.executable, "-m", "hugescope", "simulate", gups_trace, "--pages", "2m", "--json", "-"],
+                       capture_output=True, cwd=tmp_path)
+    assert r.returncode == 0 and b"simulating" not in r.stderr and b"\x1b[" not in r.stderr, r.stderr
