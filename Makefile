@@ -65,14 +65,14 @@ build: deps clang bins
 # ziglang package of the 'dev' extra) links against glibc 2.17, so the wheel
 # installs on any distribution of the last decade. The helper binaries are
 # built the same way (maturin's bin bindings) so they carry the same tag.
-# Rebuilt only when a source is newer than the wheel.
+# Rebuilt only when a source is newer than the wheel. The binaries are built
+# from their crate's directory, so maturin does not apply the package's
+# pyproject.toml (its features belong to the extension crate).
 WHEEL_SRC := $(shell find crates python -name '*.rs' -o -name '*.py' -o -name Cargo.toml 2>/dev/null) pyproject.toml Cargo.lock README.md LICENSE
 ZIG_ENV = VIRTUAL_ENV=$(abspath $(VENV)) PATH=$(abspath $(VENV))/bin:$$PATH
 wheel: dist/.wheel
 dist/.wheel: $(WHEEL_SRC) | build
 	rm -rf dist target/wheel-bins
-	# From the crate's directory, so maturin does not apply the package's
-	# pyproject.toml (its features belong to the extension crate).
 	cd crates/hugescope-linux && $(ZIG_ENV) $(abspath $(VENV))/bin/maturin build --release -q \
 		--compatibility manylinux2014 --zig -b bin -o $(abspath target/wheel-bins)
 	rm -rf $(WHEEL_SCRIPTS) && mkdir -p $(WHEEL_SCRIPTS)
