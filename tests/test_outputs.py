@@ -196,7 +196,7 @@ def test_flat_baseline_gets_a_note_saying_why():
     notes = report.flat_notes(_curve_rows())
     assert len(notes) == 1, notes  # pcc rises to the end: no note
     assert notes[0].startswith("hawkeye stays at 1.006x") and "from 16% to 100%" in notes[0]
-    assert "fixed number of pages" in notes[0]
+    assert "fixed number of regions per round" in notes[0]
 
 
 def test_every_line_and_point_of_a_figure_has_its_own_colour():

@@ -149,9 +149,9 @@ def _table(rows: List[Dict[str, Any]], columns: Optional[List[str]], default_kin
 #: Why a policy's line can stay flat across the budget axis (the budget
 #: only caps; a policy that never reaches the cap is limited by its own pace).
 FLAT_WHY = {
-    "hawkeye": "HawkEye scans a fixed number of pages per round at a fixed interval (PCC paper §5.1.2, HawkEye "
-               "ASPLOS'19 §4), so in a run of this length it reaches and promotes the same regions whatever the "
-               "budget; a larger budget is never used",
+    "hawkeye": "HawkEye promotes at most a fixed number of regions per round (promotions_per_round, 8 = the "
+               "4096 pages it scans per round, PCC paper §5) and sleeps 30 windows between rounds, so in a run of "
+               "this length it promotes the same regions whatever the budget; a larger budget is never used",
     "linux": "khugepaged scans a fixed number of pages per period, so within the run it promotes the same regions "
              "at every budget; a larger budget is never used",
     "ingens": "Promote-kth runs at a fixed rate (Ingens §3.3), so within the run it promotes the same regions at "
@@ -183,8 +183,8 @@ def flat_notes(rows: List[Dict[str, Any]]) -> List[str]:
         # (a line flat at 1.000x from 0% is "nothing promoted", said elsewhere).
         if len(rs) - i < 3 or last.get("huge_share", 0) == 0:
             continue
-        why = FLAT_WHY.get(pol.split(":")[0], "the policy promotes at its own pace and never reaches the cap, so a "
-                                              "larger budget is never used")
+        why = FLAT_WHY.get(pol, FLAT_WHY.get(pol.split(":")[0])) or \
+            "the policy promotes at its own pace and never reaches the cap, so a larger budget is never used"
         notes.append(f"{pol} stays at {last['speedup_est']:.3f}x (huge pages {100 * last['huge_share']:.1f}% of the "
                      f"footprint) from {rs[i]['budget_pct']:g}% to {last['budget_pct']:g}%: {why}.")
     return notes
