@@ -379,7 +379,10 @@ def build(results_dir: str, out: str, title: Optional[str] = None, tables=()) ->
     if tables:
         parts.append('<h2 id="tables">Tables of the run (as printed on the terminal)</h2>')
         parts += [rich_table(t) for t in tables]
-    parts += [_section(i, d) for i, d in enumerate(results)]
+    from .cli import working  # the CLI's spinner: drawing every figure takes seconds
+
+    with working(f"report: drawing the figures of {len(results)} result(s)"):
+        parts += [_section(i, d) for i, d in enumerate(results)]
     parts.append("</body></html>\n")
     write_atomic(out, "".join(parts))
     return out
