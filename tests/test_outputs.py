@@ -197,6 +197,12 @@ def test_flat_baseline_gets_a_note_saying_why():
     assert len(notes) == 1, notes  # pcc rises to the end: no note
     assert notes[0].startswith("hawkeye stays at 1.006x") and "from 16% to 100%" in notes[0]
     assert "fixed number of regions per round" in notes[0]
+    # A footprint of 20 MiB: one 2MB region is 10% of it, so budgets below
+    # hold no huge page, for every policy alike (one note).
+    rows = [{**r, "footprint_bytes": 20 << 20} for r in _curve_rows()]
+    notes = report.flat_notes(rows)
+    assert len(notes) == 2 and notes[1].startswith("every line is flat at budgets 1%, 2%, 4%, 8%: one 2MB region "
+                                                   "is 10.0% of the 20.0 MiB footprint"), notes
 
 
 def test_every_line_and_point_of_a_figure_has_its_own_colour():

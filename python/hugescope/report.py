@@ -187,6 +187,16 @@ def flat_notes(rows: List[Dict[str, Any]]) -> List[str]:
             "the policy promotes at its own pace and never reaches the cap, so a larger budget is never used"
         notes.append(f"{pol} stays at {last['speedup_est']:.3f}x (huge pages {100 * last['huge_share']:.1f}% of the "
                      f"footprint) from {rs[i]['budget_pct']:g}% to {last['budget_pct']:g}%: {why}.")
+    # Lines flat at 1.000x at the smallest budgets: below one 2MB region's
+    # share of the footprint no policy can promote anything (said once).
+    fp = next((r.get("footprint_bytes") for rs in curves.values() for r in rs if r.get("footprint_bytes")), None)
+    if fp:
+        region = 100 * (2 << 20) / fp
+        below = sorted({r["budget_pct"] for rs in curves.values() for r in rs if 0 < r["budget_pct"] < region})
+        if below:
+            notes.append(f"every line is flat at budgets {', '.join(f'{b:g}%' for b in below)}: one 2MB region is "
+                         f"{region:.1f}% of the {fp / 2**20:.1f} MiB footprint, so a smaller budget holds no huge "
+                         f"page.")
     return notes
 
 
