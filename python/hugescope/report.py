@@ -149,9 +149,9 @@ def _table(rows: List[Dict[str, Any]], columns: Optional[List[str]], default_kin
 #: Why a policy's line can stay flat across the budget axis (the budget
 #: only caps; a policy that never reaches the cap is limited by its own pace).
 FLAT_WHY = {
-    "hawkeye": "HawkEye promotes at most a fixed number of regions per round (promotions_per_round, 8 = the "
-               "4096 pages it scans per round, PCC paper §5) and sleeps 30 windows between rounds, so in a run of "
-               "this length it promotes the same regions whatever the budget; a larger budget is never used",
+    "hawkeye": "HawkEye promotes at most a fixed number of regions per round (promotions_per_round, default 8, "
+               "PCC paper §5) and sleeps 30 windows between rounds, so in a run of this length it promotes the "
+               "same regions whatever the budget; a larger budget is never used",
     "linux": "khugepaged scans a fixed number of pages per period, so within the run it promotes the same regions "
              "at every budget; a larger budget is never used",
     "ingens": "Promote-kth runs at a fixed rate (Ingens §3.3), so within the run it promotes the same regions at "
