@@ -1,6 +1,7 @@
 # hugescope: two commands do all set-up on a fresh machine.
 #   make demo   build everything (venv, release build) and run the main demonstration
 #   make test   build everything and run every test (Rust and Python)
+#   make wheel  a manylinux2014 wheel in dist/ (make test builds and installs it)
 # Everything is installed into .venv and target/; nothing system-wide except
 # Debian packages the Linux-side tests need, installed only when missing.
 
@@ -11,15 +12,21 @@ PIP    := $(PY) -m pip
 CARGO  ?= cargo
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: demo test build deps clang rust-test py-test bench clean
+.PHONY: demo test build deps clang bins wheel rust-test py-test bench clean
 
 $(VENV)/.created:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	touch $@
 
+# The package's own extras (pyproject.toml is the one dependency list): the
+# Python dependencies are installed by 'maturin develop -E' in 'build'; only
+# the build backend itself is installed here, read from build-system.requires.
+EXTRAS := test,plot,parquet,dev
+BUILD_REQUIRES = $$($(PY) -c "import tomllib; print(*tomllib.load(open('pyproject.toml', 'rb'))['build-system']['requires'])")
+
 $(VENV)/.deps: $(VENV)/.created pyproject.toml
-	$(PIP) install -q "maturin>=1.5,<2" "numpy>=1.22" "pandas>=1.5" "matplotlib>=3.5" "rich>=12" "zstandard>=0.18" "pytest>=7" "hypothesis>=6"
+	$(PIP) install -q $(BUILD_REQUIRES)
 	touch $@
 
 deps: $(VENV)/.deps
@@ -37,10 +44,42 @@ clang:
 		echo "warning: could not install clang; program-tracing tests will be skipped"; \
 	else echo "note: clang not found and not root: run 'apt-get install clang' as root for 'hugescope cc' (its tests skip)"; fi
 
+# The Rust helper binaries the docs name (hugescope-fragment, hugescope-memhold)
+# go into the wheel's scripts directory (pyproject.toml: tool.maturin.data), so
+# installing the package installs them beside 'hugescope'.
+WHEEL_SCRIPTS := target/wheel-data/scripts
+HELPER_BINS := hugescope-fragment hugescope-memhold
+
+bins:
+	$(CARGO) build --release -q -p hugescope-linux --bins
+	mkdir -p $(WHEEL_SCRIPTS)
+	for b in $(HELPER_BINS); do install -m 0755 target/release/$$b $(WHEEL_SCRIPTS)/$$b; done
+
 # Release build of the Rust core and its Python extension, installed into the
-# venv (editable: python/ is used in place, the extension is built in release).
-build: deps clang
-	VIRTUAL_ENV=$(abspath $(VENV)) PATH=$(abspath $(VENV))/bin:$$PATH $(VENV)/bin/maturin develop --release -q
+# venv with the extras (editable: python/ is used in place, the extension is
+# built in release).
+build: deps clang bins
+	VIRTUAL_ENV=$(abspath $(VENV)) PATH=$(abspath $(VENV))/bin:$$PATH $(VENV)/bin/maturin develop --release -q -E $(EXTRAS)
+
+# A manylinux2014 wheel in dist/, built offline from the registries: zig (the
+# ziglang package of the 'dev' extra) links against glibc 2.17, so the wheel
+# installs on any distribution of the last decade. The helper binaries are
+# built the same way (maturin's bin bindings) so they carry the same tag.
+# Rebuilt only when a source is newer than the wheel. The binaries are built
+# from their crate's directory, so maturin does not apply the package's
+# pyproject.toml (its features belong to the extension crate).
+WHEEL_SRC := $(shell find crates python -name '*.rs' -o -name '*.py' -o -name Cargo.toml 2>/dev/null) pyproject.toml Cargo.lock README.md LICENSE
+ZIG_ENV = VIRTUAL_ENV=$(abspath $(VENV)) PATH=$(abspath $(VENV))/bin:$$PATH
+wheel: dist/.wheel
+dist/.wheel: $(WHEEL_SRC) | build
+	rm -rf dist target/wheel-bins
+	cd crates/hugescope-linux && $(ZIG_ENV) $(abspath $(VENV))/bin/maturin build --release -q \
+		--compatibility manylinux2014 --zig -b bin -o $(abspath target/wheel-bins)
+	rm -rf $(WHEEL_SCRIPTS) && mkdir -p $(WHEEL_SCRIPTS)
+	$(PY) -c "import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); [open('$(WHEEL_SCRIPTS)/' + n.rsplit('/', 1)[1], 'wb').write(z.read(n)) for n in z.namelist() if '.data/scripts/' in n]" target/wheel-bins/*.whl
+	chmod 0755 $(WHEEL_SCRIPTS)/*
+	$(ZIG_ENV) $(VENV)/bin/maturin build --release -q --compatibility manylinux2014 --zig -o dist
+	touch $@
 
 demo: build
 	$(VENV)/bin/hugescope demo --out demo-out
@@ -48,7 +87,7 @@ demo: build
 rust-test:
 	$(CARGO) test --workspace --exclude hugescope-py
 
-py-test: build
+py-test: build wheel
 	$(PY) -m pytest -q tests
 
 test: build rust-test py-test

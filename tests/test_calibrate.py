@@ -206,3 +206,28 @@ def test_validate_tiny_end_to_end(tmp_path, capsys):
     from hugescope import report
     html_path = report.build(str(tmp_path), str(tmp_path / "r.html"))
     assert "Spearman" in open(html_path).read()
+
+
+# The numbers the hand-written solvers gave (all-subsets NNLS, Pearson of
+# averaged ranks) on fixed inputs, computed before the switch to scipy and
+# pinned here: scipy's nnls and spearmanr must give the same answers.
+PINNED_A = [[6.251, 8.972, 7.757], [2.252, 3.002, 8.736], [0.053, 8.212, 7.971], [4.679, 3.03, 2.784],
+            [2.549, 4.451, 5.045], [5.535, 9.955, 7.927], [6.222, 9.89, 2.153], [1.602, 6.125, 0.439]]
+PINNED_Y = [16.428, 8.816, 3.336, 10.588, 7.606, 15.067, 13.061, 3.28]
+
+
+def test_scipy_nnls_matches_the_previous_solver():
+    x, rss = calibrate.nnls(PINNED_A, PINNED_Y)
+    assert x == pytest.approx([2.0031053643556214, 0.0, 0.47365463210529074], rel=1e-9, abs=1e-12)
+    assert rss == pytest.approx(0.6501884758410451, rel=1e-9)
+    # A case where the unconstrained optimum has a negative unknown.
+    x, rss = calibrate.nnls([[1, 2], [2, 1], [3, 3], [4, 1]], [-1, 2, 0.5, 3])
+    assert x == pytest.approx([0.55, 0.0], abs=1e-12)
+    assert rss == pytest.approx(5.175, rel=1e-9)
+
+
+def test_scipy_spearman_matches_the_previous_implementation():
+    xs = [1.5, 2.0, 2.0, 3.1, 0.7, 4.4, 2.0, 5.0]
+    ys = [1.02, 1.10, 1.05, 1.30, 0.99, 1.25, 1.11, 1.40]
+    assert validate.spearman(xs, ys) == pytest.approx(0.9515025711248198, rel=1e-12)
+    assert validate.ranks(xs) == [2, 4, 4, 6, 1, 7, 4, 8]

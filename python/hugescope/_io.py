@@ -13,6 +13,13 @@ directory, fsync and rename, so a failure or a signal never leaves a
 half-written result under the final name (the temporary is removed), and the
 file gets the normal mode 0666 & ~umask.
 
+Formats (the top-level ``--results-format`` and ``--plot-format``, or
+``output_formats`` from Python): every CSV written here gets a Parquet twin
+(``NAME.parquet``, the same table read back by pandas) when ``parquet`` is
+among ``RESULTS_FORMATS``, and ``plots.save_figures`` writes each figure in
+every one of ``PLOT_FORMATS``. ``check_output`` of a CSV or PNG checks those
+twins too, so a command's checks before its work cover them.
+
 ``-`` names standard output (``--json -``): ``is_stdout`` says so, and
 ``emit_json`` is the one place it bypasses the file checks and the writer, so
 no command ever creates a file named ``-``.
@@ -20,6 +27,7 @@ no command ever creates a file named ``-``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -39,11 +47,65 @@ KINDS = ("hst", "json", "csv", "html", "png", "svg", "pdf")
 #: The output name meaning standard output (the Unix convention).
 STDOUT = "-"
 
+#: Table formats of result files: CSV always; "parquet" adds a twin per CSV.
+RESULTS_FORMATS = ("csv",)
+#: Figure formats: each figure is written once per format, ``STEM.FORMAT``.
+PLOT_FORMATS = ("png",)
+TABLE_FORMAT_CHOICES = ("csv", "parquet")
+PLOT_FORMAT_CHOICES = ("png", "svg", "pdf")
+
 _HEAD = 512  # bytes of new content the kind is sniffed from (hugescope_core::output::SNIFF_BYTES)
 
 
 def _follow(follow_symlinks: Optional[bool]) -> bool:
     return FOLLOW_SYMLINKS if follow_symlinks is None else bool(follow_symlinks)
+
+
+def parse_formats(text: str, choices: Iterable[str], what: str) -> tuple:
+    """``"png,svg"`` as a tuple of formats, each one of ``choices``, in the
+    order given, without repeats; raises ``HugescopeError`` naming ``what``."""
+    choices = tuple(choices)
+    out = []
+    for f in str(text).split(","):
+        f = f.strip().lower()
+        if f not in choices:
+            where = "" if f == str(text) else f" (in '{text}')"
+            raise _core.HugescopeError(f"{what}: '{f}' is not a format{where}; expected a comma-separated list of "
+                                       f"{', '.join(choices)}")
+        if f not in out:
+            out.append(f)
+    return tuple(out)
+
+
+@contextlib.contextmanager
+def output_formats(results: Optional[Iterable[str]] = None, plots: Optional[Iterable[str]] = None):
+    """Within the block, result tables are written in ``results`` (CSV always
+    included) and figures in ``plots``; the previous formats come back after."""
+    global RESULTS_FORMATS, PLOT_FORMATS
+    old = RESULTS_FORMATS, PLOT_FORMATS
+    try:
+        if results is not None:
+            RESULTS_FORMATS = tuple(dict.fromkeys(("csv",) + parse_formats(",".join(results), TABLE_FORMAT_CHOICES,
+                                                                           "--results-format")))
+        if plots is not None:
+            PLOT_FORMATS = parse_formats(",".join(plots), PLOT_FORMAT_CHOICES, "--plot-format")
+        yield
+    finally:
+        RESULTS_FORMATS, PLOT_FORMATS = old
+
+
+def twin(path, fmt: str) -> str:
+    """``path`` with its extension replaced by ``fmt`` (``a/b.csv`` -> ``a/b.parquet``)."""
+    return os.path.splitext(os.fspath(path))[0] + "." + fmt
+
+
+def _twins(path, kind: Optional[str]) -> list:
+    """(path, kind) of the files written beside an output of ``kind``."""
+    if kind == "csv" and "parquet" in RESULTS_FORMATS:
+        return [(twin(path, "parquet"), None)]  # Parquet is no kind the core sniffs: any non-hugescope file
+    if kind == "png":
+        return [(twin(path, f), f) for f in PLOT_FORMATS if f != "png"]
+    return []
 
 
 def check_output(path, kind: Optional[str] = None, inputs: Iterable = (), follow_symlinks: Optional[bool] = None,
@@ -52,11 +114,21 @@ def check_output(path, kind: Optional[str] = None, inputs: Iterable = (), follow
     ``HugescopeError`` naming the path and why); return the path the finished
     file must be renamed onto (the link's target when following links).
     ``kind``: one of ``KINDS``; without it, the kind is sniffed from ``head``
-    (the first bytes of the new content)."""
+    (the first bytes of the new content). The twins of a CSV or PNG in the
+    other formats asked for are checked too."""
     if kind is not None and kind not in KINDS:
         raise ValueError(f"output kind '{kind}' is not one of {', '.join(KINDS)}")
+    inputs = [p for p in inputs if p is not None]
+    for other, other_kind in _twins(path, kind):
+        if other_kind is None:
+            _require_pyarrow(other)  # before the work, not after it
+        _check_one(other, other_kind, inputs, follow_symlinks, None)
+    return _check_one(path, kind, inputs, follow_symlinks, head)
+
+
+def _check_one(path, kind, inputs, follow_symlinks, head) -> str:
     return os.fspath(_core.check_output(os.fspath(path), kind, None if head is None else bytes(head[:_HEAD]),
-                                        [os.fspath(p) for p in inputs if p is not None], _follow(follow_symlinks)))
+                                        [os.fspath(p) for p in inputs], _follow(follow_symlinks)))
 
 
 def prepare_dir(path, follow_symlinks: Optional[bool] = None) -> str:
@@ -93,9 +165,40 @@ def write_atomic(path, data: Union[str, bytes], kind: Optional[str] = None, inpu
     directories), unless ``make_dirs`` (for the tool's own places, such as
     its configuration directory). Returns the path written."""
     blob = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+    inputs = list(inputs)
     if make_dirs:
         prepare_dir(os.path.dirname(os.path.abspath(os.fspath(path))), follow_symlinks)
     target = check_output(path, kind, inputs, follow_symlinks, head=blob[:_HEAD])
+    _write_file(target, blob)
+    if kind == "csv" and "parquet" in RESULTS_FORMATS:
+        # The twin is made from the CSV itself, so both files always hold the
+        # same table whichever code wrote it (types as pandas reads the CSV).
+        _write_file(_check_one(twin(path, "parquet"), None, inputs, follow_symlinks, b"PAR1"),
+                    _parquet(blob, twin(path, "parquet")))
+    return target
+
+
+def _require_pyarrow(path) -> None:
+    try:
+        import pyarrow  # noqa: F401 - pandas writes Parquet through it
+    except ImportError:
+        raise _core.HugescopeError(f"{path}: Parquet output needs pyarrow, which is not installed: "
+                                   "pip install 'hugescope[parquet]'") from None
+
+
+def _parquet(csv_blob: bytes, path: str) -> bytes:
+    import io
+
+    import pandas as pd
+
+    _require_pyarrow(path)
+    buf = io.BytesIO()
+    df = pd.read_csv(io.BytesIO(csv_blob)) if csv_blob.strip() else pd.DataFrame()
+    df.to_parquet(buf, index=False)
+    return buf.getvalue()
+
+
+def _write_file(target: str, blob: bytes) -> None:
     d = os.path.dirname(os.path.abspath(target))
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(target) + ".", suffix=".tmp", dir=d)
     try:

@@ -41,7 +41,6 @@ predicted number is an estimate of the cost model.
 from __future__ import annotations
 
 import datetime
-import itertools
 import json
 import math
 import os
@@ -123,29 +122,15 @@ def cycles(counts: Dict[str, float], cost: Dict[str, float]) -> float:
 
 
 def nnls(rows: Sequence[Sequence[float]], rhs: Sequence[float]) -> Tuple[List[float], float]:
-    """Least squares with every unknown >= 0, exactly, for a handful of
-    unknowns: the optimum has some set of unknowns at zero and the others at
-    the unconstrained optimum of the rest, so try every set (2^n, n <= 4 here)
-    and keep the best feasible one. Returns (solution, residual sum of squares)."""
+    """Least squares with every unknown >= 0 (scipy's Lawson-Hanson active-set
+    solver, exact for the handful of unknowns here). Returns (solution,
+    residual sum of squares); scipy gives the residual norm, squared here so
+    the objective compared across fits stays the sum of squares."""
     import numpy as np
+    from scipy.optimize import nnls as _nnls
 
-    a = np.asarray(rows, dtype=float)
-    y = np.asarray(rhs, dtype=float)
-    n = a.shape[1]
-    best, best_rss = [0.0] * n, float(y @ y)
-    for r in range(1, n + 1):
-        for cols in itertools.combinations(range(n), r):
-            sub = a[:, cols]
-            sol, *_ = np.linalg.lstsq(sub, y, rcond=None)
-            if np.any(sol < -1e-12):
-                continue
-            x = np.zeros(n)
-            x[list(cols)] = np.maximum(sol, 0.0)
-            res = y - a @ x
-            rss = float(res @ res)
-            if rss < best_rss - 1e-15 * max(1.0, best_rss):
-                best, best_rss = [float(v) for v in x], rss
-    return best, best_rss
+    x, norm = _nnls(np.asarray(rows, dtype=float), np.asarray(rhs, dtype=float))
+    return [float(v) for v in x], float(norm) ** 2
 
 
 def _fixed_cost(cost: Dict[str, float]) -> Dict[str, float]:

@@ -257,9 +257,37 @@ def cmd_simulate(a) -> int:
         return _simulate(a, file_policies, inputs)
 
 
+@contextlib.contextmanager
+def working(description: str):
+    """A spinner with the elapsed time on stderr while one long core call
+    runs (the core releases the GIL, so rich's refresh thread keeps it
+    moving); nothing when stderr is not a terminal. The core's simulate calls
+    take no progress callback, so this shows that work goes on and for how
+    long, not a share done."""
+    if not sys.stderr.isatty():
+        yield
+        return
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err_console,
+                  transient=True) as p:
+        p.add_task(description, total=None)
+        yield
+
+
+def _accesses(traces) -> str:
+    """'140,000,000 accesses' from the trace headers, for a progress line."""
+    try:
+        n = sum(api.trace_info(t)["summary"]["accesses"] for t in traces)
+    except Exception:  # noqa: BLE001 - only a label: the run itself reports a bad trace
+        return "the trace"
+    return f"{n:,} accesses"
+
+
 def _simulate(a, file_policies, inputs) -> int:
     if not a.policy and not file_policies:
-        r = api.simulate(a.trace[0], preset=a.preset, pages=a.pages or "4k", config=a.config, set=a.set)
+        with working(f"simulating {_accesses(a.trace[:1])} ({a.pages or '4k'} pages)"):
+            r = api.simulate(a.trace[0], preset=a.preset, pages=a.pages or "4k", config=a.config, set=a.set)
         if a.json:
             emit_json(a.json, r.to_dict(), inputs=inputs)
         if not a.quiet:
@@ -268,8 +296,10 @@ def _simulate(a, file_policies, inputs) -> int:
     opts = {k: v for k, v in _os_options(a).items() if v is not None and v != []}
     # One trace: the single-trace path exactly as before; several: a list.
     trace = a.trace[0] if len(a.trace) == 1 else a.trace
-    results = api.compare(trace, a.policy, preset=a.preset, config=a.config, set=a.set,
-                          with_base=not a.no_base, quantum_ms=a.quantum_ms, **opts)
+    names = ", ".join(str(p).split(":")[0] for p in a.policy) or "the configuration's policies"
+    with working(f"simulating {_accesses(a.trace)} with {names}"):
+        results = api.compare(trace, a.policy, preset=a.preset, config=a.config, set=a.set,
+                              with_base=not a.no_base, quantum_ms=a.quantum_ms, **opts)
     if a.json:
         data = results[0].to_dict() if len(results) == 1 else [r.to_dict() for r in results]
         emit_json(a.json, data, inputs=inputs)
@@ -738,6 +768,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"hugescope {_core.version()}")
     p.add_argument("--follow-symlinks", action="store_true",
                    help="write outputs named by a symbolic link to the link's target (default: refuse such outputs)")
+    p.add_argument("--results-format", metavar="csv[,parquet]", default="csv",
+                   help="result tables: CSV, and with 'parquet' a NAME.parquet beside every NAME.csv (needs "
+                        "hugescope[parquet]); before the command")
+    p.add_argument("--plot-format", metavar="png[,svg,pdf]", default="png",
+                   help="figure files: each figure once per format (default png); before the command")
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
 
     s = sub.add_parser("simulate", help="simulate a trace through the MMU model (several: concurrent processes)")
@@ -840,6 +875,30 @@ def _error_line(e: BaseException) -> str:
     return " ".join(str(e).splitlines()) or type(e).__name__
 
 
+#: Top-level options taking a value, and where ``_top_options`` puts it.
+_TOP_VALUES = {"--results-format": "results", "--plot-format": "plots"}
+
+
+def _top_options(argv: List[str]) -> dict:
+    """Take the top-level options off the front of ``argv`` (in place)."""
+    top = {"follow": False, "results": None, "plots": None}
+    while argv and argv[0].startswith("--"):
+        name, eq, value = argv[0].partition("=")
+        if name == "--follow-symlinks" and not eq:
+            top["follow"] = True
+            argv.pop(0)
+        elif name in _TOP_VALUES:
+            argv.pop(0)
+            if not eq:
+                if not argv:
+                    raise CliError(f"hugescope: {name} needs a value")
+                value = argv.pop(0)
+            top[_TOP_VALUES[name]] = value.split(",")
+        else:
+            break
+    return top
+
+
 def _dispatch(argv: List[str]) -> int:
     if argv and argv[0] == "trace":
         return cmd_trace(argv[1:])
@@ -860,17 +919,16 @@ def _dispatch(argv: List[str]) -> int:
 def main(argv: Optional[List[str]] = None) -> int:
     global interrupt_note
     argv = list(sys.argv[1:] if argv is None else argv)
-    # The one top-level option is taken before the command, so it also holds
-    # for the commands parsed outside argparse (trace, native, validate).
-    follow = False
-    while argv and argv[0] == "--follow-symlinks":
-        follow = True
-        argv.pop(0)
     old_handlers = _install_signal_handlers()
-    old_follow, _io.FOLLOW_SYMLINKS = _io.FOLLOW_SYMLINKS, follow
+    old_follow = _io.FOLLOW_SYMLINKS
     interrupt_note = None
     try:
-        return _dispatch(argv)
+        # The top-level options are taken before the command, so they also
+        # hold for the commands parsed outside argparse (trace, native, validate).
+        top = _top_options(argv)
+        _io.FOLLOW_SYMLINKS = top["follow"]
+        with _io.output_formats(top["results"], top["plots"]):
+            return _dispatch(argv)
     except BrokenPipeError:
         # The reader of stdout went away (`hugescope workloads | head`): not
         # bad input. Stop quietly with the status a shell gives a SIGPIPE, and

@@ -11,15 +11,85 @@ from __future__ import annotations
 import io
 from typing import Any, Dict, List, Optional, Tuple
 
-import matplotlib
+from ._core import HugescopeError
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
+import pandas as pd
+
+try:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    # SVG element ids are random unless salted: a fixed salt keeps figures of
+    # the same data byte-identical between runs.
+    matplotlib.rcParams["svg.hashsalt"] = "hugescope"
+    import matplotlib.pyplot as plt
+except ImportError:
+    # Plotting is an extra (hugescope[plot]): this module still imports, and
+    # whatever would draw calls require_matplotlib first (commands do so
+    # through figure_paths before their work), so the message is one line.
+    matplotlib = plt = None
+
+
+def require_matplotlib() -> None:
+    """Raise the one-line error saying how to get figures when matplotlib is missing."""
+    if plt is None:
+        raise HugescopeError("figures need matplotlib, which is not installed: pip install 'hugescope[plot]' "
+                             "(or run without plots, e.g. --no-plots)")
 
 CLASS_COLORS = {"tlb_friendly": "#2e9e44", "hub": "#1f5fbf", "low_reuse": "#d62728"}
 CLASS_LABELS = {"tlb_friendly": "TLB-friendly (4KB RD < T)", "hub": "HUB (4KB RD >= T, 2MB RD < T)",
                 "low_reuse": "low reuse (both >= T)"}
+
+
+# ---------------------------------------------------------------- colours
+#
+# One palette for every figure: a policy has the same colour in every figure
+# of a run (pcc is always blue, linux always green), and the points of a
+# figure (a fragmented Linux run, ...) take colours no line of that figure
+# uses, so no two things in one figure share a colour.
+
+#: Qualitative colours (matplotlib's tab10, then tab20's light variants).
+PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf",
+           "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2", "#dbdb8d", "#9edae5"]
+#: The policies of the papers, fixed so that colours do not move when the
+#: registry grows; the base and ideal references are black and grey lines.
+POLICY_COLOURS = {"pcc": PALETTE[0], "hawkeye": PALETTE[1], "linux": PALETTE[2], "ingens": PALETTE[3],
+                  "oracle": PALETTE[4], "random": PALETTE[5], "static": PALETTE[6], "navarro": PALETTE[7],
+                  "mthp": PALETTE[8], "base": "#000000", "ideal": "#7f7f7f"}
+
+
+def policy_colour(label: str) -> str:
+    """The colour of a policy: its fixed one, or a variant's ('pcc:...',
+    'pcc (artifact reads)'): a light colour chosen from the full label, so two
+    variants of one policy differ from each other and from the policy."""
+    import zlib
+
+    label = str(label)
+    if label in POLICY_COLOURS:
+        return POLICY_COLOURS[label]
+    spare = PALETTE[9:]
+    return spare[zlib.crc32(label.encode()) % len(spare)]
+
+
+def colours_for(lines, points=0) -> Tuple[Dict[str, str], List[str]]:
+    """Colours of one figure: ``lines`` (policy labels) get their policy
+    colours, made distinct within the figure (a clash moves to the next free
+    palette colour), and ``points`` further elements get palette colours no
+    line uses."""
+    used, out = set(), {}
+    free = lambda: next(c for c in PALETTE + ["#333333"] * 8 if c not in used)  # noqa: E731
+    for label in dict.fromkeys(lines):
+        c = policy_colour(label)
+        if c in used:
+            c = free()
+        out[label] = c
+        used.add(c)
+    extra = []
+    for _ in range(points):
+        c = free()
+        extra.append(c)
+        used.add(c)
+    return out, extra
 
 
 def _rows(data: Dict[str, Any], key: str = "rows") -> pd.DataFrame:
@@ -39,11 +109,23 @@ def _kind_note(df: pd.DataFrame) -> str:
     return "measurement" if kinds == {"measurement"} else "estimate"
 
 
-def to_png(fig, dpi: int = 110) -> bytes:
+#: Metadata left out of each format so the same figure gives the same bytes
+#: (the creation date would differ on every run).
+_NO_DATE = {"png": None, "svg": {"Date": None}, "pdf": {"CreationDate": None, "ModDate": None}}
+
+
+def render(fig, fmt: str = "png", dpi: int = 110, close: bool = True) -> bytes:
+    """The figure as PNG (raster, ``dpi``), SVG or PDF (vector) bytes."""
+    require_matplotlib()
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
-    plt.close(fig)
+    fig.savefig(buf, format=fmt, dpi=dpi, bbox_inches="tight", metadata=_NO_DATE[fmt])
+    if close:
+        plt.close(fig)
     return buf.getvalue()
+
+
+def to_png(fig, dpi: int = 110) -> bytes:
+    return render(fig, "png", dpi)
 
 
 def _budget_axis(ax, budgets: List[float]) -> None:
@@ -61,21 +143,24 @@ def plot_curve(data: Dict[str, Any]):
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.2))
     curve = df[df["role"] == "curve"]
     budgets = sorted(set(curve["budget_pct"].dropna()))
+    refs = df[df["role"] == "reference"]
+    points = df[df["role"] == "point"]
+    colour, point_colours = colours_for(list(curve["policy"]) + list(refs["policy"]), len(points))
     for pol, g in curve.groupby("policy", sort=False):
         g = g.sort_values("budget_pct")
-        a1.plot(g["budget_pct"], g["speedup_est"], marker="o", label=pol)
-        a2.plot(g["budget_pct"], 100 * g["ptw_rate"], marker="o", label=pol)
-    styles = {"base": ("black", "--"), "ideal": ("gray", ":")}
-    for _, r in df[df["role"] == "reference"].iterrows():
-        c, ls = styles.get(r["policy"], ("purple", "-."))
+        a1.plot(g["budget_pct"], g["speedup_est"], marker="o", label=pol, color=colour[pol])
+        a2.plot(g["budget_pct"], 100 * g["ptw_rate"], marker="o", label=pol, color=colour[pol])
+    styles = {"base": "--", "ideal": ":"}
+    for _, r in refs.iterrows():
+        c, ls = colour[r["policy"]], styles.get(r["policy"], "-.")
         a1.axhline(r["speedup_est"], color=c, linestyle=ls, label=f"{r['policy']} (no limit)")
         a2.axhline(100 * r["ptw_rate"], color=c, linestyle=ls, label=f"{r['policy']} (no limit)")
-    for _, r in df[df["role"] == "point"].iterrows():
+    for c, (_, r) in zip(point_colours, points.iterrows()):
         # A fragmented Linux run has no limit: it sits at the share it reached.
         x = 100 * r["huge_share"]
         lab = f"{r['policy']}, {r['frag_pct']:g}% fragmented"
-        a1.scatter([x], [r["speedup_est"]], marker="X", s=70, zorder=5, label=lab)
-        a2.scatter([x], [100 * r["ptw_rate"]], marker="X", s=70, zorder=5, label=lab)
+        a1.scatter([x], [r["speedup_est"]], marker="X", s=70, zorder=5, label=lab, color=c)
+        a2.scatter([x], [100 * r["ptw_rate"]], marker="X", s=70, zorder=5, label=lab, color=c)
     for ax in (a1, a2):
         _budget_axis(ax, budgets or [0, 1, 100])
         ax.grid(alpha=0.3)
@@ -96,10 +181,11 @@ def plot_frag(data: Dict[str, Any]):
     pols = list(dict.fromkeys(df["policy"]))
     fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(pols) * len(levels) / 2), 4.2))
     width = 0.8 / max(1, len(pols))
+    colour, _ = colours_for(pols)
     for i, pol in enumerate(pols):
         ys = [df[(df["policy"] == pol) & (df["frag_pct"] == lv)]["speedup_est"].mean() for lv in levels]
         xs = [j + (i - (len(pols) - 1) / 2) * width for j in range(len(levels))]
-        bars = ax.bar(xs, ys, width=width, label=pol)
+        bars = ax.bar(xs, ys, width=width, label=pol, color=colour[pol])
         for b, y in zip(bars, ys):
             if y == y:  # not NaN
                 ax.annotate(f"{y:.2f}", (b.get_x() + b.get_width() / 2, y), ha="center", va="bottom", fontsize=7)
@@ -121,12 +207,15 @@ def plot_sensitivity(data: Dict[str, Any]):
     cur = df[df["role"] == "curve"].sort_values("size")
     opts = data.get("options", {})
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.2))
-    a1.plot(cur["size"], cur["speedup_est"], marker="o", label=opts.get("policy", "pcc"))
-    a2.plot(cur["size"], 100 * cur["ptw_rate"], marker="o", label=opts.get("policy", "pcc"))
-    for _, r in df[df["role"] == "reference"].iterrows():
+    refs = df[df["role"] == "reference"]
+    pol = opts.get("policy", "pcc")
+    colour, _ = colours_for([pol] + list(refs["policy"]))
+    a1.plot(cur["size"], cur["speedup_est"], marker="o", label=pol, color=colour[pol])
+    a2.plot(cur["size"], 100 * cur["ptw_rate"], marker="o", label=pol, color=colour[pol])
+    for _, r in refs.iterrows():
         ls = "--" if r["policy"] == "base" else ":"
-        a1.axhline(r["speedup_est"], color="gray", linestyle=ls, label=r["policy"])
-        a2.axhline(100 * r["ptw_rate"], color="gray", linestyle=ls, label=r["policy"])
+        a1.axhline(r["speedup_est"], color=colour[r["policy"]], linestyle=ls, label=r["policy"])
+        a2.axhline(100 * r["ptw_rate"], color=colour[r["policy"]], linestyle=ls, label=r["policy"])
     for ax in (a1, a2):
         ax.set_xscale("log", base=2)
         ax.set_xticks(list(cur["size"]))
@@ -208,11 +297,13 @@ def plot_multi(data: Dict[str, Any]):
     df = _rows(data)
     fig, ax = plt.subplots(figsize=(7, 4.2))
     cur = df[df["role"] == "curve"]
+    refs = df[df["role"] == "reference"]
+    colour, _ = colours_for(list(cur["policy"]) + list(refs["policy"]))
     for pol, g in cur.groupby("policy", sort=False):
         g = g.sort_values("budget_pct")
-        ax.plot(g["budget_pct"], g["speedup_est"], marker="o", label=pol)
-    for _, r in df[df["role"] == "reference"].iterrows():
-        ax.axhline(r["speedup_est"], color="gray", linestyle=":", label=f"{r['policy']} (no limit)")
+        ax.plot(g["budget_pct"], g["speedup_est"], marker="o", label=pol, color=colour[pol])
+    for _, r in refs.iterrows():
+        ax.axhline(r["speedup_est"], color=colour[r["policy"]], linestyle=":", label=f"{r['policy']} (no limit)")
     _budget_axis(ax, sorted(set(cur["budget_pct"].dropna())) or [0, 1, 100])
     ax.set_ylabel("speedup over 4KB pages (estimate)")
     ax.set_title(f"{_workload(data)}: promotion policies (estimate, cost model)")
@@ -263,13 +354,14 @@ def plot_validate(data: Dict[str, Any]):
     meas = df[df["quantity"] == "measured"].set_index(["policy", "k"])
     fig, ax = plt.subplots(figsize=(6.8, 5.2))
     lo, hi = [], []
+    colour, _ = colours_for(list(df["policy"]))
     for pol in dict.fromkeys(df["policy"]):
         keys = [i for i in pred.index if i[0] == pol and i in meas.index]
         xs = [float(pred.loc[i, "speedup"]) for i in keys]
         ys = [float(meas.loc[i, "speedup"]) for i in keys]
         yerr = [[y - float(meas.loc[i, "speedup_min"]) for i, y in zip(keys, ys)],
                 [float(meas.loc[i, "speedup_max"]) - y for i, y in zip(keys, ys)]]
-        ax.errorbar(xs, ys, yerr=yerr, fmt="o", capsize=3, label=pol)
+        ax.errorbar(xs, ys, yerr=yerr, fmt="o", capsize=3, label=pol, color=colour[pol])
         for i, x, y in zip(keys, xs, ys):
             ax.annotate(f"k={i[1]}", (x, y), textcoords="offset points", xytext=(4, 3), fontsize=7)
         lo += xs + ys
@@ -475,6 +567,7 @@ INGENS_FIGURES = {
 
 def figures(data: Dict[str, Any]) -> List[Tuple[str, Any]]:
     """The figures of one saved experiment, as (caption, Figure)."""
+    require_matplotlib()
     kind = data.get("hugescope_experiment")
     if kind == "curve":
         return [("Utility curves (PCC paper Fig. 5)", plot_curve(data))]
@@ -504,6 +597,7 @@ def figures(data: Dict[str, Any]) -> List[Tuple[str, Any]]:
 def figure_paths(data: Dict[str, Any], stem: str) -> List[str]:
     """The PNG paths ``save_figures`` writes for an experiment of ``data``'s
     kind (so commands can check them before the work starts)."""
+    require_matplotlib()
     n = len(FIGURE_COUNTS.get(data.get("hugescope_experiment"), ()))
     return [f"{stem}.png" if i == 0 else f"{stem}-{i + 1}.png" for i in range(n)]
 
@@ -516,11 +610,14 @@ FIGURE_COUNTS = {"curve": ("curve",), "frag": ("frag",), "sensitivity": ("sensit
 
 def save_figures(data: Dict[str, Any], stem: str) -> List[str]:
     """Write the figures of ``data`` as ``STEM.png``, ``STEM-2.png``, ...
+    (and ``.svg`` / ``.pdf`` for the other formats in ``_io.PLOT_FORMATS``)
     through the one output writer (checked, atomic, normal modes)."""
-    from ._io import write_atomic
+    from . import _io
 
     paths = []
     for i, (_, fig) in enumerate(figures(data)):
         p = f"{stem}.png" if i == 0 else f"{stem}-{i + 1}.png"
-        paths.append(write_atomic(p, to_png(fig), kind="png"))
+        for fmt in _io.PLOT_FORMATS:
+            last = fmt == _io.PLOT_FORMATS[-1]
+            paths.append(_io.write_atomic(_io.twin(p, fmt), render(fig, fmt, close=last), kind=fmt))
     return paths

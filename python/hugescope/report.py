@@ -146,6 +146,84 @@ def _table(rows: List[Dict[str, Any]], columns: Optional[List[str]], default_kin
     return "".join(out)
 
 
+#: Why a policy's line can stay flat across the budget axis (the budget
+#: only caps; a policy that never reaches the cap is limited by its own pace).
+FLAT_WHY = {
+    "hawkeye": "HawkEye promotes at most a fixed number of regions per round (promotions_per_round, default 8, "
+               "PCC paper §5) and sleeps 30 windows between rounds, so in a run of this length it promotes the "
+               "same regions whatever the budget; a larger budget is never used",
+    "linux": "khugepaged scans a fixed number of pages per period, so within the run it promotes the same regions "
+             "at every budget; a larger budget is never used",
+    "ingens": "Promote-kth runs at a fixed rate (Ingens §3.3), so within the run it promotes the same regions at "
+              "every budget; a larger budget is never used",
+}
+
+
+def flat_notes(rows: List[Dict[str, Any]]) -> List[str]:
+    """One note per curve line that stays flat from some budget on: the same
+    speedup and huge-page share at every budget from there to the largest,
+    with the reason (``FLAT_WHY``, or the general one: the policy promotes at
+    its own pace and stops short of the cap)."""
+    curves: Dict[str, List[Dict[str, Any]]] = {}
+    for r in rows:
+        if r.get("role") == "curve" and r.get("budget_pct") is not None:
+            curves.setdefault(str(r["policy"]), []).append(r)
+    notes = []
+    for pol, rs in curves.items():
+        rs = sorted(rs, key=lambda r: r["budget_pct"])
+        if len(rs) < 3:
+            continue
+        last = rs[-1]
+        same = lambda r: (r.get("huge_share") == last.get("huge_share")  # noqa: E731
+                          and abs(r["speedup_est"] - last["speedup_est"]) <= 1e-9 * max(1.0, abs(last["speedup_est"])))
+        i = len(rs) - 1
+        while i > 0 and same(rs[i - 1]):
+            i -= 1
+        # Flat over at least three budgets, and the line gained something
+        # (a line flat at 1.000x from 0% is "nothing promoted", said elsewhere).
+        if len(rs) - i < 3 or last.get("huge_share", 0) == 0:
+            continue
+        why = FLAT_WHY.get(pol, FLAT_WHY.get(pol.split(":")[0])) or \
+            "the policy promotes at its own pace and never reaches the cap, so a larger budget is never used"
+        notes.append(f"{pol} stays at {last['speedup_est']:.3f}x (huge pages {100 * last['huge_share']:.1f}% of the "
+                     f"footprint) from {rs[i]['budget_pct']:g}% to {last['budget_pct']:g}%: {why}.")
+    # Lines flat at 1.000x at the smallest budgets: below one 2MB region's
+    # share of the footprint no policy can promote anything (said once).
+    fp = next((r.get("footprint_bytes") for rs in curves.values() for r in rs if r.get("footprint_bytes")), None)
+    if fp:
+        region = 100 * (2 << 20) / fp
+        below = sorted({r["budget_pct"] for rs in curves.values() for r in rs if 0 < r["budget_pct"] < region})
+        if below:
+            notes.append(f"every line is flat at budgets {', '.join(f'{b:g}%' for b in below)}: one 2MB region is "
+                         f"{region:.1f}% of the {fp / 2**20:.1f} MiB footprint, so a smaller budget holds no huge "
+                         f"page.")
+    return notes
+
+
+def rich_table(table) -> str:
+    """A rich ``Table`` (the terminal's) as an HTML table: same title,
+    columns and cells, markup removed."""
+    from rich.text import Text
+
+    def plain(cell) -> str:
+        return cell.plain if isinstance(cell, Text) else Text.from_markup(str(cell)).plain
+
+    out = []
+    if table.title:
+        out.append(f"<h4>{html.escape(plain(table.title))}</h4>")
+    cols = table.columns
+    out.append("<table><tr>" + "".join(f"<th>{html.escape(plain(c.header))}</th>" for c in cols) + "</tr>")
+    for i in range(table.row_count):
+        cells = []
+        for c in cols:
+            v = plain(c._cells[i]) if i < len(c._cells) else ""
+            cls = ' class="n"' if c.justify == "right" else ""
+            cells.append(f"<td{cls}>{html.escape(v)}</td>")
+        out.append("<tr>" + "".join(cells) + "</tr>")
+    out.append("</table>")
+    return "".join(out)
+
+
 def _kv(pairs: List[tuple]) -> str:
     return "<table>" + "".join(f"<tr><th>{html.escape(str(k))}</th><td>{v}</td></tr>" for k, v in pairs) + "</table>"
 
@@ -242,6 +320,8 @@ def _section(i: int, data: Dict[str, Any]) -> str:
                     "the TLBs serve only paged memory. Paper columns: Tables 4 and 5 of the paper (measured on its "
                     "Sandy Bridge machine, at its footprints).</p>")
     body.append(_figures(data))
+    if exp in ("curve", "multi"):
+        body += [f'<p class="note"><b>Flat line:</b> {html.escape(n)}</p>' for n in flat_notes(data.get("rows", []))]
     body.append("<h3>Table</h3>" + _table(data.get("rows", []), COLUMNS.get(exp), kind))
     if exp in INGENS_NOTES:
         body.append(f'<p class="note">{html.escape(INGENS_NOTES[exp])}</p>')
@@ -259,8 +339,27 @@ def _section(i: int, data: Dict[str, Any]) -> str:
     return "".join(body)
 
 
-def build(results_dir: str, out: str, title: Optional[str] = None) -> str:
-    """Write the report of every experiment result in ``results_dir`` to ``out``."""
+def _claims(results: List[Dict[str, Any]]) -> list:
+    """The PCC paper's claims table (the one the demo prints) when the
+    results hold the demo's utility curve and fragmentation runs; nothing
+    for other runs (their policies or budgets differ)."""
+    import pandas as pd
+
+    from .demo_paper import claims_table
+
+    by_kind = {d.get("hugescope_experiment"): d for d in results}
+    if "curve" not in by_kind or "frag" not in by_kind:
+        return []
+    try:
+        return [claims_table(pd.DataFrame(by_kind["curve"]["rows"]), pd.DataFrame(by_kind["frag"]["rows"]))]
+    except (IndexError, KeyError):
+        return []  # not the demo's policies and budgets: the claims do not apply
+
+
+def build(results_dir: str, out: str, title: Optional[str] = None, tables=()) -> str:
+    """Write the report of every experiment result in ``results_dir`` to ``out``.
+    ``tables``: rich Tables a command printed on the terminal (the demo's MMU,
+    OS-model and claims tables), shown first as HTML tables."""
     results = load_dir(results_dir)
     # The paper's order: Fig. 2, 5, 6, 7, 8-9; anything else (measurements
     # from the real-Linux side, ...) after, by file name.
@@ -286,7 +385,14 @@ def build(results_dir: str, out: str, title: Optional[str] = None) -> str:
         "on real Linux.</p>",
         f"<ul>{toc}</ul>",
     ]
-    parts += [_section(i, d) for i, d in enumerate(results)]
+    tables = list(tables) + _claims(results)
+    if tables:
+        parts.append('<h2 id="tables">Tables of the run (as printed on the terminal)</h2>')
+        parts += [rich_table(t) for t in tables]
+    from .cli import working  # the CLI's spinner: drawing every figure takes seconds
+
+    with working(f"report: drawing the figures of {len(results)} result(s)"):
+        parts += [_section(i, d) for i, d in enumerate(results)]
     parts.append("</body></html>\n")
     write_atomic(out, "".join(parts))
     return out

@@ -1,4 +1,17 @@
-"""Parsing sizes and counts the same way the core does ("1GiB", "50M")."""
+"""Parsing sizes and counts the same way the core does ("1GiB", "50M").
+
+The one rule for suffixes (docs/cli.md, "Sizes and counts"), shared with the
+core's ``hugescope_core::units``:
+
+- sizes are binary whatever the spelling: k, K, KB, KiB = 1024; M, MB, MiB =
+  2^20; G, GB, GiB = 2^30; T = 2^40. "2MB" means 2 MiB, as "2MB huge page"
+  does in the kernel's and the papers' usage, so a size copied from a paper
+  or from /proc means what it meant there;
+- counts (accesses, updates, keys) are decimal: 50M = 50,000,000.
+
+Every size and count the Python layer accepts goes through ``parse_size`` /
+``parse_count`` here.
+"""
 
 from __future__ import annotations
 
@@ -19,7 +32,7 @@ def _parse(s, base: int, what: str) -> int:
 
 
 def parse_size(s) -> int:
-    """Bytes; suffixes are powers of 1024."""
+    """Bytes; suffixes are powers of 1024 (KB = KiB, MB = MiB: see above)."""
     return _parse(s, 1024, "size")
 
 

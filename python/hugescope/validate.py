@@ -18,7 +18,6 @@ The table is tidy: one row per (policy, k, quantity) where quantity is
 from __future__ import annotations
 
 import json
-import math
 import os
 import random
 import tempfile
@@ -40,36 +39,24 @@ DEFAULT_DURATION = 60.0
 
 def ranks(xs: Sequence[float]) -> List[float]:
     """1-based ranks, ties sharing the mean of the ranks they span
-    (``[10, 20, 20, 30] -> [1, 2.5, 2.5, 4]``)."""
-    order = sorted(range(len(xs)), key=lambda i: xs[i])
-    out = [0.0] * len(xs)
-    i = 0
-    while i < len(order):
-        j = i
-        while j + 1 < len(order) and xs[order[j + 1]] == xs[order[i]]:
-            j += 1
-        for t in range(i, j + 1):
-            out[order[t]] = (i + j) / 2.0 + 1.0
-        i = j + 1
-    return out
+    (``[10, 20, 20, 30] -> [1, 2.5, 2.5, 4]``; scipy's ``rankdata``)."""
+    from scipy.stats import rankdata
+
+    return [float(r) for r in rankdata(xs, method="average")]
 
 
 def spearman(xs: Sequence[float], ys: Sequence[float]) -> Optional[float]:
-    """Spearman's rank correlation: Pearson's correlation of the ranks (ties
-    averaged, so it is exact with ties, unlike 1 - 6 sum d^2 / (n(n^2-1))).
-    ``None`` when it is undefined (fewer than 2 points, or one side constant)."""
+    """Spearman's rank correlation (scipy's ``spearmanr``: Pearson's
+    correlation of the ranks, ties averaged). ``None`` when it is undefined
+    (fewer than 2 points, or one side constant), checked here because scipy
+    answers those with NaN and a warning."""
     if len(xs) != len(ys):
         raise ValueError(f"spearman needs equally long lists ({len(xs)} vs {len(ys)})")
-    if len(xs) < 2:
+    if len(xs) < 2 or len(set(xs)) < 2 or len(set(ys)) < 2:
         return None
-    rx, ry = ranks(xs), ranks(ys)
-    mx, my = sum(rx) / len(rx), sum(ry) / len(ry)
-    sxy = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
-    sxx = sum((a - mx) ** 2 for a in rx)
-    syy = sum((b - my) ** 2 for b in ry)
-    if sxx == 0 or syy == 0:
-        return None
-    return sxy / math.sqrt(sxx * syy)
+    from scipy.stats import spearmanr
+
+    return float(spearmanr(xs, ys)[0])
 
 
 # ---------------------------------------------------------------- regions and plans
