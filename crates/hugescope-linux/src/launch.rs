@@ -34,7 +34,7 @@ pub const ADDR_NO_RANDOMIZE: u32 = 0x0040000;
 pub struct LaunchOptions {
     /// Coverage sampling period in milliseconds (0 = no sampling).
     pub sample_ms: u64,
-    /// How long a `When::Start` entry may wait for its range to be mapped and populated.
+    /// How long an entry may wait, after it comes due, for its range to be mapped and populated.
     pub start_timeout_s: f64,
     /// Kill the child (SIGKILL) after this many seconds; `None` = wait for ever.
     pub timeout_s: Option<f64>,
@@ -133,7 +133,6 @@ struct Pending {
     index: usize,
     entry: PlanEntry,
     due_s: f64,
-    is_start: bool,
     attempts: u32,
     last: Option<CollapseOutcome>,
 }
@@ -186,14 +185,14 @@ pub fn launch_with_stop(mut cmd: Command, entries: &[PlanEntry], opts: &LaunchOp
         if opts.plan_pid.is_some_and(|p| p != e.pid) {
             continue;
         }
-        let (due_s, is_start) = match wall_clock_time(&e.when, opts.accesses_per_second) {
+        let due_s = match wall_clock_time(&e.when, opts.accesses_per_second) {
             Ok(t) => t,
             Err(why) => {
                 applied.push(AppliedEntry { t_s: 0.0, attempts: 0, outcome: CollapseOutcome::not_applied(i, e, why) });
                 continue;
             }
         };
-        pending.push(Pending { index: i, entry: e.clone(), due_s, is_start, attempts: 0, last: None });
+        pending.push(Pending { index: i, entry: e.clone(), due_s, attempts: 0, last: None });
     }
     pending.sort_by(|a, b| a.due_s.total_cmp(&b.due_s));
     let mut applier = Applier::new(Target::Pid(pid), opts.apply.clone());
@@ -231,7 +230,10 @@ pub fn launch_with_stop(mut cmd: Command, entries: &[PlanEntry], opts: &LaunchOp
         let due: Vec<usize> = (0..pending.len()).filter(|&k| pending[k].due_s <= now).collect();
         if !due.is_empty() {
             let vmas = smaps::vmas(pid).ok();
-            let expired = now > opts.start_timeout_s;
+            // An entry waits for its range to be mapped and populated, up to
+            // start_timeout_s after it came due: a time converted from the
+            // trace's accesses can fall a little before the program touches
+            // the range (MADV_COLLAPSE needs a resident page per region).
             let mut ready = Vec::new();
             for &k in &due {
                 let p = &pending[k];
@@ -239,7 +241,7 @@ pub fn launch_with_stop(mut cmd: Command, entries: &[PlanEntry], opts: &LaunchOp
                     smaps::mapped_bytes(v, p.entry.start, p.entry.length) == p.entry.length
                         && smaps::overlapping(v, p.entry.start, p.entry.length).iter().all(|x| x.rss > 0)
                 });
-                if !p.is_start || populated || expired {
+                if populated || now > p.due_s + opts.start_timeout_s {
                     ready.push((k, populated));
                 }
             }
@@ -249,14 +251,15 @@ pub fn launch_with_stop(mut cmd: Command, entries: &[PlanEntry], opts: &LaunchOp
             for (&(k, populated), o) in ready.iter().zip(outcomes) {
                 let p = &mut pending[k];
                 p.attempts += 1;
-                // A start entry the kernel refused while the program is still
+                let expired = now > p.due_s + opts.start_timeout_s;
+                // An entry the kernel refused while the program is still
                 // populating its range is tried again at the next step.
-                if p.is_start && !expired && worth_retrying(&o) {
+                if !expired && worth_retrying(&o) {
                     p.last = Some(o);
                     continue;
                 }
                 let mut o = o;
-                if p.is_start && !populated && expired && o.status == Status::Skipped {
+                if !populated && expired && o.status == Status::Skipped {
                     o.reason = format!("range not mapped and populated within {} s: {}", opts.start_timeout_s, o.reason);
                 }
                 applied.push(AppliedEntry { t_s: now, attempts: p.attempts, outcome: o });
@@ -276,7 +279,7 @@ pub fn launch_with_stop(mut cmd: Command, entries: &[PlanEntry], opts: &LaunchOp
         // Sleep until the next event, but wake at once if the child exits (pidfd).
         let now = t0.elapsed().as_secs_f64();
         let mut next = now + 0.1;
-        if let Some(p) = pending.iter().map(|p| if p.is_start { now + 0.005 } else { p.due_s }).reduce(f64::min) {
+        if let Some(p) = pending.iter().map(|p| if p.due_s <= now { now + 0.005 } else { p.due_s }).reduce(f64::min) {
             next = next.min(p);
         }
         if let Some(l) = opts.timeout_s {
@@ -299,7 +302,7 @@ pub fn launch_with_stop(mut cmd: Command, entries: &[PlanEntry], opts: &LaunchOp
     for p in pending {
         let mut o = match p.last {
             Some(o) => o,
-            None if p.is_start => CollapseOutcome::not_applied(p.index, &p.entry, "its range was never mapped and populated"),
+            None if p.due_s <= wall_s => CollapseOutcome::not_applied(p.index, &p.entry, "its range was never mapped and populated"),
             None => CollapseOutcome::not_applied(p.index, &p.entry, format!(
                 "due at {:.3} s, but the program exited at {wall_s:.3} s", p.due_s)),
         };
@@ -337,15 +340,15 @@ pub fn launch_with_stop(mut cmd: Command, entries: &[PlanEntry], opts: &LaunchOp
     })
 }
 
-/// When a launched program's entry comes due: `(seconds after launch, is a
-/// start entry)`, or why it cannot be placed on the clock. An access count
+/// When a launched program's entry comes due, in seconds after launch (0 for
+/// `start`), or why it cannot be placed on the clock. An access count
 /// is converted at `rate` (the plan header's, from `--emit-plan --timing
 /// seconds`) when there is one; a progress label has no clock at all.
-fn wall_clock_time(w: &When, rate: Option<f64>) -> std::result::Result<(f64, bool), String> {
+fn wall_clock_time(w: &When, rate: Option<f64>) -> std::result::Result<f64, String> {
     match (w, rate) {
-        (When::Start, _) => Ok((0.0, true)),
-        (When::TimeS(t), _) => Ok((*t, false)),
-        (When::Accesses(n), Some(r)) if r > 0.0 => Ok((*n as f64 / r, false)),
+        (When::Start, _) => Ok(0.0),
+        (When::TimeS(t), _) => Ok(*t),
+        (When::Accesses(n), Some(r)) if r > 0.0 => Ok(*n as f64 / r),
         (When::Accesses(n), _) => Err(format!(
             "when={{accesses: {n}}} has no wall-clock time and the plan states no access rate; emit the plan with \
              --timing seconds or --timing start for a program")),
