@@ -218,7 +218,8 @@ def cmd_simulate(a) -> int:
     # would have no effect (they used to switch silently to the linux policy).
     os_only = {"--frag": a.frag, "--frag-method": a.frag_method, "--budget": a.budget, "--memory": a.memory,
                "--footprint": a.footprint, "--duration": a.duration, "--rate": a.rate, "--seed": a.seed,
-               "--os": a.os or None, "--no-base": a.no_base or None, "--emit-plan": a.emit_plan}
+               "--os": a.os or None, "--no-base": a.no_base or None, "--emit-plan": a.emit_plan,
+               "--timing": None if a.timing == "accesses" else a.timing}
     if not a.policy and not file_policies:
         given = [k for k, v in os_only.items() if v is not None]
         if given:
@@ -233,6 +234,8 @@ def cmd_simulate(a) -> int:
             raise CliError("--seed seeds the fragmentation injector; it has no effect without --frag")
         if a.emit_plan and len(a.policy or file_policies) != 1:
             raise CliError("--emit-plan needs exactly one --policy")
+        if a.timing != "accesses" and (not a.emit_plan or len(a.trace) > 1):
+            raise CliError(f"--timing {a.timing} times an emitted plan: it needs --emit-plan and one trace")
         if a.duration is not None and a.rate is not None:
             raise CliError("--duration and --rate both set the virtual time base "
                            "(rate = accesses / duration); give one of them")
@@ -304,12 +307,25 @@ def _simulate(a, file_policies, inputs) -> int:
         data = results[0].to_dict() if len(results) == 1 else [r.to_dict() for r in results]
         emit_json(a.json, data, inputs=inputs)
     if a.emit_plan:
-        emit_json(a.emit_plan, results[0].plan(), inputs=inputs)
+        emit_json(a.emit_plan, _emitted_plan(a, results[0]), inputs=inputs)
     if not a.quiet:
         if len(results) == 1:
             render_sim(results[0])
         render_policies(results)
     return 0
+
+
+def _emitted_plan(a, r) -> dict:
+    """The plan ``--emit-plan`` writes: the policy's record retimed to
+    ``--timing`` for the target that replays it, adjacent ranges merged, hex
+    addresses, and a header with the simulator's estimate (plan.rs ``emit``)."""
+    d = r.to_dict()
+    estimate = {"speedup_vs_base": d.get("speedup_vs_base"),
+                "translation_speedup_vs_base": d.get("translation_speedup_vs_base"),
+                "how": "simulated: base-page cycles / cycles under this plan's policy on the trace, "
+                       "cost model, OS work on the program's path included"}
+    return json.loads(_core.plan_emit(json.dumps(r.plan()), a.timing, a.trace[0], a.rate, a.duration,
+                                      d.get("policy"), json.dumps(estimate)))
 
 
 # ---------------------------------------------------------------- trace
@@ -800,6 +816,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--no-base", action="store_true", help="do not simulate base pages alongside (no speedup)")
     s.add_argument("--emit-plan", metavar="PLAN", help="write the plan the policy executed (replay with static:plan=PLAN "
                                                         "or 'hugescope run'; '-': standard output)")
+    s.add_argument("--timing", default="accesses", choices=["accesses", "seconds", "progress", "start"],
+                   help="time the emitted plan's entries in accesses (simulator replay, default), seconds since "
+                        "launch (at the trace's access rate), workload progress points, or all at start")
     json_option(s, "write every counter to this JSON file")
     s.add_argument("-q", "--quiet", action="store_true", help="print nothing (with --json)")
     s.set_defaults(func=cmd_simulate)

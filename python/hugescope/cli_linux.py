@@ -151,11 +151,17 @@ def _run_options(p: argparse.ArgumentParser, suppress: bool) -> None:
                    help="kill a program after this many seconds (programs only); the run is marked 'timeout'")
     p.add_argument("--start-timeout", type=_seconds_arg(positive=False), default=d(10.0),
                    help="how long a program's 'start' entry waits for its range to be populated (default 10 s)")
+    p.add_argument("--baseline", action="store_true", default=d(False),
+                   help="also run without the plan (same warm-up and repeat) and print the measured gain beside "
+                        "the simulator's estimate from the plan's header")
 
 
 def _progress_line(ev) -> None:
     r = ev["record"]
-    kind = "warm-up" if ev["warmup"] else "run"
+    # Warm-up and measured runs are numbered on their own ("warm-up 1/1",
+    # "run 1/3"); with --baseline the phase leads ("base run 2/3").
+    kind = ("base " if ev.get("phase") == "base" else "plan " if ev.get("phase") else "") + \
+        ("warm-up" if ev["warmup"] else "run")
     if r.get("status", "ok") != "ok":
         err_console.print(f"[yellow]{kind} {ev['run']}/{ev['of']} {r['status']}: {escape(str(r.get('status_detail')))}[/]")
         return
@@ -190,6 +196,8 @@ def cmd_run(a) -> int:
                     raise CliError(f"--{k.replace('_', '-')} given twice with different values")
                 opts[k] = v
         params = _params(wa, kinds)
+    if opts["baseline"] and opts["plan"] is None:
+        raise CliError("--baseline measures a plan's gain over base pages: give --plan")
     # The plan is an input: --json must not replace it.
     check_outputs([(opts["json"], "json")], [opts["plan"]] if opts["plan"] not in (None, "all") else [])
     thp = linux.thp_state()
@@ -204,12 +212,12 @@ def cmd_run(a) -> int:
                               "(CAP_SYS_NICE and ptrace access); entries will fail with EPERM")
         res = linux.run(command, plan=opts["plan"], repeat=opts["repeat"], warmup=opts["warmup"],
                         sample_ms=opts["sample_ms"], timeout=opts["timeout"], start_timeout=opts["start_timeout"],
-                        progress=_progress_line)
+                        progress=_progress_line, baseline=opts["baseline"])
     else:
         if opts["timeout"] is not None:
             raise CliError("--timeout applies to programs only (a built-in workload runs to completion)")
         res = linux.run(name, plan=opts["plan"], repeat=opts["repeat"], warmup=opts["warmup"],
-                        sample_ms=opts["sample_ms"], progress=_progress_line, **params)
+                        sample_ms=opts["sample_ms"], progress=_progress_line, baseline=opts["baseline"], **params)
     if opts["json"]:
         emit_json(opts["json"], res.to_dict())
     with human_to_stderr(opts["json"]):
@@ -220,7 +228,7 @@ def cmd_run(a) -> int:
 
 
 _DEFAULTS = {"plan": None, "repeat": 3, "warmup": 1, "json": None, "sample_ms": 100, "timeout": None,
-             "start_timeout": 10.0}
+             "start_timeout": 10.0, "baseline": False}
 
 
 def render_run(res: "linux.RunResult") -> None:
@@ -275,6 +283,25 @@ def render_run(res: "linux.RunResult") -> None:
         err_console.print(f"[yellow]warning:[/] {escape(w)}")
     render_outcomes(res.outcomes)
     render_samples(res.runs[0].get("samples", []) if res.runs else [])
+    render_gain(res)
+
+
+def render_gain(res: "linux.RunResult") -> None:
+    """The plan's gain over base pages: the simulator's estimate (from the
+    plan's header) and the measurement (with --baseline), side by side and
+    labelled, each saying how it was obtained."""
+    g = res.summary.get("gain") or {}
+    if res.plan == "none" or (g.get("estimate") is None and res.baseline is None):
+        return
+    t = Table(title="gain of the plan over base pages")
+    for c in ("", "speedup", "how"):
+        t.add_column(c, justify="right" if c == "speedup" else "left", overflow="fold")
+    x = lambda v: "-" if v is None else f"{v:.3f}x"  # noqa: E731
+    t.add_row("estimate", x(g.get("estimate")), escape(g.get("estimate_how") or "the plan's header carries no "
+                                                        "estimate (emit it with simulate --emit-plan)"))
+    t.add_row("measured", x(g.get("measured")), escape(g.get("measured_how") or "not measured: add --baseline "
+                                                       "to run without the plan too"))
+    console.print(t)
 
 
 def _when(w) -> str:

@@ -286,7 +286,10 @@ class RunResult:
     """
 
     def __init__(self, kind: str, target, params: Dict[str, Any], plan: str, repeat: int, warmup: int,
-                 runs: List[Dict[str, Any]], footprint: Optional[int] = None):
+                 runs: List[Dict[str, Any]], footprint: Optional[int] = None,
+                 header: Optional[Dict[str, Any]] = None):
+        self.header = header
+        self.baseline: Optional["RunResult"] = None
         self.kind = kind
         self.target = target
         self.params = params
@@ -297,6 +300,28 @@ class RunResult:
         self.footprint = footprint
         self.how = dict(HOW_WORKLOAD if kind == "workload" else HOW_COMMAND)
         self.summary = self._summarise()
+        self.summary["gain"] = self._gain()
+
+    def set_baseline(self, base: "RunResult") -> None:
+        """Attach the base-page runs of the same target; fills the measured gain."""
+        self.baseline = base
+        self.summary["gain"] = self._gain()
+
+    def _gain(self) -> Dict[str, Any]:
+        """The gain of the plan over base pages: the simulator's estimate from
+        the plan's header and, with a baseline, the measured one, each with
+        how it was obtained."""
+        est = (self.header or {}).get("estimate") or {}
+        g = {"estimate": est.get("speedup_vs_base"), "estimate_how": est.get("how") or None,
+             "measured": None, "measured_how": None}
+        if self.baseline is not None:
+            b, p = (self.baseline.summary.get("wall_s") or {}), (self.summary.get("wall_s") or {})
+            if b.get("median") and p.get("median"):
+                g["measured"] = b["median"] / p["median"]
+                g["measured_how"] = (f"median wall time of {self.baseline.summary['runs']} base-page run(s) / median "
+                                     f"of {self.summary['runs']} run(s) under the plan, {self.warmup} warm-up each; "
+                                     f"wall time: {self.how['wall_s']}")
+        return g
 
     # Per-run figures under common names, whatever the kind.
     def _row(self, i: int, r: Dict[str, Any]) -> Dict[str, Any]:
@@ -370,7 +395,8 @@ class RunResult:
         return {
             "kind": self.kind, "target": self.target, "params": self.params, "plan": self.plan,
             "repeat": self.repeat, "warmup": self.warmup, "summary": self.summary, "how": self.how,
-            "thp": thp, "runs": self.runs,
+            "thp": thp, "runs": self.runs, "plan_header": self.header,
+            "baseline": None if self.baseline is None else self.baseline.to_dict(),
         }
 
     def to_frame(self):
@@ -477,7 +503,8 @@ def _plan_mode(plan: PlanArg, for_workload: bool) -> Tuple[str, Optional[str], s
 
 def run(target: Union[str, Sequence[str]], plan: PlanArg = None, repeat: int = 3, warmup: int = 1,
         sample_ms: int = 100, timeout: Optional[float] = None, start_timeout: float = 10.0,
-        progress: Optional[Callable[[Dict[str, Any]], None]] = None, **params) -> RunResult:
+        progress: Optional[Callable[[Dict[str, Any]], None]] = None, baseline: bool = False,
+        **params) -> RunResult:
     """Run a built-in workload (``target`` is its name, ``params`` its parameters)
     or any command (``target`` is an argument list) under ``plan``, ``warmup``
     times unmeasured and then ``repeat`` times measured.
@@ -499,7 +526,15 @@ def run(target: Union[str, Sequence[str]], plan: PlanArg = None, repeat: int = 3
     ``time_s`` entries at that time after launch (needs root). ``timeout`` kills
     the command after that many seconds.
 
-    ``progress`` is called after every run with ``{"run", "of", "warmup", "record"}``.
+    ``progress`` is called after every run with ``{"run", "of", "warmup", "phase",
+    "record"}``: warm-up and measured runs are counted separately (``run`` of
+    ``of`` within its kind), ``phase`` is ``"base"`` or ``"plan"`` with ``baseline``.
+
+    ``baseline=True`` (with a plan) first runs the same ``warmup`` + ``repeat``
+    without a plan and sets ``result.baseline`` to them; ``summary["gain"]``
+    then holds the measured gain (median wall time of the base runs / median
+    under the plan) beside the simulator's estimate from the plan's header
+    (``--emit-plan`` writes it), each with how it was obtained.
 
     A run that fails (non-zero exit, killed by a signal, ``timeout``) is kept with
     its ``status`` and left out of the summary; call ``.check()`` on the result to
@@ -512,6 +547,19 @@ def run(target: Union[str, Sequence[str]], plan: PlanArg = None, repeat: int = 3
     sample_ms = _sample_ms(sample_ms)
     timeout = _seconds("timeout", timeout, positive=True)
     start_timeout = _seconds("start_timeout", start_timeout, positive=False)
+    if baseline and plan is None:
+        raise ValueError("baseline=True compares a plan with base pages: give a plan")
+    if baseline:
+        # Checked before the base runs spend their time.
+        _plan_mode(plan, for_workload=isinstance(target, str))
+
+        def phase(name):
+            return None if progress is None else (lambda ev: progress(dict(ev, phase=name)))
+        kw = dict(repeat=repeat, warmup=warmup, sample_ms=sample_ms, timeout=timeout, start_timeout=start_timeout)
+        base = run(target, None, progress=phase("base"), **kw, **params)
+        res = run(target, plan, progress=phase("plan"), **kw, **params)
+        res.set_baseline(base)
+        return res
     if isinstance(target, str):
         return _run_workload(target, plan, repeat, warmup, sample_ms, progress, params)
     if not isinstance(target, (list, tuple)) or not all(isinstance(a, (str, os.PathLike)) for a in target):
@@ -523,15 +571,29 @@ def run(target: Union[str, Sequence[str]], plan: PlanArg = None, repeat: int = 3
         raise ValueError(f"workload parameters ({', '.join(sorted(params))}) make no sense for a command; "
                          "pass the command's own arguments in the list")
     mode, plan_json, desc = _plan_mode(plan, for_workload=False)
+    runs = _repeat(lambda: json.loads(_core.launch_command(argv, plan_json, sample_ms, start_timeout, timeout,
+                                                           True, None)), repeat, warmup, progress)
+    return RunResult("command", argv, {}, desc, repeat, warmup, runs, header=_header(plan_json))
+
+
+def _repeat(once: Callable[[], Dict[str, Any]], repeat: int, warmup: int, progress) -> List[Dict[str, Any]]:
+    """``warmup`` unmeasured runs, then ``repeat`` measured ones (kept). Each
+    kind is counted on its own in the progress events ("warm-up 1/1", then
+    "run 1/3"), not as one sequence ("run 2/4")."""
     runs = []
-    total = warmup + repeat
-    for i in range(total):
-        rec = json.loads(_core.launch_command(argv, plan_json, sample_ms, start_timeout, timeout, True, None))
+    for i in range(warmup + repeat):
+        rec = once()
+        is_warmup = i < warmup
         if progress:
-            progress({"run": i + 1, "of": total, "warmup": i < warmup, "record": rec})
-        if i >= warmup:
+            progress({"run": i + 1 if is_warmup else i - warmup + 1, "of": warmup if is_warmup else repeat,
+                      "warmup": is_warmup, "record": rec})
+        if not is_warmup:
             runs.append(rec)
-    return RunResult("command", argv, {}, desc, repeat, warmup, runs)
+    return runs
+
+
+def _header(plan_json: Optional[str]) -> Optional[Dict[str, Any]]:
+    return json.loads(plan_json).get("header") if plan_json else None
 
 
 def _run_workload(name: str, plan: PlanArg, repeat: int, warmup: int, sample_ms: int, progress, params) -> RunResult:
@@ -546,15 +608,9 @@ def _run_workload(name: str, plan: PlanArg, repeat: int, warmup: int, sample_ms:
     mode, plan_json, desc = _plan_mode(plan, for_workload=True)
     request = {"workload": name, "params": clean, "plan": mode, "plan_json": plan_json,
                "sample_ms": int(sample_ms)}
-    runs = []
-    total = warmup + repeat
-    for i in range(total):
-        rec = _native_child(request)
-        if progress:
-            progress({"run": i + 1, "of": total, "warmup": i < warmup, "record": rec})
-        if i >= warmup:
-            runs.append(rec)
-    return RunResult("workload", name, layout["params"], desc, repeat, warmup, runs, footprint=layout["footprint"])
+    runs = _repeat(lambda: _native_child(request), repeat, warmup, progress)
+    return RunResult("workload", name, layout["params"], desc, repeat, warmup, runs, footprint=layout["footprint"],
+                     header=_header(plan_json))
 
 
 def run_native_here(name: str, plan: PlanArg = None, sample_ms: int = 100, **params) -> Dict[str, Any]:

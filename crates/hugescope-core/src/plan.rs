@@ -61,7 +61,76 @@ impl PlanEntry {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
 pub struct Plan {
     pub version: u32,
+    /// Where the plan came from and how its times were made (written by
+    /// `--emit-plan`; absent in hand-written and older plans).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub header: Option<PlanHeader>,
     pub entries: Vec<PlanEntry>,
+}
+
+/// The unit a plan's entries are timed in, chosen for the target that will
+/// honour it: the simulator counts accesses, a launched program has a clock,
+/// a built-in workload run natively reports progress labels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Timing {
+    /// As recorded: accesses, progress points and `after_marker` (simulation replay).
+    Accesses,
+    /// Seconds since launch, converted from access counts at the header's rate.
+    Seconds,
+    /// The workload progress point at or after each recorded position.
+    Progress,
+    /// Everything at launch (`"start"`: as soon as the range is populated).
+    Start,
+}
+
+impl Timing {
+    pub fn parse(s: &str) -> Result<Timing> {
+        match s {
+            "accesses" => Ok(Timing::Accesses),
+            "seconds" => Ok(Timing::Seconds),
+            "progress" => Ok(Timing::Progress),
+            "start" => Ok(Timing::Start),
+            other => Err(Error::input(format!("--timing '{other}' is not one of start, seconds, progress, accesses"))),
+        }
+    }
+}
+
+/// The simulator's estimate for the plan, carried in its header so that a
+/// native run can print the measured gain beside it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PlanEstimate {
+    /// Base-page cycles / the policy's cycles, OS work on the program's path included.
+    #[serde(default)]
+    pub speedup_vs_base: Option<f64>,
+    /// The same from address translation alone.
+    #[serde(default)]
+    pub translation_speedup_vs_base: Option<f64>,
+    #[serde(default)]
+    pub how: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PlanHeader {
+    pub timing: Timing,
+    /// The policy that made the plan and the trace it ran on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<String>,
+    /// Accesses per second used to turn access counts into seconds, and where it came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accesses_per_second: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_source: Option<String>,
+    /// Converted times are rounded up to this many seconds (never earlier than recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolution_s: Option<f64>,
+    /// Entries of the recorded plan before merging.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recorded_entries: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimate: Option<PlanEstimate>,
 }
 
 /// Largest plan file read (about 500000 entries of pretty-printed JSON).
@@ -69,7 +138,7 @@ pub const MAX_PLAN_BYTES: u64 = 64 << 20;
 
 impl Plan {
     pub fn new(entries: Vec<PlanEntry>) -> Self {
-        Plan { version: PLAN_VERSION, entries }
+        Plan { version: PLAN_VERSION, header: None, entries }
     }
 
     pub fn load(path: &Path) -> Result<Plan> {
@@ -93,6 +162,7 @@ impl Plan {
     pub fn parse(text: &str) -> Result<Plan> {
         let v: Value = serde_json::from_str(text)
             .map_err(|e| Error::input(format!("plan is not valid JSON: {e}")))?;
+        let mut header = None;
         let (version, list) = match &v {
             Value::Array(list) => (PLAN_VERSION, list.as_slice()),
             Value::Object(map) => {
@@ -101,6 +171,12 @@ impl Plan {
                     return Err(Error::input(format!(
                         "plan version {version} is not supported (this hugescope reads version {PLAN_VERSION})"
                     )));
+                }
+                // The header only informs (estimate, rate); a malformed one is
+                // still refused so that a typo is not silently dropped.
+                if let Some(h) = map.get("header") {
+                    header = Some(serde_json::from_value::<PlanHeader>(h.clone())
+                        .map_err(|e| Error::input(format!("plan header: {e}")))?);
                 }
                 match map.get("entries") {
                     Some(Value::Array(list)) => (version, list.as_slice()),
@@ -113,7 +189,7 @@ impl Plan {
         for (i, e) in list.iter().enumerate() {
             entries.push(parse_entry(e).map_err(|m| Error::input(format!("plan entry {i}: {m}")))?);
         }
-        let plan = Plan { version, entries };
+        let plan = Plan { version, header, entries };
         plan.validate()?;
         Ok(plan)
     }
@@ -151,6 +227,37 @@ impl Plan {
 
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).expect("plans always serialize")
+    }
+
+    /// The plan as a person reads and edits it: addresses and lengths as hex
+    /// strings, which line up with `/proc/PID/maps` (the parser reads them
+    /// back exactly); the page size stays a number, the one field tools
+    /// compare arithmetically.
+    pub fn to_json_hex(&self) -> String {
+        let hex = |n: u64| Value::String(format!("{n:#x}"));
+        let entries: Vec<Value> = self
+            .entries
+            .iter()
+            .map(|e| {
+                let mut m = serde_json::Map::new();
+                m.insert("start".into(), hex(e.start));
+                m.insert("length".into(), hex(e.length));
+                m.insert("page_size".into(), e.page_size.into());
+                m.insert("when".into(), serde_json::to_value(&e.when).expect("when serializes"));
+                m.insert("pid".into(), e.pid.into());
+                if let Some(n) = &e.note {
+                    m.insert("note".into(), n.clone().into());
+                }
+                Value::Object(m)
+            })
+            .collect();
+        let mut top = serde_json::Map::new();
+        top.insert("version".into(), self.version.into());
+        if let Some(h) = &self.header {
+            top.insert("header".into(), serde_json::to_value(h).expect("headers serialize"));
+        }
+        top.insert("entries".into(), Value::Array(entries));
+        serde_json::to_string_pretty(&Value::Object(top)).expect("plans always serialize")
     }
 
     /// Total bytes the plan backs with huge pages.
@@ -252,6 +359,191 @@ fn parse_entry(v: &Value) -> std::result::Result<PlanEntry, String> {
     })
 }
 
+
+/// Round converted times up to this (seconds): entries recorded within one
+/// step come due together and merge, and none is applied before its access.
+pub const SECONDS_RESOLUTION: f64 = 0.001;
+
+/// What the recorded plan's access positions are measured against: the
+/// trace's progress markers (first occurrence of each label) and its rate.
+pub struct Timeline<'a> {
+    /// `(access index, label)` in trace order.
+    pub markers: &'a [(u64, String)],
+    /// Accesses per second, for `Timing::Seconds`.
+    pub accesses_per_second: Option<f64>,
+}
+
+impl Timeline<'_> {
+    fn first(&self, label: &str) -> Option<u64> {
+        self.markers.iter().find(|(_, l)| l == label).map(|(i, _)| *i)
+    }
+
+    /// The access at which a recorded entry acted (the simulator's clock).
+    fn position(&self, w: &When) -> std::result::Result<u64, String> {
+        match w {
+            When::Start => Ok(0),
+            When::Accesses(n) => Ok(*n),
+            When::Progress(l) => self.first(l).ok_or_else(|| format!("progress point '{l}' is not in the trace")),
+            When::AfterMarker { label, accesses } => self
+                .first(label)
+                .map(|i| i.saturating_add(*accesses))
+                .ok_or_else(|| format!("progress point '{label}' is not in the trace")),
+            When::TimeS(_) => Err("a time_s entry has no access position".into()),
+        }
+    }
+
+    /// `w` in the unit of `timing`.
+    fn retime(&self, w: &When, timing: Timing) -> std::result::Result<When, String> {
+        if matches!(w, When::TimeS(_)) || timing == Timing::Accesses {
+            return Ok(w.clone());
+        }
+        let at = self.position(w)?;
+        Ok(match timing {
+            Timing::Accesses => unreachable!("returned above"),
+            Timing::Start => When::Start,
+            _ if at == 0 => When::Start,
+            Timing::Seconds => {
+                let rate = self.accesses_per_second.ok_or("no access rate to convert accesses to seconds")?;
+                let steps = (at as f64 / rate / SECONDS_RESOLUTION).ceil();
+                // Printed with the resolution's digits, so 0.1 is written 0.1.
+                When::TimeS((steps * SECONDS_RESOLUTION * 1e3).round() / 1e3)
+            }
+            // The nearest point at or after the recorded one, never earlier
+            // (a native run has no finer clock than its progress points).
+            Timing::Progress => match w {
+                When::Progress(l) => When::Progress(l.clone()),
+                _ => match self.markers.iter().find(|(i, _)| *i >= at) {
+                    Some((_, l)) => When::Progress(l.clone()),
+                    None => return Err(format!("no progress point at or after access {at}")),
+                },
+            },
+        })
+    }
+}
+
+impl Plan {
+    /// The recorded plan retimed for a target (`timing`) and merged
+    /// (`merged`). Entries that cannot be placed in the unit are an error
+    /// naming the entry.
+    pub fn retimed(&self, timing: Timing, timeline: &Timeline) -> Result<Plan> {
+        let mut entries = Vec::with_capacity(self.entries.len());
+        for (i, e) in self.entries.iter().enumerate() {
+            let when = timeline.retime(&e.when, timing).map_err(|m| Error::input(format!("plan entry {i}: {m}")))?;
+            entries.push(PlanEntry { when, ..e.clone() });
+        }
+        Ok(Plan { entries, ..self.clone() }.merged())
+    }
+
+    /// Entries of one pid, page size and time that touch or overlap become
+    /// one (their union): one collapse call instead of one per 2MB region,
+    /// and a range promoted twice at the same time (after retiming to
+    /// `start`, say) is listed once. Groups keep the order in which their
+    /// first entry was recorded (the order of the policy's decisions); inside
+    /// a group, entries go by address.
+    pub fn merged(&self) -> Plan {
+        // `When` holds an f64 and so no Hash: its JSON text is the key.
+        let mut index: std::collections::HashMap<(u16, u64, String), usize> = std::collections::HashMap::new();
+        let mut groups: Vec<Vec<&PlanEntry>> = Vec::new();
+        for e in &self.entries {
+            let key = (e.pid, e.page_size, serde_json::to_string(&e.when).expect("when serializes"));
+            let g = *index.entry(key).or_insert_with(|| {
+                groups.push(Vec::new());
+                groups.len() - 1
+            });
+            groups[g].push(e);
+        }
+        let mut entries = Vec::new();
+        for mut v in groups {
+            v.sort_by_key(|e| e.start);
+            let mut cur: Option<(PlanEntry, usize)> = None;
+            for e in v {
+                match &mut cur {
+                    Some((c, n)) if e.start <= c.end() => {
+                        let end = c.end().max(e.end());
+                        c.length = end - c.start;
+                        *n += 1;
+                        if c.note != e.note {
+                            c.note = None;
+                        }
+                    }
+                    _ => {
+                        entries.extend(cur.take().map(|(c, n)| merged_note(c, n)));
+                        cur = Some((e.clone(), 1));
+                    }
+                }
+            }
+            entries.extend(cur.map(|(c, n)| merged_note(c, n)));
+        }
+        Plan { entries, ..self.clone() }
+    }
+}
+
+/// What `--emit-plan` knows besides the recorded entries.
+#[derive(Clone, Debug, Default)]
+pub struct EmitOptions {
+    /// The trace the plan was recorded on (markers and rate; needed for
+    /// `seconds` and `progress`).
+    pub trace: Option<std::path::PathBuf>,
+    /// `--rate` of the simulation, else `--duration` (rate = accesses / duration),
+    /// else the trace header's rate.
+    pub accesses_per_second: Option<f64>,
+    pub duration_s: Option<f64>,
+    pub policy: Option<String>,
+    pub estimate: Option<PlanEstimate>,
+}
+
+/// The plan `--emit-plan` writes: the simulator's record retimed for the
+/// target, merged, with a header that says how its times were made.
+pub fn emit(recorded: &Plan, timing: Timing, o: &EmitOptions) -> Result<Plan> {
+    let mut markers = Vec::new();
+    let mut rate = None;
+    if matches!(timing, Timing::Seconds | Timing::Progress) {
+        let path = o.trace.as_ref().ok_or_else(|| Error::input("--timing seconds and progress need the trace the plan was recorded on"))?;
+        let r = crate::trace::hst::HstReader::open(path)?;
+        // First occurrence of each label: what the simulator's replay arms on.
+        for m in r.markers() {
+            if !markers.iter().any(|(_, l): &(u64, String)| *l == m.label) {
+                markers.push((m.index, m.label.clone()));
+            }
+        }
+        let accesses = r.summary().map(|s| s.accesses);
+        rate = match (o.accesses_per_second, o.duration_s, r.header().accesses_per_second, accesses) {
+            (Some(x), _, _, _) => Some((x, "--rate of the simulation")),
+            (None, Some(d), _, Some(n)) if d > 0.0 => Some((n as f64 / d, "the trace's accesses / --duration of the simulation")),
+            (None, _, Some(x), _) if x > 0.0 => Some((x, "the trace header's accesses_per_second")),
+            _ => None,
+        };
+        if timing == Timing::Seconds && rate.is_none() {
+            return Err(Error::input(format!(
+                "--timing seconds needs an access rate: the trace {} has none in its header; give --rate or --duration",
+                path.display())));
+        }
+    }
+    let timeline = Timeline { markers: &markers, accesses_per_second: rate.map(|r| r.0) };
+    let mut plan = recorded.retimed(timing, &timeline)?;
+    let seconds = timing == Timing::Seconds;
+    plan.header = Some(PlanHeader {
+        timing,
+        policy: o.policy.clone(),
+        trace: o.trace.as_ref().map(|p| p.display().to_string()),
+        accesses_per_second: rate.filter(|_| seconds).map(|r| r.0),
+        rate_source: rate.filter(|_| seconds).map(|r| r.1.to_string()),
+        resolution_s: seconds.then_some(SECONDS_RESOLUTION),
+        recorded_entries: Some(recorded.entries.len()),
+        estimate: o.estimate.clone(),
+    });
+    Ok(plan)
+}
+
+/// A merged entry keeps its note when all its parts had the same one, else
+/// says how many recorded entries it stands for.
+fn merged_note(mut e: PlanEntry, parts: usize) -> PlanEntry {
+    if parts > 1 && e.note.is_none() {
+        e.note = Some(format!("{parts} recorded entries merged"));
+    }
+    e
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -312,5 +604,75 @@ mod tests {
         assert!(Plan::parse(r#"[{"start":0,"length":2097152,"colour":1}]"#).is_err());
         assert!(Plan::parse(r#"{"version":9,"entries":[]}"#).is_err());
         assert!(Plan::parse("nope").is_err());
+    }
+
+    fn e2(start: u64, when: When) -> PlanEntry {
+        PlanEntry { start, length: 2 << 20, page_size: 2 << 20, when, pid: 0, note: Some("pcc".into()) }
+    }
+
+    #[test]
+    fn adjacent_regions_at_one_time_merge_and_others_do_not() {
+        let m = 2u64 << 20;
+        let p = Plan::new(vec![
+            e2(4 * m, When::Start),
+            e2(0, When::Start),
+            e2(m, When::Start),
+            e2(2 * m, When::Accesses(7)),
+            e2(3 * m, When::Accesses(8)),
+            // The same region twice at one time (after retiming): listed once.
+            e2(m, When::Start),
+        ])
+        .merged();
+        let got: Vec<(u64, u64)> = p.entries.iter().map(|e| (e.start, e.length)).collect();
+        assert_eq!(got, vec![(0, 2 * m), (4 * m, m), (2 * m, m), (3 * m, m)]);
+        assert_eq!(p.entries[0].note.as_deref(), Some("pcc"));
+        p.validate().unwrap();
+    }
+
+    #[test]
+    fn retiming_converts_positions_and_never_moves_earlier() {
+        let m = 2u64 << 20;
+        let markers = vec![(1000, "level:1".to_string()), (5000, "level:2".to_string())];
+        let tl = Timeline { markers: &markers, accesses_per_second: Some(1000.0) };
+        let p = Plan::new(vec![
+            e2(0, When::Start),
+            e2(m, When::Accesses(1500)),
+            e2(2 * m, When::Progress("level:1".into())),
+            e2(3 * m, When::AfterMarker { label: "level:1".into(), accesses: 1 }),
+        ]);
+        let s = p.retimed(Timing::Seconds, &tl).unwrap();
+        let whens: Vec<When> = s.entries.iter().map(|e| e.when.clone()).collect();
+        assert_eq!(whens, vec![When::Start, When::TimeS(1.5), When::TimeS(1.0), When::TimeS(1.001)]);
+        let g = p.retimed(Timing::Progress, &tl).unwrap();
+        let whens: Vec<When> = g.entries.iter().map(|e| e.when.clone()).collect();
+        // Grouped by time in order of first decision: both level:2 entries
+        // (not adjacent, so not merged), then level:1.
+        assert_eq!(whens, vec![When::Start, When::Progress("level:2".into()), When::Progress("level:2".into()),
+                               When::Progress("level:1".into())]);
+        let st = p.retimed(Timing::Start, &tl).unwrap();
+        assert_eq!(st.entries.len(), 1);
+        assert_eq!((st.entries[0].start, st.entries[0].length), (0, 4 * m));
+        assert_eq!(p.retimed(Timing::Accesses, &tl).unwrap().entries.len(), 4);
+        let no_rate = Timeline { markers: &markers, accesses_per_second: None };
+        assert!(p.retimed(Timing::Seconds, &no_rate).unwrap_err().to_string().contains("entry 1"));
+        let late = Plan::new(vec![e2(0, When::Accesses(9000))]);
+        assert!(late.retimed(Timing::Progress, &tl).unwrap_err().to_string().contains("no progress point"));
+    }
+
+    #[test]
+    fn hex_plans_with_a_header_read_back_and_old_plans_still_load() {
+        let mut p = Plan::new(vec![e2(0x7f00_0000_0000, When::TimeS(0.25))]);
+        p.header = Some(PlanHeader {
+            timing: Timing::Seconds, policy: Some("pcc".into()), trace: None, accesses_per_second: Some(1e6),
+            rate_source: Some("trace header".into()), resolution_s: Some(SECONDS_RESOLUTION), recorded_entries: Some(1),
+            estimate: Some(PlanEstimate { speedup_vs_base: Some(1.2), translation_speedup_vs_base: None, how: "x".into() }),
+        });
+        let text = p.to_json_hex();
+        assert!(text.contains("\"0x7f0000000000\"") && text.contains("\"0x200000\"") && text.contains("2097152"), "{text}");
+        assert_eq!(Plan::parse(&text).unwrap(), p);
+        // A version-1 plan of before headers (decimal numbers) reads as it did.
+        let old = Plan::parse(r#"{"version": 1, "entries": [{"start": 2097152, "length": 2097152, "page_size": 2097152, "when": {"accesses": 3}, "pid": 0}]}"#).unwrap();
+        assert!(old.header.is_none() && old.entries[0].when == When::Accesses(3));
+        assert!(Plan::parse(r#"{"version": 1, "header": {"timing": "weekly"}, "entries": []}"#).unwrap_err().to_string().contains("plan header"));
     }
 }

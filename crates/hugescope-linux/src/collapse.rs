@@ -8,9 +8,13 @@
 //! pins the identity of the process: once it exits, calls fail with ESRCH instead of
 //! landing on an unrelated process that reused the pid.
 //!
-//! Each 2 MiB region is advised on its own: `MADV_COLLAPSE` reports only the errno of
-//! the *last* failing region and process_madvise stops at the first failing iovec, so
-//! one call per region is the only way to get per-region results (reference A.4).
+//! Each entry's whole range is advised with one call: applying a plan should cost
+//! little beyond the collapses themselves (issue #18 measured 30-90 ms of overhead
+//! per 2 MiB region when every region was a call with its own smaps reads).
+//! `MADV_COLLAPSE` reports only the errno of the *last* failing region, so when a
+//! call fails the regions still not PMD-mapped (from `PAGEMAP_SCAN`) are asked one
+//! by one to get each failure's errno (reference A.4). Pre-checks and the reads of
+//! the result are batched per plan step (`Applier::apply_step`).
 
 use crate::error::errno_name;
 use crate::smaps::{self, Pid, Vma};
@@ -23,6 +27,9 @@ use std::time::{Duration, Instant};
 
 pub const MADV_COLLAPSE: libc::c_int = 25;
 pub const PMD_SIZE: u64 = 2 << 20;
+/// Entries per step when a whole plan is applied at once (`hugescope apply`):
+/// one smaps read per 64 entries, and a signal is seen between steps.
+pub const STEP_ENTRIES: usize = 64;
 
 /// Whose memory a plan is applied to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -245,70 +252,167 @@ impl Applier {
 
     /// Apply one entry now.
     pub fn apply_entry(&mut self, index: usize, e: &PlanEntry) -> CollapseOutcome {
+        self.apply_step(&[(index, e)], None).pop().expect("one outcome per entry")
+    }
+
+    /// Apply the entries that are due together (one plan step). What costs
+    /// besides the collapses is paid once per step, not per entry: one smaps
+    /// read for every entry's pre-check (or `vmas`, a read the caller already
+    /// made this step), one collapse call per entry's whole range, and one
+    /// smaps read plus one open pagemap for the result. Outcomes in the order
+    /// of `items`.
+    pub fn apply_step(&mut self, items: &[(usize, &PlanEntry)], vmas: Option<&[Vma]>) -> Vec<CollapseOutcome> {
+        // Each item: a finished outcome, or one still to collapse with its
+        // 2 MiB-clamped range.
+        let mut work: Vec<(CollapseOutcome, Option<(u64, u64)>)> =
+            items.iter().map(|(i, e)| self.screen(*i, e)).collect();
+        if self.opts.precheck && work.iter().any(|(_, r)| r.is_some()) {
+            let read;
+            let vmas: std::result::Result<&[Vma], Option<String>> = match vmas {
+                Some(v) => Ok(v),
+                None => match self.read_vmas() {
+                    None => Err(None),
+                    Some(Err(msg)) => Err(Some(msg)),
+                    Some(Ok(v)) => {
+                        read = v;
+                        Ok(&read)
+                    }
+                },
+            };
+            for (out, range) in work.iter_mut() {
+                let Some((a, b)) = *range else { continue };
+                let refused = match &vmas {
+                    Err(None) => Some(out.clone().skip(Some("ESRCH"), "process exited")),
+                    Err(Some(msg)) => {
+                        let mut o = out.clone().skip(None, format!("cannot read the target's smaps: {msg}"));
+                        o.status = Status::Failed;
+                        Some(o)
+                    }
+                    Ok(v) => precheck(out.clone(), v, a, b - a),
+                };
+                if let Some(o) = refused {
+                    *out = o;
+                    *range = None;
+                }
+            }
+        }
+        // The pagemap is opened once, before the collapses, and only if some
+        // entry is to be collapsed; it serves both a failed call's per-region
+        // follow-up and the result below.
+        let scanner = if work.iter().any(|(_, r)| r.is_some()) {
+            crate::pagemap::Scanner::open(self.proc_pid()).ok()
+        } else {
+            None
+        };
+        for (out, range) in work.iter_mut() {
+            if let Some((a, b)) = *range {
+                self.collapse(out, a, b, scanner.as_ref());
+            }
+        }
+        let attempted: Vec<usize> = (0..work.len()).filter(|&k| work[k].0.attempted).collect();
+        if !self.exited && !attempted.is_empty() {
+            let after = smaps::vmas(self.proc_pid()).ok();
+            for &k in &attempted {
+                let o = &mut work[k].0;
+                o.bytes_huge_after = after.as_ref().map(|v| smaps::attribute_huge(v, o.start, o.length));
+                o.bytes_huge_after_exact = scanner.as_ref().and_then(|s| s.pmd_mapped_bytes(o.start, o.length).ok());
+            }
+            // Only trust what was read if the process is still the one the pidfd names.
+            if self.target_exited() {
+                for &k in &attempted {
+                    work[k].0.bytes_huge_after = None;
+                    work[k].0.bytes_huge_after_exact = None;
+                }
+            }
+        }
+        work.into_iter().map(|(o, _)| o).collect()
+    }
+
+    /// The checks that need no read of the target: page size, a blanket
+    /// refusal, an exited target, a range with no whole 2 MiB region.
+    fn screen(&mut self, index: usize, e: &PlanEntry) -> (CollapseOutcome, Option<(u64, u64)>) {
         let out = CollapseOutcome::new(index, e);
         if e.page_size != PMD_SIZE {
-            return out.skip(None, format!(
-                "page size {} bytes: only PMD-size (2 MiB) collapse is possible with MADV_COLLAPSE", e.page_size));
+            return (out.skip(None, format!(
+                "page size {} bytes: only PMD-size (2 MiB) collapse is possible with MADV_COLLAPSE", e.page_size)), None);
         }
         if let Some((status, errno, reason)) = &self.blanket {
             let mut o = out.skip(errno.as_deref(), reason.clone());
             o.status = *status;
-            return o;
+            return (o, None);
         }
         if self.target_exited() {
-            return out.skip(Some("ESRCH"), "process exited");
+            return (out.skip(Some("ESRCH"), "process exited"), None);
         }
         // MADV_COLLAPSE clamps inward to 2 MiB; do the same so the report counts regions honestly.
         let a = e.start.div_ceil(PMD_SIZE) * PMD_SIZE;
         let b = e.start.saturating_add(e.length) / PMD_SIZE * PMD_SIZE;
         if b <= a {
-            return out.skip(Some("EINVAL"), format!(
-                "range {:#x}+{:#x} contains no whole 2 MiB-aligned region", e.start, e.length));
+            return (out.skip(Some("EINVAL"), format!(
+                "range {:#x}+{:#x} contains no whole 2 MiB-aligned region", e.start, e.length)), None);
         }
-        if self.opts.precheck {
-            let vmas = match self.read_vmas() {
-                None => return out.skip(Some("ESRCH"), "process exited"),
-                Some(Err(msg)) => {
-                    let mut o = out.skip(None, format!("cannot read the target's smaps: {msg}"));
-                    o.status = Status::Failed;
-                    return o;
-                }
-                Some(Ok(v)) => v,
-            };
-            if let Some(o) = precheck(out.clone(), &vmas, a, b - a) {
-                return o;
-            }
-        }
-        let mut out = out;
+        (out, Some((a, b)))
+    }
+
+    /// Collapse `[a, b)` with one call. `MADV_COLLAPSE` tries every region
+    /// and reports one errno, the last failure's; `PAGEMAP_SCAN` then says
+    /// which regions are PMD-mapped, and the others are counted under that
+    /// errno. Each region is asked once, as when every region was a call of
+    /// its own (a second ask would give a failed region a second chance at
+    /// compaction and change the measurement), except after EAGAIN, which is
+    /// transient and retried region by region as before. Without
+    /// `PAGEMAP_SCAN` nothing could say which regions failed, so the regions
+    /// are asked one by one from the start.
+    fn collapse(&mut self, out: &mut CollapseOutcome, a: u64, b: u64, scanner: Option<&crate::pagemap::Scanner>) {
         out.regions = (b - a) / PMD_SIZE;
         out.attempted = true;
         let t0 = Instant::now();
         let mut last_err: Option<i32> = None;
-        let mut r = a;
-        while r < b {
-            let mut tries = 0;
-            let res = loop {
-                let res = self.collapse_region(r);
-                match res {
-                    Err(libc::EAGAIN) if tries < self.opts.eagain_retries => {
-                        tries += 1;
-                        std::thread::sleep(Duration::from_millis(10));
-                    }
-                    other => break other,
+        let mut fail = |out: &mut CollapseOutcome, code: i32, n: u64| {
+            *out.errno_counts.entry(errno_name(code).to_string()).or_insert(0) += n;
+            last_err = Some(code);
+        };
+        // Regions still to ask one by one.
+        let mut one_by_one: Vec<u64> = Vec::new();
+        match scanner {
+            None => one_by_one = (a..b).step_by(PMD_SIZE as usize).collect(),
+            Some(scan) => match self.collapse_range(a, b - a) {
+                Ok(()) => out.regions_collapsed = out.regions,
+                Err(libc::ESRCH) => {
+                    self.exited = true;
+                    fail(out, libc::ESRCH, 1);
                 }
-            };
-            match res {
+                Err(code) => match scan.pmd_mapped(a, b - a) {
+                    Ok(runs) => {
+                        let huge = |r: u64| runs.iter().any(|x| x.start <= r && r + PMD_SIZE <= x.end);
+                        let left: Vec<u64> = (a..b).step_by(PMD_SIZE as usize).filter(|&r| !huge(r)).collect();
+                        out.regions_collapsed = out.regions - left.len() as u64;
+                        if code == libc::EAGAIN {
+                            one_by_one = left;
+                        } else if !left.is_empty() {
+                            fail(out, code, left.len() as u64);
+                        } else {
+                            // Every region ended PMD-mapped although the call
+                            // failed (a racing khugepaged): collapsed.
+                        }
+                    }
+                    // The process went away between the call and the scan.
+                    Err(_) if self.target_exited() => fail(out, libc::ESRCH, 1),
+                    Err(_) => fail(out, code, out.regions),
+                },
+            },
+        }
+        for r in one_by_one {
+            match self.collapse_region_retrying(r) {
                 Ok(()) => out.regions_collapsed += 1,
                 Err(code) => {
-                    *out.errno_counts.entry(errno_name(code).to_string()).or_insert(0) += 1;
-                    last_err = Some(code);
+                    fail(out, code, 1);
                     if code == libc::ESRCH {
                         self.exited = true;
                         break;
                     }
                 }
             }
-            r += PMD_SIZE;
         }
         out.collapse_us = t0.elapsed().as_micros() as u64;
         out.status = if out.regions_collapsed == out.regions {
@@ -324,24 +428,29 @@ impl Applier {
             (None, _) => "collapsed".into(),
             (Some(c), _) => explain_errno(c).to_string(),
         };
-        if !self.exited {
-            let pid = self.proc_pid();
-            out.bytes_huge_after = smaps::huge_bytes_in(pid, e.start, e.length).ok();
-            out.bytes_huge_after_exact = crate::pagemap::pmd_mapped_bytes(pid, e.start, e.length).ok();
-            if self.target_exited() {
-                out.bytes_huge_after = None;
-                out.bytes_huge_after_exact = None;
-            }
-        }
-        out
     }
 
-    fn collapse_region(&self, addr: u64) -> std::result::Result<(), i32> {
+    fn collapse_region_retrying(&self, r: u64) -> std::result::Result<(), i32> {
+        let mut tries = 0;
+        loop {
+            match self.collapse_range(r, PMD_SIZE) {
+                Err(libc::EAGAIN) if tries < self.opts.eagain_retries => {
+                    tries += 1;
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// One `MADV_COLLAPSE` over `[addr, addr+len)`: `madvise` for this
+    /// process, `process_madvise` with one iovec for another.
+    fn collapse_range(&self, addr: u64, len: u64) -> std::result::Result<(), i32> {
         match self.target {
             Target::SelfProcess => {
                 // SAFETY: MADV_COLLAPSE does not change the contents of the range, only
                 // its backing; an unmapped address yields ENOMEM/EINVAL, not a fault.
-                let r = unsafe { libc::madvise(addr as *mut libc::c_void, PMD_SIZE as usize, MADV_COLLAPSE) };
+                let r = unsafe { libc::madvise(addr as *mut libc::c_void, len as usize, MADV_COLLAPSE) };
                 if r == 0 {
                     Ok(())
                 } else {
@@ -350,11 +459,11 @@ impl Applier {
             }
             Target::Pid(_) => {
                 let Some(fd) = &self.pidfd else { return Err(libc::ESRCH) };
-                let iov = libc::iovec { iov_base: addr as *mut libc::c_void, iov_len: PMD_SIZE as usize };
+                let iov = libc::iovec { iov_base: addr as *mut libc::c_void, iov_len: len as usize };
                 // SAFETY: the iovec describes the *target's* address space; the kernel
                 // only reads the iovec array from ours.
                 let r = unsafe { libc::syscall(libc::SYS_process_madvise, fd.as_raw_fd(), &iov as *const libc::iovec, 1usize, MADV_COLLAPSE, 0u32) };
-                if r == PMD_SIZE as i64 {
+                if r == len as i64 {
                     Ok(())
                 } else if r < 0 {
                     Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO))

@@ -34,7 +34,7 @@ pub const ADDR_NO_RANDOMIZE: u32 = 0x0040000;
 pub struct LaunchOptions {
     /// Coverage sampling period in milliseconds (0 = no sampling).
     pub sample_ms: u64,
-    /// How long a `When::Start` entry may wait for its range to be mapped and populated.
+    /// How long an entry may wait, after it comes due, for its range to be mapped and populated.
     pub start_timeout_s: f64,
     /// Kill the child (SIGKILL) after this many seconds; `None` = wait for ever.
     pub timeout_s: Option<f64>,
@@ -42,12 +42,14 @@ pub struct LaunchOptions {
     pub plan_pid: Option<u16>,
     /// Disable ASLR for the child.
     pub disable_aslr: bool,
+    /// The plan header's access rate: `{"accesses": N}` entries come due at N / rate s.
+    pub accesses_per_second: Option<f64>,
     pub apply: ApplyOptions,
 }
 
 impl Default for LaunchOptions {
     fn default() -> Self {
-        LaunchOptions { sample_ms: 100, start_timeout_s: 10.0, timeout_s: None, plan_pid: None, disable_aslr: true, apply: ApplyOptions::default() }
+        LaunchOptions { sample_ms: 100, start_timeout_s: 10.0, timeout_s: None, plan_pid: None, disable_aslr: true, accesses_per_second: None, apply: ApplyOptions::default() }
     }
 }
 
@@ -131,7 +133,6 @@ struct Pending {
     index: usize,
     entry: PlanEntry,
     due_s: f64,
-    is_start: bool,
     attempts: u32,
     last: Option<CollapseOutcome>,
 }
@@ -184,23 +185,22 @@ pub fn launch_with_stop(mut cmd: Command, entries: &[PlanEntry], opts: &LaunchOp
         if opts.plan_pid.is_some_and(|p| p != e.pid) {
             continue;
         }
-        let (due_s, is_start) = match &e.when {
-            When::Start => (0.0, true),
-            When::TimeS(t) => (*t, false),
-            other => {
-                let o = CollapseOutcome::not_applied(i, e, format!(
-                    "when={other:?} has no wall-clock time; a native run applies only 'start' and 'time_s' entries"));
-                applied.push(AppliedEntry { t_s: 0.0, attempts: 0, outcome: o });
+        let due_s = match wall_clock_time(&e.when, opts.accesses_per_second) {
+            Ok(t) => t,
+            Err(why) => {
+                applied.push(AppliedEntry { t_s: 0.0, attempts: 0, outcome: CollapseOutcome::not_applied(i, e, why) });
                 continue;
             }
         };
-        pending.push(Pending { index: i, entry: e.clone(), due_s, is_start, attempts: 0, last: None });
+        pending.push(Pending { index: i, entry: e.clone(), due_s, attempts: 0, last: None });
     }
     pending.sort_by(|a, b| a.due_s.total_cmp(&b.due_s));
     let mut applier = Applier::new(Target::Pid(pid), opts.apply.clone());
+    // Coverage is sampled on a thread of its own, so that it goes on while a
+    // long plan step collapses (issue #18: sampled only between steps, a run
+    // whose whole life was one step showed 0% huge).
+    let sampler = (opts.sample_ms > 0).then(|| Sampler::start(pid, t0, Duration::from_millis(opts.sample_ms)));
 
-    let mut samples = Vec::new();
-    let mut next_sample = 0.0f64;
     let mut timed_out = false;
     let status: libc::c_int;
     let ru: libc::rusage;
@@ -214,6 +214,7 @@ pub fn launch_with_stop(mut cmd: Command, entries: &[PlanEntry], opts: &LaunchOp
         }
         if let Some(sig) = stop() {
             lifetime::stop_child(pid, sig, lifetime::STOP_GRACE);
+            drop(sampler.map(Sampler::finish));
             return Err(Error::Interrupted(sig));
         }
         let now = t0.elapsed().as_secs_f64();
@@ -224,57 +225,61 @@ pub fn launch_with_stop(mut cmd: Command, entries: &[PlanEntry], opts: &LaunchOp
                 timed_out = true;
             }
         }
-        // Due entries.
-        let applied_before = applied.len();
-        let mut k = 0;
-        while k < pending.len() {
-            if pending[k].due_s > now {
-                k += 1;
-                continue;
-            }
-            let p = &mut pending[k];
-            if p.is_start {
-                let ready = smaps::vmas(pid)
-                    .map(|v| smaps::mapped_bytes(&v, p.entry.start, p.entry.length) == p.entry.length
-                        && smaps::overlapping(&v, p.entry.start, p.entry.length).iter().all(|x| x.rss > 0))
-                    .unwrap_or(false);
-                let expired = now > opts.start_timeout_s;
-                if !ready && !expired {
-                    k += 1;
-                    continue;
+        // The entries due now form one plan step: one smaps read decides which
+        // start entries have their range populated and serves every pre-check.
+        let due: Vec<usize> = (0..pending.len()).filter(|&k| pending[k].due_s <= now).collect();
+        if !due.is_empty() {
+            let vmas = smaps::vmas(pid).ok();
+            // An entry waits for its range to be mapped and populated, up to
+            // start_timeout_s after it came due: a time converted from the
+            // trace's accesses can fall a little before the program touches
+            // the range (MADV_COLLAPSE needs a resident page per region).
+            let mut ready = Vec::new();
+            for &k in &due {
+                let p = &pending[k];
+                let populated = vmas.as_ref().is_some_and(|v| {
+                    smaps::mapped_bytes(v, p.entry.start, p.entry.length) == p.entry.length
+                        && smaps::overlapping(v, p.entry.start, p.entry.length).iter().all(|x| x.rss > 0)
+                });
+                if populated || now > p.due_s + opts.start_timeout_s {
+                    ready.push((k, populated));
                 }
+            }
+            let items: Vec<(usize, &PlanEntry)> = ready.iter().map(|&(k, _)| (pending[k].index, &pending[k].entry)).collect();
+            let outcomes = if items.is_empty() { Vec::new() } else { applier.apply_step(&items, vmas.as_deref()) };
+            let mut done = Vec::new();
+            for (&(k, populated), o) in ready.iter().zip(outcomes) {
+                let p = &mut pending[k];
                 p.attempts += 1;
-                let o = applier.apply_entry(p.index, &p.entry);
+                let expired = now > p.due_s + opts.start_timeout_s;
+                // An entry the kernel refused while the program is still
+                // populating its range is tried again at the next step.
                 if !expired && worth_retrying(&o) {
                     p.last = Some(o);
-                    k += 1;
                     continue;
                 }
                 let mut o = o;
-                if !ready && expired && o.status == Status::Skipped {
+                if !populated && expired && o.status == Status::Skipped {
                     o.reason = format!("range not mapped and populated within {} s: {}", opts.start_timeout_s, o.reason);
                 }
                 applied.push(AppliedEntry { t_s: now, attempts: p.attempts, outcome: o });
-            } else {
-                p.attempts += 1;
-                let o = applier.apply_entry(p.index, &p.entry);
-                applied.push(AppliedEntry { t_s: now, attempts: p.attempts, outcome: o });
+                done.push(k);
             }
-            pending.remove(k);
-        }
-        // A sample right after entries were applied as well as on the period:
-        // a short run could otherwise end before the next period and its
-        // coverage show none of the huge pages just made.
-        if opts.sample_ms > 0 && (now >= next_sample || applied.len() > applied_before) {
-            if let (Ok(h), Ok(rss)) = (smaps::anon_huge_total(pid), smaps::rss_total(pid)) {
-                samples.push(CoverageSample { t_s: now, anon_huge_bytes: h, rss_bytes: rss });
+            if !done.is_empty() {
+                // A sample right after a step: a short run could end before the
+                // next period and its coverage show none of the pages just made.
+                if let Some(s) = &sampler {
+                    s.nudge();
+                }
+                for k in done.into_iter().rev() {
+                    pending.remove(k);
+                }
             }
-            next_sample = now + opts.sample_ms as f64 / 1000.0;
         }
         // Sleep until the next event, but wake at once if the child exits (pidfd).
         let now = t0.elapsed().as_secs_f64();
-        let mut next = if opts.sample_ms > 0 { next_sample } else { now + 0.1 };
-        if let Some(p) = pending.iter().map(|p| if p.is_start { now + 0.005 } else { p.due_s }).reduce(f64::min) {
+        let mut next = now + 0.1;
+        if let Some(p) = pending.iter().map(|p| if p.due_s <= now { now + 0.005 } else { p.due_s }).reduce(f64::min) {
             next = next.min(p);
         }
         if let Some(l) = opts.timeout_s {
@@ -292,9 +297,15 @@ pub fn launch_with_stop(mut cmd: Command, entries: &[PlanEntry], opts: &LaunchOp
             None => std::thread::sleep(Duration::from_millis(ms as u64)),
         }
     }
-    // Entries that never came due, or Start entries still waiting, are reported.
+    let samples = sampler.map(Sampler::finish).unwrap_or_default();
+    // Entries still waiting when the program ended are reported with why.
     for p in pending {
-        let mut o = p.last.unwrap_or_else(|| CollapseOutcome::not_applied(p.index, &p.entry, "never came due"));
+        let mut o = match p.last {
+            Some(o) => o,
+            None if p.due_s <= wall_s => CollapseOutcome::not_applied(p.index, &p.entry, "its range was never mapped and populated"),
+            None => CollapseOutcome::not_applied(p.index, &p.entry, format!(
+                "due at {:.3} s, but the program exited at {wall_s:.3} s", p.due_s)),
+        };
         if o.status != Status::Collapsed {
             o.reason = format!("process exited before the entry was applied ({})", o.reason);
             o.errno = o.errno.or(Some("ESRCH".into()));
@@ -327,6 +338,61 @@ pub fn launch_with_stop(mut cmd: Command, entries: &[PlanEntry], opts: &LaunchOp
         applied,
         thp,
     })
+}
+
+/// When a launched program's entry comes due, in seconds after launch (0 for
+/// `start`), or why it cannot be placed on the clock. An access count
+/// is converted at `rate` (the plan header's, from `--emit-plan --timing
+/// seconds`) when there is one; a progress label has no clock at all.
+fn wall_clock_time(w: &When, rate: Option<f64>) -> std::result::Result<f64, String> {
+    match (w, rate) {
+        (When::Start, _) => Ok(0.0),
+        (When::TimeS(t), _) => Ok(*t),
+        (When::Accesses(n), Some(r)) if r > 0.0 => Ok(*n as f64 / r),
+        (When::Accesses(n), _) => Err(format!(
+            "when={{accesses: {n}}} has no wall-clock time and the plan states no access rate; emit the plan with \
+             --timing seconds or --timing start for a program")),
+        (other, _) => Err(format!(
+            "when={} is a workload progress point, which a program does not report; emit the plan with \
+             --timing seconds or --timing start for a program",
+            serde_json::to_string(other).unwrap_or_default())),
+    }
+}
+
+/// The coverage sampler: a thread that reads the child's `smaps_rollup`
+/// (the figures `hugescope coverage PID` totals) every period and when
+/// nudged, until `finish`.
+struct Sampler {
+    tx: std::sync::mpsc::Sender<()>,
+    handle: std::thread::JoinHandle<Vec<CoverageSample>>,
+}
+
+impl Sampler {
+    fn start(pid: Pid, t0: Instant, period: Duration) -> Sampler {
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let handle = std::thread::spawn(move || {
+            let mut samples = Vec::new();
+            loop {
+                if let (Ok(h), Ok(rss)) = (smaps::anon_huge_total(pid), smaps::rss_total(pid)) {
+                    samples.push(CoverageSample { t_s: t0.elapsed().as_secs_f64(), anon_huge_bytes: h, rss_bytes: rss });
+                }
+                match rx.recv_timeout(period) {
+                    Ok(()) | Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
+                    Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return samples,
+                }
+            }
+        });
+        Sampler { tx, handle }
+    }
+
+    fn nudge(&self) {
+        let _ = self.tx.send(());
+    }
+
+    fn finish(self) -> Vec<CoverageSample> {
+        drop(self.tx);
+        self.handle.join().unwrap_or_default()
+    }
 }
 
 /// Median, minimum and maximum of one measurement over the repetitions.

@@ -16,6 +16,7 @@
 //! Everything here talks to the running kernel; nothing is simulated. See
 //! `docs/linux.md` for requirements and how coverage is measured.
 
+pub mod args;
 pub mod collapse;
 pub mod daemon;
 pub mod error;

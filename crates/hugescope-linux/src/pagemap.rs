@@ -211,48 +211,76 @@ pub struct ScanRun {
     pub categories: u64,
 }
 
-/// The runs of `[start, end)` whose pages have every category of `required`,
-/// with their `returned` categories, from the `PAGEMAP_SCAN` ioctl (Linux 6.7+).
-/// Errors (old kernel, no permission, process gone) name the cause.
-pub fn scan(pid: Pid, start: u64, end: u64, required: u64, returned: u64) -> Result<Vec<ScanRun>> {
-    let p = pagemap_path(pid);
-    let f = File::open(&p).map_err(|e| Error::io(&p, e))?;
-    let mut regions = [PageRegion::default(); 64];
-    let mut out = Vec::new();
-    let mut cur = start;
-    while cur < end {
-        let mut arg = PmScanArg {
-            size: std::mem::size_of::<PmScanArg>() as u64,
-            start: cur,
-            end,
-            vec: regions.as_mut_ptr() as u64,
-            vec_len: regions.len() as u64,
-            category_mask: required,
-            return_mask: returned,
-            ..Default::default()
-        };
-        // SAFETY: arg and the region array live across the call; the kernel writes at
-        // most vec_len regions and the walk_end field.
-        let n = unsafe { libc::ioctl(f.as_raw_fd(), PAGEMAP_SCAN as _, &mut arg as *mut PmScanArg) };
-        if n < 0 {
-            return Err(Error::last_os(format!("ioctl(PAGEMAP_SCAN) on {} for {cur:#x}..{end:#x}", p.display())));
-        }
-        out.extend(regions[..n as usize].iter().map(|r| ScanRun { start: r.start, end: r.end, categories: r.categories }));
-        // The kernel stops early when the vector is full; walk_end says where.
-        if arg.walk_end <= cur || arg.walk_end >= end {
-            break;
-        }
-        cur = arg.walk_end;
+/// One open `/proc/PID/pagemap` for several scans: a plan step asks about
+/// each of its ranges through one descriptor instead of opening the file per
+/// entry.
+pub struct Scanner {
+    file: File,
+    path: PathBuf,
+}
+
+impl Scanner {
+    pub fn open(pid: Pid) -> Result<Scanner> {
+        let path = pagemap_path(pid);
+        let file = File::open(&path).map_err(|e| Error::io(&path, e))?;
+        Ok(Scanner { file, path })
     }
-    Ok(out)
+
+    /// The runs of `[start, end)` whose pages have every category of `required`,
+    /// with their `returned` categories, from the `PAGEMAP_SCAN` ioctl (Linux 6.7+).
+    /// Errors (old kernel, no permission, process gone) name the cause.
+    pub fn scan(&self, start: u64, end: u64, required: u64, returned: u64) -> Result<Vec<ScanRun>> {
+        let mut regions = [PageRegion::default(); 64];
+        let mut out = Vec::new();
+        let mut cur = start;
+        while cur < end {
+            let mut arg = PmScanArg {
+                size: std::mem::size_of::<PmScanArg>() as u64,
+                start: cur,
+                end,
+                vec: regions.as_mut_ptr() as u64,
+                vec_len: regions.len() as u64,
+                category_mask: required,
+                return_mask: returned,
+                ..Default::default()
+            };
+            // SAFETY: arg and the region array live across the call; the kernel writes at
+            // most vec_len regions and the walk_end field.
+            let n = unsafe { libc::ioctl(self.file.as_raw_fd(), PAGEMAP_SCAN as _, &mut arg as *mut PmScanArg) };
+            if n < 0 {
+                return Err(Error::last_os(format!("ioctl(PAGEMAP_SCAN) on {} for {cur:#x}..{end:#x}", self.path.display())));
+            }
+            out.extend(regions[..n as usize].iter().map(|r| ScanRun { start: r.start, end: r.end, categories: r.categories }));
+            // The kernel stops early when the vector is full; walk_end says where.
+            if arg.walk_end <= cur || arg.walk_end >= end {
+                break;
+            }
+            cur = arg.walk_end;
+        }
+        Ok(out)
+    }
+
+    /// The PMD-mapped runs of `[start, start+len)`.
+    pub fn pmd_mapped(&self, start: u64, len: u64) -> Result<Vec<ScanRun>> {
+        self.scan(start, start.saturating_add(len), PAGE_IS_HUGE | PAGE_IS_PRESENT, PAGE_IS_HUGE)
+    }
+
+    /// Exact PMD-mapped bytes of `[start, start+len)`.
+    pub fn pmd_mapped_bytes(&self, start: u64, len: u64) -> Result<u64> {
+        Ok(self.pmd_mapped(start, len)?.iter().map(|r| r.end.saturating_sub(r.start)).sum())
+    }
+}
+
+/// See `Scanner::scan` (opens the pagemap for this one call).
+pub fn scan(pid: Pid, start: u64, end: u64, required: u64, returned: u64) -> Result<Vec<ScanRun>> {
+    Scanner::open(pid)?.scan(start, end, required, returned)
 }
 
 /// Exact bytes of `[start, start+len)` that are PMD-mapped huge pages, by the
 /// `PAGEMAP_SCAN` ioctl. Errors (old kernel, no permission) name the cause; callers
 /// fall back to smaps attribution.
 pub fn pmd_mapped_bytes(pid: Pid, start: u64, len: u64) -> Result<u64> {
-    let runs = scan(pid, start, start.saturating_add(len), PAGE_IS_HUGE | PAGE_IS_PRESENT, PAGE_IS_HUGE)?;
-    Ok(runs.iter().map(|r| r.end.saturating_sub(r.start)).sum())
+    Scanner::open(pid)?.pmd_mapped_bytes(start, len)
 }
 
 #[cfg(test)]

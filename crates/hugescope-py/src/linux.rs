@@ -154,6 +154,26 @@ fn plan_parse(text: String) -> PyResult<String> {
     Ok(Plan::parse(&text).map_err(err)?.to_json())
 }
 
+/// The plan `--emit-plan` writes (see `hugescope_core::plan::emit`): the
+/// recorded plan retimed to `timing`, merged, with a header; hex JSON back.
+#[pyfunction]
+#[pyo3(signature = (plan_json, timing, trace=None, rate=None, duration=None, policy=None, estimate_json=None))]
+fn plan_emit(
+    plan_json: String,
+    timing: String,
+    trace: Option<String>,
+    rate: Option<f64>,
+    duration: Option<f64>,
+    policy: Option<String>,
+    estimate_json: Option<String>,
+) -> PyResult<String> {
+    use hugescope_core::plan::{emit, EmitOptions, Timing};
+    let recorded = Plan::parse(&plan_json).map_err(err)?;
+    let estimate = estimate_json.map(|t| serde_json::from_str(&t)).transpose().map_err(err)?;
+    let o = EmitOptions { trace: trace.map(Into::into), accesses_per_second: rate, duration_s: duration, policy, estimate };
+    Ok(emit(&recorded, Timing::parse(&timing).map_err(err)?, &o).map_err(err)?.to_json_hex())
+}
+
 fn entries(plan_json: &str) -> PyResult<Vec<hugescope_core::plan::PlanEntry>> {
     Ok(Plan::parse(plan_json).map_err(err)?.entries)
 }
@@ -169,16 +189,18 @@ fn apply_plan(py: Python<'_>, pid: i32, plan_json: String, precheck: bool) -> Py
     let list = entries(&plan_json)?;
     let target = if pid == 0 { Target::SelfProcess } else { Target::Pid(pid) };
     let opts = ApplyOptions { precheck, ..ApplyOptions::default() };
-    // Entry by entry, so that a signal stops a long plan between two entries.
+    // In steps of a few entries (one smaps read each), so that a signal stops
+    // a long plan between two steps.
     let mut stop = PyStop::new();
     let out = py.detach(|| {
         let mut a = collapse::Applier::new(target, opts);
         let mut out = Vec::with_capacity(list.len());
-        for (i, e) in list.iter().enumerate() {
+        let items: Vec<(usize, &hugescope_core::plan::PlanEntry)> = list.iter().enumerate().collect();
+        for step in items.chunks(collapse::STEP_ENTRIES) {
             if let Some(sig) = stop.check() {
                 return Err(Error::Interrupted(sig));
             }
-            out.push(a.apply_entry(i, e));
+            out.extend(a.apply_step(step, None));
         }
         Ok(out)
     });
@@ -206,11 +228,11 @@ fn launch_command(
     let Some((prog, args)) = argv.split_first() else {
         return Err(err("no command given"));
     };
-    let list = match &plan_json {
-        Some(t) => entries(t)?,
-        None => Vec::new(),
-    };
-    let opts = LaunchOptions { sample_ms, start_timeout_s, timeout_s, plan_pid, disable_aslr, ..LaunchOptions::default() };
+    let plan = plan_json.as_deref().map(Plan::parse).transpose().map_err(err)?;
+    // The header's rate places `{"accesses": N}` entries on the program's clock.
+    let accesses_per_second = plan.as_ref().and_then(|p| p.header.as_ref()).and_then(|h| h.accesses_per_second);
+    let list = plan.map(|p| p.entries).unwrap_or_default();
+    let opts = LaunchOptions { sample_ms, start_timeout_s, timeout_s, plan_pid, disable_aslr, accesses_per_second, ..LaunchOptions::default() };
     let mut cmd = std::process::Command::new(prog);
     cmd.args(args);
     let mut stop = PyStop::new();
@@ -381,6 +403,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(coverage, m)?)?;
     m.add_function(wrap_pyfunction!(plan_load, m)?)?;
     m.add_function(wrap_pyfunction!(plan_parse, m)?)?;
+    m.add_function(wrap_pyfunction!(plan_emit, m)?)?;
     m.add_function(wrap_pyfunction!(apply_plan, m)?)?;
     m.add_function(wrap_pyfunction!(launch_command, m)?)?;
     m.add_function(wrap_pyfunction!(run_native_workload, m)?)?;

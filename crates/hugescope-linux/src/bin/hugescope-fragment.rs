@@ -14,38 +14,32 @@ use hugescope_linux::{lifetime, settings, Error, Fragmenter};
 use std::io::Write;
 
 fn main() {
-    let mut share: Option<f64> = None;
-    let mut seed = 0u64;
-    let mut margin: Option<u64> = None;
-    let mut hold = false;
-    let mut seconds: Option<f64> = None;
-    let mut it = std::env::args().skip(1);
+    use clap::{Arg, ArgAction, Command};
     let fail = |m: String| -> ! {
         eprintln!("hugescope-fragment: {m}");
         std::process::exit(2)
     };
-    while let Some(k) = it.next() {
-        let mut val = || it.next().unwrap_or_else(|| fail(format!("{k} needs a value")));
-        match k.as_str() {
-            "--share" => {
-                let v = val();
-                share = Some(v.parse().unwrap_or_else(|_| fail(format!("--share: '{v}' is not a number"))));
-            }
-            "--seed" => {
-                let v = val();
-                seed = v.parse().unwrap_or_else(|_| fail(format!("--seed: '{v}' is not an integer")));
-            }
-            "--margin" => margin = Some(parse_size(&val()).unwrap_or_else(|e| fail(format!("--margin: {e}")))),
-            "--hold" => hold = true,
-            "--seconds" => {
-                let v = val();
-                seconds = Some(v.parse().ok().filter(|t: &f64| t.is_finite() && *t >= 0.0)
-                    .unwrap_or_else(|| fail(format!("--seconds: '{v}' is not a non-negative number"))));
-            }
-            other => fail(format!("unknown argument '{other}' (usage: --share X [--seed N] [--margin SIZE] [--hold | --seconds T])")),
-        }
-    }
-    let share = share.unwrap_or_else(|| fail("--share is required".into()));
+    let m = hugescope_linux::args::parse(
+        Command::new("hugescope-fragment")
+            .about("Fragment free physical memory (PCC paper §5.1.1) and hold it; needs root")
+            .arg(Arg::new("share").long("share").required(true).value_name("X")
+                .value_parser(|v: &str| v.parse::<f64>().map_err(|_| format!("--share: '{v}' is not a number")))
+                .help("share of free 2 MiB blocks to pin a page in (0 to 1)"))
+            .arg(Arg::new("seed").long("seed").value_name("N").default_value("0")
+                .value_parser(|v: &str| v.parse::<u64>().map_err(|_| format!("--seed: '{v}' is not an integer"))))
+            .arg(Arg::new("margin").long("margin").value_name("SIZE")
+                .value_parser(|v: &str| parse_size(v).map_err(|e| format!("--margin: {e}")))
+                .help("free memory to leave alone"))
+            .arg(Arg::new("hold").long("hold").action(ArgAction::SetTrue).conflicts_with("seconds")
+                .help("hold the pins until SIGINT/SIGTERM"))
+            .arg(Arg::new("seconds").long("seconds").value_name("T").value_parser(hugescope_linux::args::seconds)
+                .help("hold the pins for T seconds")),
+    );
+    let share = *m.get_one::<f64>("share").expect("required");
+    let seed = *m.get_one::<u64>("seed").expect("defaulted");
+    let margin = m.get_one::<u64>("margin").copied();
+    let hold = m.get_flag("hold");
+    let seconds = m.get_one::<f64>("seconds").copied();
     // SIGTERM (not SIGKILL) when the parent dies: it restores the settings on its way out.
     lifetime::die_with_parent_from_env(libc::SIGTERM);
     lifetime::install_stop_handlers();

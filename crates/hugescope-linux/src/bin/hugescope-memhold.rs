@@ -13,7 +13,6 @@
 //!                          [--nohuge OFFSET:LEN] [--hugepage] [--exit-after SECONDS]
 //!                          [--hot-addr ADDR --hot-size SIZE]
 
-use hugescope_core::units::parse_size;
 use std::io::{BufRead, Write};
 
 const PMD: u64 = 2 << 20;
@@ -27,46 +26,36 @@ struct Args {
     hot: Option<(u64, u64)>,
 }
 
-fn parse_num(s: &str, what: &str) -> Result<u64, String> {
-    let t = s.trim();
-    if let Some(h) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
-        u64::from_str_radix(h, 16).map_err(|_| format!("{what}: '{s}' is not a hex number"))
-    } else {
-        parse_size(t).map_err(|e| format!("{what}: {e}"))
-    }
-}
-
 fn parse_args() -> Result<Args, String> {
-    let mut a = Args { addr: 0, size: 0, nohuge: None, hugepage: false, exit_after: None, hot: None };
-    let (mut hot_addr, mut hot_size) = (None, None);
-    let mut it = std::env::args().skip(1);
-    while let Some(k) = it.next() {
-        let mut val = || it.next().ok_or_else(|| format!("{k} needs a value"));
-        match k.as_str() {
-            "--addr" => a.addr = parse_num(&val()?, "--addr")?,
-            "--size" => a.size = parse_num(&val()?, "--size")?,
-            "--nohuge" => {
-                let v = val()?;
-                let (o, l) = v.split_once(':').ok_or("--nohuge wants OFFSET:LEN")?;
-                a.nohuge = Some((parse_num(o, "--nohuge offset")?, parse_num(l, "--nohuge length")?));
-            }
-            "--hugepage" => a.hugepage = true,
-            "--hot-addr" => hot_addr = Some(parse_num(&val()?, "--hot-addr")?),
-            "--hot-size" => hot_size = Some(parse_num(&val()?, "--hot-size")?),
-            "--exit-after" => {
-                let v = val()?;
-                let t: f64 = v.parse().map_err(|_| format!("--exit-after: '{v}' is not a number of seconds"))?;
-                if !(t.is_finite() && t >= 0.0) {
-                    return Err(format!("--exit-after: '{v}' must be a non-negative number"));
-                }
-                a.exit_after = Some(t);
-            }
-            "-h" | "--help" => {
-                return Err("usage: hugescope-memhold --addr ADDR --size SIZE [--nohuge OFFSET:LEN] [--hugepage] [--exit-after SECONDS] [--hot-addr ADDR --hot-size SIZE]".into())
-            }
-            other => return Err(format!("unknown argument '{other}'")),
-        }
-    }
+    use clap::{Arg, ArgAction, Command};
+    use hugescope_linux::args::{hex_or_size, seconds};
+    let num = |id: &'static str| Arg::new(id).long(id).value_parser(hex_or_size);
+    let m = hugescope_linux::args::parse(
+        Command::new("hugescope-memhold")
+            .about("Map anonymous memory at a fixed address, touch it, print 'ready', wait for a line on stdin")
+            .arg(num("addr").required(true).value_name("ADDR").help("2 MiB-aligned address (hex or size)"))
+            .arg(num("size").required(true).value_name("SIZE").help("bytes to map, a multiple of 4 KiB"))
+            .arg(Arg::new("nohuge").long("nohuge").value_name("OFFSET:LEN").help("mark this sub-range MADV_NOHUGEPAGE")
+                .value_parser(|v: &str| -> Result<(u64, u64), String> {
+                    let (o, l) = v.split_once(':').ok_or("--nohuge wants OFFSET:LEN")?;
+                    Ok((hex_or_size(o).map_err(|e| format!("offset: {e}"))?, hex_or_size(l).map_err(|e| format!("length: {e}"))?))
+                }))
+            .arg(Arg::new("hugepage").long("hugepage").action(ArgAction::SetTrue).help("MADV_HUGEPAGE the mapping"))
+            .arg(Arg::new("exit-after").long("exit-after").value_name("SECONDS").value_parser(seconds)
+                .help("exit after this many seconds instead of waiting for stdin"))
+            .arg(num("hot-addr").value_name("ADDR").requires("hot-size").help("a second region read by a thread"))
+            .arg(num("hot-size").value_name("SIZE").requires("hot-addr").help("length of the hot region")),
+    );
+    let a = Args {
+        addr: *m.get_one::<u64>("addr").expect("required"),
+        size: *m.get_one::<u64>("size").expect("required"),
+        nohuge: m.get_one::<(u64, u64)>("nohuge").copied(),
+        hugepage: m.get_flag("hugepage"),
+        exit_after: m.get_one::<f64>("exit-after").copied(),
+        hot: None,
+    };
+    let (hot_addr, hot_size) = (m.get_one::<u64>("hot-addr").copied(), m.get_one::<u64>("hot-size").copied());
+    let mut a = a;
     if a.addr == 0 || !a.addr.is_multiple_of(PMD) {
         return Err(format!("--addr {:#x} must be a non-zero multiple of 2 MiB", a.addr));
     }
