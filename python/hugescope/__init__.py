@@ -21,6 +21,7 @@ from .api import compare, machine_config, policies, simulate, trace_info
 from .configuration import Config, load as config
 from . import workloads
 from .ingens_study import ingens_studies
+from .navarro_study import navarro_studies
 
 __version__ = _version()
 
@@ -37,5 +38,6 @@ __all__ = [
     "presets",
     "workloads",
     "ingens_studies",
+    "navarro_studies",
     "__version__",
 ]

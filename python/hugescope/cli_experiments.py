@@ -413,6 +413,18 @@ INGENS_COLUMNS = {
 }
 
 
+#: Columns printed per Navarro study (all in the saved table).
+NAVARRO_COLUMNS = {
+    "best-case": ["workload", "config", "pages_64k", "pages_512k", "pages_4m", "dtlb_misses", "miss_reduction_pct",
+                  "speedup_est", "paper_speedup"],
+    "sizes": ["workload", "config", "dtlb_misses", "miss_reduction_pct", "speedup_est", "paper_speedup"],
+    "writeback": ["workload", "config", "writeback_bytes", "wp_traps", "speedup_est"],
+    "sustained": ["config", "run", "start_s", "finish_s", "superpage_bytes_peak", "mean_contiguity",
+                  "pages_evicted"],
+    "mthp": ["workload", "config", "dtlb_misses", "miss_reduction_pct", "speedup_est"],
+}
+
+
 def _ingens_cell(col: str, v) -> str:
     if v is None or (isinstance(v, float) and v != v):
         return "-"
@@ -428,14 +440,28 @@ def _ingens_cell(col: str, v) -> str:
 
 
 def print_ingens(r, console) -> None:
-    """One table per Ingens study (estimates; paper columns are the paper's
-    measurements), then every claim as a PASS/FAIL row."""
+    """One table per Ingens study, then every claim as a PASS/FAIL row."""
+    print_studies(r, console, INGENS_COLUMNS,
+                  lambda name, m: f"Ingens {name} ({m['workload']}, {m['scale']} scale): estimates; "
+                                  "paper_* columns measured by the authors")
+
+
+def print_navarro(r, console) -> None:
+    """One table per Navarro study, then every claim as a PASS/FAIL row."""
+    print_studies(r, console, NAVARRO_COLUMNS,
+                  lambda name, m: f"Navarro {name} ({m['preset']}, {m['scale']} scale): estimates; "
+                                  "paper_* columns measured by the authors")
+
+
+def print_studies(r, console, columns, title) -> None:
+    """One table per study of ``r`` (columns per study from ``columns``,
+    title from ``title(name, meta)``; estimates, paper columns are the
+    paper's measurements), then every claim as a PASS/FAIL row."""
     for name, s in r.studies.items():
-        t = Table(title=f"Ingens {name} ({s.meta['workload']}, {s.meta['scale']} scale): estimates; "
-                        "paper_* columns measured by the authors")
-        cols = [c for c in INGENS_COLUMNS[name] if c in s.table.columns]
+        t = Table(title=title(name, s.meta))
+        cols = [c for c in columns[name] if c in s.table.columns]
         for c in cols:
-            t.add_column(c, justify="left" if c in ("config", "memory") else "right")
+            t.add_column(c, justify="left" if c in ("config", "memory", "workload") else "right")
         for rec in s.table.to_dict(orient="records"):
             t.add_row(*[_ingens_cell(c, rec.get(c)) for c in cols])
         console.print(t)
@@ -445,20 +471,37 @@ def print_ingens(r, console) -> None:
 @_user_errors
 def cmd_ingens(a) -> int:
     from . import ingens_study as ing
-    from ._io import emit_json, prepare_dir
 
     studies = ing.check_args(a.studies or None, a.scale, a.preset)
-    # Every output is checked before the first trace is made.
-    ing.check_outputs(a.out, studies, plots=not a.no_plots)
+    return _run_studies(a, ing, "ingens", studies, print_ingens,
+                        lambda progress: ing.ingens_studies(studies, scale=a.scale, preset=a.preset, seed=a.seed,
+                                                            traces=a.traces, progress=progress))
+
+
+@_user_errors
+def cmd_navarro(a) -> int:
+    from . import navarro_study as nav
+
+    studies = nav.check_args(a.studies or None, a.scale)
+    return _run_studies(a, nav, "navarro", studies, print_navarro,
+                        lambda progress: nav.navarro_studies(studies, scale=a.scale, seed=a.seed, traces=a.traces,
+                                                             progress=progress))
+
+
+def _run_studies(a, module, name: str, studies, printer, run) -> int:
+    """A paper's studies from the CLI: every output checked before the first
+    trace, a progress bar, the tables, then the files (and ``--json``)."""
+    from ._io import emit_json, prepare_dir
+
+    module.check_outputs(a.out, studies, plots=not a.no_plots)
     _cli().check_outputs([(a.json, "json")], [])
     if a.traces:
         prepare_dir(a.traces)
-    with _progress("ingens") as bar:
-        r = ing.ingens_studies(studies, scale=a.scale, preset=a.preset, seed=a.seed, traces=a.traces,
-                               progress=(lambda step, done, total: bar(done, total)) if bar else None)
+    with _progress(name) as bar:
+        r = run((lambda step, done, total: bar(done, total)) if bar else None)
     with _cli().human_to_stderr(a.json):
-        print_ingens(r, _cli().console)
-    paths = list(ing.save(r, a.out, plots=not a.no_plots).values())
+        printer(r, _cli().console)
+    paths = list(module.save(r, a.out, plots=not a.no_plots).values())
     if a.json:
         paths.append(emit_json(a.json, r.to_dict()))
     with _cli().human_to_stderr(a.json):
@@ -592,6 +635,19 @@ def add_commands(sub) -> None:
     i.add_argument("--traces", default=None, help="keep the generated traces in this directory (default: temporary)")
     i.add_argument("--no-plots", action="store_true", help="do not write PNG figures")
     i.set_defaults(func=cmd_ingens)
+
+    nv = sub.add_parser("navarro", help="reservation-based superpages (OSDI'02): best case, one size vs all, "
+                                        "write-back, sustained benefit, and today's mTHP")
+    nv.add_argument("studies", nargs="*", metavar="STUDY",
+                    help="best-case, sizes, writeback, sustained, mthp (default all)")
+    nv.add_argument("--scale", default="ci",
+                    help="ci: about half a minute for all five (default); paper: larger runs, minutes")
+    nv.add_argument("--seed", type=_cli().seed_arg, default=1, help="seed of every workload (default 1)")
+    nv.add_argument("-o", "--out", default="results", help="results directory (default results)")
+    _cli().json_option(nv, "also write every study and claim to one JSON file")
+    nv.add_argument("--traces", default=None, help="keep the generated traces in this directory (default: temporary)")
+    nv.add_argument("--no-plots", action="store_true", help="do not write PNG figures")
+    nv.set_defaults(func=cmd_navarro)
 
     rp = sub.add_parser("report", help="one self-contained HTML page from a results directory")
     rp.add_argument("results", help="results directory")

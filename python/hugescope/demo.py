@@ -92,8 +92,9 @@ def policy_table(traces: dict, names=None) -> tuple:
     return t, out
 
 
-def ingens_table(lines) -> Table:
-    t = Table(title="Ingens (OSDI'16) at CI scale: headline figures (estimates) beside the paper's")
+def ingens_table(lines, paper: str = "Ingens (OSDI'16)") -> Table:
+    """A paper's studies, one line each: headline figures beside the paper's."""
+    t = Table(title=f"{paper} at CI scale: headline figures (estimates) beside the paper's")
     for c in ("study", "this run (estimates)", "paper", "claims"):
         t.add_column(c)
     for line in lines:
@@ -114,8 +115,10 @@ def run_demo(out: str = "demo-out", quick: bool = False) -> int:
     check_output(os.path.join("demo-report", "report.html"), "html")
     from . import ds_tables as ds
     from . import ingens_study as ing
+    from . import navarro_study as nav
     ds.check_outputs(os.path.join(out, "results"))
     ing.check_outputs(os.path.join(out, "results"))
+    nav.check_outputs(os.path.join(out, "results"))
     traces = {}
     for name, full, small in GRAPHS:
         traces[name] = _trace(out, name, small if quick else full)
@@ -142,6 +145,11 @@ def run_demo(out: str = "demo-out", quick: bool = False) -> int:
     r = ing.ingens_studies(scale="ci")
     console.print(ingens_table(ing.headlines(r)))
     ing.save(r, os.path.join(out, "results"))
+    # Reservation-based superpages (OSDI'02) and today's mTHP: the five
+    # studies at CI scale, one line each here.
+    r = nav.navarro_studies(scale="ci")
+    console.print(ingens_table(nav.headlines(r), "Navarro (OSDI'02) and mTHP"))
+    nav.save(r, os.path.join(out, "results"))
     from .demo_paper import run_paper_demo
     run_paper_demo(out, traces["bfs"], console, quick=quick)
     console.print(f"demo finished in {time.monotonic() - start:.0f} s")

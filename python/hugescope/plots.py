@@ -565,6 +565,92 @@ INGENS_FIGURES = {
 }
 
 
+def _navarro_title(data: Dict[str, Any], what: str) -> str:
+    return f"Navarro (OSDI'02) {what}: {data.get('preset', '?')}, {data.get('scale', '?')} scale (estimates)"
+
+
+def _grouped(ax, df: pd.DataFrame, value: str, fmt: str = "{:.2f}", log: bool = False) -> None:
+    """One group of bars per workload, one bar per configuration (colours
+    follow the configuration, the same in every group)."""
+    workloads = list(dict.fromkeys(df["workload"]))
+    configs = list(dict.fromkeys(df["config"]))
+    width = 0.8 / max(1, len(configs))
+    for j, c in enumerate(configs):
+        ys = []
+        for w in workloads:
+            v = df[(df["workload"] == w) & (df["config"] == c)][value]
+            ys.append(float(v.iloc[0]) if len(v) and v.iloc[0] == v.iloc[0] and v.iloc[0] is not None else 0.0)
+        xs = [i + (j - (len(configs) - 1) / 2) * width for i in range(len(workloads))]
+        ax.bar(xs, ys, width, label=c, color=PALETTE[j % len(PALETTE)])
+        if len(configs) <= 4:
+            for x, y in zip(xs, ys):
+                ax.annotate(fmt.format(y), (x, y), ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(range(len(workloads)))
+    ax.set_xticklabels(workloads, fontsize=8)
+    if log:
+        ax.set_yscale("log")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+
+
+def plot_navarro_bars(what: str, value: str, ylabel: str, fmt: str = "{:.2f}x", log: bool = False):
+    """A Navarro study as grouped bars of ``value`` per workload and configuration."""
+    def plot(data: Dict[str, Any]):
+        df = _rows(data)
+        fig, ax = plt.subplots(figsize=(max(7, 1.6 * df["workload"].nunique()), 4.2))
+        _grouped(ax, df, value, fmt, log)
+        ax.set_ylabel(ylabel)
+        ax.set_title(_navarro_title(data, what), fontsize=10)
+        fig.tight_layout()
+        return fig
+    return plot
+
+
+def plot_navarro_sustained(data: Dict[str, Any]):
+    """§6.5: contiguity of memory over time under each daemon (Fig. 5's
+    metric), and the superpage memory each FFTW run obtained."""
+    df = _rows(data)
+    tl = _rows(data, "timeline")
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4))
+    for j, c in enumerate(dict.fromkeys(df["config"]) if len(df) else []):
+        g = tl[tl["config"] == c] if len(tl) else tl
+        if len(g):
+            a1.plot(g["time_s"], 100 * g["contiguity"].astype(float), label=c, color=PALETTE[j % len(PALETTE)])
+        runs = df[df["config"] == c]
+        xs = [r + (j - 0.5) * 0.4 for r in runs["run"]]
+        a2.bar(xs, runs["superpage_bytes_peak"] / 2**20, 0.4, label=c, color=PALETTE[j % len(PALETTE)])
+    a1.set_xlabel("virtual time (s)")
+    a1.set_ylabel("contiguity (% of the all-free score)")
+    a1.set_title("contiguity over time (Fig. 5's metric)", fontsize=10)
+    a1.grid(alpha=0.3)
+    a1.legend(fontsize=8)
+    a2.set_xlabel("FFTW run")
+    a2.set_ylabel("superpage memory at its peak (MiB)")
+    a2.set_title("superpages obtained per run", fontsize=10)
+    a2.grid(axis="y", alpha=0.3)
+    a2.legend(fontsize=8)
+    fig.suptitle(_navarro_title(data, "sustained benefit, §6.5"))
+    fig.tight_layout()
+    return fig
+
+
+#: The figure of each Navarro study (captions name the paper's table).
+NAVARRO_FIGURES = {
+    "navarro-best-case": ("Navarro: best case, speedup per workload (OSDI'02 Table 1)",
+                          plot_navarro_bars("best case, Table 1", "speedup_est", "speedup over base pages (estimate)")),
+    "navarro-sizes": ("Navarro: one superpage size vs all sizes (OSDI'02 Tables 2/3)",
+                      plot_navarro_bars("one size vs all, Tables 2/3", "speedup_est",
+                                        "speedup over base pages (estimate)")),
+    "navarro-writeback": ("Navarro: bytes written back with and without demote-on-write (OSDI'02 §6.7)",
+                          plot_navarro_bars("dirty superpages, §6.7", "writeback_bytes", "bytes written back (log)",
+                                            "{:,.0f}", log=True)),
+    "navarro-sustained": ("Navarro: contiguity and superpages over repeated runs (OSDI'02 §6.5, Fig. 5)",
+                          plot_navarro_sustained),
+    "navarro-mthp": ("Multi-size THP on arm64: DTLB misses with and without contiguous-PTE coalescing",
+                     plot_navarro_bars("mTHP today", "dtlb_misses", "DTLB misses (log)", "{:,.0f}", log=True)),
+}
+
+
 def figures(data: Dict[str, Any]) -> List[Tuple[str, Any]]:
     """The figures of one saved experiment, as (caption, Figure)."""
     require_matplotlib()
@@ -588,9 +674,10 @@ def figures(data: Dict[str, Any]) -> List[Tuple[str, Any]]:
         if data.get("gups"):
             out.append(("GUPS overhead vs footprint (ISCA'13 Fig. 5)", plot_ds_gups(data)))
         return out
-    if kind in INGENS_FIGURES:
-        caption, plot = INGENS_FIGURES[kind]
-        return [(caption, plot(data))]
+    for table in (INGENS_FIGURES, NAVARRO_FIGURES):
+        if kind in table:
+            caption, plot = table[kind]
+            return [(caption, plot(data))]
     return []
 
 
@@ -605,7 +692,7 @@ def figure_paths(data: Dict[str, Any], stem: str) -> List[str]:
 #: Figures per experiment kind (the captions ``figures`` gives them).
 FIGURE_COUNTS = {"curve": ("curve",), "frag": ("frag",), "sensitivity": ("sensitivity",),
                  "reuse": ("scatter", "regions"), "multi": ("policies", "timeline"), "validate": ("validate",),
-                 "ds-tables": ("tables", "gups"), **{k: ("study",) for k in INGENS_FIGURES}}
+                 "ds-tables": ("tables", "gups"), **{k: ("study",) for k in (*INGENS_FIGURES, *NAVARRO_FIGURES)}}
 
 
 def save_figures(data: Dict[str, Any], stem: str) -> List[str]:

@@ -231,6 +231,10 @@ impl Kernel {
             }
             if l == want && want > 0 {
                 self.stats.preferred_failures += 1;
+                // Wake the contiguity-aware page daemon with this size as its
+                // goal (ref §5 item 2); this request still falls back, later
+                // ones find the extents it freed.
+                self.contiguity_shortage(self.reserv.ladder[want]);
             }
             for k in l..top {
                 if let Some((_, &victim)) = self.reserv.lists[k].first_key_value() {
