@@ -164,7 +164,7 @@ fn preemption_takes_the_least_recently_populated_reservation_one_level_down() {
     let v = &k.spaces()[0].vmas[0];
     assert_eq!(v.pfn[(MB4 / PAGE) as usize], fb, "B's page keeps its frame");
     let fc = v.pfn[(2 * MB4 / PAGE) as usize];
-    assert!(fc >= fb + 64 && fc < fb + 512 && fc % 64 == 0, "C got a 512KB piece of B's extent");
+    assert!(fc >= fb + 64 && fc < fb + 512 && fc.is_multiple_of(64), "C got a 512KB piece of B's extent");
     // A was not touched: faulting its page 2 still maps its own frame.
     s.step(Access::read(a + 2 * PAGE));
     assert_eq!(s.pt.spaces()[0].vmas[0].pfn[2], s.pt.spaces()[0].vmas[0].pfn[0] + 2);

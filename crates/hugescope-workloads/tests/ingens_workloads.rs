@@ -6,40 +6,11 @@
 
 use std::collections::HashSet;
 
-use hugescope_core::trace::{Access, AccessSink};
-use hugescope_workloads::{plan, trace, Params};
+use hugescope_workloads::{plan, trace};
+
+mod common;
+use common::{params, Ev, Record};
 use serde_json::{json, Value};
-
-fn params(v: Value) -> Params {
-    v.as_object().cloned().unwrap_or_default()
-}
-
-/// One event of a workload's trace, in order.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-enum Ev {
-    Access(Access),
-    Populate(u64, u64),
-    Free(u64, u64),
-    Progress(String),
-}
-
-#[derive(Default)]
-struct Record(Vec<Ev>);
-
-impl AccessSink for Record {
-    fn access(&mut self, a: Access) {
-        self.0.push(Ev::Access(a));
-    }
-    fn progress(&mut self, label: &str) {
-        self.0.push(Ev::Progress(label.to_string()));
-    }
-    fn populate(&mut self, _pid: u16, start: u64, len: u64) {
-        self.0.push(Ev::Populate(start, len));
-    }
-    fn free(&mut self, _pid: u16, start: u64, len: u64) {
-        self.0.push(Ev::Free(start, len));
-    }
-}
 
 fn record(name: &str, p: &Value) -> (Vec<Ev>, Value) {
     let mut r = Record::default();

@@ -443,13 +443,7 @@ impl Kernel {
     /// Children at the base rung are plain frames. Returns the children's
     /// rung, whether any empty child was freed, and the partial children.
     fn break_one_level(&mut self, id: u32) -> (usize, bool, Vec<u32>) {
-        let res = self.reserv.slots[id as usize].take().expect("live reservation");
-        self.reserv.free_ids.push(id);
-        self.reserv.by_va.remove(&(res.pid, res.va));
-        self.reserv.by_pfn.remove(&res.pfn);
-        if let Some((k, pos)) = res.list {
-            self.reserv.lists[k].remove(&pos);
-        }
+        let res = self.unlink(id);
         let c = res.rung - 1;
         let cp = self.reserv.pages[c] as usize;
         let n = self.reserv.pages[res.rung] as usize / cp;
@@ -534,8 +528,9 @@ impl Kernel {
         self.note_reserved();
     }
 
-    /// Return an empty reservation's extent to the buddy allocator.
-    fn drop_reservation(&mut self, id: u32) {
+    /// Take reservation `id` out of every index (slot, address maps, list)
+    /// and return its record: what both breaking and dropping start with.
+    fn unlink(&mut self, id: u32) -> Reservation {
         let res = self.reserv.slots[id as usize].take().expect("live reservation");
         self.reserv.free_ids.push(id);
         self.reserv.by_va.remove(&(res.pid, res.va));
@@ -543,6 +538,12 @@ impl Kernel {
         if let Some((k, pos)) = res.list {
             self.reserv.lists[k].remove(&pos);
         }
+        res
+    }
+
+    /// Return an empty reservation's extent to the buddy allocator.
+    fn drop_reservation(&mut self, id: u32) {
+        let res = self.unlink(id);
         let pages = self.reserv.pages[res.rung];
         for f in 0..pages {
             self.phys.free(res.pfn + f, 0);
