@@ -413,18 +413,6 @@ INGENS_COLUMNS = {
 }
 
 
-#: Columns printed per Navarro study (all in the saved table).
-NAVARRO_COLUMNS = {
-    "best-case": ["workload", "config", "pages_64k", "pages_512k", "pages_4m", "dtlb_misses", "miss_reduction_pct",
-                  "speedup_est", "paper_speedup"],
-    "sizes": ["workload", "config", "dtlb_misses", "miss_reduction_pct", "speedup_est", "paper_speedup"],
-    "writeback": ["workload", "config", "writeback_bytes", "wp_traps", "speedup_est"],
-    "sustained": ["config", "run", "start_s", "finish_s", "superpage_bytes_peak", "mean_contiguity",
-                  "pages_evicted"],
-    "mthp": ["workload", "config", "dtlb_misses", "miss_reduction_pct", "speedup_est"],
-}
-
-
 def _ingens_cell(col: str, v) -> str:
     if v is None or (isinstance(v, float) and v != v):
         return "-"
@@ -448,7 +436,9 @@ def print_ingens(r, console) -> None:
 
 def print_navarro(r, console) -> None:
     """One table per Navarro study, then every claim as a PASS/FAIL row."""
-    print_studies(r, console, NAVARRO_COLUMNS,
+    from .navarro_study import COLUMNS
+
+    print_studies(r, console, COLUMNS,
                   lambda name, m: f"Navarro {name} ({m['preset']}, {m['scale']} scale): estimates; "
                                   "paper_* columns measured by the authors")
 

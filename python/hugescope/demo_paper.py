@@ -73,7 +73,9 @@ def claims_table(curve, frag) -> Table:
     return t
 
 
-def run_paper_demo(out: str, trace: str, console, quick: bool = False) -> None:
+def run_paper_demo(out: str, trace: str, console, quick: bool = False, tables=()) -> None:
+    """The PCC paper's figures on ``trace`` and the report; ``tables``: the
+    terminal tables printed before (shown first in the report)."""
     results = os.path.join(out, "results")
     common = {"duration": DURATION, "threads": 2}
     console.print(f"utility curves on {trace} (pcc, pcc with artifact reads, hawkeye as the paper describes it "
@@ -105,6 +107,8 @@ def run_paper_demo(out: str, trace: str, console, quick: bool = False) -> None:
         t.add_row(f"linux {r['frag_pct']:.0f}% frag", f"{100 * r['ptw_rate']:.2f}%", f"{r['speedup_est']:.3f}x",
                   *[""] * (2 * len(LABELS) - 2))
     console.print(t)
-    console.print(claims_table(curve, frag))
-    html = report.build(results, os.path.join("demo-report", "report.html"), title="hugescope demo: the PCC paper at small scale")
+    claims = claims_table(curve, frag)
+    console.print(claims)
+    html = report.build(results, os.path.join("demo-report", "report.html"),
+                        title="hugescope demo: the PCC paper at small scale", tables=[*tables, t])
     console.print(f"report: {html} (self-contained; open it in a browser)")

@@ -145,6 +145,17 @@ PAPER: Dict[str, Dict[str, Dict[str, Any]]] = {
     "writeback": {"dirty file": {"slowdown_without": 20.0}},
 }
 
+#: The columns shown per study (terminal and report; all in the saved table).
+COLUMNS = {
+    "best-case": ["workload", "config", "pages_64k", "pages_512k", "pages_4m", "dtlb_misses", "miss_reduction_pct",
+                  "speedup_est", "paper_speedup"],
+    "sizes": ["workload", "config", "dtlb_misses", "miss_reduction_pct", "speedup_est", "paper_speedup"],
+    "writeback": ["workload", "config", "writeback_bytes", "wp_traps", "speedup_est"],
+    "sustained": ["config", "run", "start_s", "finish_s", "superpage_bytes_peak", "mean_contiguity",
+                  "pages_evicted"],
+    "mthp": ["workload", "config", "dtlb_misses", "miss_reduction_pct", "speedup_est"],
+}
+
 MIB = 1 << 20
 
 

@@ -23,6 +23,7 @@ from . import _core
 from ._core import HugescopeError
 from ._io import write_atomic
 from .experiments import KIND_LABEL, load_dir
+from .navarro_study import COLUMNS as NAVARRO_COLUMNS
 from .studies import VERDICT
 
 TITLES = {
@@ -38,6 +39,26 @@ TITLES = {
     "ingens-fault-latency": "Ingens: page-fault latency, §3.1 (OSDI'16)",
     "ingens-fairness": "Ingens: fairness between processes, Fig. 5 (OSDI'16)",
     "ingens-fragmented": "Ingens: fragmented memory, Table 9 (OSDI'16)",
+    "navarro-best-case": "Reservation-based superpages: best case, Table 1 (Navarro et al. OSDI'02)",
+    "navarro-sizes": "Reservation-based superpages: one size vs all sizes, Tables 2/3 (OSDI'02)",
+    "navarro-writeback": "Reservation-based superpages: dirty superpages and write-back, §6.7 (OSDI'02)",
+    "navarro-sustained": "Reservation-based superpages: sustained benefit under a page daemon, §6.5 (OSDI'02)",
+    "navarro-mthp": "Multi-size THP today: folio sizes and contiguous-PTE coalescing (arm64)",
+}
+
+#: What each Navarro study's table shows and where its numbers come from.
+NAVARRO_NOTES = {
+    "navarro-best-case": "Alpha 21264 preset (8KB base; 64KB, 512KB, 4MB; 128-entry fully associative DTLB), memory "
+                         "plentiful. Pages per size at the end of the run; DTLB misses = page walks; speedup = the "
+                         "cost model's over base pages (estimate). Paper columns: Table 1 (measured on the Alpha).",
+    "navarro-sizes": "Each superpage size alone (navarro:sizes=...) and all sizes. Paper columns: Tables 2/3.",
+    "navarro-writeback": "Bytes written back at the file's msync: with the write-protect trap only the written pages "
+                         "are dirty; without it every dirty superpage is written whole.",
+    "navarro-sustained": "A key-value server beside four FFTW runs started one after another in 80 MiB; the page "
+                         "daemon in approximate-LRU order against Navarro's contiguity-aware one. Superpage memory "
+                         "at each run's peak; contiguity = Fig. 5's metric, mean from the first run's start.",
+    "navarro-mthp": "arm64-mthp preset (Cortex-A76/N1 TLBs): Linux's PMD-only THP, mTHP folios of one size or all, "
+                    "and Navarro's reservations, each with contpte coalescing (64KB TLB entries) and without.",
 }
 
 #: What each Ingens study's table shows and where its numbers come from.
@@ -64,6 +85,7 @@ INGENS_NOTES = {
 
 #: Columns shown per experiment (all present in the saved rows).
 COLUMNS = {
+    **{f"navarro-{k}": v for k, v in NAVARRO_COLUMNS.items()},
     "curve": ["policy", "role", "budget_pct", "frag_pct", "huge_share", "promotions", "walks", "ptw_rate",
               "speedup_est"],
     "frag": ["policy", "frag_pct", "fmfi", "huge_share", "promotions", "promotion_failures", "walks", "ptw_rate",
@@ -323,9 +345,10 @@ def _section(i: int, data: Dict[str, Any]) -> str:
     if exp in ("curve", "multi"):
         body += [f'<p class="note"><b>Flat line:</b> {html.escape(n)}</p>' for n in flat_notes(data.get("rows", []))]
     body.append("<h3>Table</h3>" + _table(data.get("rows", []), COLUMNS.get(exp), kind))
-    if exp in INGENS_NOTES:
-        body.append(f'<p class="note">{html.escape(INGENS_NOTES[exp])}</p>')
-    if data.get("checks") is not None and (exp == "ds-tables" or exp in INGENS_NOTES):
+    notes = {**INGENS_NOTES, **NAVARRO_NOTES}
+    if exp in notes:
+        body.append(f'<p class="note">{html.escape(notes[exp])}</p>')
+    if data.get("checks") is not None and (exp == "ds-tables" or exp in notes):
         body.append("<h3>The paper's claims on this run</h3>" + _table(
             [{**c, "holds": VERDICT[c.get("holds")]} for c in data.get("checks", [])], ["claim", "holds", "detail"],
             kind))
@@ -364,7 +387,7 @@ def build(results_dir: str, out: str, title: Optional[str] = None, tables=()) ->
     # The paper's order: Fig. 2, 5, 6, 7, 8-9; anything else (measurements
     # from the real-Linux side, ...) after, by file name.
     order = {"reuse": 0, "curve": 1, "sensitivity": 2, "frag": 3, "multi": 4, "ds-tables": 5,
-             **{k: 6 + i for i, k in enumerate(INGENS_NOTES)}}
+             **{k: 6 + i for i, k in enumerate([*INGENS_NOTES, *NAVARRO_NOTES])}}
     results.sort(key=lambda d: (order.get(d.get("hugescope_experiment"), 99), d.get("_file", "")))
     if not results:
         raise HugescopeError(f"{results_dir}: no experiment results (*.json written by 'hugescope curve', 'frag', ...)")
