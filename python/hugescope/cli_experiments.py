@@ -478,6 +478,15 @@ def cmd_navarro(a) -> int:
                                                              progress=progress))
 
 
+def _study_args(p) -> None:
+    """The options every paper-study command shares (``ingens``, ``navarro``)."""
+    p.add_argument("--seed", type=_cli().seed_arg, default=1, help="seed of every workload (default 1)")
+    p.add_argument("-o", "--out", default="results", help="results directory (default results)")
+    _cli().json_option(p, "also write every study and claim to one JSON file")
+    p.add_argument("--traces", default=None, help="keep the generated traces in this directory (default: temporary)")
+    p.add_argument("--no-plots", action="store_true", help="do not write PNG figures")
+
+
 def _run_studies(a, module, name: str, studies, printer, run) -> int:
     """A paper's studies from the CLI: every output checked before the first
     trace, a progress bar, the tables, then the files (and ``--json``)."""
@@ -619,11 +628,7 @@ def add_commands(sub) -> None:
     i.add_argument("--scale", default="ci",
                    help="ci: well under a minute for all five (default); paper: larger footprints, minutes")
     i.add_argument("--preset", default="haswell-pcc", help="machine preset (default haswell-pcc)")
-    i.add_argument("--seed", type=_cli().seed_arg, default=1, help="seed of every workload (default 1)")
-    i.add_argument("-o", "--out", default="results", help="results directory (default results)")
-    _cli().json_option(i, "also write every study and claim to one JSON file")
-    i.add_argument("--traces", default=None, help="keep the generated traces in this directory (default: temporary)")
-    i.add_argument("--no-plots", action="store_true", help="do not write PNG figures")
+    _study_args(i)
     i.set_defaults(func=cmd_ingens)
 
     nv = sub.add_parser("navarro", help="reservation-based superpages (OSDI'02): best case, one size vs all, "
@@ -632,11 +637,7 @@ def add_commands(sub) -> None:
                     help="best-case, sizes, writeback, sustained, mthp (default all)")
     nv.add_argument("--scale", default="ci",
                     help="ci: about half a minute for all five (default); paper: larger runs, minutes")
-    nv.add_argument("--seed", type=_cli().seed_arg, default=1, help="seed of every workload (default 1)")
-    nv.add_argument("-o", "--out", default="results", help="results directory (default results)")
-    _cli().json_option(nv, "also write every study and claim to one JSON file")
-    nv.add_argument("--traces", default=None, help="keep the generated traces in this directory (default: temporary)")
-    nv.add_argument("--no-plots", action="store_true", help="do not write PNG figures")
+    _study_args(nv)
     nv.set_defaults(func=cmd_navarro)
 
     rp = sub.add_parser("report", help="one self-contained HTML page from a results directory")
