@@ -55,6 +55,18 @@ def run_cli(*args, capsys=None):
     return code, "", ""
 
 
+def assert_workload_refused(name, params, names, capsys, tmp_path):
+    """Bad workload parameters: the API raises naming them, and `hugescope
+    trace` exits 2 with one `error:` line naming them, writing no trace."""
+    with pytest.raises(hs.HugescopeError, match=names):
+        hs.workloads.layout(name, **params)
+    args = [f"--{k.replace('_', '-')}={v}" for k, v in params.items()]
+    code, _, err = run_cli("trace", name, *args, "-o", tmp_path / "x.hst", capsys=capsys)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("error:") and names in lines[0], err
+    assert not (tmp_path / "x.hst").exists()
+
+
 def load(path):
     with open(path) as f:
         return json.load(f)
