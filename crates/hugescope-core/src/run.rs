@@ -707,7 +707,7 @@ impl crate::sim::PageTable for WalkProfiler {
         // A release unmaps its pages: their translations leave the TLBs, as
         // in the base-page run of the kernel model.
         if let Some((pid, start, len)) = crate::trace::parse_free_label(label) {
-            self.pending.push(crate::sim::Shootdown { pid, start, end: start + len });
+            self.pending.push(crate::sim::Shootdown::remap(pid, start, start + len));
         }
     }
 }

@@ -28,9 +28,22 @@ pub struct Shootdown {
     pub pid: u16,
     pub start: u64,
     pub end: u64,
+    /// The translation's successor is already in place: only cached copies
+    /// must go (an accessed-bit clear, which changes no mapping; a
+    /// VM-friendly split or collapse, FHPM §4.5, that rewrites the EPT
+    /// eagerly). False for an ordinary remap or unmap. Native runs ignore it;
+    /// a hypervisor model zaps its EPT entries for the range only when it is
+    /// false, so the guest's next touch of each page exits (EPT violation).
+    pub keeps_mapping: bool,
 }
 
 impl Shootdown {
+    /// A shootdown after a remap or unmap of [start, end) of `pid`.
+    #[inline]
+    pub fn remap(pid: u16, start: u64, end: u64) -> Shootdown {
+        Shootdown { pid, start, end, keeps_mapping: false }
+    }
+
     /// The address space the range belongs to. Every page table today is a
     /// native (host) one, so VM 0; a guest kernel's shootdowns will carry
     /// their VM id when the virtualization model adds one.

@@ -70,7 +70,7 @@ fn collapse_in_place_installs_the_leaf_over_the_same_frames() {
     // Cost: one PMD update (20 us) and one shootdown (4 us), nothing per page.
     assert!((sync_us(k) - us0 - 24.0).abs() < 1e-6, "{}", sync_us(k) - us0);
     assert_eq!(k.stats.shootdowns, shoot0 + 1);
-    assert_eq!(drain(k), vec![Shootdown { pid: 0, start: BASE + MB2, end: BASE + 2 * MB2 }]);
+    assert_eq!(drain(k), vec![Shootdown::remap(0, BASE + MB2, BASE + 2 * MB2)]);
     k.check_invariants().unwrap();
     // Freeing the range returns the one block whole: memory back to empty.
     k.free_range(0, BASE, 2 * MB2);
@@ -92,7 +92,7 @@ fn collapse_by_copy_moves_to_a_new_block_and_frees_the_old_frames() {
     assert_eq!(k.stats.pages_copied, PAGES);
     // Daemon-free promote from outside a callback is synchronous: 512 copies + a shootdown.
     assert!((sync_us(k) - us0 - (512.0 + 4.0)).abs() < 1e-6, "{}", sync_us(k) - us0);
-    assert_eq!(drain(k), vec![Shootdown { pid: 0, start: BASE, end: BASE + MB2 }]);
+    assert_eq!(drain(k), vec![Shootdown::remap(0, BASE, BASE + MB2)]);
     k.check_invariants().unwrap();
 }
 
@@ -140,7 +140,7 @@ fn split_keeps_the_frames_and_hands_back_base_blocks() {
     assert_eq!(k.huge_bytes(), 0);
     assert_eq!(k.stats.demotions, 1);
     assert!((sync_us(k) - us0 - 24.0).abs() < 1e-6);
-    assert_eq!(drain(k), vec![Shootdown { pid: 0, start: BASE, end: BASE + MB2 }]);
+    assert_eq!(drain(k), vec![Shootdown::remap(0, BASE, BASE + MB2)]);
     k.check_invariants().unwrap();
     // Split back to base pages, the region can be collapsed in place again.
     k.collapse_in_place(0, BASE, 1).unwrap();

@@ -73,7 +73,8 @@ impl Kernel {
         if touched {
             self.stats.accessed_bit_clears += 1;
             self.charge_us(((len >> bs) as f64) * self.costs.scan_pte_us);
-            self.shootdown(pid, start, start + len);
+            // Clearing a bit changes no mapping: only cached copies go.
+            self.with_eager_refill(|k| k.shootdown(pid, start, start + len));
         }
     }
 }
@@ -163,7 +164,7 @@ impl Kernel {
         if n > 0 {
             self.stats.accessed_bit_clears += n;
             if flush {
-                self.shootdown_batch(pid, &cleared);
+                self.with_eager_refill(|k| k.shootdown_batch(pid, &cleared));
             }
         }
         n

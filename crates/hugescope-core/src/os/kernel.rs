@@ -51,6 +51,8 @@ pub struct Kernel {
     pub(super) budget_bytes: Option<u64>,
     pub(super) footprint: u64,
     pub(super) pending: Vec<Shootdown>,
+    /// Shootdowns queued now keep their mapping (`with_eager_refill`).
+    pub(super) keep_mappings: bool,
     pub stats: OsStats,
     pub(super) faults_huge: [u64; 8],
     /// The policies on this kernel, in order (see `new_multi` for how hooks
@@ -214,6 +216,7 @@ impl Kernel {
             budget_bytes,
             footprint,
             pending: Vec::new(),
+            keep_mappings: false,
             stats: OsStats::default(),
             faults_huge: [0; 8],
             policies: policies.into_iter().map(Some).collect(),

@@ -8,6 +8,17 @@ use super::kernel::Kernel;
 use crate::sim::Shootdown;
 
 impl Kernel {
+    /// Run `f` with every shootdown it queues marked `keeps_mapping`: the
+    /// remaps it makes install their successors eagerly (FHPM's VM-friendly
+    /// split and collapse, §4.5), so a hypervisor model refills its EPT
+    /// instead of zapping it. Nests; restores the previous setting.
+    pub fn with_eager_refill<R>(&mut self, f: impl FnOnce(&mut Kernel) -> R) -> R {
+        let was = std::mem::replace(&mut self.keep_mappings, true);
+        let r = f(self);
+        self.keep_mappings = was;
+        r
+    }
+
     pub(super) fn shootdown(&mut self, pid: u16, start: u64, end: u64) {
         self.shootdown_batch(pid, &[(start, end)]);
     }
@@ -20,7 +31,7 @@ impl Kernel {
             return;
         }
         for &(start, end) in ranges {
-            self.pending.push(Shootdown { pid, start, end });
+            self.pending.push(Shootdown { pid, start, end, keeps_mapping: self.keep_mappings });
             // Any shootdown of a region invalidates its PCC entries on every
             // cpu (PCC §3.3 step C; pcc.md §3.6).
             for p in self.pccs.iter_mut() {
