@@ -235,7 +235,7 @@ pub(crate) fn check_implied_duration(header: &TraceHeader, os: &OsConfig, access
 /// 2^47-byte region, the largest TLBs on 256 cpus).
 /// Returns the estimate and the limit, for the check of inferred VMAs during
 /// the run.
-fn check_memory(machine: &MachineConfig, header: &TraceHeader, os: &OsConfig, specs: &[PolicySpec], cpus: u64) -> Result<(u64, u64)> {
+pub(crate) fn check_memory(machine: &MachineConfig, header: &TraceHeader, os: &OsConfig, specs: &[PolicySpec], cpus: u64) -> Result<(u64, u64)> {
     let base_page = machine.page_size_bytes()?[0];
     let frames = |o: &OsConfig| o.memory_for(o.footprint_bytes.unwrap_or_else(|| header.footprint())) / base_page;
     let frames_per_kernel = specs.iter().map(|s| frames(s.os.as_ref().unwrap_or(os))).chain([frames(os)]).max().unwrap_or(0);

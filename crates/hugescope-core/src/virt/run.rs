@@ -199,6 +199,7 @@ pub fn simulate_virtual(
     specs: &[PolicySpec],
     opts: &RunOptions,
     sched_opts: &SchedOptions,
+    start_s: &[f64],
     virt: &VirtOptions,
 ) -> Result<Vec<PolicyResult>> {
     if specs.is_empty() {
@@ -211,6 +212,7 @@ pub fn simulate_virtual(
         return Err(Error::input(format!("{} traces: a virtualized run has at most {MAX_VMS} VMs (one per trace)", paths.len())));
     }
     sched_opts.check()?;
+    sched::check_starts(start_s, paths.len())?;
     for s in specs {
         check_supported(s, "guest")?;
     }
@@ -223,6 +225,10 @@ pub fn simulate_virtual(
         os.time = Some(TimeBase::Cycles { hz: machine.cost.cpu_ghz * 1e9 });
     }
     run::check_implied_duration(&inputs.combined, &os, inputs.accesses)?;
+    // The model holds a guest kernel per VM and a host kernel backing them:
+    // estimated as two kernels per run (each spec, and base).
+    let doubled: Vec<PolicySpec> = specs.iter().chain(specs.iter()).cloned().collect();
+    run::check_memory(machine, &inputs.combined, &os, &doubled, inputs.combined.cpus.max(1) as u64)?;
     let pols = run::make_policies(specs, || {
         if paths.len() == 1 {
             run::profile_walks(&paths[0], machine)
@@ -248,7 +254,7 @@ pub fn simulate_virtual(
             None
         } else {
             let (mut ins, _) = run::open_concurrent(paths)?;
-            Some(sched::run(&mut sim, &mut ins, sched_opts, |_| Ok(()))?)
+            Some(sched::run_staggered(&mut sim, &mut ins, sched_opts, start_s, |_| Ok(()))?)
         };
         let mut res = finish(&mut sim, &guest, &host, &os, &resolved, &info);
         if let Some(f) = finishes {
