@@ -25,6 +25,9 @@ def test_a_virtualized_run_reports_exits_and_walks_by_page_size_pair(gups_trace)
     assert v["guest_huge_bytes"] > 0 and v["host_huge_bytes"] == 0
     # The reference is base in guest and host: a guest 2MB page cuts walk references.
     assert r["base"]["translation"]["walk_refs"] > r["translation"]["walk_refs"]
+    res = hs.simulate(gups_trace, policy="linux", host_policy="base", duration=5.0)
+    assert res.summary()["vm_exits"] == v["vm_exits"]["total"] and res.summary()["host_policy"] == "base"
+    assert res.walks_by_pair()["walks"].sum() == r["translation"]["walks"]
     # A native run carries no virt entry.
     assert "virt" not in hs.simulate(gups_trace, policy="linux", duration=5.0).to_dict()
 

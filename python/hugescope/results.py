@@ -82,7 +82,22 @@ class SimResult:
                                               "wired_frames")})
             if o.get("contiguity") is not None:
                 out["contiguity"] = o["contiguity"]["score"]
+        # Virtualized runs only (--host-policy): the hypervisor's counters.
+        v = self._data.get("virt")
+        if v is not None:
+            out.update({"host_policy": v["host_policy"], "vm_exits": v["vm_exits"]["total"],
+                        "vm_exits_after_zap": v["vm_exits"]["ept_violation_after_zap"],
+                        "vm_exit_seconds": v["vm_exit_seconds"], "guest_huge_bytes": v["guest_huge_bytes"],
+                        "host_huge_bytes": v["host_huge_bytes"]})
         return {k: v for k, v in out.items() if v is not None}
+
+    def walks_by_pair(self):
+        """Virtualized runs: walks and walk references per (guest, host) leaf
+        page size (empty for a native run)."""
+        import pandas as pd
+
+        return pd.DataFrame((self._data.get("virt") or {}).get("walks_by_pair", []),
+                            columns=["guest", "host", "walks", "walk_refs"])
 
     def timeline(self):
         """Huge-page bytes, RSS and FMFI over virtual time (one row per sample

@@ -8,7 +8,7 @@
 //! - `hypervisor`: the `PageTable` composing guests and host;
 //! - `run`: building and running virtualized simulations, and their report.
 //!
-//! Native runs never touch this module: the simulator picks the hypervisor
+//! Native runs never run this code: the simulator picks the hypervisor
 //! only when a host policy is given (`--host-policy`, `--virt`).
 
 pub mod config;

@@ -183,7 +183,9 @@ fn build(machine: &MachineConfig, virt: &VirtResolved, inputs: &Inputs, os: &OsC
         });
     }
     host_header.processes = vms.len() as u32;
-    let host_os = OsConfig { footprint_bytes: None, budget: None, time: guest_os.time.or(os.time), ..os.clone() };
+    // `--memory` sizes each VM (its guest's RAM); the host is sized from the
+    // VMs it backs (docs/assumptions.md, Virtualization).
+    let host_os = OsConfig { memory_bytes: None, footprint_bytes: None, budget: None, time: guest_os.time.or(os.time), ..os.clone() };
     let host_kernel = Kernel::new_multi(geo, machine.cost.clone(), &host_header, &host_os, host.make()?)?;
     Ok(Hypervisor::new(host_kernel, vms, virt))
 }
