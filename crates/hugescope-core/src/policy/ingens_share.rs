@@ -5,7 +5,7 @@
 //! page with a few hot 4KB regions looks wholly hot: FHPM's "hot bloat").
 //! The tracking is Ingens' own (`policy/ingens/tracking.rs`, same knobs and
 //! defaults); sharing starts once the tracker has seen `start_s` of history
-//! (by default its 8-period window), so a page is not judged cold only
+//! (by default 9 periods: its 8-period window filled), so a page is not judged cold only
 //! because it has no history yet.
 
 use super::ingens::tracking::{TrackConfig, Tracker};
@@ -32,7 +32,10 @@ pub struct IngensShare {
 
 pub fn new(p: &mut Params) -> Result<Box<dyn Policy>> {
     let tracking = TrackConfig::from_params(p)?;
-    let d = ksmd::params(p, 8.0 * tracking.period_s)?;
+    // The first scan after 8 full tracking periods (the EMA's window: a page
+    // touched every period is frequent from the 8th pass), one period later
+    // so the 8th pass has run whatever the timers' order.
+    let d = ksmd::params(p, 9.0 * tracking.period_s)?;
     let seed = p.u64("seed", 1)?;
     let tracker = Tracker::new(tracking.clone(), seed, 12);
     Ok(Box::new(IngensShare { cfg: Settings { d, tracking, seed }, tracker }))
