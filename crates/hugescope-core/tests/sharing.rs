@@ -259,6 +259,40 @@ fn frames_are_conserved_through_merges_frees_and_breaks() {
 }
 
 #[test]
+fn freeing_shared_huge_pages_keeps_the_other_mappers_frame() {
+    let mut s = sim(&header2(2), "ideal+hpshare", &FAST);
+    let empty = used_frames(&s.pt);
+    for pid in 0..2 {
+        s.progress(&populate_label(pid, BASE, 2 * MB2));
+        declare(&mut s, pid, 0, 1024, 1, 0);
+    }
+    idle(&mut s, 100, BASE);
+    assert_eq!(stats(&s.pt).pages_sharing, 1024);
+    let shared = pfn(&s.pt, 1, 0);
+    // pid 0 releases its first huge page whole: pid 1 keeps the frame.
+    s.progress(&free_label(0, BASE, MB2));
+    s.pt.check_invariants().unwrap();
+    assert_eq!(pfn(&s.pt, 1, 0), shared);
+    assert_eq!(s.pt.shared_mappers(shared as u64), Some(1));
+    // Two shared blocks (regions 0 and 1 of both processes), nothing freed.
+    assert_eq!(used_frames(&s.pt), empty + 2 * 512);
+    // pid 1 releases half of its second huge page: a private copy first,
+    // then the ordinary partial free (split, frames kept whole).
+    s.progress(&free_label(1, BASE + MB2, MB2 / 2));
+    s.pt.check_invariants().unwrap();
+    let st = stats(&s.pt);
+    assert_eq!((st.pages_sharing, st.cow_breaks), (0, 1));
+    // pid 0 alone maps the shared block of region 1; pid 1's copy is split,
+    // its block held whole (Linux's deferred split): 3 blocks in use.
+    assert_eq!(used_frames(&s.pt), empty + 3 * 512);
+    for pid in 0..2 {
+        s.progress(&free_label(pid, BASE, 2 * MB2));
+    }
+    s.pt.check_invariants().unwrap();
+    assert_eq!(used_frames(&s.pt), empty);
+}
+
+#[test]
 fn zeroscan_reclaims_only_zero_regions_of_huge_pages() {
     let mut s = sim(&header2(1), "ideal+zeroscan", &FAST);
     // Both processes fault their huge page by a read and write 100 pages:

@@ -142,7 +142,9 @@ impl Kernel {
         if word & MERGED != 0 {
             self.break_cow(a.pid, a.addr);
         }
-        self.set_content(a.pid, vi, pi, PRIVATE);
+        // A break that found no frame leaves the page merged (and counted).
+        let still = self.content_word(a.pid, a.addr) & MERGED;
+        self.set_content(a.pid, vi, pi, PRIVATE | still);
     }
 }
 

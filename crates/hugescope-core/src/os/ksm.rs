@@ -567,9 +567,10 @@ impl Kernel {
     /// Before `free_range` unmaps [start, end) of `pid`: merged pages in it
     /// leave their shared frames (the frame is not theirs to free). A merged
     /// base page's entry loses its frame (`free_range` then frees nothing for
-    /// it); a merged huge leaf gets a private copy first, which the unmap
-    /// then frees as any huge page. Every page of the range returns to the
-    /// zero content.
+    /// it); a merged huge leaf wholly inside is unmapped here; one that
+    /// straddles the range gets a private copy first (its pages outside stay
+    /// mapped), which the unmap then splits and frees as any huge page. Every
+    /// page of the range returns to the zero content.
     pub(super) fn ksm_unmap_range(&mut self, pid: u16, start: u64, end: u64) {
         let bs = self.shape.base_shift;
         let page = 1u64 << bs;
@@ -582,8 +583,20 @@ impl Kernel {
             let v = &self.spaces[pid as usize].vmas[vi];
             let pi = v.page_index(a, bs);
             let word = v.content.get(pi).copied().unwrap_or(super::content::ZERO);
-            if word & MERGED != 0 && size_of_flags(v.flags[pi]) > 0 {
-                self.break_cow(pid, a);
+            let size = size_of_flags(v.flags[pi]);
+            if word & MERGED != 0 && size > 0 {
+                let len = self.geo.sizes[size];
+                let hs = a & !(len - 1);
+                let inside = hs >= start && hs + len <= end;
+                if !inside {
+                    self.break_cow(pid, a);
+                }
+                if self.content_word(pid, a) & MERGED != 0 {
+                    if !inside {
+                        self.note(format!("pid {pid}: no memory for a private copy of the shared huge page at {hs:#x} partly freed: all of it was unmapped"));
+                    }
+                    self.ksm_drop_huge(pid, hs, len);
+                }
             } else if word & MERGED != 0 {
                 let kpfn = v.pfn[pi] as u64;
                 self.spaces[pid as usize].vmas[vi].pfn[pi] = NO_PFN;
@@ -594,6 +607,35 @@ impl Kernel {
             }
             a += page;
         }
+    }
+
+    /// Unmap the merged huge leaf at `start` (`len` bytes) of `pid` without
+    /// freeing its frame (other mappers may keep it): its pages become
+    /// absent (a later touch faults a zero page), the mapper leaves the
+    /// shared frame.
+    fn ksm_drop_huge(&mut self, pid: u16, start: u64, len: u64) {
+        let (bs, rs) = (self.shape.base_shift, self.shape.region_shift);
+        let sp = &mut self.spaces[pid as usize];
+        let Some(vi) = sp.find(start) else { return };
+        let v = &mut sp.vmas[vi];
+        let a = v.page_index(start, bs);
+        let n = (len >> bs) as usize;
+        let size = size_of_flags(v.flags[a]);
+        let kpfn = v.pfn[a] as u64;
+        for j in 0..n {
+            if v.flags[a + j] & super::aspace::TOUCHED != 0 {
+                sp.touched_pages -= 1;
+                let ri = v.region_index(start + ((j as u64) << bs), rs);
+                v.touched[ri] -= 1;
+            }
+            v.flags[a + j] = 0;
+            v.pfn[a + j] = NO_PFN;
+            v.content[a + j] = super::content::ZERO;
+        }
+        sp.huge_bytes[size] -= len;
+        self.huge_total -= len;
+        self.ksm_unshare(kpfn, (pid, start));
+        self.shootdown(pid, start, start + len);
     }
 
     /// Compaction moved the block at `from` to `to`: if it is a shared frame,
