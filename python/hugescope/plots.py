@@ -668,9 +668,42 @@ def plot_virt_nested(data: Dict[str, Any]):
     return fig
 
 
+def plot_fhpm_sharing(data: Dict[str, Any]):
+    """FHPM Table 2's shape: memory saved per sharing policy, beside each
+    VM's estimated performance and huge-page ratio against no sharing."""
+    df = _rows(data)
+    df = df[df["config"] != "no sharing"]
+    labels = list(df["config"])
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4.2))
+    _bars(a1, labels, list(df["saved_pct"]), "{:.1f}%", colour=PALETTE[0])
+    a1.set_ylabel("memory saved, % of memory in use without sharing")
+    width = 0.2
+    for j, (col, what) in enumerate((("perf_a", "perf VM a"), ("perf_b", "perf VM b"),
+                                     ("huge_a", "huge ratio VM a"), ("huge_b", "huge ratio VM b"))):
+        ys = [0.0 if v is None or v != v else float(v) for v in df[col]]
+        a2.bar([i + (j - 1.5) * width for i in range(len(labels))], ys, width, label=what, color=PALETTE[(j + 1) % len(PALETTE)])
+    a2.set_xticks(range(len(labels)))
+    a2.set_xticklabels(labels, fontsize=8, rotation=15, ha="right")
+    a2.set_ylim(0, 1.15)
+    a2.set_ylabel("vs no sharing (estimate) / share of memory huge")
+    a2.grid(axis="y", alpha=0.3)
+    a2.legend(fontsize=7, ncol=2)
+    fig.suptitle(f"FHPM Table 2 shape, sharing microbenchmark: {data.get('preset', '?')}, "
+                 f"{data.get('scale', '?')} scale (estimates)", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
 #: The figure of each virtualization study.
 VIRT_FIGURES = {
     "virt-nested": ("Huge pages in host and guest: nested walks (Ingens OSDI'16 Table 3 shape)", plot_virt_nested),
+}
+
+
+#: The FHPM sharing study's figure.
+FHPM_FIGURES = {
+    "fhpm-sharing": ("FHPM: memory saved vs performance and huge pages per sharing policy (Table 2 shape)",
+                     plot_fhpm_sharing),
 }
 
 
@@ -697,7 +730,7 @@ def figures(data: Dict[str, Any]) -> List[Tuple[str, Any]]:
         if data.get("gups"):
             out.append(("GUPS overhead vs footprint (ISCA'13 Fig. 5)", plot_ds_gups(data)))
         return out
-    for table in (INGENS_FIGURES, NAVARRO_FIGURES, VIRT_FIGURES):
+    for table in (INGENS_FIGURES, NAVARRO_FIGURES, VIRT_FIGURES, FHPM_FIGURES):
         if kind in table:
             caption, plot = table[kind]
             return [(caption, plot(data))]
@@ -715,7 +748,7 @@ def figure_paths(data: Dict[str, Any], stem: str) -> List[str]:
 #: Figures per experiment kind (the captions ``figures`` gives them).
 FIGURE_COUNTS = {"curve": ("curve",), "frag": ("frag",), "sensitivity": ("sensitivity",),
                  "reuse": ("scatter", "regions"), "multi": ("policies", "timeline"), "validate": ("validate",),
-                 "ds-tables": ("tables", "gups"), **{k: ("study",) for k in (*INGENS_FIGURES, *NAVARRO_FIGURES, *VIRT_FIGURES)}}
+                 "ds-tables": ("tables", "gups"), **{k: ("study",) for k in (*INGENS_FIGURES, *NAVARRO_FIGURES, *VIRT_FIGURES, *FHPM_FIGURES)}}
 
 
 def save_figures(data: Dict[str, Any], stem: str) -> List[str]:

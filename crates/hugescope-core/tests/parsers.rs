@@ -4,7 +4,7 @@
 
 use hugescope_core::config::MachineConfig;
 use hugescope_core::plan::{Plan, PlanEntry, When};
-use hugescope_core::trace::{free_label, parse_free_label, parse_populate_label, populate_label};
+use hugescope_core::trace::{content_label, free_label, parse_content_label, parse_free_label, parse_populate_label, populate_label, ContentDecl};
 use hugescope_core::units::{parse_count, parse_size};
 use proptest::prelude::*;
 
@@ -84,5 +84,13 @@ proptest! {
         prop_assert_eq!(parse_populate_label(&populate_label(pid, start, len)), Some((pid, start, len)));
         let _ = parse_free_label(&junk);
         let _ = parse_populate_label(&format!("populate:{junk}"));
+    }
+
+    #[test]
+    fn content_labels_roundtrip(pid in 0u16..128, start in any::<u64>(), len in any::<u64>(), stream in any::<u64>(), first in any::<u64>(), junk in "\\PC{0,30}") {
+        let d = ContentDecl { pid, start, len, stream, first };
+        prop_assert_eq!(parse_content_label(&content_label(&d)), Some(d));
+        prop_assert_eq!(parse_free_label(&content_label(&d)), None);
+        let _ = parse_content_label(&format!("content:{junk}"));
     }
 }

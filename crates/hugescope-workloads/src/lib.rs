@@ -29,6 +29,7 @@ pub mod rbtree;
 pub mod registry;
 pub mod rng;
 pub mod seqtouch;
+pub mod sharemicro;
 pub mod shape;
 pub mod stream;
 pub mod stride4m;

@@ -13,6 +13,8 @@ use crate::mem::{Mem, Native, NativeEvent, Traced};
 use crate::{bt, btree, canneal, cg, graph, gups, kv, mysql, pointer_chase, seqtouch, stream, svm, web};
 // The Navarro paper's workloads (OSDI'02 §6.2, §6.5-6.7).
 use crate::{adversary, cmp, dirtyfile, fftw, mapdummy, matrix, rbtree, stride4m};
+// The FHPM paper's page-sharing microbenchmark (Table 2).
+use crate::sharemicro;
 
 /// One documented parameter of a workload.
 #[derive(Clone, Debug, Serialize)]
@@ -249,6 +251,7 @@ pub(crate) enum Prepared {
     Cmp(cmp::Cfg),
     Dirtyfile(dirtyfile::Cfg),
     Mapdummy(mapdummy::Cfg),
+    Sharemicro(sharemicro::Cfg),
 }
 
 impl Prepared {
@@ -275,6 +278,7 @@ impl Prepared {
             Prepared::Cmp(c) => cmp::layout(c),
             Prepared::Dirtyfile(c) => dirtyfile::layout(c),
             Prepared::Mapdummy(c) => mapdummy::layout(c),
+            Prepared::Sharemicro(c) => sharemicro::layout(c),
         }
     }
     /// Simulated cpus of the trace: one per thread, except where threads are
@@ -317,6 +321,7 @@ impl Prepared {
             Prepared::Cmp(c) => cmp::run(c, l, m),
             Prepared::Dirtyfile(c) => dirtyfile::run(c, l, m),
             Prepared::Mapdummy(c) => mapdummy::run(c, l, m),
+            Prepared::Sharemicro(c) => sharemicro::run(c, l, m),
         }
     }
 }
@@ -333,6 +338,7 @@ pub fn list() -> Vec<WorkloadInfo> {
     // The Navarro paper's workloads (OSDI'02 §6.2 Table 1, §6.5-6.7).
     v.extend([matrix::info(), rbtree::info(), fftw::info(), adversary::info(), stride4m::info()]);
     v.extend([cmp::info(), dirtyfile::info(), mapdummy::info()]);
+    v.push(sharemicro::info());
     v
 }
 
@@ -364,6 +370,7 @@ fn prepare(name: &str, params: &Params) -> Result<(Prepared, Resolved)> {
         "cmp" => Prepared::Cmp(cmp::config(&r)?),
         "dirtyfile" => Prepared::Dirtyfile(dirtyfile::config(&r)?),
         "mapdummy" => Prepared::Mapdummy(mapdummy::config(&r)?),
+        "sharemicro" => Prepared::Sharemicro(sharemicro::config(&r)?),
         other => return Err(Error::input(format!("workload '{other}' is listed but not wired up"))),
     };
     Ok((prep, r))

@@ -98,6 +98,7 @@ fn small_cases() -> Vec<(&'static str, Value)> {
         ("cmp", json!({"size": "1MiB"})),
         ("dirtyfile", json!({"size": "8MiB", "write_every": 64})),
         ("mapdummy", json!({"size": "64KiB", "cycles": 3, "rate": 1000, "access_rate": 100000})),
+        ("sharemicro", json!({"size": "8MiB", "reads": 20000, "order": 3})),
     ]
 }
 

@@ -59,6 +59,10 @@ pub struct Vma {
     /// Empty unless `Kernel::track_coverage` turned tracking on, so it costs
     /// no memory otherwise.
     pub cov: Vec<u64>,
+    /// Page contents (os/content.rs): one content word per base page. Empty
+    /// unless a sharing policy turned content tracking on, so it costs no
+    /// memory otherwise.
+    pub content: Vec<u64>,
 }
 
 impl Vma {
@@ -81,6 +85,7 @@ impl Vma {
             pmd_a: vec![false; regions],
             pud_a: vec![false; puds],
             cov: Vec::new(),
+            content: Vec::new(),
         }
     }
 
@@ -253,6 +258,10 @@ impl AddressSpace {
             grown.touched[..prev.touched.len()].copy_from_slice(&prev.touched);
             grown.pmd_a[..prev.pmd_a.len()].copy_from_slice(&prev.pmd_a);
             grown.pud_a[..prev.pud_a.len()].copy_from_slice(&prev.pud_a);
+            if !prev.content.is_empty() {
+                grown.content = prev.content.clone();
+                grown.content.resize(grown.flags.len(), 0);
+            }
             if !prev.cov.is_empty() {
                 grown.cov = prev.cov.clone();
                 grown.cov.resize(grown.flags.len().div_ceil(64), 0);

@@ -68,6 +68,11 @@ impl Kernel {
                 return Err(Refusal::Budget);
             }
         }
+        // page sharing: a range holding a merged page is not collapsed
+        // (khugepaged skips KSM pages; FHPM §5).
+        if self.sharing.is_some() && self.range_merged(pid, start, len) {
+            return Err(Refusal::Ineligible);
+        }
         let empty = flags.iter().all(|&f| f & PRESENT == 0);
         Ok((vi, empty))
     }
@@ -190,6 +195,11 @@ impl Kernel {
         let f = v.flags[pi];
         let s = size_of_flags(f);
         if f & PRESENT == 0 || s == 0 {
+            return false;
+        }
+        // page sharing: a merged huge page is one shared block; it is not
+        // split under its other mappers (os/ksm.rs).
+        if v.content.get(pi).is_some_and(|&w| w & super::content::MERGED != 0) {
             return false;
         }
         let len = self.geo.sizes[s];

@@ -104,6 +104,13 @@ pub struct Kernel {
     // page daemon: lists, wired stream, counters (os/pagedaemon.rs); None
     // when no memory-pressure knob is set, so ordinary runs are unchanged.
     pub(super) daemon: Option<Box<super::pagedaemon::PageDaemon>>,
+    // page sharing (os/content.rs, os/ksm.rs): None unless a sharing policy
+    // enabled it, so ordinary runs are unchanged.
+    pub(super) sharing: Option<Box<super::ksm::Ksm>>,
+    /// Writes are trapped (`after_access`): reservations' write-protect
+    /// (Navarro §4.7) or page contents (sharing). One flag, so the access
+    /// path keeps one branch whatever is on.
+    pub(super) write_trap: bool,
 }
 
 pub(super) const OWNER_PID_SHIFT: u32 = 48;
@@ -249,6 +256,8 @@ impl Kernel {
             segments: super::segment::SegmentTable::new(&header.regions),
             reserv: Default::default(),
             daemon,
+            sharing: None,
+            write_trap: false,
         };
         // reservations: files' ranges, for write-back at msync (os/reserv.rs).
         k.reserv.file_ranges =
@@ -529,6 +538,7 @@ impl Kernel {
         // page daemon: its counters and the contiguity left at the end.
         self.stats.pagedaemon = self.daemon.as_ref().map(|d| d.stats.clone());
         self.stats.contiguity = self.daemon.as_ref().map(|_| self.contiguity());
+        self.stats.sharing = self.sharing_stats();
         self.stats.faults_huge = (1..self.geo.num_sizes()).map(|s| (page_label(self.geo.sizes[s]), self.faults_huge[s])).collect();
         self.spaces
             .iter()
@@ -571,11 +581,14 @@ impl Kernel {
         // page daemon: frames of the wired stream (its pools included).
         let reserved = self.reserv.reserved;
         let wired = self.wired_held();
-        if held + frag + reserved + wired != used {
+        // page sharing: shared frames belong to no process (os/ksm.rs).
+        let shared = self.shared_frames();
+        if held + frag + reserved + wired + shared != used {
             return Err(format!(
-                "frames held by processes ({held}) + fragmenter ({frag}) + reserved unpopulated ({reserved}) + wired ({wired}) != frames in use ({used})"
+                "frames held by processes ({held}) + fragmenter ({frag}) + reserved unpopulated ({reserved}) + wired ({wired}) + shared ({shared}) != frames in use ({used})"
             ));
         }
+        self.check_sharing()?;
         self.check_reservations()?;
         if let Some(b) = self.budget_bytes {
             if self.huge_total > b {
@@ -711,10 +724,16 @@ impl PageTable for Kernel {
                 sp.vmas[vi].cover(pi);
             }
         }
-        // reservations: the write-protect trap (Navarro §4.7), armed only by
-        // a reservation policy with wp on.
-        if self.reserv.armed && a.write {
-            self.write_check(a);
+        // Trapped writes: reservations' write-protect trap (Navarro §4.7),
+        // armed only by a reservation policy; page contents and
+        // copy-on-write (os/content.rs), only under a sharing policy.
+        if self.write_trap && a.write {
+            if self.reserv.armed {
+                self.write_check(a);
+            }
+            if self.sharing.is_some() {
+                self.content_write(a);
+            }
         }
         self.advance(cycles);
     }
@@ -722,6 +741,12 @@ impl PageTable for Kernel {
     fn progress(&mut self, label: &str) {
         if let Some((p, s, l)) = crate::trace::parse_populate_label(label) {
             self.populate(p, s, l);
+            self.populated_content(p, s, l);
+            return;
+        }
+        // page contents: a declaration is data, not a progress point.
+        if let Some(d) = crate::trace::parse_content_label(label) {
+            self.declare_content(&d);
             return;
         }
         if let Some((p, s, l)) = crate::trace::parse_free_label(label) {

@@ -75,6 +75,9 @@ pub struct OsStats {
     /// The contiguity metric at the end (Navarro Fig. 5), with the daemon.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub contiguity: Option<super::phys::Contiguity>,
+    /// Page sharing (os/ksm.rs): present only under a sharing policy.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sharing: Option<super::ksm::SharingStats>,
 }
 
 fn is_zero(n: &u64) -> bool {

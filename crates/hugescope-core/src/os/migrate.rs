@@ -77,6 +77,10 @@ impl Kernel {
         if m.owner == FRAG_OWNER {
             return; // the fragmenter's own pages: no process maps them
         }
+        // page sharing: a shared frame is remapped in every mapper.
+        if self.sharing.is_some() && self.ksm_migrated(m.from, m.to) {
+            return;
+        }
         let pid = (m.owner >> OWNER_PID_SHIFT) as u16;
         let bs = self.shape.base_shift;
         let va = (m.owner & ((1 << OWNER_PID_SHIFT) - 1)) << bs;

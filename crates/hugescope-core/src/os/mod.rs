@@ -8,10 +8,12 @@ pub mod clock;
 // mthp: a walk's TLB size from the PTEs around it (TLB coalescing).
 pub mod coalesce;
 pub mod config;
+pub mod content;
 pub mod costs;
 pub mod fault;
 pub mod huge_memory;
 pub mod kernel;
+pub mod ksm;
 pub mod metrics;
 pub mod migrate;
 pub mod pagedaemon;

@@ -144,6 +144,7 @@ impl Kernel {
         // Armed with wp off too: the MMU model sets no dirty bit on a write
         // that hits the TLB, and write-back needs one (os/reserv.rs `writeback`).
         r.armed = true;
+        self.write_trap = true;
     }
 
     /// Frames reserved and not populated (ref §10.8: counted apart from the

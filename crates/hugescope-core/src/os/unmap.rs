@@ -27,6 +27,10 @@ impl Kernel {
         }
         self.stats.frees += 1;
         self.stats.freed_bytes += end - start;
+        // page sharing: merged pages leave their shared frames first.
+        if self.sharing.is_some() {
+            self.ksm_unmap_range(pid, start, end);
+        }
         // First split huge leaves that straddle the range boundaries (or,
         // under a deferring policy, keep them whole).
         let mut kept: Vec<(u64, u64)> = Vec::new();

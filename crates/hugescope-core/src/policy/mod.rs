@@ -29,6 +29,7 @@
 //! docs/kernel.md maps which file holds which mechanism.
 
 pub mod khugepaged;
+pub mod ksmd;
 pub mod params;
 
 use crate::os::{AllocMode, Kernel};
@@ -137,6 +138,10 @@ registry! {
     "dseg" => dseg: "direct segments (ISCA'13): one segment over each process's primary region, the rest paged",
     "ingens" => ingens: "Ingens (OSDI'16): base pages at fault, asynchronous promotion at 90% utilization in fairness order, sampled access tracking, utilization-based demotion, proactive compaction",
     "navarro" => navarro: "reservation-based superpages (Navarro et al., OSDI'02): reserve at first fault, promote in place when full, preempt the least recently populated reservation, demote on the first write to a clean superpage",
+    "hpshare" => hpshare: "huge-page sharing: merge only identical whole 2MB pages, never split (a sharing daemon: run beside a huge-page policy, e.g. ideal+hpshare)",
+    "ksm" => ksm: "Linux KSM, share first: merge identical 4KB pages copy-on-write, splitting any huge page with a shareable 4KB region (e.g. ideal+ksm)",
+    "ingens-share" => ingens_share: "Ingens-style sharing: KSM that splits only huge pages Ingens' 2MB accessed-bit tracking finds infrequent; hot huge pages are kept (e.g. ideal+ingens-share)",
+    "zeroscan" => zeroscan: "zero-page scan (THP shrinker style): split huge pages with zero-filled 4KB regions and reclaim those regions (e.g. ideal+zeroscan)",
     "mthp" => mthp: "Linux multi-size THP: linux's PMD fault and khugepaged, else the largest enabled folio size that fits (enabled_<size>=always|madvise|inherit|never)",
 }
 

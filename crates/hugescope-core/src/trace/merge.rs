@@ -75,6 +75,10 @@ impl Placement {
         if let Some((pid, start, len)) = parse_populate_label(label) {
             return populate_label(pid + self.pid_offset, start, len);
         }
+        // page contents: a declaration names a pid too (os/content.rs).
+        if let Some(d) = super::parse_content_label(label) {
+            return super::content_label(&super::ContentDecl { pid: d.pid + self.pid_offset, ..d });
+        }
         label.to_string()
     }
 }
@@ -324,6 +328,8 @@ mod tests {
         let pl = Placement { pid_offset: 2, processes: 1, cpu_offset: 3, cpus: 1 };
         assert_eq!(pl.label(&free_label(0, 0x1000, 0x2000)), free_label(2, 0x1000, 0x2000));
         assert_eq!(pl.label(&populate_label(0, 0x1000, 0x2000)), populate_label(2, 0x1000, 0x2000));
+        let d = super::super::ContentDecl { pid: 0, start: 0x1000, len: 0x2000, stream: 3, first: 9 };
+        assert_eq!(pl.label(&super::super::content_label(&d)), super::super::content_label(&super::super::ContentDecl { pid: 2, ..d }));
         assert_eq!(pl.label("phase:bfs"), "phase:bfs");
         let a = pl.access(Access::read(0x1234));
         assert_eq!((a.pid, a.cpu, a.addr), (2, 3, 0x1234));

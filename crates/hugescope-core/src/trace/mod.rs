@@ -342,6 +342,38 @@ pub fn parse_free_label(label: &str) -> Option<(u16, u64, u64)> {
     parse_range_label(label.strip_prefix("free:")?)
 }
 
+/// What a content marker declares: page `j` of [start, start + len) of `pid`
+/// holds element `first + j` of content stream `stream` (a workload's data
+/// set, e.g. the records two VMs insert in different orders). Pages with equal
+/// (stream, element) hold identical bytes, so a same-page merger (KSM,
+/// `os/ksm.rs`) may share them; see `os/content.rs` for the content model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ContentDecl {
+    pub pid: u16,
+    pub start: u64,
+    pub len: u64,
+    pub stream: u64,
+    pub first: u64,
+}
+
+/// Marker label of a content declaration:
+/// "content:PID:START:LEN:STREAM:FIRST" (hex numbers after the pid). A plain
+/// progress marker in the `.hst` format (no format change: old traces read
+/// unchanged, and older readers see an ordinary label).
+pub fn content_label(d: &ContentDecl) -> String {
+    format!("content:{}:{:x}:{:x}:{:x}:{:x}", d.pid, d.start, d.len, d.stream, d.first)
+}
+
+/// Parse a `content_label`; None if `label` is not one.
+pub fn parse_content_label(label: &str) -> Option<ContentDecl> {
+    let rest = label.strip_prefix("content:")?;
+    let mut it = rest.split(':');
+    let pid = it.next()?.parse().ok()?;
+    let mut hex = || u64::from_str_radix(it.next()?, 16).ok();
+    let (start, len, stream, first) = (hex()?, hex()?, hex()?, hex()?);
+    it.next().is_none().then_some(ContentDecl { pid, start, len, stream, first })
+}
+
 fn parse_range_label(rest: &str) -> Option<(u16, u64, u64)> {
     let mut it = rest.split(':');
     let pid = it.next()?.parse().ok()?;
@@ -389,6 +421,19 @@ mod tests {
         assert_eq!(parse_free_label("free:1:10:10:10"), None);
         assert_eq!(parse_populate_label(&populate_label(0, 0x2000, 0x1000)), Some((0, 0x2000, 0x1000)));
         assert_eq!(parse_populate_label(&free_label(0, 0x2000, 0x1000)), None);
+    }
+
+    #[test]
+    fn content_labels_roundtrip() {
+        let d = ContentDecl { pid: 2, start: 0x4000_0000, len: 0x20_0000, stream: 7, first: 0x1234 };
+        assert_eq!(parse_content_label(&content_label(&d)), Some(d));
+        assert_eq!(content_label(&d), "content:2:40000000:200000:7:1234");
+        // Other markers are not content declarations, and malformed ones are refused.
+        assert_eq!(parse_content_label(&free_label(0, 0x2000, 0x1000)), None);
+        assert_eq!(parse_content_label("content:1:10:10:1"), None);
+        assert_eq!(parse_content_label("content:1:10:10:1:2:3"), None);
+        assert_eq!(parse_content_label("content:x:10:10:1:2"), None);
+        assert_eq!(parse_free_label(&content_label(&d)), None);
     }
 
     #[test]

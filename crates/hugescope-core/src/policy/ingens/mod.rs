@@ -163,14 +163,7 @@ pub fn new(p: &mut Params) -> Result<Box<dyn Policy>> {
         compact_period_s: p.f64_in("compact_period_s", 5.0, MIN_PERIOD_S, MAX_PERIOD_S)?,
         compact_mb: p.f64_in("compact_mb", 100.0, 0.0, 1e9)?,
         seed: p.u64("seed", 1)?,
-        tracking: TrackConfig {
-            period_s: p.f64_in("track_period_s", 2.0, MIN_PERIOD_S, MAX_PERIOD_S)?,
-            alpha: p.f64_in("alpha", 0.4, 0.0, 1.0)?,
-            frequent: p.f64_in("frequent", 6.0, 0.0, 8.0)?,
-            hot_clear: p.f64_in("hot_clear", 0.2, 0.0, 1.0)?,
-            clear_flushes: p.bool("clear_flushes", true)?,
-            scan_ns: p.f64_in("scan_ns", 80.0, 0.0, 1e6)?,
-        },
+        tracking: TrackConfig::from_params(p)?,
     };
     let tracker = Tracker::new(cfg.tracking.clone(), cfg.seed, 12);
     Ok(Box::new(Ingens {

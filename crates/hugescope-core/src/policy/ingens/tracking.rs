@@ -49,6 +49,22 @@ pub struct TrackConfig {
     pub scan_ns: f64,
 }
 
+impl TrackConfig {
+    /// The tracking knobs of a policy's parameters (Ingens' own, and the
+    /// Ingens-style sharing policy's, `policy/ingens_share.rs`).
+    pub fn from_params(p: &mut crate::policy::Params) -> crate::Result<TrackConfig> {
+        use crate::policy::params::{MAX_PERIOD_S, MIN_PERIOD_S};
+        Ok(TrackConfig {
+            period_s: p.f64_in("track_period_s", 2.0, MIN_PERIOD_S, MAX_PERIOD_S)?,
+            alpha: p.f64_in("alpha", 0.4, 0.0, 1.0)?,
+            frequent: p.f64_in("frequent", 6.0, 0.0, 8.0)?,
+            hot_clear: p.f64_in("hot_clear", 0.2, 0.0, 1.0)?,
+            clear_flushes: p.bool("clear_flushes", true)?,
+            scan_ns: p.f64_in("scan_ns", 80.0, 0.0, 1e6)?,
+        })
+    }
+}
+
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct TrackStats {
     pub passes: u64,
