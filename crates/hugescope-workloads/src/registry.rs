@@ -13,6 +13,8 @@ use crate::mem::{Mem, Native, NativeEvent, Traced};
 use crate::{bt, btree, canneal, cg, graph, gups, kv, mysql, pointer_chase, seqtouch, stream, svm, web};
 // The Navarro paper's workloads (OSDI'02 §6.2, §6.5-6.7).
 use crate::{adversary, cmp, dirtyfile, fftw, mapdummy, matrix, rbtree, stride4m};
+// The FHPM paper's PSR microbenchmark (§2.2 Fig 2, §6.3 Fig 8).
+use crate::psr;
 
 /// One documented parameter of a workload.
 #[derive(Clone, Debug, Serialize)]
@@ -249,6 +251,7 @@ pub(crate) enum Prepared {
     Cmp(cmp::Cfg),
     Dirtyfile(dirtyfile::Cfg),
     Mapdummy(mapdummy::Cfg),
+    Psr(psr::Cfg),
 }
 
 impl Prepared {
@@ -275,6 +278,7 @@ impl Prepared {
             Prepared::Cmp(c) => cmp::layout(c),
             Prepared::Dirtyfile(c) => dirtyfile::layout(c),
             Prepared::Mapdummy(c) => mapdummy::layout(c),
+            Prepared::Psr(c) => psr::layout(c),
         }
     }
     /// Simulated cpus of the trace: one per thread, except where threads are
@@ -317,6 +321,7 @@ impl Prepared {
             Prepared::Cmp(c) => cmp::run(c, l, m),
             Prepared::Dirtyfile(c) => dirtyfile::run(c, l, m),
             Prepared::Mapdummy(c) => mapdummy::run(c, l, m),
+            Prepared::Psr(c) => psr::run(c, l, m),
         }
     }
 }
@@ -333,6 +338,8 @@ pub fn list() -> Vec<WorkloadInfo> {
     // The Navarro paper's workloads (OSDI'02 §6.2 Table 1, §6.5-6.7).
     v.extend([matrix::info(), rbtree::info(), fftw::info(), adversary::info(), stride4m::info()]);
     v.extend([cmp::info(), dirtyfile::info(), mapdummy::info()]);
+    // The FHPM paper's PSR microbenchmark (§2.2, §6.3).
+    v.push(psr::info());
     v
 }
 
@@ -364,6 +371,7 @@ fn prepare(name: &str, params: &Params) -> Result<(Prepared, Resolved)> {
         "cmp" => Prepared::Cmp(cmp::config(&r)?),
         "dirtyfile" => Prepared::Dirtyfile(dirtyfile::config(&r)?),
         "mapdummy" => Prepared::Mapdummy(mapdummy::config(&r)?),
+        "psr" => Prepared::Psr(psr::config(&r)?),
         other => return Err(Error::input(format!("workload '{other}' is listed but not wired up"))),
     };
     Ok((prep, r))

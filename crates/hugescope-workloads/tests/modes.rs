@@ -98,6 +98,8 @@ fn small_cases() -> Vec<(&'static str, Value)> {
         ("cmp", json!({"size": "1MiB"})),
         ("dirtyfile", json!({"size": "8MiB", "write_every": 64})),
         ("mapdummy", json!({"size": "64KiB", "cycles": 3, "rate": 1000, "access_rate": 100000})),
+        // The FHPM paper's PSR microbenchmark.
+        ("psr", json!({"footprint": "16MiB", "hot": "2MiB", "u": 0.5, "accesses": 20000, "threads": 2})),
     ]
 }
 
