@@ -104,6 +104,8 @@ pub struct Kernel {
     // page daemon: lists, wired stream, counters (os/pagedaemon.rs); None
     // when no memory-pressure knob is set, so ordinary runs are unchanged.
     pub(super) daemon: Option<Box<super::pagedaemon::PageDaemon>>,
+    // memory tiers (os/tier.rs): None unless os.tier_fast is set.
+    pub(super) tiers: Option<Box<super::tier::Tiers>>,
 }
 
 pub(super) const OWNER_PID_SHIFT: u32 = 48;
@@ -149,6 +151,8 @@ impl Kernel {
         let mut phys = PhysMem::new(memory, base_page, mem_order)?;
         // page daemon: built on the empty memory, before the fragmenters run.
         let daemon = Self::make_daemon(&cfg.daemon, &phys, &geo, cfg.seed);
+        // memory tiers: the fast tier is allocated first from here on.
+        let tiers = super::tier::Tiers::build(&cfg.tiers, &mut phys, cost.cpu_ghz, 1 << shape.region_shift)?;
         let frag_report = match cfg.fragmentation {
             None => None,
             Some(Fragmentation::Pcc { share }) => Some(phys.fragment_pcc(share, cfg.seed)?),
@@ -249,6 +253,7 @@ impl Kernel {
             segments: super::segment::SegmentTable::new(&header.regions),
             reserv: Default::default(),
             daemon,
+            tiers,
         };
         // reservations: files' ranges, for write-back at msync (os/reserv.rs).
         k.reserv.file_ranges =
@@ -516,6 +521,8 @@ impl Kernel {
         // page daemon: its counters and the contiguity left at the end.
         self.stats.pagedaemon = self.daemon.as_ref().map(|d| d.stats.clone());
         self.stats.contiguity = self.daemon.as_ref().map(|_| self.contiguity());
+        // memory tiers: shares and what the fast tier holds at the end.
+        self.finish_tiers();
         self.stats.faults_huge = (1..self.geo.num_sizes()).map(|s| (page_label(self.geo.sizes[s]), self.faults_huge[s])).collect();
         self.spaces
             .iter()
@@ -677,7 +684,11 @@ impl PageTable for Kernel {
 
     #[inline(always)]
     fn after_access(&mut self, a: &Access, outcome: Outcome, walk: Option<WalkCost>) {
-        let cycles = self.cost.access_cycles(outcome, walk);
+        let mut cycles = self.cost.access_cycles(outcome, walk);
+        // memory tiers (os/tier.rs): the memory time of the tier touched.
+        if self.tiers.is_some() {
+            cycles += self.tier_access(a);
+        }
         let size = match outcome {
             Outcome::L1Hit(s) | Outcome::L2Hit(s) => s,
             Outcome::Miss => self.last.size,
