@@ -285,6 +285,10 @@ impl Kernel {
     pub fn footprint(&self) -> u64 {
         self.footprint
     }
+    /// The OS mechanism costs (policies charge their own scans with them).
+    pub fn os_costs(&self) -> &OsCosts {
+        &self.costs
+    }
     pub fn budget_bytes(&self) -> Option<u64> {
         self.budget_bytes
     }

@@ -137,6 +137,7 @@ registry! {
     "dseg" => dseg: "direct segments (ISCA'13): one segment over each process's primary region, the rest paged",
     "ingens" => ingens: "Ingens (OSDI'16): base pages at fault, asynchronous promotion at 90% utilization in fairness order, sampled access tracking, utilization-based demotion, proactive compaction",
     "navarro" => navarro: "reservation-based superpages (Navarro et al., OSDI'02): reserve at first fault, promote in place when full, preempt the least recently populated reservation, demote on the first write to a clean superpage",
+    "hmmv" => hmmv: "HMM-v (FHPM §6.5): hypervisor tiered memory ranking EPT leaves by A-bit frequency (bucket sort) and filling the fast tier by rank; granularity=huge|base",
     "mthp" => mthp: "Linux multi-size THP: linux's PMD fault and khugepaged, else the largest enabled folio size that fits (enabled_<size>=always|madvise|inherit|never)",
 }
 
