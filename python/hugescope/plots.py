@@ -651,6 +651,31 @@ NAVARRO_FIGURES = {
 }
 
 
+def plot_fhpm_tmm(data: Dict[str, Any]):
+    """FHPM Fig 2: estimated performance normalized to all-2MB-all-fast
+    against the unbalanced share u, one line per configuration."""
+    df = _rows(data)
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for j, c in enumerate(c for c in dict.fromkeys(df["config"]) if c != "all 2MB, all fast"):
+        g = df[df["config"] == c].sort_values("u")
+        ax.plot(g["u"], g["perf_norm"].astype(float), marker="o", label=c, color=PALETTE[j % len(PALETTE)])
+    ax.axhline(1.0, color="#7f7f7f", lw=1, ls="--", label="all 2MB, all fast")
+    ax.set_xlabel("share of hot data in unbalanced 2MB pages (u)")
+    ax.set_ylabel("performance vs all-2MB all-fast (estimate)")
+    ax.set_ylim(0, 1.1)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(f"FHPM Fig 2 (TMM): {data.get('preset', '?')}, {data.get('scale', '?')} scale (estimates)", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+#: The figures of FHPM's tiered-memory study (fhpm_tmm.py).
+FHPM_TMM_FIGURES = {
+    "fhpm-tmm": ("FHPM: HMM-v-Huge vs HMM-v-Base as hot pages become unbalanced (FHPM Fig 2)", plot_fhpm_tmm),
+}
+
+
 def figures(data: Dict[str, Any]) -> List[Tuple[str, Any]]:
     """The figures of one saved experiment, as (caption, Figure)."""
     require_matplotlib()
@@ -674,7 +699,7 @@ def figures(data: Dict[str, Any]) -> List[Tuple[str, Any]]:
         if data.get("gups"):
             out.append(("GUPS overhead vs footprint (ISCA'13 Fig. 5)", plot_ds_gups(data)))
         return out
-    for table in (INGENS_FIGURES, NAVARRO_FIGURES):
+    for table in (INGENS_FIGURES, NAVARRO_FIGURES, FHPM_TMM_FIGURES):
         if kind in table:
             caption, plot = table[kind]
             return [(caption, plot(data))]
@@ -692,7 +717,7 @@ def figure_paths(data: Dict[str, Any], stem: str) -> List[str]:
 #: Figures per experiment kind (the captions ``figures`` gives them).
 FIGURE_COUNTS = {"curve": ("curve",), "frag": ("frag",), "sensitivity": ("sensitivity",),
                  "reuse": ("scatter", "regions"), "multi": ("policies", "timeline"), "validate": ("validate",),
-                 "ds-tables": ("tables", "gups"), **{k: ("study",) for k in (*INGENS_FIGURES, *NAVARRO_FIGURES)}}
+                 "ds-tables": ("tables", "gups"), **{k: ("study",) for k in (*INGENS_FIGURES, *NAVARRO_FIGURES, *FHPM_TMM_FIGURES)}}
 
 
 def save_figures(data: Dict[str, Any], stem: str) -> List[str]:
