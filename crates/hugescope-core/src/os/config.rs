@@ -208,7 +208,7 @@ pub fn os_knobs() -> &'static [Knob] {
         // memory tiers (os/tier.rs; FHPM §5, §6.5; spec §11 defaults): off by default.
         let t = TierConfig::default();
         k.extend([
-            Knob { name: "tier_fast", kind: size, unit: "bytes", default: None, auto: "one tier (no tier model)",
+            Knob { name: "tier_fast", kind: KnobKind::Size { min: 2 << 20, max: u64::MAX }, unit: "bytes", default: None, auto: "one tier (no tier model)",
                 help: "memory tiers: bytes of the fast tier (a multiple of 2MB); the rest of memory is the slow tier, allocated after the fast one (FHPM §6.1)" },
             Knob { name: "tier_fast_ns", kind: KnobKind::Real { min: 0.0, min_open: false, max: 1e6 }, unit: "ns", default: Some(KnobValue::Real(t.fast_ns)), auto: "",
                 help: "memory tiers: memory time of an access to a fast-tier frame (DRAM; estimate)" },
