@@ -14,7 +14,7 @@ from hugescope.studies import Studies
 
 #: A scale small enough for the test suite: 64 2MB pages, 6MiB of hot data
 #: (3 pages balanced, about 30 unbalanced at u=1), a fast tier of 12MiB.
-TINY = {"psr": {"footprint": "128MiB", "hot": "6MiB", "accesses": "400k"}, "fast": "12MiB",
+TINY = {"psr": {"footprint": "128MiB", "hot": "6MiB", "accesses": "400k", "cold": 0}, "fast": "12MiB",
         "memory": "160MiB", "duration": 10.0, "interval": 0.5, "rounds": 2}
 
 
