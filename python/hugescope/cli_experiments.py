@@ -478,6 +478,25 @@ def cmd_navarro(a) -> int:
                                                              progress=progress))
 
 
+def print_virt(r, console) -> None:
+    """One table per virtualization study, then every claim as a PASS/FAIL row."""
+    from .virt_study import COLUMNS
+
+    print_studies(r, console, COLUMNS,
+                  lambda name, m: f"Virtualization {name} ({m['preset']}, {m['scale']} scale): estimates; "
+                                  "configs hX/gY: host X, guest Y (B base pages, H huge pages)")
+
+
+@_user_errors
+def cmd_virt(a) -> int:
+    from . import virt_study as vs
+
+    studies = vs.check_args(a.studies or None, a.scale)
+    return _run_studies(a, vs, "virt", studies, print_virt,
+                        lambda progress: vs.virt_studies(studies, scale=a.scale, seed=a.seed, traces=a.traces,
+                                                         progress=progress))
+
+
 def _study_args(p) -> None:
     """The options every paper-study command shares (``ingens``, ``navarro``)."""
     p.add_argument("--seed", type=_cli().seed_arg, default=1, help="seed of every workload (default 1)")
@@ -639,6 +658,14 @@ def add_commands(sub) -> None:
                     help="ci: about half a minute for all five (default); paper: larger runs, minutes")
     _study_args(nv)
     nv.set_defaults(func=cmd_navarro)
+
+    vt = sub.add_parser("virt", help="huge pages under virtualization (issue #13): nested walks for host/guest "
+                                     "base and huge pages (Ingens Table 3)")
+    vt.add_argument("studies", nargs="*", metavar="STUDY", help="nested (default all)")
+    vt.add_argument("--scale", default="ci",
+                    help="tiny: seconds; ci: under a minute (default); paper: larger runs, minutes")
+    _study_args(vt)
+    vt.set_defaults(func=cmd_virt)
 
     rp = sub.add_parser("report", help="one self-contained HTML page from a results directory")
     rp.add_argument("results", help="results directory")

@@ -232,3 +232,25 @@ fn bad_tier_sizes_and_hmmv_knobs_are_one_clear_error() {
     let e = policy::make("hmmv", &[("rounds".into(), "0".into())]).err().unwrap().to_string();
     assert!(e.contains("rounds"), "{e}");
 }
+
+#[test]
+fn virtualized_the_tiers_are_the_hosts_and_price_each_guest_access_by_its_host_frame() {
+    use hugescope_core::run::PolicySpec;
+    use hugescope_core::virt::run::{hypervisor_for, nested_walker};
+    let m = common::machine();
+    let o = OsConfig { tiers: TierConfig { fast_bytes: Some(MB2), fast_ns: 100.0, ..Default::default() }, ..Default::default() };
+    let hv = hypervisor_for(&m, &[header(8 * MB2, false)], &o, &PolicySpec::parse("ideal").unwrap(), &PolicySpec::parse("base").unwrap()).unwrap();
+    let mut s: Simulator<_, _, hugescope_core::hw::NoSegment> = Simulator::with_walker_and_unit(m.clone(), 1, hv, nested_walker(&m).unwrap()).unwrap();
+    // The guest maps 2MB pages over host 4KB pages: each new 4KB page of
+    // the guest's is a new host frame, fast while the 512 fast frames last
+    // (the guest's few page-table pages take some of them).
+    for i in 0..600 {
+        s.step(Access::read(BASE + i * PAGE));
+    }
+    let host = &s.pt.host;
+    assert!(s.pt.vms[0].guest.tier_stats().is_none(), "a guest sees one flat memory");
+    let t = host.tier_stats().unwrap();
+    assert_eq!(t.fast_accesses + t.slow_accesses, 600, "one memory access per guest access");
+    assert!((500..512).contains(&t.fast_accesses), "{t:?}");
+    assert_eq!(t.memory_cycles, t.fast_accesses as f64 * 320.0 + t.slow_accesses as f64 * 960.0);
+}

@@ -182,6 +182,26 @@ impl Kernel {
         self.tiers.as_ref().map(|t| &t.stats)
     }
 
+    /// The physical address `addr` of `pid` is mapped to (None: not mapped).
+    /// virt: a guest access's GPA, whose host frame decides its tier.
+    pub fn frame_addr(&self, pid: u16, addr: u64) -> Option<u64> {
+        let sp = self.spaces.get(pid as usize)?;
+        let v = &sp.vmas[sp.find(addr)?];
+        let pfn = v.pfn[v.page_index(addr, self.shape.base_shift)];
+        let mask = (1u64 << self.shape.base_shift) - 1;
+        (pfn != NO_PFN).then_some(((pfn as u64) << self.shape.base_shift) | (addr & mask))
+    }
+
+    /// The memory time of access `a` by its frame's tier, in cycles (0
+    /// without tiers). virt: the hypervisor prices a guest access by the
+    /// host frame behind its GPA (`a` in the VM's host process).
+    pub fn tier_cycles(&mut self, a: &Access) -> f64 {
+        if self.tiers.is_none() {
+            return 0.0;
+        }
+        self.tier_access(a)
+    }
+
     /// The tier of the frame mapping `addr` of `pid` (None: no tiers, or not mapped).
     pub fn tier_of(&self, pid: u16, addr: u64) -> Option<Tier> {
         let t = self.tiers.as_ref()?;
