@@ -15,7 +15,7 @@ from hugescope.studies import Studies
 #: A scale small enough for the test suite: 64 2MB pages, 6MiB of hot data
 #: (3 pages balanced, about 30 unbalanced at u=1), a fast tier of 12MiB.
 TINY = {"psr": {"footprint": "128MiB", "hot": "6MiB", "accesses": "400k", "cold": 0}, "fast": "12MiB",
-        "memory": "160MiB", "duration": 10.0, "interval": 0.5, "rounds": 2}
+        "duration": 10.0, "interval": 0.5, "rounds": 2}
 
 
 def test_bad_arguments_are_one_line():
@@ -25,9 +25,10 @@ def test_bad_arguments_are_one_line():
         tmm.run_tmm(scale="huge")
 
 
-def test_tmm_shows_hot_bloat_huge_best_when_balanced_base_best_when_unbalanced(monkeypatch, tmp_path):
+@pytest.mark.parametrize("virt", [True, False])
+def test_tmm_shows_hot_bloat_huge_best_when_balanced_base_best_when_unbalanced(monkeypatch, tmp_path, virt):
     monkeypatch.setitem(tmm.SCALES, "tiny", TINY)
-    r = tmm.run_tmm(scale="tiny", us=[0.0, 1.0], fhpm=False)
+    r = tmm.run_tmm(scale="tiny", us=[0.0, 1.0], fhpm=False, virt=virt)
     rows = r.table.to_dict("records")
     by = {(x["u"], x["config"]): x for x in rows}
     # The baseline normalizes itself; every run is an estimate.

@@ -15,8 +15,11 @@ Management For Virtualization", §2.2 Fig 2; reference: shared/reference/fhpm.md
 
 FHPM-TMM itself (the ``fhpm`` policy with ``consumer=tmm``) joins the sweep
 when that policy is registered (``FHPM_TMM``); it is not part of this module.
-Runs are native (one host kernel; the hypervisor model is not yet there): the
-VM process is the traced program. Every figure is an estimate of the cost
+Runs are virtualized by default (``virt=True``): the psr program runs in a VM
+whose guest maps every region 2MB (guest THP always: ``ideal``), and the
+tiered-memory policy runs in the host on the EPT (the VM process's page
+table), as HMM-v does; the tiers are the host's. ``virt=False`` runs the
+policy natively on the program's own page table. Every figure is an estimate of the cost
 model (memory time by tier: ``os.tier_*``) or a counter of the OS model;
 ``shape_checks`` states the paper's claims and whether this run shows them.
 
@@ -42,8 +45,13 @@ PRESET = "haswell-pcc"
 #: The unbalanced shares of Fig 2's x axis.
 US = [0.0, 0.25, 0.5, 0.75, 1.0]
 
-#: The normalization baseline: every page 2MB, all memory fast (spec §9).
+#: The normalization baseline: every page 2MB, all memory fast (spec §9):
+#: the same fast tier, with slow frames as fast as fast ones.
 BASELINE = "all 2MB, all fast"
+
+#: The guest policy of a virtualized run: guest THP always (spec §11), so
+#: the baseline's walks are 2MB/2MB.
+GUEST = "ideal"
 
 #: The configurations: label -> policy spec (each scale adds HMM-v's round
 #: knobs). ``ideal`` maps every region 2MB at first touch.
@@ -55,7 +63,7 @@ FHPM_TMM = ("FHPM-TMM", "fhpm:consumer=tmm")
 
 #: Per scale: the psr parameters (the paper's 40GB footprint and 4GB hot data
 #: scaled with their 10:1 ratio), the fast tier (the paper's 8GB: twice the
-#: hot data), simulated memory (all of it fast for the baseline), the virtual
+#: hot data; memory is the OS model's default, the slow tier the rest), the virtual
 #: duration the trace spans and HMM-v's rounds (an A-bit round every
 #: ``interval`` s, a placement every ``rounds`` rounds: 10 placements).
 #: No cold accesses: the paper's program "focus[es] on accessing 4GB"; with
@@ -64,9 +72,9 @@ FHPM_TMM = ("FHPM-TMM", "fhpm:consumer=tmm")
 #: A-bit scanner at 2MB could find the hot data even at u=0 (against Fig 2).
 SCALES: Dict[str, Dict[str, Any]] = {
     "ci": {"psr": {"footprint": "256MiB", "hot": "24MiB", "accesses": "2M", "cold": 0}, "fast": "48MiB",
-           "memory": "320MiB", "duration": 10.0, "interval": 0.5, "rounds": 2},
+           "duration": 10.0, "interval": 0.5, "rounds": 2},
     "paper": {"psr": {"footprint": "4GiB", "hot": "400MiB", "accesses": "20M", "cold": 0}, "fast": "800MiB",
-              "memory": "4608MiB", "duration": 10.0, "interval": 0.5, "rounds": 2},
+              "duration": 10.0, "interval": 0.5, "rounds": 2},
 }
 
 #: The paper's Fig 2 as text (its exact values are read off a plot).
@@ -74,7 +82,7 @@ PAPER = {"tmm": "HMM-v-Huge optimal at u=0, below HMM-v-Base as u grows"}
 
 #: The columns shown (terminal and report; all in the saved table).
 COLUMNS = {"tmm": ["u", "config", "perf_norm", "fast_access_share", "fast_huge_ratio", "promoted_mib",
-                   "demoted_mib", "recopied_mib", "dtlb_misses"]}
+                   "demoted_mib", "recopied_mib", "dtlb_misses", "vm_exits"]}
 
 MIB = 1 << 20
 
@@ -83,22 +91,30 @@ def _policies() -> List[str]:
     return [name for name, _ in _core.policies()]
 
 
-def _configs(cfg: Dict[str, Any], with_fhpm: bool) -> List[Tuple[str, str, Dict[str, Any]]]:
+def _configs(cfg: Dict[str, Any], with_fhpm: bool, virt: bool) -> List[Tuple[str, str, Dict[str, Any]]]:
     """(label, spec, options) of every configuration at this scale: the
-    baseline with all memory fast, the rest with the scale's fast tier."""
+    scale's fast tier, and for the baseline slow frames as fast as fast
+    ones. Virtualized, the spec is the guest's and the policy the host's."""
     rounds = f"interval={cfg['interval']},rounds={cfg['rounds']}"
     out = []
     for label, spec in CONFIGS + ([FHPM_TMM] if with_fhpm else []):
-        fast = cfg["memory"] if label == BASELINE else cfg["fast"]
         if spec.startswith("hmmv"):
             spec = f"{spec},{rounds}"
-        out.append((label, spec, {"set": [f"os.memory={cfg['memory']}", f"os.tier_fast={fast}"]}))
+        opts: Dict[str, Any] = {"set": [f"os.tier_fast={cfg['fast']}"]
+                                + (["os.tier_slow_ns=90"] if label == BASELINE else [])}
+        if virt:
+            spec, opts = GUEST, {**opts, "host_policy": spec}
+        out.append((label, spec, opts))
     return out
 
 
 def _row(u: float, label: str, spec: str, d: Dict[str, Any]) -> Dict[str, Any]:
-    t = (d["os_stats"].get("tiers") or {})
+    # The tiers are the host's in a virtualized run.
+    host = (d.get("virt") or {}).get("host_os_stats") or d["os_stats"]
+    t = host.get("tiers") or {}
+    exits = ((d.get("virt") or {}).get("vm_exits") or {})
     return {"u": u, "config": label, "policy": spec, "total_cycles": d["cost"]["total_cycles"],
+            "vm_exits": exits.get("total"), "exits_after_zap": exits.get("ept_violation_after_zap"),
             "memory_cycles": d["cost"].get("memory_cycles", 0.0), "dtlb_misses": d["translation"]["walks"],
             "fast_access_share": t.get("fast_access_share"), "fast_huge_ratio": t.get("fast_huge_ratio"),
             "promoted_mib": t.get("promoted_bytes", 0) / MIB, "demoted_mib": t.get("demoted_bytes", 0) / MIB,
@@ -106,15 +122,15 @@ def _row(u: float, label: str, spec: str, d: Dict[str, Any]) -> Dict[str, Any]:
             "placements": t.get("placements"), "kind": "estimate"}
 
 
-def _tmm(paths: Dict[float, str], cfg: Dict[str, Any], step, with_fhpm: bool) -> List[Dict[str, Any]]:
-    configs = _configs(cfg, with_fhpm)
+def _tmm(paths: Dict[float, str], cfg: Dict[str, Any], step, with_fhpm: bool, virt: bool) -> List[Dict[str, Any]]:
+    configs = _configs(cfg, with_fhpm, virt)
     rows = []
     for u, path in paths.items():
         results = simulate_configs(path, configs, PRESET, {"duration": cfg["duration"], "with_base": False},
                                    lambda what, u=u: step(f"u={u}: {what}"))
         base = results[0]["cost"]["total_cycles"]
-        for (label, spec, _), d in zip(configs, results):
-            r = _row(u, label, spec, d)
+        for (label, spec, opts), d in zip(configs, results):
+            r = _row(u, label, opts.get("host_policy", spec), d)
             r["perf_norm"] = base / r["total_cycles"] if r["total_cycles"] else None
             rows.append(r)
     return rows
@@ -174,11 +190,12 @@ def _psr_params(scale: str, u: float, seed: int) -> Dict[str, Any]:
 
 def run_tmm(scale: str = "ci", seed: int = 1, traces: Optional[str] = None,
             progress: Optional[Callable[[str, int, int], None]] = None, us: Sequence[float] = US,
-            fhpm: Optional[bool] = None) -> StudyResult:
+            fhpm: Optional[bool] = None, virt: bool = True) -> StudyResult:
     """The ``tmm`` study (module docstring) as a ``StudyResult``: one row per
     ``u`` and configuration. ``fhpm`` adds FHPM-TMM (default: when the
-    ``fhpm`` policy is registered). ``traces`` a directory to keep the psr
-    traces in (default a temporary one)."""
+    ``fhpm`` policy is registered); ``virt`` runs the policies in the host
+    under the hypervisor (default) or natively. ``traces`` a directory to
+    keep the psr traces in (default a temporary one)."""
     import pandas as pd
 
     check_choice(scale, "scale", list(SCALES))
@@ -193,12 +210,13 @@ def run_tmm(scale: str = "ci", seed: int = 1, traces: Optional[str] = None,
             paths[u] = os.path.join(tdir, f"fhpm-psr-u{u:g}.hst")
             workloads.trace("psr", paths[u], **_psr_params(scale, u, seed))
             step(f"tmm: trace psr u={u:g}")
-        rows = _tmm(paths, cfg, step, with_fhpm)
+        rows = _tmm(paths, cfg, step, with_fhpm, bool(virt))
     meta = {"hugescope_version": _core.version(), "kind": "estimate", "study": "tmm", "scale": scale,
-            "preset": PRESET, "seed": seed, "virtualized": False,
+            "preset": PRESET, "seed": seed, "virtualized": bool(virt), "guest_policy": GUEST if virt else None,
             "workloads": {f"u={u:g}": ["psr", _psr_params(scale, u, seed)] for u in us},
-            "os_options": {"duration": cfg["duration"], "fast": cfg["fast"], "memory": cfg["memory"]},
-            "configs": [[lbl, spec, opts] for lbl, spec, opts in _configs(cfg, with_fhpm)], "paper": PAPER["tmm"]}
+            "os_options": {"duration": cfg["duration"], "fast": cfg["fast"]},
+            "configs": [[lbl, spec, opts] for lbl, spec, opts in _configs(cfg, with_fhpm, bool(virt))],
+            "paper": PAPER["tmm"]}
     return StudyResult("fhpm", "tmm", pd.DataFrame(rows), {}, meta, shape_checks)
 
 
@@ -206,10 +224,11 @@ RUNNERS: Dict[str, Callable[..., StudyResult]] = {"tmm": run_tmm}
 
 
 def tmm_studies(studies: Optional[Sequence[str]] = None, scale: str = "ci", seed: int = 1,
-                traces: Optional[str] = None, progress: Optional[Callable[[str, int, int], None]] = None) -> Studies:
+                traces: Optional[str] = None, progress: Optional[Callable[[str, int, int], None]] = None,
+                virt: bool = True) -> Studies:
     """The studies of this module as ``Studies`` (as ``navarro_studies``)."""
     names = check_args(studies, scale)
-    out = {s: RUNNERS[s](scale=scale, seed=seed, traces=traces, progress=progress) for s in names}
+    out = {s: RUNNERS[s](scale=scale, seed=seed, traces=traces, progress=progress, virt=virt) for s in names}
     meta = {"hugescope_studies": "fhpm", "hugescope_version": _core.version(), "kind": "estimate",
             "scale": scale, "seed": int(seed), "studies": names, "presets": {s: PRESET for s in names}}
     return Studies(out, meta)
