@@ -254,3 +254,21 @@ fn virtualized_the_tiers_are_the_hosts_and_price_each_guest_access_by_its_host_f
     assert!((500..512).contains(&t.fast_accesses), "{t:?}");
     assert_eq!(t.memory_cycles, t.fast_accesses as f64 * 320.0 + t.slow_accesses as f64 * 960.0);
 }
+
+#[test]
+fn virtualized_set_up_data_is_backed_by_host_frames_fast_first_in_the_order_written() {
+    use hugescope_core::run::PolicySpec;
+    use hugescope_core::sim::PageTable;
+    use hugescope_core::virt::run::hypervisor_for;
+    let m = common::machine();
+    let o = OsConfig { tiers: TierConfig { fast_bytes: Some(MB2), ..Default::default() }, ..Default::default() };
+    let mut hv = hypervisor_for(&m, &[header(8 * MB2, false)], &o, &PolicySpec::parse("base").unwrap(), &PolicySpec::parse("base").unwrap()).unwrap();
+    hv.progress(&hugescope_core::trace::populate_label(0, BASE, 4 * MB2));
+    let gpa = |hv: &hugescope_core::virt::Hypervisor, va: u64| hv.vms[0].guest.frame_addr(0, va).unwrap();
+    // The guest's first 2MB of data took the host's 512 fast frames; the rest is slow.
+    let (first, last) = (gpa(&hv, BASE), gpa(&hv, BASE + 4 * MB2 - PAGE));
+    assert_eq!(hv.host.tier_of(0, first), Some(Tier::Fast));
+    assert_eq!(hv.host.tier_of(0, last), Some(Tier::Slow));
+    assert_eq!(hv.host.spaces()[0].frames_held, 2048, "every populated guest page (8MiB) is backed");
+    assert!(hv.vms[0].ept.present(first) && hv.vms[0].ept.present(last));
+}
