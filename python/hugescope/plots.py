@@ -694,16 +694,36 @@ def plot_fhpm_sharing(data: Dict[str, Any]):
     return fig
 
 
+def plot_fhpm_tmm(data: Dict[str, Any]):
+    """FHPM Fig 2: estimated performance normalized to all-2MB-all-fast
+    against the unbalanced share u, one line per configuration."""
+    df = _rows(data)
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for j, c in enumerate(c for c in dict.fromkeys(df["config"]) if c != "all 2MB, all fast"):
+        g = df[df["config"] == c].sort_values("u")
+        ax.plot(g["u"], g["perf_norm"].astype(float), marker="o", label=c, color=PALETTE[j % len(PALETTE)])
+    ax.axhline(1.0, color="#7f7f7f", lw=1, ls="--", label="all 2MB, all fast")
+    ax.set_xlabel("share of hot data in unbalanced 2MB pages (u)")
+    ax.set_ylabel("performance vs all-2MB all-fast (estimate)")
+    ax.set_ylim(0, 1.1)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(f"FHPM Fig 2 (TMM): {data.get('preset', '?')}, {data.get('scale', '?')} scale (estimates)", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
 #: The figure of each virtualization study.
 VIRT_FIGURES = {
     "virt-nested": ("Huge pages in host and guest: nested walks (Ingens OSDI'16 Table 3 shape)", plot_virt_nested),
 }
 
 
-#: The FHPM sharing study's figure.
+#: The figures of the FHPM studies (sharing: fhpm_share.py; tiered memory: fhpm_tmm.py).
 FHPM_FIGURES = {
     "fhpm-sharing": ("FHPM: memory saved vs performance and huge pages per sharing policy (Table 2 shape)",
                      plot_fhpm_sharing),
+    "fhpm-tmm": ("FHPM: HMM-v-Huge vs HMM-v-Base as hot pages become unbalanced (FHPM Fig 2)", plot_fhpm_tmm),
 }
 
 

@@ -25,6 +25,10 @@ pub struct CostEstimate {
     pub base_cycles: f64,
     pub translation_cycles: f64,
     pub os_cycles: f64,
+    /// Memory time of the accesses by the tier they touched (memory tiers,
+    /// os/tier.rs); left out of the result when zero (no tiers).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub memory_cycles: f64,
     pub total_cycles: f64,
     /// Share of all cycles spent on translation (L2 hits, walks, PWC).
     pub translation_share: f64,
@@ -75,10 +79,25 @@ pub fn estimate(c: &TranslationCounters, p: &CostConfig, os_cycles: f64) -> Cost
         base_cycles,
         translation_cycles,
         os_cycles,
+        memory_cycles: 0.0,
         total_cycles,
         translation_share: if total_cycles > 0.0 { translation_cycles / total_cycles } else { 0.0 },
         seconds: total_cycles / (p.cpu_ghz * 1e9),
         parameters: p.source.clone(),
+    }
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
+}
+
+impl CostEstimate {
+    /// Add the memory time of tiered memory (os/tier.rs) to the estimate.
+    pub fn add_memory_cycles(&mut self, cycles: f64, p: &CostConfig) {
+        self.memory_cycles += cycles;
+        self.total_cycles += cycles;
+        self.translation_share = if self.total_cycles > 0.0 { self.translation_cycles / self.total_cycles } else { 0.0 };
+        self.seconds = self.total_cycles / (p.cpu_ghz * 1e9);
     }
 }
 

@@ -527,7 +527,11 @@ fn finish(run: &mut Run, info: &TraceInfo) -> PolicyResult {
     run.sim.apply_shootdowns();
     let k = &run.sim.pt;
     let translation = run.sim.counters();
-    let cost = cost::estimate(&translation, &run.sim.cfg.cost, k.os_cycles());
+    let mut cost = cost::estimate(&translation, &run.sim.cfg.cost, k.os_cycles());
+    // memory tiers: the memory time of the tier each access touched.
+    if let Some(t) = k.tier_stats() {
+        cost.add_memory_cycles(t.memory_cycles, &run.sim.cfg.cost);
+    }
     let mut warnings = Vec::new();
     // Checked once per run (linear in memory): a violation means a result
     // must not be trusted, so it is reported rather than silently ignored.

@@ -15,6 +15,8 @@ use crate::{bt, btree, canneal, cg, graph, gups, kv, mysql, pointer_chase, seqto
 use crate::{adversary, cmp, dirtyfile, fftw, mapdummy, matrix, rbtree, stride4m};
 // The FHPM paper's page-sharing microbenchmark (Table 2).
 use crate::sharemicro;
+// The FHPM paper's PSR microbenchmark (§2.2 Fig 2, §6.3 Fig 8).
+use crate::psr;
 
 /// One documented parameter of a workload.
 #[derive(Clone, Debug, Serialize)]
@@ -252,6 +254,7 @@ pub(crate) enum Prepared {
     Dirtyfile(dirtyfile::Cfg),
     Mapdummy(mapdummy::Cfg),
     Sharemicro(sharemicro::Cfg),
+    Psr(psr::Cfg),
 }
 
 impl Prepared {
@@ -279,6 +282,7 @@ impl Prepared {
             Prepared::Dirtyfile(c) => dirtyfile::layout(c),
             Prepared::Mapdummy(c) => mapdummy::layout(c),
             Prepared::Sharemicro(c) => sharemicro::layout(c),
+            Prepared::Psr(c) => psr::layout(c),
         }
     }
     /// Simulated cpus of the trace: one per thread, except where threads are
@@ -322,6 +326,7 @@ impl Prepared {
             Prepared::Dirtyfile(c) => dirtyfile::run(c, l, m),
             Prepared::Mapdummy(c) => mapdummy::run(c, l, m),
             Prepared::Sharemicro(c) => sharemicro::run(c, l, m),
+            Prepared::Psr(c) => psr::run(c, l, m),
         }
     }
 }
@@ -339,6 +344,8 @@ pub fn list() -> Vec<WorkloadInfo> {
     v.extend([matrix::info(), rbtree::info(), fftw::info(), adversary::info(), stride4m::info()]);
     v.extend([cmp::info(), dirtyfile::info(), mapdummy::info()]);
     v.push(sharemicro::info());
+    // The FHPM paper's PSR microbenchmark (§2.2, §6.3).
+    v.push(psr::info());
     v
 }
 
@@ -371,6 +378,7 @@ fn prepare(name: &str, params: &Params) -> Result<(Prepared, Resolved)> {
         "dirtyfile" => Prepared::Dirtyfile(dirtyfile::config(&r)?),
         "mapdummy" => Prepared::Mapdummy(mapdummy::config(&r)?),
         "sharemicro" => Prepared::Sharemicro(sharemicro::config(&r)?),
+        "psr" => Prepared::Psr(psr::config(&r)?),
         other => return Err(Error::input(format!("workload '{other}' is listed but not wired up"))),
     };
     Ok((prep, r))

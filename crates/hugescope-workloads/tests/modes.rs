@@ -99,6 +99,8 @@ fn small_cases() -> Vec<(&'static str, Value)> {
         ("dirtyfile", json!({"size": "8MiB", "write_every": 64})),
         ("mapdummy", json!({"size": "64KiB", "cycles": 3, "rate": 1000, "access_rate": 100000})),
         ("sharemicro", json!({"size": "8MiB", "reads": 20000, "order": 3})),
+        // The FHPM paper's PSR microbenchmark.
+        ("psr", json!({"footprint": "16MiB", "hot": "2MiB", "u": 0.5, "accesses": 20000, "threads": 2})),
     ]
 }
 

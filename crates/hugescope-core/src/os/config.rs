@@ -13,6 +13,7 @@ use super::clock::TimeBase;
 use super::costs::{OsCosts, MAX_COST_US};
 use super::pagedaemon::{DaemonConfig, DaemonMode};
 use super::phys::WiredMode;
+use super::tier::TierConfig;
 use crate::limits::{MAX_DURATION_S, MAX_RATE, MIN_RATE};
 use crate::units::{fmt_num, parse_count, parse_size};
 use crate::{Error, Result};
@@ -65,6 +66,9 @@ pub struct OsConfig {
     // page daemon: memory pressure, wired pages, process exit (os/pagedaemon.rs).
     #[serde(rename = "pagedaemon", skip_serializing_if = "DaemonConfig::is_default")]
     pub daemon: DaemonConfig,
+    // memory tiers (os/tier.rs): off unless a fast tier is configured.
+    #[serde(skip_serializing_if = "TierConfig::is_off")]
+    pub tiers: TierConfig,
 }
 
 impl Default for OsConfig {
@@ -79,6 +83,7 @@ impl Default for OsConfig {
             seed: 1,
             sample_every: 1 << 20,
             daemon: DaemonConfig::default(),
+            tiers: TierConfig::default(),
         }
     }
 }
@@ -199,6 +204,20 @@ pub fn os_knobs() -> &'static [Knob] {
                 help: "the wired stream stops at this share of memory" },
             Knob { name: "exit_frees", kind: KnobKind::Choice(&["false", "true"]), unit: "", default: Some(KnobValue::Word("false")), auto: "",
                 help: "concurrent runs: a process whose trace ends exits and frees all its memory" },
+        ]);
+        // memory tiers (os/tier.rs; FHPM §5, §6.5; spec §11 defaults): off by default.
+        let t = TierConfig::default();
+        k.extend([
+            Knob { name: "tier_fast", kind: KnobKind::Size { min: 2 << 20, max: u64::MAX }, unit: "bytes", default: None, auto: "one tier (no tier model)",
+                help: "memory tiers: bytes of the fast tier (a multiple of 2MB); the rest of memory is the slow tier, allocated after the fast one (FHPM §6.1)" },
+            Knob { name: "tier_fast_ns", kind: KnobKind::Real { min: 0.0, min_open: false, max: 1e6 }, unit: "ns", default: Some(KnobValue::Real(t.fast_ns)), auto: "",
+                help: "memory tiers: memory time of an access to a fast-tier frame (DRAM; estimate)" },
+            Knob { name: "tier_slow_ns", kind: KnobKind::Real { min: 0.0, min_open: false, max: 1e6 }, unit: "ns", default: Some(KnobValue::Real(t.slow_ns)), auto: "",
+                help: "memory tiers: memory time of an access to a slow-tier frame (Optane PMem; estimate)" },
+            Knob { name: "tier_bandwidth", kind: KnobKind::Real { min: 0.0, min_open: true, max: 1e4 }, unit: "GB/s", default: Some(KnobValue::Real(t.bandwidth_gbs)), auto: "",
+                help: "memory tiers: migration copy bandwidth per direction, in the background" },
+            Knob { name: "tier_remap_us", kind: us, unit: "us", default: Some(KnobValue::Real(t.remap_us)), auto: "",
+                help: "memory tiers: one page-table (EPT) entry update per migrated page (estimate)" },
         ]);
         // The OS costs, declared in `costs.rs` (one line each there).
         k.extend(OsCosts::KNOBS.iter().map(|&(name, default, help)| Knob {
@@ -440,6 +459,19 @@ impl OsSettings {
             seed: self.int("seed").expect("seed has a default"),
             sample_every: self.int("sample_every").expect("sample_every has a default"),
             daemon: self.daemon_config(),
+            tiers: self.tier_config(),
+        }
+    }
+
+    // memory tiers: the tier knobs as the kernel's configuration.
+    fn tier_config(&self) -> TierConfig {
+        let real = |key: &str| self.real(key).expect("a tier knob has a default");
+        TierConfig {
+            fast_bytes: self.int("tier_fast"),
+            fast_ns: real("tier_fast_ns"),
+            slow_ns: real("tier_slow_ns"),
+            bandwidth_gbs: real("tier_bandwidth"),
+            remap_us: real("tier_remap_us"),
         }
     }
 

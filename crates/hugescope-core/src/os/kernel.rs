@@ -111,6 +111,8 @@ pub struct Kernel {
     /// (Navarro §4.7) or page contents (sharing). One flag, so the access
     /// path keeps one branch whatever is on.
     pub(super) write_trap: bool,
+    // memory tiers (os/tier.rs): None unless os.tier_fast is set.
+    pub(super) tiers: Option<Box<super::tier::Tiers>>,
 }
 
 pub(super) const OWNER_PID_SHIFT: u32 = 48;
@@ -156,6 +158,8 @@ impl Kernel {
         let mut phys = PhysMem::new(memory, base_page, mem_order)?;
         // page daemon: built on the empty memory, before the fragmenters run.
         let daemon = Self::make_daemon(&cfg.daemon, &phys, &geo, cfg.seed);
+        // memory tiers: the fast tier is allocated first from here on.
+        let tiers = super::tier::Tiers::build(&cfg.tiers, &mut phys, cost.cpu_ghz, 1 << shape.region_shift)?;
         let frag_report = match cfg.fragmentation {
             None => None,
             Some(Fragmentation::Pcc { share }) => Some(phys.fragment_pcc(share, cfg.seed)?),
@@ -258,6 +262,7 @@ impl Kernel {
             daemon,
             sharing: None,
             write_trap: false,
+            tiers,
         };
         // reservations: files' ranges, for write-back at msync (os/reserv.rs).
         k.reserv.file_ranges =
@@ -293,6 +298,10 @@ impl Kernel {
     /// access with them to move the host's clock).
     pub fn cost_config(&self) -> &CostConfig {
         &self.cost
+    }
+    /// The OS mechanism costs (policies charge their own scans with them).
+    pub fn os_costs(&self) -> &OsCosts {
+        &self.costs
     }
     pub fn budget_bytes(&self) -> Option<u64> {
         self.budget_bytes
@@ -539,6 +548,8 @@ impl Kernel {
         self.stats.pagedaemon = self.daemon.as_ref().map(|d| d.stats.clone());
         self.stats.contiguity = self.daemon.as_ref().map(|_| self.contiguity());
         self.stats.sharing = self.sharing_stats();
+        // memory tiers: shares and what the fast tier holds at the end.
+        self.finish_tiers();
         self.stats.faults_huge = (1..self.geo.num_sizes()).map(|s| (page_label(self.geo.sizes[s]), self.faults_huge[s])).collect();
         self.spaces
             .iter()
@@ -703,7 +714,11 @@ impl PageTable for Kernel {
 
     #[inline(always)]
     fn after_access(&mut self, a: &Access, outcome: Outcome, walk: Option<WalkCost>) {
-        let cycles = self.cost.access_cycles(outcome, walk);
+        let mut cycles = self.cost.access_cycles(outcome, walk);
+        // memory tiers (os/tier.rs): the memory time of the tier touched.
+        if self.tiers.is_some() {
+            cycles += self.tier_access(a);
+        }
         let size = match outcome {
             Outcome::L1Hit(s) | Outcome::L2Hit(s) => s,
             Outcome::Miss => self.last.size,

@@ -69,6 +69,9 @@ pub struct OsStats {
     /// leaves of file regions (ref §8: a dirty superpage is written whole).
     #[serde(skip_serializing_if = "is_zero")]
     pub writeback_bytes: u64,
+    // memory tiers (os/tier.rs): present only when they are configured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tiers: Option<super::tier::TierStats>,
     // page daemon (os/pagedaemon.rs): present only when it is configured.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pagedaemon: Option<super::pagedaemon::DaemonStats>,

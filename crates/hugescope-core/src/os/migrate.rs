@@ -74,8 +74,19 @@ impl Kernel {
     }
 
     fn apply_migration(&mut self, m: Migration) {
+        if let Some((pid, start, end)) = self.remap_migrated(m) {
+            self.shootdown(pid, start, end);
+        }
+    }
+
+    /// The page-table side of a moved block: the pages of its owner still
+    /// mapped to it follow it to its new frames. Returns the virtual range to
+    /// shoot down (None: no process maps the block). Shared by compaction
+    /// (one shootdown per block) and tier migration (`os/tier.rs`: one
+    /// batched shootdown per placement).
+    pub(super) fn remap_migrated(&mut self, m: Migration) -> Option<(u16, u64, u64)> {
         if m.owner == FRAG_OWNER {
-            return; // the fragmenter's own pages: no process maps them
+            return None; // the fragmenter's own pages: no process maps them
         }
         // page sharing: a shared frame is remapped in every mapper.
         if self.sharing.is_some() && self.ksm_migrated(m.from, m.to) {
@@ -84,8 +95,8 @@ impl Kernel {
         let pid = (m.owner >> OWNER_PID_SHIFT) as u16;
         let bs = self.shape.base_shift;
         let va = (m.owner & ((1 << OWNER_PID_SHIFT) - 1)) << bs;
-        let Some(sp) = self.spaces.get_mut(pid as usize) else { return };
-        let Some(vi) = sp.find(va) else { return };
+        let sp = self.spaces.get_mut(pid as usize)?;
+        let vi = sp.find(va)?;
         let v = &mut sp.vmas[vi];
         let pi = v.page_index(va, bs);
         let n = 1usize << m.order;
@@ -99,6 +110,6 @@ impl Kernel {
         // A migrated page's PMD accessed bit restarts (PCC filter re-arms).
         let ri = v.region_index(va, self.shape.region_shift);
         v.pmd_a[ri] = false;
-        self.shootdown(pid, va, va + ((n as u64) << bs));
+        Some((pid, va, va + ((n as u64) << bs)))
     }
 }

@@ -21,6 +21,8 @@ pub mod pcc;
 pub mod phys;
 pub mod reserv;
 pub mod segment;
+// memory tiers: fast/slow frames, per-access tier cost, migration, placement.
+pub mod tier;
 pub mod tlbflush;
 pub mod unmap;
 pub mod view;

@@ -142,6 +142,7 @@ registry! {
     "ksm" => ksm: "Linux KSM, share first: merge identical 4KB pages copy-on-write, splitting any huge page with a shareable 4KB region (e.g. ideal+ksm)",
     "ingens-share" => ingens_share: "Ingens-style sharing: KSM that splits only huge pages Ingens' 2MB accessed-bit tracking finds infrequent; hot huge pages are kept (e.g. ideal+ingens-share)",
     "zeroscan" => zeroscan: "zero-page scan (THP shrinker style): split huge pages with zero-filled 4KB regions and reclaim those regions (e.g. ideal+zeroscan)",
+    "hmmv" => hmmv: "HMM-v (FHPM §6.5): hypervisor tiered memory ranking EPT leaves by A-bit frequency (bucket sort) and filling the fast tier by rank; granularity=huge|base",
     "mthp" => mthp: "Linux multi-size THP: linux's PMD fault and khugepaged, else the largest enabled folio size that fits (enabled_<size>=always|madvise|inherit|never)",
 }
 

@@ -311,7 +311,14 @@ impl PageTable for Hypervisor {
             self.pair_refs[g][self.last.host_size] += w.refs as u64;
         }
         let ga = self.guest_access(v, a);
-        let cycles = self.host.cost_config().access_cycles(outcome, walk);
+        let mut cycles = self.host.cost_config().access_cycles(outcome, walk);
+        // memory tiers (os/tier.rs): the tiers are the host's; the host frame
+        // behind the access's GPA decides its memory time.
+        if self.host.tiers_on() {
+            if let Some(gpa) = self.vms[v].guest.frame_addr(ga.pid, ga.addr) {
+                cycles += self.host.tier_cycles(&Access { pid: self.vms[v].host_pid, addr: gpa, ..*a });
+            }
+        }
         self.vms[v].guest.after_access(&ga, outcome, walk);
         self.host.advance_for_guest(cycles);
         if self.host.has_shootdowns() {
@@ -329,10 +336,36 @@ impl PageTable for Hypervisor {
                 let gp = p - self.vms[v].pid_base;
                 let gl = if populate { crate::trace::populate_label(gp, s, l) } else { crate::trace::free_label(gp, s, l) };
                 self.vms[v].guest.progress(&gl);
+                // memory tiers: where the guest's set-up data lands decides
+                // its tier (the fast tier is allocated first), so the host
+                // backs it as the guest writes it, before the measured phase.
+                if populate && self.host.tiers_on() {
+                    self.back_populated(v, gp, s, l);
+                }
             }
             // Phase markers are the running VM's (each input is one VM).
             None => self.vms[self.running].guest.progress(label),
         }
+    }
+}
+
+impl Hypervisor {
+    /// memory tiers: the host frames behind a guest's populated range
+    /// [start, start + len) of guest pid `gp`, faulted in (set-up time) and
+    /// present in the EPT, in the order the guest wrote them.
+    fn back_populated(&mut self, v: usize, gp: u16, start: u64, len: u64) {
+        let page = 1u64 << self.host.shape().base_shift;
+        let host_pid = self.vms[v].host_pid;
+        let mut a = start & !(page - 1);
+        while a < start + len {
+            if let Some(gpa) = self.vms[v].guest.frame_addr(gp, a) {
+                let gpa = gpa & !(page - 1);
+                self.host.populate(host_pid, gpa, page);
+                self.vms[v].ept.fill(gpa, gpa + page);
+            }
+            a += page;
+        }
+        self.drain_host();
     }
 }
 

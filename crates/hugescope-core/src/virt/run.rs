@@ -137,6 +137,9 @@ fn build(machine: &MachineConfig, virt: &VirtResolved, inputs: &Inputs, os: &OsC
         Some(o) => OsConfig { time: o.time.or(os.time), fragmentation: None, ..o.clone() },
         None => OsConfig { fragmentation: None, ..os.clone() },
     };
+    // memory tiers are the host's (the hypervisor places guest memory): a
+    // guest sees one flat memory.
+    let guest_os = OsConfig { tiers: Default::default(), ..guest_os };
     let mut vms = Vec::new();
     let mut host_header = TraceHeader::new("hypervisor");
     host_header.accesses_per_second = inputs.combined.accesses_per_second;
@@ -281,7 +284,11 @@ fn finish(sim: &mut VirtSim, guest: &PolicySpec, host: &PolicySpec, os: &OsConfi
     let translation = sim.counters();
     let hv = &sim.pt;
     let os_cycles: f64 = hv.vms.iter().map(|v| v.guest.os_cycles()).sum();
-    let cost = cost::estimate(&translation, &sim.cfg.cost, os_cycles);
+    let mut cost = cost::estimate(&translation, &sim.cfg.cost, os_cycles);
+    // memory tiers: the memory time of each access by its host frame's tier.
+    if let Some(t) = hv.host.tier_stats() {
+        cost.add_memory_cycles(t.memory_cycles, &sim.cfg.cost);
+    }
     let mut warnings = Vec::new();
     for (who, k) in std::iter::once(("host".to_string(), &hv.host)).chain(hv.vms.iter().map(|v| (format!("guest of vm{}", v.id), &v.guest))) {
         if let Err(e) = k.check_invariants() {

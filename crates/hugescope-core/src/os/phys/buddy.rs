@@ -53,6 +53,9 @@ pub struct PhysMem {
     /// Allocated unmovable frames per pageblock.
     pub(super) pb_unmovable: Vec<u16>,
     pub(super) owners: OwnerTable,
+    /// Memory tiers (os/tier.rs): allocate below this frame first (the fast
+    /// tier, FHPM §6.1); 0: no preference (one tier, the default).
+    pub(super) prefer_below: Pfn,
     misuse: u64,
     last_misuse: Option<String>,
 }
@@ -115,6 +118,7 @@ impl PhysMem {
             pb_used: vec![0; n_pb],
             pb_unmovable: vec![0; n_pb],
             owners: OwnerTable::new(total, pb_order),
+            prefer_below: 0,
             misuse: 0,
             last_misuse: None,
         };
@@ -209,6 +213,12 @@ impl PhysMem {
     pub fn alloc(&mut self, order: u32, mobility: Mobility, owner: u64) -> Option<Pfn> {
         if order > self.max_order {
             return None;
+        }
+        // Memory tiers: the fast tier first (os/phys/ranged.rs).
+        if self.prefer_below != 0 {
+            if let Some(p) = self.alloc_in(order, 0, self.prefer_below, mobility, owner) {
+                return Some(p);
+            }
         }
         let k = (order..=self.max_order).find(|&k| self.lists[k as usize].len() > 0)?;
         let p = (self.lists[k as usize].next_from(0)? as u64) << k;

@@ -34,6 +34,8 @@ mod wired;
 mod fragment;
 mod freeset;
 mod owners;
+// memory tiers: allocation inside a frame range (one tier).
+mod ranged;
 
 pub use buddy::{BlockInfo, PhysMem};
 pub use compaction::{CompactResult, Migration};

@@ -1,0 +1,70 @@
+"""FHPM's tiered-memory study (Fig 2) and the pieces under it: the tier
+knobs reach the result, HMM-v-Huge against HMM-v-Base on the PSR
+microbenchmark at both ends of u shows the paper's crossing, and bad
+arguments are one line."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import hugescope as hs
+from hugescope import fhpm_tmm as tmm
+from hugescope.studies import Studies
+
+#: A scale small enough for the test suite: 64 2MB pages, 6MiB of hot data
+#: (3 pages balanced, about 30 unbalanced at u=1), a fast tier of 12MiB.
+TINY = {"psr": {"footprint": "128MiB", "hot": "6MiB", "accesses": "400k", "cold": 0}, "fast": "12MiB",
+        "duration": 10.0, "interval": 0.5, "rounds": 2}
+
+
+def test_bad_arguments_are_one_line():
+    with pytest.raises(hs.HugescopeError, match="study: 'fig9' is not one of"):
+        tmm.check_args(["fig9"], "ci")
+    with pytest.raises(hs.HugescopeError, match="scale: 'huge'"):
+        tmm.run_tmm(scale="huge")
+
+
+@pytest.mark.parametrize("virt", [True, False])
+def test_tmm_shows_hot_bloat_huge_best_when_balanced_base_best_when_unbalanced(monkeypatch, tmp_path, virt):
+    monkeypatch.setitem(tmm.SCALES, "tiny", TINY)
+    r = tmm.run_tmm(scale="tiny", us=[0.0, 1.0], fhpm=False, virt=virt)
+    rows = r.table.to_dict("records")
+    by = {(x["u"], x["config"]): x for x in rows}
+    # The baseline normalizes itself; every run is an estimate.
+    assert all(by[(u, tmm.BASELINE)]["perf_norm"] == 1.0 for u in (0.0, 1.0))
+    assert all(x["kind"] == "estimate" for x in rows)
+    huge0, base0 = by[(0.0, "HMM-v-Huge")], by[(0.0, "HMM-v-Base")]
+    huge1, base1 = by[(1.0, "HMM-v-Huge")], by[(1.0, "HMM-v-Base")]
+    # u=0: HMM-v-Huge keeps 2MB TLB reach and all hot data fits fast.
+    assert huge0["perf_norm"] > base0["perf_norm"]
+    # u=1: ~30 hot 2MB pages against a fast tier of 6: HMM-v-Huge serves most
+    # hot accesses from the slow tier; HMM-v-Base fits all hot 4KB regions.
+    assert huge1["perf_norm"] < base1["perf_norm"]
+    assert huge1["fast_access_share"] < 0.5 < base1["fast_access_share"]
+    # The fast tier of HMM-v-Huge holds only huge leaves; HMM-v-Base's none.
+    assert huge1["fast_huge_ratio"] == 1.0 and base1["fast_huge_ratio"] == 0.0
+    assert huge1["promoted_mib"] > 0 and base1["recopied_mib"] > 0
+    checks = {c["claim"][:30]: c["holds"] for c in r.checks()}
+    assert list(checks.values())[0] is True and list(checks.values())[2] is True
+    paths = Studies({"tmm": r}, {"kind": "estimate"}).save(str(tmp_path), plots=True)
+    saved = json.load(open(paths["tmm_json"]))
+    assert saved["hugescope_experiment"] == "fhpm-tmm" and saved["kind"] == "estimate"
+    assert any(k.startswith("tmm_png") for k in paths)
+
+
+def test_tier_knobs_reach_the_result_and_are_refused_out_of_range(tmp_path):
+    t = str(tmp_path / "psr.hst")
+    hs.workloads.trace("psr", t, footprint="16MiB", hot="2MiB", accesses=20000)
+    (r,) = hs.compare(t, ["base"], preset="haswell-pcc", with_base=False, set=["os.tier_fast=4MiB"])
+    d = r.to_dict()
+    tiers = d["os_stats"]["tiers"]
+    assert tiers["fast_bytes"] == 4 << 20 and tiers["kind"] == "estimate"
+    assert tiers["fast_accesses"] + tiers["slow_accesses"] == 20000
+    assert d["cost"]["memory_cycles"] > 0
+    (r,) = hs.compare(t, ["base"], preset="haswell-pcc", with_base=False)
+    assert "tiers" not in r.to_dict()["os_stats"] and "memory_cycles" not in r.to_dict()["cost"]
+    with pytest.raises(hs.HugescopeError, match="os.tier_fast"):
+        hs.compare(t, ["base"], preset="haswell-pcc", with_base=False, set=["os.tier_fast=3MiB"])
+    with pytest.raises(hs.HugescopeError, match="tier_bandwidth"):
+        hs.compare(t, ["base"], preset="haswell-pcc", with_base=False, set=["os.tier_bandwidth=0"])
