@@ -97,17 +97,26 @@ def plan_regions(entries: Sequence[Dict[str, Any]]) -> List[int]:
     return out
 
 
-def make_plan(regions: Sequence[int], note: str = "") -> Dict[str, Any]:
-    """A plan promoting ``regions`` (2 MiB starts) when the workload's setup ends."""
+def make_plan(regions: Sequence[int], note: str = "", policy: Optional[str] = None,
+              estimate: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """A plan promoting ``regions`` (2 MiB starts) at the program's launch
+    (``when: start``), written by the core's plan emitter, the one behind
+    ``simulate --emit-plan`` (plan.rs ``emit``): adjacent regions merged into
+    one range, hex addresses, a header naming ``policy`` and ``estimate``
+    (``{"speedup_vs_base": ..., "how": ...}``)."""
+    from . import _core
+
     entries = []
     for a in sorted(regions):
         if a % HUGE:
             raise ValueError(f"region {a:#x} is not 2 MiB-aligned")
-        e = {"start": f"{a:#x}", "length": "2MiB", "page_size": "2MiB", "when": "start", "pid": 0}
+        e = {"start": a, "length": HUGE, "page_size": HUGE, "when": "start", "pid": 0}
         if note:
             e["note"] = note
         entries.append(e)
-    return {"version": 1, "entries": entries}
+    recorded = json.dumps({"version": 1, "entries": entries})
+    return json.loads(_core.plan_emit(recorded, "start", None, None, None, policy,
+                                      json.dumps(estimate) if estimate is not None else None))
 
 
 def random_ranking(candidates: Sequence[int], seed: int) -> List[int]:
