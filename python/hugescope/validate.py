@@ -81,15 +81,18 @@ def plan_regions(entries: Sequence[Dict[str, Any]]) -> List[int]:
     makes 2 MiB pages only)."""
     from . import units
 
+    def size(v) -> int:
+        # Hex as the plan emitter writes it ("0x200000"), or "2MiB", or a number.
+        if isinstance(v, str):
+            return int(v, 16) if v.strip().lower().startswith("0x") else units.parse_size(v)
+        return int(v)
+
     seen, out = set(), []
     for e in entries:
-        ps = e.get("page_size", HUGE)
-        ps = units.parse_size(ps) if isinstance(ps, str) else int(ps)
-        if ps != HUGE:
+        if size(e.get("page_size", HUGE)) != HUGE:
             continue
         start = int(e["start"], 0) if isinstance(e["start"], str) else int(e["start"])
-        length = e.get("length", e.get("size"))
-        length = units.parse_size(length) if isinstance(length, str) else int(length)
+        length = size(e.get("length", e.get("size")))
         for a in range(start, start + length, HUGE):
             if a not in seen:
                 seen.add(a)
