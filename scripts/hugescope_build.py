@@ -24,8 +24,6 @@ from maturin import (  # noqa: F401 - the hooks this backend passes through unch
     get_requires_for_build_editable,
     get_requires_for_build_sdist,
     get_requires_for_build_wheel,
-    prepare_metadata_for_build_editable,
-    prepare_metadata_for_build_wheel,
 )
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -55,6 +53,17 @@ def helper_binaries() -> list:
         os.chmod(dest, 0o755)
         out.append(dest)
     return out
+
+
+def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
+    # maturin checks that the data directory exists before writing metadata.
+    os.makedirs(SCRIPTS, exist_ok=True)
+    return maturin.prepare_metadata_for_build_wheel(metadata_directory, config_settings)
+
+
+def prepare_metadata_for_build_editable(metadata_directory, config_settings=None):
+    os.makedirs(SCRIPTS, exist_ok=True)
+    return maturin.prepare_metadata_for_build_editable(metadata_directory, config_settings)
 
 
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
