@@ -66,3 +66,20 @@ def test_no_bar_and_no_callback_off_a_terminal(capsys):
     # pytest captures stderr: not a terminal, so the CLI passes no callback.
     with progress_share("simulating") as tick:
         assert tick is None
+
+
+def test_bar_on_a_terminal_draws_unknown_and_known_totals(monkeypatch):
+    import io
+    import sys
+
+    from rich.console import Console
+
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
+    buf = io.StringIO()
+    console = Console(file=buf, force_terminal=True, width=120)
+    with progress_share("simulating", console=console) as tick:
+        tick(0, 0)  # total unknown yet: a spinner, no share
+        tick(4_194_304, 8_000_000)
+        tick(8_000_000, 8_000_000)
+    # transient: the bar is erased at the end, but it was drawn with the count.
+    assert "8,000,000/8,000,000 accesses" in buf.getvalue() or "4,194,304/8,000,000 accesses" in buf.getvalue()

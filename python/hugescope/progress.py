@@ -51,12 +51,12 @@ def progress_share(description: str, unit: str = "accesses", console=None):
     from rich.progress import TaskProgressColumn
 
     columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(),
-               TextColumn("{task.completed:,.0f}/{task.total:,.0f} " + unit), TimeElapsedColumn(),
-               TimeRemainingColumn())
+               TextColumn("{task.fields[count]}"), TimeElapsedColumn(), TimeRemainingColumn())
     with Progress(*columns, console=console, transient=True) as p:
-        task = p.add_task(description, total=None)
+        task = p.add_task(description, total=None, count="")
 
         def tick(done: int, total: int) -> None:
-            p.update(task, completed=done, total=total or None)
+            count = f"{done:,}/{total:,} {unit}" if total else f"{done:,} {unit}"
+            p.update(task, completed=done, total=total or None, count=count)
 
         yield tick
