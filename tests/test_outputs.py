@@ -274,8 +274,9 @@ def _stderr_on_a_terminal(args, cwd):
 def test_simulate_shows_progress_on_a_terminal_only(gups_trace, tmp_path):
     code, out, tty = _stderr_on_a_terminal(["simulate", gups_trace, "--pages", "2m", "--json", "-"], tmp_path)
     assert code == 0 and out.lstrip().startswith(b"{")  # the result alone on stdout
-    assert "simulating 400,000 accesses (2m pages)" in tty, tty
-    # Off a terminal no spinner is drawn: stderr holds the tables alone.
+    # The percentage bar of the core's progress reports (tests/test_progress.py has the counts).
+    assert "simulating (2m pages)" in tty, tty
+    # Off a terminal no bar is drawn: stderr holds the tables alone.
     r = subprocess.run([sys.executable, "-m", "hugescope", "simulate", gups_trace, "--pages", "2m", "--json", "-"],
                        capture_output=True, cwd=tmp_path)
     assert r.returncode == 0 and b"simulating" not in r.stderr and b"\x1b[" not in r.stderr, r.stderr

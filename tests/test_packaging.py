@@ -80,6 +80,37 @@ def test_helper_binaries_installed_beside_hugescope(name):
     assert r.returncode != 0 and name in r.stderr and "panicked" not in r.stderr, r.stderr
 
 
+def test_source_install_builds_the_helper_binaries_first(monkeypatch, tmp_path):
+    """'pip install .' goes through scripts/hugescope_build.py, which builds
+    the helpers into maturin's data directory before maturin packs the wheel
+    (a whole 'pip install .' into a fresh venv is in docs/cli.md: it rebuilds
+    the extension, too slow for every test run)."""
+    import importlib.util
+
+    build = _pyproject()["build-system"]
+    assert build["build-backend"] == "hugescope_build" and build["backend-path"] == ["scripts"]
+    assert _pyproject()["tool"]["maturin"]["data"] == "target/wheel-data"
+    pytest.importorskip("maturin")
+    spec = importlib.util.spec_from_file_location("hugescope_build", os.path.join(ROOT, "scripts", "hugescope_build.py"))
+    backend = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(backend)
+    assert backend.HELPERS == HELPERS
+    seen = {}
+
+    def packed(wheel_directory, config_settings=None, metadata_directory=None):
+        # What maturin would find in the data directory when it packs the wheel.
+        seen["scripts"] = sorted(os.listdir(backend.SCRIPTS))
+        return "hugescope.whl"
+
+    monkeypatch.setattr(backend.maturin, "build_wheel", packed)
+    assert backend.build_wheel(str(tmp_path)) == "hugescope.whl"
+    assert seen["scripts"] == sorted(HELPERS)
+    for name in HELPERS:
+        exe = os.path.join(backend.SCRIPTS, name)
+        r = subprocess.run([exe, "--no-such-option"], capture_output=True, text=True, timeout=30)
+        assert r.returncode == 2 and name in r.stderr and "panicked" not in r.stderr, r.stderr
+
+
 # ---------------------------------------------------------------- the wheel
 
 def _wheel() -> str:

@@ -113,7 +113,10 @@ def advise(argv: Sequence[str], out: str, ks: Sequence[int] = DEFAULT_KS, polici
     order = sorted(rank, key=lambda pk: (-est[frozenset(rank[pk])], pk[1], list(policies).index(pk[0])))
     best = order[0]
     best_regions = rank[best]
-    plan = make_plan(best_regions, note=f"advise {best[0]} k={best[1]}")
+    how = (f"cost model ({machine.get('preset') or 'default preset'}): total cycles of a static 4 KiB map / of the "
+           "plan's static map, over the traced run")
+    plan = make_plan(best_regions, note=f"advise {best[0]} k={best[1]}", policy=best[0],
+                     estimate={"speedup_vs_base": est[frozenset(best_regions)], "how": how})
     write_json(plan_path, plan)
 
     log(f"measuring base pages ({warmup} warm-up + {repeat} runs)")
@@ -132,8 +135,7 @@ def advise(argv: Sequence[str], out: str, ks: Sequence[int] = DEFAULT_KS, polici
         "measured": measured,
         "base_wall_s": tb, "plan_wall_s": sp,
         "how": {
-            "estimate": f"cost model ({machine.get('preset') or 'default preset'}): total cycles of a static 4 KiB "
-                        "map / of the plan's static map, over the traced run",
+            "estimate": how,
             "measured": f"median of {repeat} runs after {warmup} warm-up, wall clock from spawn to wait4 of the same "
                         "binary (ASLR off), base pages vs the plan applied with process_madvise(MADV_COLLAPSE) as its "
                         "ranges are populated; min/max = base median / plan max and min",

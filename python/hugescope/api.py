@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Iterable, List, Optional
+from typing import Callable, Iterable, List, Optional
 
 from . import _core, units
 from .configuration import os_overrides, source_args
@@ -35,6 +35,7 @@ def simulate(
     host_policy: Optional[str] = None,
     guest_policy: Optional[str] = None,
     virt: bool = False,
+    progress: Optional[Callable[[int, int], None]] = None,
     **os_options,
 ) -> SimResult:
     """Simulate ``trace`` (an ``.hst`` file) on a machine ``preset``.
@@ -67,6 +68,12 @@ def simulate(
     has VM exits by cause, walks by (guest, host) page size and the host's
     counters; see ``docs/python-api.md``.
 
+    ``progress(done, total)``, if given, is called from the calling thread
+    about every 2^22 simulated accesses and once at the end (``total``: the
+    trace's accesses; a concurrent run counts all traces' accesses once per
+    run, each policy and ``base``; 0 when unknown); an exception it raises
+    stops the run and propagates.
+
     Cycle and speedup figures are estimates of the cost model.
     """
     policy, host_policy = _virt_args(policy, guest_policy, host_policy, virt)
@@ -75,7 +82,7 @@ def simulate(
         raise _core.HugescopeError("a virtualized run needs a guest policy: give policy= (or guest_policy=)")
     if policy is None and pages is None and _config_policies(src, set):
         return compare(trace, None, preset=preset, config=config, set=set, quantum_ms=quantum_ms,
-                       host_policy=host_policy, **os_options)[0]
+                       host_policy=host_policy, progress=progress, **os_options)[0]
     if policy is None:
         if quantum_ms is not None or (_concurrent(trace) and len(trace) > 1):
             raise _core.HugescopeError("several traces run as concurrent processes of the OS model, which runs "
@@ -85,12 +92,13 @@ def simulate(
         if given:
             raise _core.HugescopeError(f"OS options {', '.join(given)} have no effect without a policy "
                                        "(the OS model runs only with one)")
-        text = _core.simulate_static(_trace(trace), overrides=_overrides(set), pages=str(pages or "4k"), **src)
+        text = _core.simulate_static(_trace(trace), overrides=_overrides(set), pages=str(pages or "4k"), progress=progress,
+                                     **src)
         return SimResult(json.loads(text))
     if pages is not None:
         raise _core.HugescopeError("pages= is a static map; with a policy use policy='static:plan=FILE'")
     return compare(trace, [policy], preset=preset, config=config, set=set, quantum_ms=quantum_ms,
-                   host_policy=host_policy, **os_options)[0]
+                   host_policy=host_policy, progress=progress, **os_options)[0]
 
 
 #: The host policy of ``virt=True`` / ``--virt`` without ``--host-policy``:
@@ -131,6 +139,7 @@ def compare(
     start_s: Optional[Iterable[float]] = None,
     host_policy: Optional[str] = None,
     virt: bool = False,
+    progress: Optional[Callable[[int, int], None]] = None,
     **os_options,
 ) -> list:
     """Simulate several policies over one decoding pass of ``trace``.
@@ -144,7 +153,8 @@ def compare(
     ``rate`` a concurrent run uses the cost model's cycles as time, where a
     process with cheaper translation runs faster. ``start_s`` gives each
     concurrent trace its start time in seconds of virtual time (a stream of
-    processes; default all at 0).
+    processes; default all at 0). ``progress(done, total)``: as in
+    ``simulate``.
 
     ``host_policy`` (or ``virt=True``: ``linux``) runs the policies in
     guests: each trace in its own VM over a host kernel running
@@ -194,12 +204,12 @@ def compare(
         q = _core.DEFAULT_QUANTUM_MS if quantum_ms is None else units.check_float(quantum_ms, "quantum_ms", lo, hi)
         starts = _start_times(start_s, len(traces))
         text = _core.simulate_concurrent(traces, policies, overrides=overrides, with_base=with_base, quantum_ms=q,
-                                         start_s=starts, host_policy=host_policy, **src)
+                                         start_s=starts, host_policy=host_policy, progress=progress, **src)
     else:
         if start_s is not None:
             raise _core.HugescopeError("start_s: start times are for concurrent runs (a list of traces)")
         text = _core.simulate_policies(_trace(trace), policies, overrides=overrides, with_base=with_base,
-                                       host_policy=host_policy, **src)
+                                       host_policy=host_policy, progress=progress, **src)
     return [SimResult(d) for d in json.loads(text)]
 
 

@@ -20,7 +20,7 @@ from rich.table import Table
 from . import _core, _io, api, units, workloads
 from ._io import check_output, emit_json, is_stdout
 from .errors import EXIT_FAILURE, EXIT_USAGE, Interrupted, RunFailed
-from .progress import progress_counter
+from .progress import progress_counter, progress_share
 
 # Off a terminal (CI logs, pipes) rich would wrap tables at 80 columns.
 console = Console(width=None if sys.stdout.isatty() else 160)
@@ -271,11 +271,10 @@ def cmd_simulate(a) -> int:
 
 @contextlib.contextmanager
 def working(description: str):
-    """A spinner with the elapsed time on stderr while one long core call
-    runs (the core releases the GIL, so rich's refresh thread keeps it
-    moving); nothing when stderr is not a terminal. The core's simulate calls
-    take no progress callback, so this shows that work goes on and for how
-    long, not a share done."""
+    """A spinner with the elapsed time on stderr while one long step without
+    a count of its own runs (drawing the report's figures); nothing when
+    stderr is not a terminal. Simulations show a percentage bar instead
+    (``progress_share``)."""
     if not sys.stderr.isatty():
         yield
         return
@@ -287,19 +286,11 @@ def working(description: str):
         yield
 
 
-def _accesses(traces) -> str:
-    """'140,000,000 accesses' from the trace headers, for a progress line."""
-    try:
-        n = sum(api.trace_info(t)["summary"]["accesses"] for t in traces)
-    except Exception:  # noqa: BLE001 - only a label: the run itself reports a bad trace
-        return "the trace"
-    return f"{n:,} accesses"
-
-
 def _simulate(a, file_policies, inputs) -> int:
     if not a.policy and not file_policies:
-        with working(f"simulating {_accesses(a.trace[:1])} ({a.pages or '4k'} pages)"):
-            r = api.simulate(a.trace[0], preset=a.preset, pages=a.pages or "4k", config=a.config, set=a.set)
+        with progress_share(f"simulating ({a.pages or '4k'} pages)", console=err_console) as tick:
+            r = api.simulate(a.trace[0], preset=a.preset, pages=a.pages or "4k", config=a.config, set=a.set,
+                             progress=tick)
         if a.json:
             emit_json(a.json, r.to_dict(), inputs=inputs)
         if not a.quiet:
@@ -309,9 +300,9 @@ def _simulate(a, file_policies, inputs) -> int:
     # One trace: the single-trace path exactly as before; several: a list.
     trace = a.trace[0] if len(a.trace) == 1 else a.trace
     names = ", ".join(str(p).split(":")[0] for p in a.policy) or "the configuration's policies"
-    with working(f"simulating {_accesses(a.trace)} with {names}"):
+    with progress_share(f"simulating {names}", console=err_console) as tick:
         results = api.compare(trace, a.policy, preset=a.preset, config=a.config, set=a.set,
-                              with_base=not a.no_base, quantum_ms=a.quantum_ms, host_policy=a.host_policy,
+                              with_base=not a.no_base, quantum_ms=a.quantum_ms, host_policy=a.host_policy, progress=tick,
                               virt=a.virt, **opts)
     if a.json:
         data = results[0].to_dict() if len(results) == 1 else [r.to_dict() for r in results]

@@ -37,6 +37,8 @@ LABELS = {PCC: "pcc", PCC_ARTIFACT: "pcc (artifact reads)", **HAWKEYES, "oracle"
 # HawkEye gets rounds at 1, 32, 63 and 94 s. The claims' dependence on this
 # choice is measured in docs/assumptions.md ('Demo virtual duration').
 DURATION = 120.0
+#: The utility curves' budgets, percent of the footprint (Fig. 5's x axis).
+BUDGETS = (0, 1, 2, 4, 8, 16, 32, 64, 100)
 
 
 def _walks(df, policy, budget=None):
@@ -73,28 +75,16 @@ def claims_table(curve, frag) -> Table:
     return t
 
 
-def run_paper_demo(out: str, trace: str, console, quick: bool = False, tables=()) -> None:
-    """The PCC paper's figures on ``trace`` and the report; ``tables``: the
-    terminal tables printed before (shown first in the report)."""
-    results = os.path.join(out, "results")
-    common = {"duration": DURATION, "threads": 2}
-    console.print(f"utility curves on {trace} (pcc, pcc with artifact reads, hawkeye as the paper describes it "
-                  "and with full tracking, oracle; 9 budgets; "
-                  "Linux at 50%/90% fragmentation) ...")
-    curve = experiments.curve(trace, policies=[PCC, PCC_ARTIFACT, "hawkeye", HAWKEYE_FULL, "oracle"],
-                              budgets=[0, 1, 2, 4, 8, 16, 32, 64, 100], out=results, **common)
-    console.print("page reuse distance per region (Fig. 2) ...")
-    reuse = experiments.reuse(trace, out=results)
-    console.print(reuse.summary() if hasattr(reuse, "summary") else reuse)
-    console.print("fragmentation comparison (50%, 90% of 2MB blocks pinned) ...")
-    frag = experiments.frag(trace, levels=[50, 90], policies=["base", "linux", "hawkeye", PCC, PCC_DEMOTION],
-                            out=results, **common)
-    t = Table(title="utility curve: PTW rate (walks per access) and speedup estimate by share of footprint in huge pages")
+def curve_table(curve, title: str) -> Table:
+    """The terminal table of a demo utility curve: PTW rate and speedup
+    estimate of each policy of ``LABELS`` at each budget of ``BUDGETS``, the
+    base and ideal lines, and Linux at each fragmentation point."""
+    t = Table(title=title)
     t.add_column("budget")
     for p in LABELS:
         t.add_column(LABELS[p] + " PTW", justify="right")
         t.add_column(LABELS[p] + " speedup", justify="right")
-    for b in (0, 1, 2, 4, 8, 16, 32, 64, 100):
+    for b in BUDGETS:
         cells = []
         for p in LABELS:
             r = curve[(curve["policy"] == p) & (curve["budget_pct"] == b)].iloc[0]
@@ -106,9 +96,41 @@ def run_paper_demo(out: str, trace: str, console, quick: bool = False, tables=()
     for _, r in curve[curve["role"] == "point"].iterrows():
         t.add_row(f"linux {r['frag_pct']:.0f}% frag", f"{100 * r['ptw_rate']:.2f}%", f"{r['speedup_est']:.3f}x",
                   *[""] * (2 * len(LABELS) - 2))
+    return t
+
+
+def run_paper_demo(out: str, trace: str, console, quick: bool = False, tables=(), others=()) -> None:
+    """The PCC paper's figures on ``trace`` and the report; ``tables``: the
+    terminal tables printed before (shown first in the report). Each trace of
+    ``others`` (the demo's other workloads) gets the utility curve (Fig. 5)
+    too, with the same policies, budgets and duration, so the report shows
+    the PCC paper's headline figure for every workload the demo runs."""
+    results = os.path.join(out, "results")
+    common = {"duration": DURATION, "threads": 2}
+    console.print(f"utility curves on {trace} (pcc, pcc with artifact reads, hawkeye as the paper describes it "
+                  "and with full tracking, oracle; 9 budgets; "
+                  "Linux at 50%/90% fragmentation) ...")
+    curve = experiments.curve(trace, policies=[PCC, PCC_ARTIFACT, "hawkeye", HAWKEYE_FULL, "oracle"],
+                              budgets=list(BUDGETS), out=results, **common)
+    console.print("page reuse distance per region (Fig. 2) ...")
+    reuse = experiments.reuse(trace, out=results)
+    console.print(reuse.summary() if hasattr(reuse, "summary") else reuse)
+    console.print("fragmentation comparison (50%, 90% of 2MB blocks pinned) ...")
+    frag = experiments.frag(trace, levels=[50, 90], policies=["base", "linux", "hawkeye", PCC, PCC_DEMOTION],
+                            out=results, **common)
+    t = curve_table(curve, "utility curve: PTW rate (walks per access) and speedup estimate by share of footprint in "
+                           "huge pages")
     console.print(t)
     claims = claims_table(curve, frag)
     console.print(claims)
+    shown = [t]
+    for path in others:
+        name = os.path.splitext(os.path.basename(path))[0]
+        console.print(f"utility curves on {path} (the same policies, budgets and Linux points) ...")
+        c = experiments.curve(path, policies=list(LABELS), budgets=list(BUDGETS), out=results, **common)
+        shown.append(curve_table(c, f"utility curve of {name}: PTW rate and speedup estimate by share of footprint "
+                                    "in huge pages"))
+        console.print(shown[-1])
     html = report.build(results, os.path.join("demo-report", "report.html"),
-                        title="hugescope demo: the PCC paper at small scale", tables=[*tables, t])
+                        title="hugescope demo: the PCC paper at small scale", tables=[*tables, *shown])
     console.print(f"report: {html} (self-contained; open it in a browser)")

@@ -37,3 +37,26 @@ def progress_steps(description: str, total: int):
             p.advance(task)
 
         yield advance
+
+
+@contextlib.contextmanager
+def progress_share(description: str, unit: str = "accesses", console=None):
+    """Yield a ``tick(done, total)`` callback drawing a percentage bar with
+    the count and the time left (a spinner while ``total`` is 0, unknown);
+    ``None`` when stderr is not a terminal, so the caller passes no callback
+    at all. The simulate calls of the core report every 2^22 accesses."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    from rich.progress import TaskProgressColumn
+
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(),
+               TextColumn("{task.fields[count]}"), TimeElapsedColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=True) as p:
+        task = p.add_task(description, total=None, count="")
+
+        def tick(done: int, total: int) -> None:
+            count = f"{done:,}/{total:,} {unit}" if total else f"{done:,} {unit}"
+            p.update(task, completed=done, total=total or None, count=count)
+
+        yield tick

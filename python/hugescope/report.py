@@ -310,7 +310,10 @@ def _subject(data: Dict[str, Any]) -> str:
     """What a section's result is about: the trace's workload, or for a paper
     study (which makes its own traces) its scale and machine."""
     if data.get("trace"):
-        return str(data["trace"].get("workload", "?"))
+        # The trace's file name tells two runs of one workload apart (gups at two sizes).
+        workload = str(data["trace"].get("workload", "?"))
+        stem = os.path.splitext(os.path.basename(str(data["trace"].get("path") or "")))[0]
+        return f"{workload} ({stem})" if stem and stem != workload else workload
     if data.get("scale"):
         what = f"{data['workload']}, " if data.get("workload") else ""
         return f"{what}{data['scale']} scale, {data.get('preset', '?')}"
@@ -370,11 +373,17 @@ def _claims(results: List[Dict[str, Any]]) -> list:
 
     from .demo_paper import claims_table
 
-    by_kind = {d.get("hugescope_experiment"): d for d in results}
-    if "curve" not in by_kind or "frag" not in by_kind:
+    # The curve of the fragmentation run's trace (the demo draws curves of
+    # other workloads too, but the claims are made on BFS's pair).
+    frags = [d for d in results if d.get("hugescope_experiment") == "frag"]
+    if not frags:
+        return []
+    path = (frags[-1].get("trace") or {}).get("path")
+    curves = [d for d in results if d.get("hugescope_experiment") == "curve" and (d.get("trace") or {}).get("path") == path]
+    if not curves:
         return []
     try:
-        return [claims_table(pd.DataFrame(by_kind["curve"]["rows"]), pd.DataFrame(by_kind["frag"]["rows"]))]
+        return [claims_table(pd.DataFrame(curves[-1]["rows"]), pd.DataFrame(frags[-1]["rows"]))]
     except (IndexError, KeyError):
         return []  # not the demo's policies and budgets: the claims do not apply
 

@@ -81,15 +81,18 @@ def plan_regions(entries: Sequence[Dict[str, Any]]) -> List[int]:
     makes 2 MiB pages only)."""
     from . import units
 
+    def size(v) -> int:
+        # Hex as the plan emitter writes it ("0x200000"), or "2MiB", or a number.
+        if isinstance(v, str):
+            return int(v, 16) if v.strip().lower().startswith("0x") else units.parse_size(v)
+        return int(v)
+
     seen, out = set(), []
     for e in entries:
-        ps = e.get("page_size", HUGE)
-        ps = units.parse_size(ps) if isinstance(ps, str) else int(ps)
-        if ps != HUGE:
+        if size(e.get("page_size", HUGE)) != HUGE:
             continue
         start = int(e["start"], 0) if isinstance(e["start"], str) else int(e["start"])
-        length = e.get("length", e.get("size"))
-        length = units.parse_size(length) if isinstance(length, str) else int(length)
+        length = size(e.get("length", e.get("size")))
         for a in range(start, start + length, HUGE):
             if a not in seen:
                 seen.add(a)
@@ -97,17 +100,26 @@ def plan_regions(entries: Sequence[Dict[str, Any]]) -> List[int]:
     return out
 
 
-def make_plan(regions: Sequence[int], note: str = "") -> Dict[str, Any]:
-    """A plan promoting ``regions`` (2 MiB starts) when the workload's setup ends."""
+def make_plan(regions: Sequence[int], note: str = "", policy: Optional[str] = None,
+              estimate: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """A plan promoting ``regions`` (2 MiB starts) at the program's launch
+    (``when: start``), written by the core's plan emitter, the one behind
+    ``simulate --emit-plan`` (plan.rs ``emit``): adjacent regions merged into
+    one range, hex addresses, a header naming ``policy`` and ``estimate``
+    (``{"speedup_vs_base": ..., "how": ...}``)."""
+    from . import _core
+
     entries = []
     for a in sorted(regions):
         if a % HUGE:
             raise ValueError(f"region {a:#x} is not 2 MiB-aligned")
-        e = {"start": f"{a:#x}", "length": "2MiB", "page_size": "2MiB", "when": "start", "pid": 0}
+        e = {"start": a, "length": HUGE, "page_size": HUGE, "when": "start", "pid": 0}
         if note:
             e["note"] = note
         entries.append(e)
-    return {"version": 1, "entries": entries}
+    recorded = json.dumps({"version": 1, "entries": entries})
+    return json.loads(_core.plan_emit(recorded, "start", None, None, None, policy,
+                                      json.dumps(estimate) if estimate is not None else None))
 
 
 def random_ranking(candidates: Sequence[int], seed: int) -> List[int]:

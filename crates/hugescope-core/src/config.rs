@@ -823,7 +823,7 @@ impl Config {
 
     /// Options of a run of these policies (the time base of `[os]`).
     pub fn run_options(&self, with_base: bool) -> RunOptions {
-        RunOptions { duration_s: self.os.duration(), accesses_per_second: self.os.rate(), with_base }
+        RunOptions { duration_s: self.os.duration(), accesses_per_second: self.os.rate(), with_base, ..Default::default() }
     }
 
     /// The configuration as JSON: `{"machine": {...}, "os": {...}, "policy": [...]}`,

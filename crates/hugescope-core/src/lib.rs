@@ -20,6 +20,7 @@ pub mod plan;
 pub mod run;
 pub mod sched;
 pub mod policy;
+pub mod progress;
 pub mod reuse;
 pub mod sim;
 pub mod stats;

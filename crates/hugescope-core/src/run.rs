@@ -201,6 +201,9 @@ pub struct RunOptions {
     pub accesses_per_second: Option<f64>,
     /// Also simulate `base` for the speedup (default true in the CLI).
     pub with_base: bool,
+    /// Told the accesses simulated so far out of the run's total (every
+    /// run of a concurrent simulation counted); none by default.
+    pub progress: crate::progress::ProgressHook,
 }
 
 /// Under an access-rate time base the trace's virtual duration is known before
@@ -345,6 +348,7 @@ pub fn simulate_policies(path: &str, machine: &MachineConfig, os: &OsConfig, spe
     }
     let base_index = add_base(&mut runs, machine, &header, &os, specs, opts)?;
     let mut r = HstReader::open(path)?;
+    r.set_progress(opts.progress.clone());
     let markers = r.markers().to_vec();
     let mut next_marker = 0usize;
     let mut n = 0u64;
@@ -478,14 +482,22 @@ pub fn simulate_concurrent_staggered(
     let mut finishes = Vec::with_capacity(runs.len());
     let mut first = Some(first);
     let mut done_pages = 0u64;
-    for run in runs.iter_mut() {
+    // Progress over every run: each steps through all inputs' accesses.
+    let per_run: u64 = first.as_ref().map_or(0, |v| v.iter().map(|i| i.accesses()).sum());
+    let total = per_run * runs.len() as u64;
+    for (i, run) in runs.iter_mut().enumerate() {
+        let mut last = per_run * i as u64;
         let mut inputs = match first.take() {
             Some(v) => v,
             None => open_concurrent(paths)?.0,
         };
         finishes.push(sched::run_staggered(&mut run.sim, &mut inputs, sched, start_s, |k| {
+            let now = per_run * i as u64 + k.clock.accesses;
+            opts.progress.advanced(last, now, total);
+            last = now;
             check_inferred_pages(done_pages + k.inferred_pages(), model_bytes, model_limit, k.clock.accesses)
         })?);
+        opts.progress.advanced(last, per_run * (i as u64 + 1), total);
         done_pages += run.sim.pt.inferred_pages();
     }
     let info = TraceInfo::new(&paths.join(", "), &header);

@@ -405,7 +405,13 @@ fn static_segments(h: &TraceHeader, pages: &str, spec: SegmentSpec) -> Result<(V
 /// direct-segment unit (`segment_spec`). The unit is chosen here, once: a
 /// spec without one runs the simulator without any segment check.
 pub fn simulate_static(path: &str, cfg: MachineConfig, pages: &str) -> Result<StaticResult> {
+    simulate_static_with_progress(path, cfg, pages, crate::progress::ProgressHook::default())
+}
+
+/// `simulate_static`, telling `progress` how many accesses are done.
+pub fn simulate_static_with_progress(path: &str, cfg: MachineConfig, pages: &str, progress: crate::progress::ProgressHook) -> Result<StaticResult> {
     let mut r = HstReader::open(path)?;
+    r.set_progress(progress);
     let geo = Geometry::new(&cfg)?;
     let (map_spec, seg) = match segment_spec(pages) {
         Some((m, spec)) => (m, Some(static_segments(r.header(), pages, spec)?)),

@@ -134,7 +134,7 @@ fn knobs_out_of_range_or_twice_are_one_error_each() {
 fn duration_rate_sample_period_and_memory_are_bounded() {
     let d = tempfile::tempdir().unwrap();
     let p = small_trace(d.path(), 1000);
-    let with = |dur: Option<f64>, rate: Option<f64>| RunOptions { duration_s: dur, accesses_per_second: rate, with_base: false };
+    let with = |dur: Option<f64>, rate: Option<f64>| RunOptions { duration_s: dur, accesses_per_second: rate, with_base: false, ..Default::default() };
     for bad in [0.0, -1.0, f64::NAN, f64::INFINITY, 1.0000001e6, 1e9] {
         let e = input_err(run(&p, &["pcc"], OsConfig::default(), with(Some(bad), None)));
         assert!(e.contains("duration=") && e.contains("1000000"), "{e}");

@@ -22,7 +22,7 @@ use crate::thp::ThpState;
 use hugescope_core::plan::{PlanEntry, When};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 pub const MADV_COLLAPSE: libc::c_int = 25;
@@ -197,20 +197,17 @@ impl Applier {
             }
         }
         if let Target::Pid(pid) = target {
-            // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
-            let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-            if fd < 0 {
-                let err = std::io::Error::last_os_error();
-                let code = err.raw_os_error().unwrap_or(0);
-                if code == libc::ESRCH {
-                    a.exited = true;
-                } else {
-                    a.blanket = Some((Status::Failed, Some(errno_name(code).into()),
-                        format!("pidfd_open({pid}) failed: {err}: {}", explain_errno(code))));
+            match crate::pidfd::open(pid) {
+                Ok(fd) => a.pidfd = Some(fd),
+                Err(err) => {
+                    let code = err.raw_os_error().unwrap_or(0);
+                    if code == libc::ESRCH {
+                        a.exited = true;
+                    } else {
+                        a.blanket = Some((Status::Failed, Some(errno_name(code).into()),
+                            format!("pidfd_open({pid}) failed: {err}: {}", explain_errno(code))));
+                    }
                 }
-            } else {
-                // SAFETY: fd is a fresh descriptor this Applier now owns.
-                a.pidfd = Some(unsafe { OwnedFd::from_raw_fd(fd as i32) });
             }
         }
         a
@@ -230,10 +227,7 @@ impl Applier {
             return true;
         }
         if let Some(fd) = &self.pidfd {
-            let mut pfd = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-            // SAFETY: one valid pollfd, zero timeout.
-            let n = unsafe { libc::poll(&mut pfd, 1, 0) };
-            if n > 0 && pfd.revents & (libc::POLLIN | libc::POLLHUP) != 0 {
+            if crate::pidfd::exited_within(fd, Duration::ZERO) {
                 self.exited = true;
             }
         }

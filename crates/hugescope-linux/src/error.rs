@@ -49,7 +49,10 @@ impl Error {
     }
     /// Build a `Sys` error from the current `errno`.
     pub fn last_os(what: impl Into<String>) -> Self {
-        let source = std::io::Error::last_os_error();
+        Error::sys(what, std::io::Error::last_os_error())
+    }
+    /// A `Sys` error of `what` failing with `source` (an errno).
+    pub fn sys(what: impl Into<String>, source: std::io::Error) -> Self {
         Error::Sys {
             what: what.into(),
             errno_name: errno_name(source.raw_os_error().unwrap_or(0)),

@@ -22,7 +22,6 @@ use crate::thp::ThpState;
 use crate::{Error, Result};
 use hugescope_core::plan::{PlanEntry, When};
 use serde::{Deserialize, Serialize};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -150,8 +149,7 @@ pub fn launch_with_stop(mut cmd: Command, entries: &[PlanEntry], opts: &LaunchOp
     command.extend(cmd.get_args().map(|a| a.to_string_lossy().to_string()));
     // Its own group: a stop or a timeout reaches everything the program started.
     cmd.process_group(0);
-    // SAFETY: getpid has no failure mode.
-    let parent = unsafe { libc::getpid() };
+    let parent = std::process::id() as Pid;
     cmd.env(lifetime::PARENT_PID_ENV, parent.to_string());
     let disable_aslr = opts.disable_aslr;
     // SAFETY: only async-signal-safe system calls run in the forked child.
@@ -175,9 +173,8 @@ pub fn launch_with_stop(mut cmd: Command, entries: &[PlanEntry], opts: &LaunchOp
     // spawn returns after a successful exec, so the personality is the program's.
     let pid = child.id() as Pid;
     let personality = personality_of(pid).ok();
-    // SAFETY: pidfd_open on our own unreaped child.
-    let pfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    let pidfd = if pfd >= 0 { Some(unsafe { OwnedFd::from_raw_fd(pfd as i32) }) } else { None };
+    // Our own unreaped child: its pid cannot be reused before we wait for it.
+    let pidfd = crate::pidfd::open(pid).ok();
 
     let mut pending: Vec<Pending> = Vec::new();
     let mut applied: Vec<AppliedEntry> = Vec::new();
@@ -290,9 +287,7 @@ pub fn launch_with_stop(mut cmd: Command, entries: &[PlanEntry], opts: &LaunchOp
         let ms = ((next - now) * 1000.0).clamp(1.0, 100.0) as i32;
         match &pidfd {
             Some(fd) => {
-                let mut pfd = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-                // SAFETY: one valid pollfd.
-                unsafe { libc::poll(&mut pfd, 1, ms) };
+                crate::pidfd::exited_within(fd, Duration::from_millis(ms as u64));
             }
             None => std::thread::sleep(Duration::from_millis(ms as u64)),
         }

@@ -8,6 +8,7 @@
 //!   measuring time, peak RSS and huge-page coverage;
 //! * `settings`: every kernel setting hugescope changes, recorded in a state file
 //!   and restored (also by the next invocation after a kill);
+//! * `pidfd`: a handle on a process that survives pid reuse (rustix);
 //! * `lifetime`: stopping on signals, and children that die with hugescope;
 //! * `native`: running a built-in workload in this process with a plan applied at
 //!   its progress points, measured the same way;
@@ -25,6 +26,7 @@ pub mod launch;
 pub mod lifetime;
 pub mod native;
 pub mod pagemap;
+pub mod pidfd;
 pub mod settings;
 pub mod smaps;
 pub mod thp;
@@ -38,6 +40,5 @@ pub use thp::ThpState;
 
 /// True when this process runs with effective uid 0.
 pub fn is_root() -> bool {
-    // SAFETY: geteuid has no failure mode.
-    unsafe { libc::geteuid() == 0 }
+    rustix::process::geteuid().is_root()
 }

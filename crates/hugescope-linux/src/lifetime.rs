@@ -77,8 +77,8 @@ pub fn die_with_parent(sig: i32, expected: Pid) -> bool {
 /// parent (which is right unless it already died). Exits with status 1 if the
 /// parent is gone.
 pub fn die_with_parent_from_env(sig: i32) {
-    // SAFETY: getppid has no failure mode.
-    let current = unsafe { libc::getppid() };
+    // 0 when the parent is outside our pid namespace.
+    let current = rustix::process::Pid::as_raw(rustix::process::getppid());
     let expected = std::env::var(PARENT_PID_ENV).ok().and_then(|v| v.parse().ok()).unwrap_or(current);
     if !die_with_parent(sig, expected) {
         std::process::exit(1);

@@ -23,7 +23,6 @@ use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::PathBuf;
 
@@ -131,13 +130,12 @@ impl Locked {
         let lp = dir.join(LOCK_FILE);
         let lock = OpenOptions::new().create(true).truncate(false).write(true).mode(0o600).open(&lp)
             .map_err(|e| Error::io(&lp, e))?;
+        // Blocks until the other holder is done; a signal (EINTR) retries.
         loop {
-            // SAFETY: flock on a descriptor we own; blocks until the other holder is done.
-            if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) } == 0 {
-                break;
-            }
-            if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-                return Err(Error::last_os(format!("flock({})", lp.display())));
+            match rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive) {
+                Ok(()) => break,
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => return Err(Error::sys(format!("flock({})", lp.display()), e.into())),
             }
         }
         Ok(Locked { dir, _lock: lock })

@@ -16,7 +16,7 @@ mod interrupt;
 mod linux;
 mod tracing;
 
-use interrupt::cancellable;
+use interrupt::{cancellable, cancellable_progress};
 
 pyo3::create_exception!(_core, HugescopeError, pyo3::exceptions::PyException);
 
@@ -75,11 +75,24 @@ fn machine_config(preset: Option<String>, config: Option<String>, overrides: Vec
 }
 
 /// Simulate a trace under a static page-size map ("4k", "2m", "1g" or a plan file).
+/// `progress(done, total)`: accesses simulated so far (`cancellable_progress`).
 #[pyfunction]
-#[pyo3(signature = (trace, preset=None, config=None, overrides=Vec::new(), pages="4k".to_string(), config_text=None))]
-fn simulate_static(py: Python<'_>, trace: String, preset: Option<String>, config: Option<String>, overrides: Vec<String>, pages: String, config_text: Option<String>) -> PyResult<String> {
+#[pyo3(signature = (trace, preset=None, config=None, overrides=Vec::new(), pages="4k".to_string(), config_text=None, progress=None))]
+#[allow(clippy::too_many_arguments)]
+fn simulate_static(
+    py: Python<'_>,
+    trace: String,
+    preset: Option<String>,
+    config: Option<String>,
+    overrides: Vec<String>,
+    pages: String,
+    config_text: Option<String>,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<String> {
     let cfg = machine(preset.as_deref(), config.as_deref(), config_text.as_deref(), &overrides)?;
-    json(&cancellable(py, || hugescope_core::sim::simulate_static(&trace, cfg, &pages).map_err(err))?)
+    json(&cancellable_progress(py, progress, |hook| {
+        hugescope_core::sim::simulate_static_with_progress(&trace, cfg, &pages, hook).map_err(err)
+    })?)
 }
 
 /// Header and counts of a trace; `verify` decodes every chunk.
@@ -114,9 +127,11 @@ fn os_knob_list() -> PyResult<String> {
 /// speedup). The OS settings come from the configuration (`[os]`, and
 /// `os.KEY=VALUE` overrides, which the CLI's `--budget`, `--frag`, ... set);
 /// `policies` replace the file's `[[policy]]` entries when given. Returns a
-/// JSON list of results, one per policy.
+/// JSON list of results, one per policy. `progress(done, total)`: accesses
+/// simulated so far (`cancellable_progress`).
 #[pyfunction]
-#[pyo3(signature = (trace, policies=Vec::new(), preset=None, config=None, overrides=Vec::new(), with_base=true, config_text=None, host_policy=None))]
+#[pyo3(signature = (trace, policies=Vec::new(), preset=None, config=None, overrides=Vec::new(), with_base=true, config_text=None,
+    host_policy=None, progress=None))]
 #[allow(clippy::too_many_arguments)]
 fn simulate_policies(
     py: Python<'_>,
@@ -128,17 +143,22 @@ fn simulate_policies(
     with_base: bool,
     config_text: Option<String>,
     host_policy: Option<String>,
+    progress: Option<Py<PyAny>>,
 ) -> PyResult<String> {
-    let (cfg, specs, os, opts) = run_setup(preset, config, config_text, &overrides, &policies, with_base)?;
+    let (cfg, specs, os, mut opts) = run_setup(preset, config, config_text, &overrides, &policies, with_base)?;
     if let Some(host) = host_policy {
         // virt: the policies run in a guest over a host running `host`.
         let virt = hugescope_core::virt::VirtOptions::new(&host).map_err(err)?;
         let sched = hugescope_core::sched::SchedOptions::default();
-        return json(&cancellable(py, || {
+        return json(&cancellable_progress(py, progress, |hook| {
+            opts.progress = hook;
             hugescope_core::virt::simulate_virtual(&[trace.clone()], &cfg.machine, &os, &specs, &opts, &sched, &[], &virt).map_err(err)
         })?);
     }
-    json(&cancellable(py, || hugescope_core::run::simulate_policies(&trace, &cfg.machine, &os, &specs, &opts).map_err(err))?)
+    json(&cancellable_progress(py, progress, |hook| {
+        opts.progress = hook;
+        hugescope_core::run::simulate_policies(&trace, &cfg.machine, &os, &specs, &opts).map_err(err)
+    })?)
 }
 
 /// What a policy run needs from the configuration arguments: the resolved
@@ -163,10 +183,11 @@ fn run_setup(
 /// of `quantum_ms` ms of the running process's time between choices). One
 /// trace takes the single-trace path. Same configuration arguments and result
 /// as `simulate_policies`; each process of a concurrent run carries its
-/// `finish_seconds` and `accesses`.
+/// `finish_seconds` and `accesses`; `progress(done, total)` counts the
+/// accesses of every run (each policy and `base` steps through all traces).
 #[pyfunction]
 #[pyo3(signature = (traces, policies=Vec::new(), preset=None, config=None, overrides=Vec::new(), with_base=true,
-    config_text=None, quantum_ms=hugescope_core::sched::DEFAULT_QUANTUM_MS, start_s=Vec::new(), host_policy=None))]
+    config_text=None, quantum_ms=hugescope_core::sched::DEFAULT_QUANTUM_MS, start_s=Vec::new(), host_policy=None, progress=None))]
 #[allow(clippy::too_many_arguments)]
 fn simulate_concurrent(
     py: Python<'_>,
@@ -180,18 +201,21 @@ fn simulate_concurrent(
     quantum_ms: f64,
     start_s: Vec<f64>,
     host_policy: Option<String>,
+    progress: Option<Py<PyAny>>,
 ) -> PyResult<String> {
     let sched = hugescope_core::sched::SchedOptions { quantum_ms };
     sched.check().map_err(err)?;
-    let (cfg, specs, os, opts) = run_setup(preset, config, config_text, &overrides, &policies, with_base)?;
+    let (cfg, specs, os, mut opts) = run_setup(preset, config, config_text, &overrides, &policies, with_base)?;
     if let Some(host) = host_policy {
         // virt: each trace runs in its own VM over a host running `host`.
         let virt = hugescope_core::virt::VirtOptions::new(&host).map_err(err)?;
-        return json(&cancellable(py, || {
+        return json(&cancellable_progress(py, progress, |hook| {
+            opts.progress = hook;
             hugescope_core::virt::simulate_virtual(&traces, &cfg.machine, &os, &specs, &opts, &sched, &start_s, &virt).map_err(err)
         })?);
     }
-    json(&cancellable(py, || {
+    json(&cancellable_progress(py, progress, |hook| {
+        opts.progress = hook;
         // `start_s`: each input's start time (a stream of processes).
         hugescope_core::run::simulate_concurrent_staggered(&traces, &cfg.machine, &os, &specs, &opts, &sched, &start_s).map_err(err)
     })?)

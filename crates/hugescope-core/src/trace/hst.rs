@@ -543,6 +543,9 @@ pub struct HstReader {
     seen_chunks: u64,
     seen_compressed: u64,
     done: bool,
+    /// Told the records decoded so far out of the footer's count
+    /// (`set_progress`; none by default).
+    progress: crate::progress::ProgressHook,
 }
 
 impl HstReader {
@@ -654,6 +657,7 @@ impl HstReader {
             records: Vec::new(),
             decompressor,
             seen_records: 0,
+            progress: Default::default(),
             seen_chunks: 0,
             seen_compressed: 0,
             done: false,
@@ -809,10 +813,18 @@ impl HstReader {
             }
         }
         self.pos = payload_at + clen;
+        let before = self.seen_records;
         self.seen_records += count as u64;
+        self.progress.advanced(before, self.seen_records, self.footer.as_ref().map_or(0, |f| f.accesses));
         self.seen_chunks += 1;
         self.seen_compressed += clen;
         Ok(Some(&self.records[..count]))
+    }
+
+    /// Report the records decoded so far to `hook` as the reader goes (a
+    /// progress bar over a whole pass: simulate, static).
+    pub fn set_progress(&mut self, hook: crate::progress::ProgressHook) {
+        self.progress = hook;
     }
 
     /// Call `f` on every remaining access; returns how many.
