@@ -90,7 +90,7 @@ impl Kernel {
         }
         // page sharing: a shared frame is remapped in every mapper.
         if self.sharing.is_some() && self.ksm_migrated(m.from, m.to) {
-            return;
+            return None; // ksm_migrated shot down every mapper itself
         }
         let pid = (m.owner >> OWNER_PID_SHIFT) as u16;
         let bs = self.shape.base_shift;
