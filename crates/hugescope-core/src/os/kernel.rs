@@ -104,6 +104,9 @@ pub struct Kernel {
     // page daemon: lists, wired stream, counters (os/pagedaemon.rs); None
     // when no memory-pressure knob is set, so ordinary runs are unchanged.
     pub(super) daemon: Option<Box<super::pagedaemon::PageDaemon>>,
+    // FHPM: leaves redirected through companion pages (os/companion.rs);
+    // empty unless a policy redirects.
+    pub(super) companions: super::companion::Companions,
 }
 
 pub(super) const OWNER_PID_SHIFT: u32 = 48;
@@ -249,6 +252,7 @@ impl Kernel {
             segments: super::segment::SegmentTable::new(&header.regions),
             reserv: Default::default(),
             daemon,
+            companions: Default::default(),
         };
         // reservations: files' ranges, for write-back at msync (os/reserv.rs).
         k.reserv.file_ranges =
@@ -279,6 +283,10 @@ impl Kernel {
     }
     pub fn footprint(&self) -> u64 {
         self.footprint
+    }
+    /// The OS mechanisms' costs (policies charging their own scans).
+    pub fn os_costs(&self) -> &OsCosts {
+        &self.costs
     }
     pub fn budget_bytes(&self) -> Option<u64> {
         self.budget_bytes
@@ -516,6 +524,8 @@ impl Kernel {
         // page daemon: its counters and the contiguity left at the end.
         self.stats.pagedaemon = self.daemon.as_ref().map(|d| d.stats.clone());
         self.stats.contiguity = self.daemon.as_ref().map(|_| self.contiguity());
+        let c = &self.companions.stats;
+        self.stats.companion = (c.redirects + c.redirect_failures + c.conflicts + c.tdp_page_faults > 0).then(|| c.clone());
         self.stats.faults_huge = (1..self.geo.num_sizes()).map(|s| (page_label(self.geo.sizes[s]), self.faults_huge[s])).collect();
         self.spaces
             .iter()
@@ -558,9 +568,11 @@ impl Kernel {
         // page daemon: frames of the wired stream (its pools included).
         let reserved = self.reserv.reserved;
         let wired = self.wired_held();
-        if held + frag + reserved + wired != used {
+        // FHPM: companion table pages are host memory too.
+        let companions = self.companions.pages();
+        if held + frag + reserved + wired + companions != used {
             return Err(format!(
-                "frames held by processes ({held}) + fragmenter ({frag}) + reserved unpopulated ({reserved}) + wired ({wired}) != frames in use ({used})"
+                "frames held by processes ({held}) + fragmenter ({frag}) + reserved unpopulated ({reserved}) + wired ({wired}) + companion pages ({companions}) != frames in use ({used})"
             ));
         }
         self.check_reservations()?;

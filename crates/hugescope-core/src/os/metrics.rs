@@ -75,6 +75,10 @@ pub struct OsStats {
     /// The contiguity metric at the end (Navarro Fig. 5), with the daemon.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub contiguity: Option<super::phys::Contiguity>,
+    /// FHPM companion-page redirection (os/companion.rs): present only in
+    /// runs that redirected a leaf or saw a host page-table update.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub companion: Option<super::companion::CompanionStats>,
 }
 
 fn is_zero(n: &u64) -> bool {

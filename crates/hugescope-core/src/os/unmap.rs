@@ -27,6 +27,10 @@ impl Kernel {
         }
         self.stats.frees += 1;
         self.stats.freed_bytes += end - start;
+        // FHPM: a redirected leaf is restored before its range changes (§4.3).
+        if !self.companions.is_empty() {
+            self.restore_companions_in(pid, start, end);
+        }
         // First split huge leaves that straddle the range boundaries (or,
         // under a deferring policy, keep them whole).
         let mut kept: Vec<(u64, u64)> = Vec::new();

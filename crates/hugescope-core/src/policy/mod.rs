@@ -138,6 +138,9 @@ registry! {
     "ingens" => ingens: "Ingens (OSDI'16): base pages at fault, asynchronous promotion at 90% utilization in fairness order, sampled access tracking, utilization-based demotion, proactive compaction",
     "navarro" => navarro: "reservation-based superpages (Navarro et al., OSDI'02): reserve at first fault, promote in place when full, preempt the least recently populated reservation, demote on the first write to a clean superpage",
     "mthp" => mthp: "Linux multi-size THP: linux's PMD fault and khugepaged, else the largest enabled folio size that fits (enabled_<size>=always|madvise|inherit|never)",
+    "fhpm" => fhpm: "FHPM (host policy on a VM's memory): two-stage A-bit monitoring with companion pages, hot-page-pressure demotion/promotion by PSR, VM-friendly split/collapse",
+    "fhpm-fixed" => fhpm_fixed: "FHPM's fixed-threshold baseline (HawkEye/Ingens-like, §6.3): demote a hot huge page if Ns <= t, promote a region if Ns > t",
+    "fhpm-scan" => fhpm_scan: "FHPM Table 4's access monitors without a decision: monitor=base|huge|split|sampling|fhpm",
 }
 
 /// Build a policy by name from `key=value` parameters.
