@@ -79,3 +79,59 @@ pub fn fixed_threshold(t: u32, hot_huge: &[Measured], regions: &[Measured]) -> P
         ..Default::default()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MB: u64 = 1 << 20;
+
+    fn m(start: u64, psr: f64) -> Measured {
+        Measured { pid: 0, start, ns: ((1.0 - psr) * 512.0).round() as u32, psr }
+    }
+
+    fn starts(v: &[Measured]) -> Vec<u64> {
+        v.iter().map(|m| m.start).collect()
+    }
+
+    #[test]
+    fn demotion_goes_by_psr_descending_from_0_5_and_stops_at_hp_0() {
+        // HP = 10MB - 16MB x 0.5 = 2MB. Candidates >= 0.5: d 0.95, a 0.9,
+        // c 0.6, e 0.5 (b 0.3 never). d: 2 - 1.9 = 0.1MB > 0; a: 0.1 - 1.8
+        // = -1.7MB <= 0: stop. c and e stay huge.
+        let hot = [m(1, 0.9), m(2, 0.3), m(3, 0.6), m(4, 0.95), m(5, 0.5)];
+        let p = hot_page_pressure(10 * MB, 16 * MB, 0.5, &hot, &[m(9, 0.0)], 2 * MB);
+        assert_eq!(starts(&p.demote), vec![4, 1]);
+        assert!(p.promote.is_empty());
+        assert_eq!(p.hp_start, 2.0 * MB as f64);
+        assert!((p.hp_end + 1.7 * MB as f64).abs() < 1.0);
+        // More pressure: every candidate from 0.5 up, in order, never b.
+        let p = hot_page_pressure(16 * MB, 16 * MB, 0.0, &hot, &[], 2 * MB);
+        assert_eq!(starts(&p.demote), vec![4, 1, 3, 5]);
+        // No pressure: nothing either way.
+        let p = hot_page_pressure(8 * MB, 16 * MB, 0.5, &hot, &[m(9, 0.0)], 2 * MB);
+        assert_eq!(p, Plan { hp_start: 0.0, hp_end: 0.0, ..Default::default() });
+    }
+
+    #[test]
+    fn promotion_goes_by_psr_ascending_below_0_5_while_hp_stays_at_most_0() {
+        // HP = 7MB - 16MB x 0.5 = -1MB. Eligible (< 0.5): 0.0, 0.1, 0.3,
+        // 0.45; 0.6 never. -1 + 0 = -1; + 0.2 = -0.8; + 0.6 = -0.2; + 0.9 =
+        // 0.7 > 0: stop before 0.45.
+        let regions = [m(1, 0.45), m(2, 0.1), m(3, 0.6), m(4, 0.3), m(5, 0.0)];
+        let p = hot_page_pressure(7 * MB, 16 * MB, 0.5, &[m(8, 0.99)], &regions, 2 * MB);
+        assert_eq!(starts(&p.promote), vec![5, 2, 4]);
+        assert!(p.demote.is_empty());
+        assert!((p.hp_end + 0.2 * MB as f64).abs() < 1.0);
+    }
+
+    #[test]
+    fn fixed_thresholds_compare_ns_with_less_or_equal() {
+        let hot = [Measured { pid: 0, start: 1, ns: 10, psr: 0.98 }, Measured { pid: 0, start: 2, ns: 300, psr: 0.41 }];
+        let regions = [Measured { pid: 0, start: 3, ns: 11, psr: 0.97 }, Measured { pid: 0, start: 4, ns: 256, psr: 0.5 }];
+        let p = fixed_threshold(10, &hot, &regions);
+        assert_eq!((starts(&p.demote), starts(&p.promote)), (vec![1], vec![3, 4]));
+        let p = fixed_threshold(256, &hot, &regions);
+        assert_eq!((starts(&p.demote), starts(&p.promote)), (vec![1], vec![]));
+    }
+}
