@@ -651,6 +651,58 @@ NAVARRO_FIGURES = {
 }
 
 
+def _fhpm_title(data: Dict[str, Any], what: str) -> str:
+    return f"FHPM {what}: {data.get('preset', '?')}, {data.get('scale', '?')} scale (estimates)"
+
+
+def plot_fhpm_monitoring(data: Dict[str, Any]):
+    """Table 4: MB of memory per normalized-frequency bin, one group of bars
+    per bin, one bar per monitor (log scale: the bins span decades)."""
+    df = _rows(data)
+    bins = [c[3:] for c in df.columns if c.startswith("mb_")] if len(df) else []
+    fig, ax = plt.subplots(figsize=(9, 4.2))
+    width = 0.8 / max(1, len(df))
+    for j, rec in enumerate(df.to_dict("records")):
+        xs = [i + (j - (len(df) - 1) / 2) * width for i in range(len(bins))]
+        ax.bar(xs, [max(float(rec[f"mb_{b}"]), 1e-3) for b in bins], width, label=rec["monitor"],
+               color=PALETTE[j % len(PALETTE)])
+    ax.set_xticks(range(len(bins)))
+    ax.set_xticklabels(bins)
+    ax.set_xlabel("normalized access frequency")
+    ax.set_ylabel("memory (MB, log)")
+    ax.set_yscale("log")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(_fhpm_title(data, "monitoring accuracy, Table 4"), fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def plot_fhpm_hp_policy(data: Dict[str, Any]):
+    """Fig 8's microbenchmark: the share of huge pages left per policy."""
+    df = _rows(data)
+    fig, ax = plt.subplots(figsize=(9, 4.2))
+    labels = list(df["config"]) if len(df) else []
+    ys = [100 * float(v) for v in df["huge_share"]] if len(df) else []
+    ax.bar(range(len(labels)), ys, color=[PALETTE[i % len(PALETTE)] for i in range(len(labels))])
+    for i, y in enumerate(ys):
+        ax.annotate(f"{y:.0f}%", (i, y), ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(range(len(labels)))
+    ax.set_xticklabels(labels, fontsize=8, rotation=20)
+    ax.set_ylabel("huge pages left (% of the memory)")
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_title(_fhpm_title(data, "10 regions per huge page, Fig 8"), fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+#: The figure of each FHPM study.
+FHPM_FIGURES = {
+    "fhpm-monitoring": ("FHPM: memory per access-frequency bin by monitor (Table 4)", plot_fhpm_monitoring),
+    "fhpm-hp-policy": ("FHPM: huge pages kept by fixed thresholds and the HP policy (Fig 8)", plot_fhpm_hp_policy),
+}
+
+
 def figures(data: Dict[str, Any]) -> List[Tuple[str, Any]]:
     """The figures of one saved experiment, as (caption, Figure)."""
     require_matplotlib()
@@ -674,7 +726,7 @@ def figures(data: Dict[str, Any]) -> List[Tuple[str, Any]]:
         if data.get("gups"):
             out.append(("GUPS overhead vs footprint (ISCA'13 Fig. 5)", plot_ds_gups(data)))
         return out
-    for table in (INGENS_FIGURES, NAVARRO_FIGURES):
+    for table in (INGENS_FIGURES, NAVARRO_FIGURES, FHPM_FIGURES):
         if kind in table:
             caption, plot = table[kind]
             return [(caption, plot(data))]
@@ -692,7 +744,7 @@ def figure_paths(data: Dict[str, Any], stem: str) -> List[str]:
 #: Figures per experiment kind (the captions ``figures`` gives them).
 FIGURE_COUNTS = {"curve": ("curve",), "frag": ("frag",), "sensitivity": ("sensitivity",),
                  "reuse": ("scatter", "regions"), "multi": ("policies", "timeline"), "validate": ("validate",),
-                 "ds-tables": ("tables", "gups"), **{k: ("study",) for k in (*INGENS_FIGURES, *NAVARRO_FIGURES)}}
+                 "ds-tables": ("tables", "gups"), **{k: ("study",) for k in (*INGENS_FIGURES, *NAVARRO_FIGURES, *FHPM_FIGURES)}}
 
 
 def save_figures(data: Dict[str, Any], stem: str) -> List[str]:

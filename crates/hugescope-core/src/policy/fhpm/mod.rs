@@ -87,6 +87,7 @@ pub enum Monitor {
 struct Settings {
     decision: Decision,
     monitor: Monitor,
+    start_s: f64,
     period_s: f64,
     window_s: f64,
     round_s: f64,
@@ -129,7 +130,7 @@ pub struct Fhpm {
     pages: u32,
 }
 
-/// `fhpm`: the HP policy (knobs f_use, period_s, window_s, round_s,
+/// `fhpm`: the HP policy (knobs f_use, start_s, period_s, window_s, round_s,
 /// stage1_rounds, hot, friendly, consumer, stage2_all, remap_rate, seed).
 pub fn new(p: &mut Params) -> Result<Box<dyn Policy>> {
     let f_use = p.f64_in("f_use", 0.85, 0.0, 1.0)?;
@@ -138,6 +139,7 @@ pub fn new(p: &mut Params) -> Result<Box<dyn Policy>> {
 
 /// Read the knobs every variant shares and build the policy.
 pub fn build(p: &mut Params, name: &'static str, decision: Decision, monitor: Monitor) -> Result<Box<dyn Policy>> {
+    let start_s = p.f64_in("start_s", 0.0, 0.0, MAX_PERIOD_S)?;
     let period_s = p.f64_in("period_s", 20.0, MIN_PERIOD_S, MAX_PERIOD_S)?;
     let window_s = p.f64_in("window_s", 10.0, MIN_PERIOD_S, MAX_PERIOD_S)?;
     let round_s = p.f64_in("round_s", 1.0, MIN_PERIOD_S, MAX_PERIOD_S)?;
@@ -164,7 +166,7 @@ pub fn build(p: &mut Params, name: &'static str, decision: Decision, monitor: Mo
     if monitor != Monitor::Fhpm && rounds_fit < 1.0 {
         return Err(Error::input(format!("policy {name}: window_s={window_s} is shorter than round_s={round_s}")));
     }
-    let cfg = Settings { decision, monitor, period_s, window_s, round_s, stage1_rounds, hot, friendly, consumer, stage2_all, remap_rate, seed };
+    let cfg = Settings { decision, monitor, start_s, period_s, window_s, round_s, stage1_rounds, hot, friendly, consumer, stage2_all, remap_rate, seed };
     Ok(Box::new(Fhpm {
         name,
         remaps: HostRemaps::new(remap_rate, seed),
@@ -413,7 +415,9 @@ impl Policy for Fhpm {
         self.size = pmd_size(k);
         self.huge = k.geometry().sizes[self.size];
         self.pages = (self.huge >> k.shape().base_shift) as u32;
-        k.schedule_in(0.0, WINDOW);
+        // The first window opens at start_s (a trace whose memory is still
+        // being laid out at first, e.g. an imported one, starts later).
+        k.schedule_in(self.cfg.start_s, WINDOW);
         if let Some(gap) = self.remaps.next_gap() {
             k.schedule_in(gap, HOST_REMAP);
         }
