@@ -22,6 +22,7 @@ from .configuration import Config, load as config
 from . import workloads
 from .ingens_study import ingens_studies
 from .navarro_study import navarro_studies
+from .virt_study import virt_studies
 
 __version__ = _version()
 
@@ -39,5 +40,6 @@ __all__ = [
     "workloads",
     "ingens_studies",
     "navarro_studies",
+    "virt_studies",
     "__version__",
 ]

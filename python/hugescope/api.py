@@ -32,6 +32,9 @@ def simulate(
     set: Optional[Iterable[str]] = None,
     policy: Optional[str] = None,
     quantum_ms: Optional[float] = None,
+    host_policy: Optional[str] = None,
+    guest_policy: Optional[str] = None,
+    virt: bool = False,
     **os_options,
 ) -> SimResult:
     """Simulate ``trace`` (an ``.hst`` file) on a machine ``preset``.
@@ -57,11 +60,22 @@ def simulate(
     ``duration``, ``rate``, ``seed``, ``os_costs`` (``["COST=US", ...]``),
     ``sample_every``.
 
+    Virtualized (``host_policy=``, or ``virt=True`` for the default host
+    policy ``linux``): each trace runs in its own VM; ``policy`` (or its
+    alias ``guest_policy``) runs in the guest kernel, ``host_policy`` in the
+    host (``base``, ``linux``, ``ingens``, ...). The result's ``virt`` entry
+    has VM exits by cause, walks by (guest, host) page size and the host's
+    counters; see ``docs/python-api.md``.
+
     Cycle and speedup figures are estimates of the cost model.
     """
+    policy, host_policy = _virt_args(policy, guest_policy, host_policy, virt)
     src = source_args(preset, _path(config, "config"))
+    if host_policy is not None and policy is None and not _config_policies(src, set):
+        raise _core.HugescopeError("a virtualized run needs a guest policy: give policy= (or guest_policy=)")
     if policy is None and pages is None and _config_policies(src, set):
-        return compare(trace, None, preset=preset, config=config, set=set, quantum_ms=quantum_ms, **os_options)[0]
+        return compare(trace, None, preset=preset, config=config, set=set, quantum_ms=quantum_ms,
+                       host_policy=host_policy, **os_options)[0]
     if policy is None:
         if quantum_ms is not None or (_concurrent(trace) and len(trace) > 1):
             raise _core.HugescopeError("several traces run as concurrent processes of the OS model, which runs "
@@ -75,7 +89,28 @@ def simulate(
         return SimResult(json.loads(text))
     if pages is not None:
         raise _core.HugescopeError("pages= is a static map; with a policy use policy='static:plan=FILE'")
-    return compare(trace, [policy], preset=preset, config=config, set=set, quantum_ms=quantum_ms, **os_options)[0]
+    return compare(trace, [policy], preset=preset, config=config, set=set, quantum_ms=quantum_ms,
+                   host_policy=host_policy, **os_options)[0]
+
+
+#: The host policy of ``virt=True`` / ``--virt`` without ``--host-policy``:
+#: Linux THP (enabled=always), as KVM hosts commonly run.
+DEFAULT_HOST_POLICY = "linux"
+
+
+def _virt_args(policy, guest_policy, host_policy, virt):
+    """(guest policy, host policy or None) of the virtualization arguments:
+    ``guest_policy`` is ``policy``'s alias; ``virt`` without a host policy
+    takes ``DEFAULT_HOST_POLICY``."""
+    if guest_policy is not None:
+        if policy is not None and str(policy) != str(guest_policy):
+            raise _core.HugescopeError(f"policy={policy!r} and guest_policy={guest_policy!r}: give one of them")
+        policy = guest_policy
+    if host_policy is not None:
+        if not isinstance(host_policy, str) or not host_policy.strip():
+            raise _core.HugescopeError(f"host_policy: expected a policy name, not {host_policy!r}")
+        return policy, host_policy
+    return policy, (DEFAULT_HOST_POLICY if virt else None)
 
 
 def _config_policies(src: dict, set) -> list:
@@ -94,6 +129,8 @@ def compare(
     with_base: bool = True,
     quantum_ms: Optional[float] = None,
     start_s: Optional[Iterable[float]] = None,
+    host_policy: Optional[str] = None,
+    virt: bool = False,
     **os_options,
 ) -> list:
     """Simulate several policies over one decoding pass of ``trace``.
@@ -107,7 +144,13 @@ def compare(
     ``rate`` a concurrent run uses the cost model's cycles as time, where a
     process with cheaper translation runs faster. ``start_s`` gives each
     concurrent trace its start time in seconds of virtual time (a stream of
-    processes; default all at 0)."""
+    processes; default all at 0).
+
+    ``host_policy`` (or ``virt=True``: ``linux``) runs the policies in
+    guests: each trace in its own VM over a host kernel running
+    ``host_policy``; the reference ``base`` is then base pages in guest and
+    host."""
+    _, host_policy = _virt_args(None, None, host_policy, virt)
     src = source_args(preset, _path(config, "config"))
     if isinstance(policies, (str, bytes)):
         policies = [policies]
@@ -151,11 +194,12 @@ def compare(
         q = _core.DEFAULT_QUANTUM_MS if quantum_ms is None else units.check_float(quantum_ms, "quantum_ms", lo, hi)
         starts = _start_times(start_s, len(traces))
         text = _core.simulate_concurrent(traces, policies, overrides=overrides, with_base=with_base, quantum_ms=q,
-                                         start_s=starts, **src)
+                                         start_s=starts, host_policy=host_policy, **src)
     else:
         if start_s is not None:
             raise _core.HugescopeError("start_s: start times are for concurrent runs (a list of traces)")
-        text = _core.simulate_policies(_trace(trace), policies, overrides=overrides, with_base=with_base, **src)
+        text = _core.simulate_policies(_trace(trace), policies, overrides=overrides, with_base=with_base,
+                                       host_policy=host_policy, **src)
     return [SimResult(d) for d in json.loads(text)]
 
 

@@ -210,6 +210,15 @@ def json_option(p: argparse.ArgumentParser, help: str, bare: bool = False) -> No
 
 
 def cmd_simulate(a) -> int:
+    # virt: --guest-policy is --policy of a virtualized run; --virt alone
+    # runs the host policy api.DEFAULT_HOST_POLICY.
+    if a.guest_policy:
+        a.policy = list(a.policy) + list(a.guest_policy)
+    if (a.virt or a.host_policy) and a.pages:
+        raise CliError("--pages is a static map; a virtualized run (--virt, --host-policy) needs --policy or --guest-policy")
+    if (a.virt or a.host_policy) and not a.policy and not a.config:
+        raise CliError("a virtualized run (--virt, --host-policy) needs a guest policy: add --guest-policy "
+                       "(or --policy), e.g. --guest-policy linux")
     # A configuration file's [[policy]] entries run when no --policy is given
     # (`simulate --config run.toml` reproduces a run given by flags).
     file_policies = [] if a.policy or not a.config else api._config_policies(
@@ -302,7 +311,8 @@ def _simulate(a, file_policies, inputs) -> int:
     names = ", ".join(str(p).split(":")[0] for p in a.policy) or "the configuration's policies"
     with working(f"simulating {_accesses(a.trace)} with {names}"):
         results = api.compare(trace, a.policy, preset=a.preset, config=a.config, set=a.set,
-                              with_base=not a.no_base, quantum_ms=a.quantum_ms, **opts)
+                              with_base=not a.no_base, quantum_ms=a.quantum_ms, host_policy=a.host_policy,
+                              virt=a.virt, **opts)
     if a.json:
         data = results[0].to_dict() if len(results) == 1 else [r.to_dict() for r in results]
         emit_json(a.json, data, inputs=inputs)
@@ -799,6 +809,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--pages", default=None, help="static page-size map: 4k, 2m, 1g, or a plan JSON file (default 4k)")
     s.add_argument("--policy", action="append", default=[], metavar="NAME[:k=v,...]",
                    help="run the OS model with this policy (repeatable: all run on one pass); see 'hugescope policies'")
+    s.add_argument("--virt", action="store_true",
+                   help=f"virtualized: each trace in its own VM, --policy in the guest, the host running "
+                        f"--host-policy (default {api.DEFAULT_HOST_POLICY}); nested walks, VM exits")
+    s.add_argument("--host-policy", default=None, metavar="NAME[:k=v,...]",
+                   help="virtualized run (implies --virt): the host kernel's policy (base, linux, ingens, ...)")
+    s.add_argument("--guest-policy", action="append", default=[], metavar="NAME[:k=v,...]",
+                   help="virtualized run: a guest policy (the same as --policy; repeatable)")
     s.add_argument("--frag", type=units.float_arg("--frag", 0.0, 1.0), default=None, help="fragment memory first: share of 2MB blocks with an unmovable page (pcc) or target FMFI (ingens)")
     s.add_argument("--frag-method", default=None, choices=["pcc", "ingens"], help="fragmentation method (default pcc)")
     s.add_argument("--budget", default=None, help="cap huge-page memory at this share of the footprint (0.04 or 4%%)")

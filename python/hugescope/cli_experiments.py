@@ -497,6 +497,25 @@ def cmd_fhpm(a) -> int:
                                                          progress=progress))
 
 
+def print_virt(r, console) -> None:
+    """One table per virtualization study, then every claim as a PASS/FAIL row."""
+    from .virt_study import COLUMNS
+
+    print_studies(r, console, COLUMNS,
+                  lambda name, m: f"Virtualization {name} ({m['preset']}, {m['scale']} scale): estimates; "
+                                  "configs hX/gY: host X, guest Y (B base pages, H huge pages)")
+
+
+@_user_errors
+def cmd_virt(a) -> int:
+    from . import virt_study as vs
+
+    studies = vs.check_args(a.studies or None, a.scale)
+    return _run_studies(a, vs, "virt", studies, print_virt,
+                        lambda progress: vs.virt_studies(studies, scale=a.scale, seed=a.seed, traces=a.traces,
+                                                         progress=progress))
+
+
 def _study_args(p) -> None:
     """The options every paper-study command shares (``ingens``, ``navarro``)."""
     p.add_argument("--seed", type=_cli().seed_arg, default=1, help="seed of every workload (default 1)")
@@ -659,12 +678,20 @@ def add_commands(sub) -> None:
     _study_args(nv)
     nv.set_defaults(func=cmd_navarro)
 
-    fh = sub.add_parser("fhpm", help="FHPM (virtualization): Table 4's access monitors and the hot-page-pressure "
-                                     "policy against fixed thresholds (Fig 8)")
-    fh.add_argument("studies", nargs="*", metavar="STUDY", help="monitoring, hp-policy (default all)")
-    fh.add_argument("--scale", default="ci", help="ci: about a minute for both (default); paper: larger runs, minutes")
+    fh = sub.add_parser("fhpm", help="FHPM (virtualization): Table 4's access monitors, the hot-page-pressure "
+                                     "policy against fixed thresholds (Fig 8), split/collapse VM exits (Table 6)")
+    fh.add_argument("studies", nargs="*", metavar="STUDY", help="monitoring, hp-policy, split-collapse (default all)")
+    fh.add_argument("--scale", default="ci", help="ci: about a minute for all (default); paper: larger runs, minutes")
     _study_args(fh)
     fh.set_defaults(func=cmd_fhpm)
+
+    vt = sub.add_parser("virt", help="huge pages under virtualization (issue #13): nested walks for host/guest "
+                                     "base and huge pages (Ingens Table 3)")
+    vt.add_argument("studies", nargs="*", metavar="STUDY", help="nested (default all)")
+    vt.add_argument("--scale", default="ci",
+                    help="tiny: seconds; ci: under a minute (default); paper: larger runs, minutes")
+    _study_args(vt)
+    vt.set_defaults(func=cmd_virt)
 
     rp = sub.add_parser("report", help="one self-contained HTML page from a results directory")
     rp.add_argument("results", help="results directory")

@@ -651,6 +651,29 @@ NAVARRO_FIGURES = {
 }
 
 
+def plot_virt_nested(data: Dict[str, Any]):
+    """Ingens Table 3's four host/guest combinations per workload: page-walk
+    cycles (estimate, log scale) and the speedup over hB/gB (estimate)."""
+    df = _rows(data)
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(max(10, 3.2 * df["workload"].nunique()), 4.2))
+    _grouped(a1, df, "walk_cycles_est", "{:.2g}", log=True)
+    a1.set_ylabel("page-walk cycles (estimate, log)")
+    a1.set_title("nested page walks", fontsize=10)
+    _grouped(a2, df, "speedup_est", "{:.2f}x")
+    a2.set_ylabel("speedup over hB/gB (estimate)")
+    a2.set_title("whole run", fontsize=10)
+    fig.suptitle(f"Virtualization (Ingens Table 3 shape): {data.get('preset', '?')}, {data.get('scale', '?')} scale "
+                 "(estimates; hX/gY = host X, guest Y)", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+#: The figure of each virtualization study.
+VIRT_FIGURES = {
+    "virt-nested": ("Huge pages in host and guest: nested walks (Ingens OSDI'16 Table 3 shape)", plot_virt_nested),
+}
+
+
 def _fhpm_title(data: Dict[str, Any], what: str) -> str:
     return f"FHPM {what}: {data.get('preset', '?')}, {data.get('scale', '?')} scale (estimates)"
 
@@ -726,7 +749,7 @@ def figures(data: Dict[str, Any]) -> List[Tuple[str, Any]]:
         if data.get("gups"):
             out.append(("GUPS overhead vs footprint (ISCA'13 Fig. 5)", plot_ds_gups(data)))
         return out
-    for table in (INGENS_FIGURES, NAVARRO_FIGURES, FHPM_FIGURES):
+    for table in (INGENS_FIGURES, NAVARRO_FIGURES, VIRT_FIGURES, FHPM_FIGURES):
         if kind in table:
             caption, plot = table[kind]
             return [(caption, plot(data))]
@@ -744,7 +767,8 @@ def figure_paths(data: Dict[str, Any], stem: str) -> List[str]:
 #: Figures per experiment kind (the captions ``figures`` gives them).
 FIGURE_COUNTS = {"curve": ("curve",), "frag": ("frag",), "sensitivity": ("sensitivity",),
                  "reuse": ("scatter", "regions"), "multi": ("policies", "timeline"), "validate": ("validate",),
-                 "ds-tables": ("tables", "gups"), **{k: ("study",) for k in (*INGENS_FIGURES, *NAVARRO_FIGURES, *FHPM_FIGURES)}}
+                 "ds-tables": ("tables", "gups"),
+                 **{k: ("study",) for k in (*INGENS_FIGURES, *NAVARRO_FIGURES, *VIRT_FIGURES, *FHPM_FIGURES)}}
 
 
 def save_figures(data: Dict[str, Any], stem: str) -> List[str]:

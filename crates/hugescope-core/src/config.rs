@@ -113,6 +113,11 @@ pub struct MachineConfig {
     /// Omitted from the serialized machine when true, the older presets' case.
     #[serde(default = "yes", skip_serializing_if = "is_true")]
     pub gb_pages: bool,
+    /// virt: nested-walk caches and VM-exit cost of virtualized runs
+    /// (`virt::config`). Absent: the defaults there; omitted from the
+    /// serialized machine when absent, so results keep their bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub virt: Option<crate::virt::VirtMachineConfig>,
 }
 
 /// TLB coalescing of base-PTE-level leaves (`MachineConfig::coalesce`).
@@ -219,6 +224,7 @@ impl MachineConfig {
             coalesce: Coalesce::None,
             coalesce_size: String::new(),
             gb_pages: true,
+            virt: None,
         }
     }
 
@@ -345,6 +351,7 @@ impl MachineConfig {
                 coalesce: Coalesce::None,
                 coalesce_size: "16k".into(),
                 gb_pages: false,
+                virt: None,
             },
             // arm64 with 4KB granules and Linux mTHP. TLBs of the Cortex-A76
             // TRM (r4p1, §A5.2), whose MMU the Neoverse N1 shares: a 48-entry
@@ -373,6 +380,7 @@ impl MachineConfig {
                 coalesce: Coalesce::Contpte,
                 coalesce_size: "64k".into(),
                 gb_pages: true,
+                virt: None,
             },
             other => {
                 return Err(Error::config(format!(
@@ -535,6 +543,9 @@ impl MachineConfig {
                 return Err(Error::config(format!("pwc.{key}: no such non-leaf level (l2..l{})", w.level_shifts.len())));
             }
             check_cache(&format!("pwc.{key}"), c)?;
+        }
+        if let Some(v) = &self.virt {
+            v.validate(w.level_shifts.len(), check_cache)?;
         }
         let c = &self.cost;
         for (k, v) in [

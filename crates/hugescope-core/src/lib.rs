@@ -25,5 +25,6 @@ pub mod sim;
 pub mod stats;
 pub mod trace;
 pub mod units;
+pub mod virt;
 
 pub use error::{Error, Result};

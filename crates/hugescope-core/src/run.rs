@@ -159,6 +159,9 @@ pub struct PolicyResult {
     pub timeline: Vec<Sample>,
     pub executed_plan: Vec<PlanEntry>,
     pub warnings: Vec<String>,
+    /// virt: the hypervisor's counters of a virtualized run (absent natively).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub virt: Option<crate::virt::VirtReport>,
 }
 
 impl PolicyResult {
@@ -204,7 +207,7 @@ pub struct RunOptions {
 /// the run: refuse one beyond `limits::MAX_DURATION_S` (a small trace at a tiny
 /// rate would otherwise fire every daemon millions of times). The cycle time
 /// base has no such estimate; the kernel stops daemons at `DAEMON_STOP_S`.
-fn check_implied_duration(header: &TraceHeader, os: &OsConfig, accesses: u64) -> Result<()> {
+pub(crate) fn check_implied_duration(header: &TraceHeader, os: &OsConfig, accesses: u64) -> Result<()> {
     let rate = match os.time {
         Some(TimeBase::AccessRate { accesses_per_second }) => accesses_per_second,
         Some(TimeBase::Cycles { .. }) => return Ok(()),
@@ -232,7 +235,7 @@ fn check_implied_duration(header: &TraceHeader, os: &OsConfig, accesses: u64) ->
 /// 2^47-byte region, the largest TLBs on 256 cpus).
 /// Returns the estimate and the limit, for the check of inferred VMAs during
 /// the run.
-fn check_memory(machine: &MachineConfig, header: &TraceHeader, os: &OsConfig, specs: &[PolicySpec], cpus: u64) -> Result<(u64, u64)> {
+pub(crate) fn check_memory(machine: &MachineConfig, header: &TraceHeader, os: &OsConfig, specs: &[PolicySpec], cpus: u64) -> Result<(u64, u64)> {
     let base_page = machine.page_size_bytes()?[0];
     let frames = |o: &OsConfig| o.memory_for(o.footprint_bytes.unwrap_or_else(|| header.footprint())) / base_page;
     let frames_per_kernel = specs.iter().map(|s| frames(s.os.as_ref().unwrap_or(os))).chain([frames(os)]).max().unwrap_or(0);
@@ -294,7 +297,7 @@ fn add_base(runs: &mut Vec<Run>, machine: &MachineConfig, header: &TraceHeader, 
 /// `--rate` and `--duration` of `opts` as the time base of `os`; `accesses`
 /// is what `--duration` spans (the trace's, or the longest process's of a
 /// concurrent run).
-fn apply_time_options(os: &mut OsConfig, opts: &RunOptions, accesses: u64) -> Result<()> {
+pub(crate) fn apply_time_options(os: &mut OsConfig, opts: &RunOptions, accesses: u64) -> Result<()> {
     if let Some(r) = opts.accesses_per_second {
         limits::check_rate("rate", r)?;
         os.time = Some(TimeBase::AccessRate { accesses_per_second: r });
@@ -308,7 +311,7 @@ fn apply_time_options(os: &mut OsConfig, opts: &RunOptions, accesses: u64) -> Re
 
 /// The policies of `specs`, with the walk profile set on two-pass policies
 /// (the oracle): `profile` computes it, only when one of them asks.
-fn make_policies(specs: &[PolicySpec], profile: impl FnOnce() -> Result<WalkProfile>) -> Result<Vec<Vec<Box<dyn policy::Policy>>>> {
+pub(crate) fn make_policies(specs: &[PolicySpec], profile: impl FnOnce() -> Result<WalkProfile>) -> Result<Vec<Vec<Box<dyn policy::Policy>>>> {
     let mut pols = Vec::with_capacity(specs.len());
     for s in specs {
         pols.push(s.make()?);
@@ -387,7 +390,7 @@ pub fn simulate_policies(path: &str, machine: &MachineConfig, os: &OsConfig, spe
 /// Give every result its speedups over the base run at `base_index` (if
 /// any), and drop that run when it was added for the reference only (not one
 /// of the `nspecs` requested).
-fn attach_base(mut results: Vec<PolicyResult>, base_index: Option<usize>, nspecs: usize) -> Vec<PolicyResult> {
+pub(crate) fn attach_base(mut results: Vec<PolicyResult>, base_index: Option<usize>, nspecs: usize) -> Vec<PolicyResult> {
     if let Some(bi) = base_index {
         let base = Reference { translation: results[bi].translation.clone(), cost: results[bi].cost.clone() };
         for res in results.iter_mut() {
@@ -499,7 +502,7 @@ pub fn simulate_concurrent_staggered(
 }
 
 /// Open the inputs of a concurrent run and their combined header.
-fn open_concurrent(paths: &[String]) -> Result<(Vec<Input>, TraceHeader)> {
+pub(crate) fn open_concurrent(paths: &[String]) -> Result<(Vec<Input>, TraceHeader)> {
     let mut inputs = paths.iter().map(|p| Input::open(p, "run it concurrently")).collect::<Result<Vec<_>>>()?;
     let header = merge::combine(&mut inputs, true, "concurrent")?;
     Ok((inputs, header))
@@ -507,7 +510,7 @@ fn open_concurrent(paths: &[String]) -> Result<(Vec<Input>, TraceHeader)> {
 
 /// Per-process finish times and accesses of a concurrent run; the run spans
 /// until its last process finishes.
-fn set_finishes(res: &mut PolicyResult, placements: &[Placement], finishes: &[sched::Finish]) {
+pub(crate) fn set_finishes(res: &mut PolicyResult, placements: &[Placement], finishes: &[sched::Finish]) {
     for (pl, f) in placements.iter().zip(finishes) {
         for (k, &n) in f.accesses.iter().enumerate() {
             if let Some(p) = res.processes.get_mut(pl.pid_offset as usize + k) {
@@ -565,6 +568,7 @@ fn finish(run: &mut Run, info: &TraceInfo) -> PolicyResult {
         timeline: k.timeline().to_vec(),
         executed_plan: k.executed_plan().to_vec(),
         warnings,
+        virt: None,
     }
 }
 
@@ -726,7 +730,7 @@ pub fn profile_walks(path: &str, machine: &MachineConfig) -> Result<WalkProfile>
 /// The profiling pass of a concurrent run: each input profiled on its own,
 /// its pids moved to its placement. Exact whatever the interleaving, since
 /// each input has its own cpus and so its own TLBs.
-fn profile_concurrent(paths: &[String], placements: &[Placement], machine: &MachineConfig) -> Result<WalkProfile> {
+pub(crate) fn profile_concurrent(paths: &[String], placements: &[Placement], machine: &MachineConfig) -> Result<WalkProfile> {
     let mut regions = Vec::new();
     let mut region_bytes = 0;
     for (path, pl) in paths.iter().zip(placements) {

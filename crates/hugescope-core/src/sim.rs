@@ -35,26 +35,57 @@ pub struct Shootdown {
     /// a hypervisor model zaps its EPT entries for the range only when it is
     /// false, so the guest's next touch of each page exits (EPT violation).
     pub keeps_mapping: bool,
+    /// The VM whose address space `pid` is: 0 (the host) for every native
+    /// page table; a guest kernel's shootdowns carry their VM's id
+    /// (`virt::hypervisor`).
+    pub vm: u8,
 }
+
+/// `Shootdown::pid` of a flush of every address space of a VM.
+pub const ALL_SPACES: u16 = u16::MAX;
 
 impl Shootdown {
     /// A shootdown after a remap or unmap of [start, end) of `pid`.
     #[inline]
     pub fn remap(pid: u16, start: u64, end: u64) -> Shootdown {
-        Shootdown { pid, start, end, keeps_mapping: false }
+        Shootdown { pid, start, end, keeps_mapping: false, vm: 0 }
     }
 
-    /// The address space the range belongs to. Every page table today is a
-    /// native (host) one, so VM 0; a guest kernel's shootdowns will carry
-    /// their VM id when the virtualization model adds one.
+    /// Every translation of VM `vm` must go (KVM flushes a VM's TLB entries
+    /// by VPID after any host change of its EPT).
+    #[inline]
+    pub fn whole_vm(vm: u8) -> Shootdown {
+        Shootdown { pid: ALL_SPACES, start: 0, end: u64::MAX, keeps_mapping: true, vm }
+    }
+
+    /// The address space the range belongs to.
     #[inline]
     pub fn space(&self) -> Space {
-        Space::native(self.pid)
+        Space { vm: self.vm, asid: self.pid }
     }
 }
 
 /// What the simulator needs from a page table.
 pub trait PageTable {
+    /// A virtualized page table (`virt::Hypervisor`): each access runs in a
+    /// VM (`vm_of`), and a walk needs the nested path (`nested_path`). A
+    /// constant, so native page tables compile the per-access VM switch
+    /// away.
+    const VIRTUAL: bool = false;
+
+    /// The VM id access `a` runs in (virtualized page tables only).
+    #[inline(always)]
+    fn vm_of(&self, _a: &Access) -> u8 {
+        0
+    }
+
+    /// What the nested walk to the leaf just returned needs besides it
+    /// (virtualized page tables only; called right after `leaf`).
+    #[inline(always)]
+    fn nested_path(&self) -> Option<&crate::hw::NestedPath> {
+        None
+    }
+
     /// Called on every TLB miss: the leaf translating `a`, as a walk of the
     /// tables finds it (with its accessed/dirty bits as they were before this
     /// walk). May fault, map and remap; remaps must queue shootdowns.
@@ -180,10 +211,20 @@ impl<P: PageTable, W: Walker, S: SegmentUnit> Simulator<P, W, S> {
             self.after_segment_hit(&a);
             return;
         }
+        // `P::VIRTUAL` is a constant: native page tables keep the loop above.
+        if P::VIRTUAL {
+            let vm = self.pt.vm_of(&a);
+            self.mmus[cpu].set_vm(vm);
+        }
         let out = self.mmus[cpu].lookup(&a);
         let mut walk = None;
         if out == Outcome::Miss {
             let leaf = self.pt.leaf(&a);
+            if P::VIRTUAL {
+                if let Some(p) = self.pt.nested_path() {
+                    self.mmus[cpu].walker.prepare(p);
+                }
+            }
             // Shootdowns queued by a fault or promotion apply before the new
             // translation is filled, so the fill is never invalidated by a
             // remap that happened before it.
@@ -232,7 +273,11 @@ impl<P: PageTable, W: Walker, S: SegmentUnit> Simulator<P, W, S> {
         self.pt.take_shootdowns(&mut self.pending);
         for sd in self.pending.drain(..) {
             for m in self.mmus.iter_mut() {
-                m.shootdown(sd.space(), sd.start, sd.end);
+                if sd.pid == ALL_SPACES {
+                    m.flush_vm(sd.vm);
+                } else {
+                    m.shootdown(sd.space(), sd.start, sd.end);
+                }
             }
         }
     }

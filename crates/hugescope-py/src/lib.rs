@@ -116,7 +116,8 @@ fn os_knob_list() -> PyResult<String> {
 /// `policies` replace the file's `[[policy]]` entries when given. Returns a
 /// JSON list of results, one per policy.
 #[pyfunction]
-#[pyo3(signature = (trace, policies=Vec::new(), preset=None, config=None, overrides=Vec::new(), with_base=true, config_text=None))]
+#[pyo3(signature = (trace, policies=Vec::new(), preset=None, config=None, overrides=Vec::new(), with_base=true, config_text=None, host_policy=None))]
+#[allow(clippy::too_many_arguments)]
 fn simulate_policies(
     py: Python<'_>,
     trace: String,
@@ -126,8 +127,17 @@ fn simulate_policies(
     overrides: Vec<String>,
     with_base: bool,
     config_text: Option<String>,
+    host_policy: Option<String>,
 ) -> PyResult<String> {
     let (cfg, specs, os, opts) = run_setup(preset, config, config_text, &overrides, &policies, with_base)?;
+    if let Some(host) = host_policy {
+        // virt: the policies run in a guest over a host running `host`.
+        let virt = hugescope_core::virt::VirtOptions::new(&host).map_err(err)?;
+        let sched = hugescope_core::sched::SchedOptions::default();
+        return json(&cancellable(py, || {
+            hugescope_core::virt::simulate_virtual(&[trace.clone()], &cfg.machine, &os, &specs, &opts, &sched, &[], &virt).map_err(err)
+        })?);
+    }
     json(&cancellable(py, || hugescope_core::run::simulate_policies(&trace, &cfg.machine, &os, &specs, &opts).map_err(err))?)
 }
 
@@ -156,7 +166,7 @@ fn run_setup(
 /// `finish_seconds` and `accesses`.
 #[pyfunction]
 #[pyo3(signature = (traces, policies=Vec::new(), preset=None, config=None, overrides=Vec::new(), with_base=true,
-    config_text=None, quantum_ms=hugescope_core::sched::DEFAULT_QUANTUM_MS, start_s=Vec::new()))]
+    config_text=None, quantum_ms=hugescope_core::sched::DEFAULT_QUANTUM_MS, start_s=Vec::new(), host_policy=None))]
 #[allow(clippy::too_many_arguments)]
 fn simulate_concurrent(
     py: Python<'_>,
@@ -169,10 +179,18 @@ fn simulate_concurrent(
     config_text: Option<String>,
     quantum_ms: f64,
     start_s: Vec<f64>,
+    host_policy: Option<String>,
 ) -> PyResult<String> {
     let sched = hugescope_core::sched::SchedOptions { quantum_ms };
     sched.check().map_err(err)?;
     let (cfg, specs, os, opts) = run_setup(preset, config, config_text, &overrides, &policies, with_base)?;
+    if let Some(host) = host_policy {
+        // virt: each trace runs in its own VM over a host running `host`.
+        let virt = hugescope_core::virt::VirtOptions::new(&host).map_err(err)?;
+        return json(&cancellable(py, || {
+            hugescope_core::virt::simulate_virtual(&traces, &cfg.machine, &os, &specs, &opts, &sched, &start_s, &virt).map_err(err)
+        })?);
+    }
     json(&cancellable(py, || {
         // `start_s`: each input's start time (a stream of processes).
         hugescope_core::run::simulate_concurrent_staggered(&traces, &cfg.machine, &os, &specs, &opts, &sched, &start_s).map_err(err)

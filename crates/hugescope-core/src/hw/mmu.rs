@@ -130,6 +130,7 @@ impl<W: Walker> Mmu<W> {
 
     /// Switch this cpu to VM `vm` (a VM entry with VPIDs: no flush, the
     /// entries of other VMs stay and cannot hit).
+    #[inline(always)]
     pub fn set_vm(&mut self, vm: u8) {
         if vm != self.vm {
             self.vm = vm;
@@ -303,6 +304,27 @@ impl<W: Walker> Mmu<W> {
         self.stats.shootdowns += 1;
         self.stats.tlb_entries_invalidated += n as u64;
         n
+    }
+
+    /// Invalidate every TLB and walk-cache entry of VM `vm` (INVVPID
+    /// single-context: KVM flushes a VM's translations by VPID after a host
+    /// change of its EPT). Counted as one shootdown.
+    pub fn flush_vm(&mut self, vm: u8) -> usize {
+        let mut n = 0;
+        for t in self.l1.iter_mut().chain(self.l2.iter_mut()) {
+            n += t.flush_vm(vm);
+        }
+        self.walker.flush_vm(vm);
+        self.last.0 = NO_PAGE;
+        self.stats.shootdowns += 1;
+        self.stats.tlb_entries_invalidated += n as u64;
+        n
+    }
+
+    /// The VM this cpu runs (its VPID).
+    #[inline(always)]
+    pub fn vm(&self) -> u8 {
+        self.vm
     }
 
     /// Whether any TLB holds a translation of `space` overlapping [start, end).

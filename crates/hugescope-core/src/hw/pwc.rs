@@ -80,6 +80,11 @@ impl Pwc {
         n
     }
 
+    /// Invalidate every cached entry of VM `vm` (all its address spaces).
+    pub fn flush_vm(&mut self, vm: u8) -> usize {
+        self.levels.iter_mut().flatten().map(|c| c.invalidate_where(|t| Space::from_bits(t).vm == vm)).sum()
+    }
+
     pub fn flush(&mut self) {
         for c in self.levels.iter_mut().flatten() {
             c.flush();

@@ -84,6 +84,13 @@ impl Tlb {
             sp == space && lo < end && start < hi
         })
     }
+
+    /// Invalidate every entry of VM `vm`, whatever its address space or page
+    /// (INVVPID's single-context flush, which KVM issues after a host change
+    /// of the VM's EPT). Dead duplicates stay, as in `shootdown`.
+    pub fn flush_vm(&mut self, vm: u8) -> usize {
+        self.cache.invalidate_where(|t| !is_ghost(t) && untag(t).2.vm == vm)
+    }
 }
 
 #[cfg(test)]

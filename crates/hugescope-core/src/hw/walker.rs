@@ -42,6 +42,21 @@ pub trait Walker: Clone {
 
     /// Drop all cached walk state (a full TLB flush).
     fn flush(&mut self);
+
+    /// Drop the cached walk state of every address space of VM `vm` (a
+    /// VM-wide flush after the host changed the VM's EPT). Default: drop
+    /// everything, which is never wrong, only pessimistic.
+    fn flush_vm(&mut self, _vm: u8) {
+        self.flush();
+    }
+
+    /// Take what a nested walk needs beyond the leaf (the guest-physical
+    /// addresses of the guest page-table pages on the path and their host
+    /// leaf sizes; `hw::nested`). Called before `walk` only when the page
+    /// table is a virtualized one (`PageTable::VIRTUAL`); a native walker
+    /// ignores it.
+    #[inline(always)]
+    fn prepare(&mut self, _path: &super::nested::NestedPath) {}
 }
 
 /// The native radix walk with per-level page-walk caches.
@@ -84,5 +99,9 @@ impl Walker for RadixWalker {
 
     fn flush(&mut self) {
         self.pwc.flush();
+    }
+
+    fn flush_vm(&mut self, vm: u8) {
+        self.pwc.flush_vm(vm);
     }
 }

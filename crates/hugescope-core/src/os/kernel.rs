@@ -288,6 +288,11 @@ impl Kernel {
     pub fn os_costs(&self) -> &OsCosts {
         &self.costs
     }
+    /// The cost model's latencies (virt: the hypervisor prices a guest's
+    /// access with them to move the host's clock).
+    pub fn cost_config(&self) -> &CostConfig {
+        &self.cost
+    }
     pub fn budget_bytes(&self) -> Option<u64> {
         self.budget_bytes
     }
@@ -419,6 +424,14 @@ impl Kernel {
         if self.clock.tick(cycles) {
             self.run_timers();
         }
+    }
+
+    /// virt: one access of a guest of this (host) kernel happened, costing
+    /// `cycles`: the host's clock moves with the guest's accesses so its
+    /// daemons fire on virtual time (`virt::hypervisor`), without an access
+    /// of its own to resolve.
+    pub fn advance_for_guest(&mut self, cycles: f64) {
+        self.advance(cycles);
     }
 
     pub(super) fn owner(pid: u16, va: u64, base_shift: u32) -> u64 {

@@ -31,7 +31,7 @@ impl Kernel {
             return;
         }
         for &(start, end) in ranges {
-            self.pending.push(Shootdown { pid, start, end, keeps_mapping: self.keep_mappings });
+            self.pending.push(Shootdown { pid, start, end, keeps_mapping: self.keep_mappings, vm: 0 });
             // Any shootdown of a region invalidates its PCC entries on every
             // cpu (PCC §3.3 step C; pcc.md §3.6).
             for p in self.pccs.iter_mut() {
