@@ -60,3 +60,18 @@ def test_files(studies, tmp_path):
     saved = json.load(open(paths["hp-policy_json"]))
     assert saved["hugescope_experiment"] == "fhpm-hp-policy" and saved["kind"] == "estimate"
     assert (tmp_path / "fhpm-monitoring-checks.csv").exists()
+
+
+def test_split_collapse_linux_exits_per_4kb_friendly_none(studies):
+    rows = studies["split-collapse"].table.to_dict("records")
+    lin = {r["wss_mib"]: r for r in rows if r["config"] == "Linux"}
+    fr = {r["wss_mib"]: r for r in rows if r["config"] == "VM-friendly"}
+    assert sorted(lin) == sorted(fr) == [16, 32, 64]
+    for w in lin:
+        # One exit per 4KB touched after the split, one per 2MB after the
+        # collapse (a few pages are not touched again before the collapse).
+        pages = w * 256
+        assert lin[w]["vm_exits_after_zap"] == pytest.approx(pages + pages / 512, rel=0.05)
+        assert lin[w]["host_splits"] == fr[w]["host_splits"] >= w // 2
+        assert fr[w]["vm_exits_after_zap"] == 0
+    assert all(c["holds"] for c in studies["split-collapse"].checks())

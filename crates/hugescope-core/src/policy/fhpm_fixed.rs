@@ -9,5 +9,5 @@ use crate::Result;
 
 pub fn new(p: &mut Params) -> Result<Box<dyn Policy>> {
     let t = p.u64_in("t", 10, 0, 1 << 20)? as u32;
-    build(p, "fhpm-fixed", Decision::FixedThreshold { t }, Monitor::Fhpm)
+    build(p, "fhpm-fixed", Decision::FixedThreshold { t }, Monitor::Fhpm, true)
 }

@@ -3,7 +3,9 @@
 //! pages, per-4KB A bits every round: the truth), `huge` (2MB leaf A bits),
 //! `split` (every huge page split for the window), `sampling` (a `share`,
 //! 5% by default, split), `fhpm` (stage 1 plus companion stage 2). All share
-//! FHPM's scanner (`fhpm/scan.rs`) and its window schedule.
+//! FHPM's scanner (`fhpm/scan.rs`) and its window schedule. The split and
+//! sampling scans split and collapse Linux's way (`friendly=false`, the
+//! default here; `friendly=true` is FHPM's VM-friendly variant: Table 6).
 
 use super::fhpm::{build, Decision, Monitor};
 use super::{Params, Policy};
@@ -17,5 +19,5 @@ pub fn new(p: &mut Params) -> Result<Box<dyn Policy>> {
         "sampling" => Monitor::Sampling { share: p.f64_in("share", 0.05, 0.0, 1.0)? },
         _ => Monitor::Fhpm,
     };
-    build(p, "fhpm-scan", Decision::Observe, monitor)
+    build(p, "fhpm-scan", Decision::Observe, monitor, false)
 }

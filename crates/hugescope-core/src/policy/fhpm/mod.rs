@@ -134,18 +134,20 @@ pub struct Fhpm {
 /// stage1_rounds, hot, friendly, consumer, stage2_all, remap_rate, seed).
 pub fn new(p: &mut Params) -> Result<Box<dyn Policy>> {
     let f_use = p.f64_in("f_use", 0.85, 0.0, 1.0)?;
-    build(p, "fhpm", Decision::HotPagePressure { f_use }, Monitor::Fhpm)
+    build(p, "fhpm", Decision::HotPagePressure { f_use }, Monitor::Fhpm, true)
 }
 
-/// Read the knobs every variant shares and build the policy.
-pub fn build(p: &mut Params, name: &'static str, decision: Decision, monitor: Monitor) -> Result<Box<dyn Policy>> {
+/// Read the knobs every variant shares and build the policy; `friendly` is
+/// the default of the `friendly` knob (FHPM's own splits and collapses are
+/// VM-friendly; the split and sampling scans of §6.2.2 are Linux's).
+pub fn build(p: &mut Params, name: &'static str, decision: Decision, monitor: Monitor, friendly: bool) -> Result<Box<dyn Policy>> {
     let start_s = p.f64_in("start_s", 0.0, 0.0, MAX_PERIOD_S)?;
     let period_s = p.f64_in("period_s", 20.0, MIN_PERIOD_S, MAX_PERIOD_S)?;
     let window_s = p.f64_in("window_s", 10.0, MIN_PERIOD_S, MAX_PERIOD_S)?;
     let round_s = p.f64_in("round_s", 1.0, MIN_PERIOD_S, MAX_PERIOD_S)?;
     let stage1_rounds = p.u64_in("stage1_rounds", 5, 1, 255)? as u32;
     let hot = p.f64_in("hot", 0.5, 0.0, 1.0)?;
-    let friendly = p.bool("friendly", true)?;
+    let friendly = p.bool("friendly", friendly)?;
     let consumer = p.choice("consumer", "none", &["none"])?;
     let stage2_all = p.bool("stage2_all", false)?;
     let remap_rate = p.f64_in("remap_rate", 0.05, 0.0, 1e6)?;
@@ -226,7 +228,7 @@ impl Fhpm {
                         Monitor::Sampling { share } => self.rng.chance(share),
                         _ => true,
                     };
-                    if pick && self.is_huge(k, pid, s) && k.demote(pid, s) {
+                    if pick && self.is_huge(k, pid, s) && remap::split(k, pid, s, self.cfg.friendly) {
                         self.win.split.push((pid, s));
                     }
                 }
@@ -293,9 +295,10 @@ impl Fhpm {
                 measured.push((Measured { pid, start: s, ns: self.pages, psr: 0.0 }, None));
             }
         }
-        // Split and sampling scans: collapse back what they split.
+        // Split and sampling scans: collapse back what they split (in
+        // place: the frames are still the huge block's).
         for (pid, s) in std::mem::take(&mut self.win.split) {
-            let _ = k.collapse_in_place(pid, s, self.size);
+            let _ = remap::collapse(k, pid, s, self.size, self.cfg.friendly);
         }
         // Table 4: MB per normalized-frequency bin over the VMs' memory. A
         // region of a measured leaf inherits the leaf's stage-1 frequency if
@@ -461,7 +464,7 @@ impl Policy for Fhpm {
             k.restore_companion(pid, s);
         }
         for (pid, s) in std::mem::take(&mut self.win.split) {
-            let _ = k.collapse_in_place(pid, s, self.size);
+            let _ = remap::collapse(k, pid, s, self.size, self.cfg.friendly);
         }
         self.stats.peak_companion_pages = self.stats.peak_companion_pages.max(k.companion_pages());
     }
