@@ -478,6 +478,25 @@ def cmd_navarro(a) -> int:
                                                              progress=progress))
 
 
+def print_fhpm(r, console) -> None:
+    """One table per FHPM study, then every claim as a PASS/FAIL row."""
+    from .fhpm_study import COLUMNS
+
+    print_studies(r, console, COLUMNS,
+                  lambda name, m: f"FHPM {name} ({m['preset']}, {m['scale']} scale): estimates; "
+                                  "paper_* columns measured by the authors")
+
+
+@_user_errors
+def cmd_fhpm(a) -> int:
+    from . import fhpm_study as fh
+
+    studies = fh.check_args(a.studies or None, a.scale)
+    return _run_studies(a, fh, "fhpm", studies, print_fhpm,
+                        lambda progress: fh.fhpm_studies(studies, scale=a.scale, seed=a.seed, traces=a.traces,
+                                                         progress=progress))
+
+
 def print_virt(r, console) -> None:
     """One table per virtualization study, then every claim as a PASS/FAIL row."""
     from .virt_study import COLUMNS
@@ -658,6 +677,13 @@ def add_commands(sub) -> None:
                     help="ci: about half a minute for all five (default); paper: larger runs, minutes")
     _study_args(nv)
     nv.set_defaults(func=cmd_navarro)
+
+    fh = sub.add_parser("fhpm", help="FHPM (virtualization): Table 4's access monitors, the hot-page-pressure "
+                                     "policy against fixed thresholds (Fig 8), split/collapse VM exits (Table 6)")
+    fh.add_argument("studies", nargs="*", metavar="STUDY", help="monitoring, hp-policy, split-collapse (default all)")
+    fh.add_argument("--scale", default="ci", help="ci: about a minute for all (default); paper: larger runs, minutes")
+    _study_args(fh)
+    fh.set_defaults(func=cmd_fhpm)
 
     vt = sub.add_parser("virt", help="huge pages under virtualization (issue #13): nested walks for host/guest "
                                      "base and huge pages (Ingens Table 3)")

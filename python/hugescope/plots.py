@@ -719,8 +719,82 @@ VIRT_FIGURES = {
 }
 
 
-#: The figures of the FHPM studies (sharing: fhpm_share.py; tiered memory: fhpm_tmm.py).
+def _fhpm_title(data: Dict[str, Any], what: str) -> str:
+    return f"FHPM {what}: {data.get('preset', '?')}, {data.get('scale', '?')} scale (estimates)"
+
+
+def plot_fhpm_monitoring(data: Dict[str, Any]):
+    """Table 4: MB of memory per normalized-frequency bin, one group of bars
+    per bin, one bar per monitor (log scale: the bins span decades)."""
+    df = _rows(data)
+    bins = [c[3:] for c in df.columns if c.startswith("mb_")] if len(df) else []
+    fig, ax = plt.subplots(figsize=(9, 4.2))
+    width = 0.8 / max(1, len(df))
+    for j, rec in enumerate(df.to_dict("records")):
+        xs = [i + (j - (len(df) - 1) / 2) * width for i in range(len(bins))]
+        ax.bar(xs, [max(float(rec[f"mb_{b}"]), 1e-3) for b in bins], width, label=rec["monitor"],
+               color=PALETTE[j % len(PALETTE)])
+    ax.set_xticks(range(len(bins)))
+    ax.set_xticklabels(bins)
+    ax.set_xlabel("normalized access frequency")
+    ax.set_ylabel("memory (MB, log)")
+    ax.set_yscale("log")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(_fhpm_title(data, "monitoring accuracy, Table 4"), fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def plot_fhpm_hp_policy(data: Dict[str, Any]):
+    """Fig 8's microbenchmark: the share of huge pages left per policy."""
+    df = _rows(data)
+    fig, ax = plt.subplots(figsize=(9, 4.2))
+    labels = list(df["config"]) if len(df) else []
+    ys = [100 * float(v) for v in df["huge_share"]] if len(df) else []
+    ax.bar(range(len(labels)), ys, color=[PALETTE[i % len(PALETTE)] for i in range(len(labels))])
+    for i, y in enumerate(ys):
+        ax.annotate(f"{y:.0f}%", (i, y), ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(range(len(labels)))
+    ax.set_xticklabels(labels, fontsize=8, rotation=20)
+    ax.set_ylabel("huge pages left (% of the memory)")
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_title(_fhpm_title(data, "10 regions per huge page, Fig 8"), fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def plot_fhpm_split_collapse(data: Dict[str, Any]):
+    """Table 6: VM exits after EPT zaps per working-set size, Linux's
+    split/collapse against the VM-friendly one (log scale)."""
+    df = _rows(data)
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    sizes = sorted(set(df["wss_mib"])) if len(df) else []
+    for j, c in enumerate(dict.fromkeys(df["config"]) if len(df) else []):
+        g = df[df["config"] == c]
+        ys = [max(float(g[g["wss_mib"] == w]["vm_exits_after_zap"].iloc[0] or 0), 0.5) for w in sizes]
+        xs = [i + (j - 0.5) * 0.4 for i in range(len(sizes))]
+        ax.bar(xs, ys, 0.4, label=c, color=PALETTE[j % len(PALETTE)])
+        for x, y in zip(xs, ys):
+            ax.annotate(f"{y:,.0f}", (x, y), ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(range(len(sizes)))
+    ax.set_xticklabels([f"{w} MiB" for w in sizes])
+    ax.set_xlabel("working set")
+    ax.set_ylabel("VM exits after EPT zaps (log)")
+    ax.set_yscale("log")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(_fhpm_title(data, "split + collapse of every page, Table 6"), fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+#: The figure of each FHPM study (sharing: fhpm_share.py; tiered memory: fhpm_tmm.py).
 FHPM_FIGURES = {
+    "fhpm-split-collapse": ("FHPM: VM exits of Linux's and the VM-friendly split/collapse (Table 6)",
+                            plot_fhpm_split_collapse),
+    "fhpm-monitoring": ("FHPM: memory per access-frequency bin by monitor (Table 4)", plot_fhpm_monitoring),
+    "fhpm-hp-policy": ("FHPM: huge pages kept by fixed thresholds and the HP policy (Fig 8)", plot_fhpm_hp_policy),
     "fhpm-sharing": ("FHPM: memory saved vs performance and huge pages per sharing policy (Table 2 shape)",
                      plot_fhpm_sharing),
     "fhpm-tmm": ("FHPM: HMM-v-Huge vs HMM-v-Base as hot pages become unbalanced (FHPM Fig 2)", plot_fhpm_tmm),
@@ -768,7 +842,8 @@ def figure_paths(data: Dict[str, Any], stem: str) -> List[str]:
 #: Figures per experiment kind (the captions ``figures`` gives them).
 FIGURE_COUNTS = {"curve": ("curve",), "frag": ("frag",), "sensitivity": ("sensitivity",),
                  "reuse": ("scatter", "regions"), "multi": ("policies", "timeline"), "validate": ("validate",),
-                 "ds-tables": ("tables", "gups"), **{k: ("study",) for k in (*INGENS_FIGURES, *NAVARRO_FIGURES, *VIRT_FIGURES, *FHPM_FIGURES)}}
+                 "ds-tables": ("tables", "gups"),
+                 **{k: ("study",) for k in (*INGENS_FIGURES, *NAVARRO_FIGURES, *VIRT_FIGURES, *FHPM_FIGURES)}}
 
 
 def save_figures(data: Dict[str, Any], stem: str) -> List[str]:

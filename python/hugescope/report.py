@@ -23,6 +23,7 @@ from . import _core
 from ._core import HugescopeError
 from ._io import write_atomic
 from .experiments import KIND_LABEL, load_dir
+from .fhpm_study import COLUMNS as FHPM_COLUMNS
 from .navarro_study import COLUMNS as NAVARRO_COLUMNS
 from .studies import VERDICT
 
@@ -44,6 +45,9 @@ TITLES = {
     "navarro-writeback": "Reservation-based superpages: dirty superpages and write-back, §6.7 (OSDI'02)",
     "navarro-sustained": "Reservation-based superpages: sustained benefit under a page daemon, §6.5 (OSDI'02)",
     "navarro-mthp": "Multi-size THP today: folio sizes and contiguous-PTE coalescing (arm64)",
+    "fhpm-monitoring": "FHPM: access monitors, memory per frequency bin, Table 4 (fine-grained huge pages for VMs)",
+    "fhpm-hp-policy": "FHPM: hot-page-pressure policy vs fixed thresholds, Fig 8's microbenchmark",
+    "fhpm-split-collapse": "FHPM: VM exits of Linux's and the VM-friendly split/collapse, Table 6",
 }
 
 #: What each Navarro study's table shows and where its numbers come from.
@@ -86,6 +90,7 @@ INGENS_NOTES = {
 #: Columns shown per experiment (all present in the saved rows).
 COLUMNS = {
     **{f"navarro-{k}": v for k, v in NAVARRO_COLUMNS.items()},
+    **{f"fhpm-{k}": v for k, v in FHPM_COLUMNS.items()},
     "curve": ["policy", "role", "budget_pct", "frag_pct", "huge_share", "promotions", "walks", "ptw_rate",
               "speedup_est"],
     "frag": ["policy", "frag_pct", "fmfi", "huge_share", "promotions", "promotion_failures", "walks", "ptw_rate",

@@ -44,6 +44,7 @@ pub fn info() -> WorkloadInfo {
             p("insert_ratio", "float", "0", "share of inserts of new keys (the rest are updates)"),
             p("distribution", "str", "zipfian", "key choice: zipfian (scrambled, theta 0.99), hotspot (80/20), uniform, latest"),
             p("delete_fraction", "float", "0", "after loading, delete this share of keys at random (Ingens' Redis bloat scenario)"),
+            p("load_order", "str", "sequential", "key order of the load phase: sequential (key numbers ascending: a hotspot's hot keys have neighbouring values) or shuffled (a seeded permutation, as YCSB's hashed inserts: hot values scattered over the heap, FHPM's Redis)"),
         ]),
     }
 }
@@ -125,6 +126,8 @@ pub struct Cfg {
     pub inserts: u64,
     /// memcached only.
     pub frontend: Option<Frontend>,
+    /// Load the keys in a seeded random order (values scattered by key).
+    pub shuffled_load: bool,
 }
 
 pub fn config(r: &Resolved) -> Result<Cfg> {
@@ -161,6 +164,12 @@ fn kv_config(r: &Resolved) -> Result<Cfg> {
         }
     };
     let delete_fraction = r.float_in("delete_fraction", 0.0, 1.0)?;
+    // The presets (memcached, redis) do not expose the load order: sequential.
+    let shuffled_load = match r.map.get("load_order").and_then(|v| v.as_str()).unwrap_or("sequential") {
+        "sequential" => false,
+        "shuffled" => true,
+        other => return Err(Error::input(format!("kv: parameter 'load_order' must be sequential or shuffled, got '{other}'"))),
+    };
     let ops = r.int("ops")?;
     let mut c = Cfg {
         records,
@@ -175,6 +184,7 @@ fn kv_config(r: &Resolved) -> Result<Cfg> {
         deletes: (records as f64 * delete_fraction).round() as u64,
         inserts: 0,
         frontend: None,
+        shuffled_load,
     };
     // The operation types come from their own stream, so the insert count (and
     // so the exact capacity) is known before the run.
@@ -352,6 +362,21 @@ pub fn key_of(kn: u64) -> u64 {
 #[inline]
 pub fn value_word(key: u64, ver: u64, j: usize) -> u64 {
     mix64(key ^ ver.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ ((j as u64) << 48))
+}
+
+/// Key numbers in load order when it is shuffled (None: ascending). YCSB
+/// hashes its insert order, so a hotspot's key range lands on values spread
+/// over the heap: FHPM §6.1's Redis, whose hot 4KB values are scattered
+/// over its huge pages (PSR near 1, Table 1).
+pub fn load_order(c: &Cfg) -> Option<Vec<u32>> {
+    c.shuffled_load.then(|| {
+        let mut v: Vec<u32> = (0..c.records as u32).collect();
+        let mut rng = Rng::stream(c.seed, 13);
+        for i in (1..v.len()).rev() {
+            v.swap(i, rng.below(i as u64 + 1) as usize);
+        }
+        v
+    })
 }
 
 /// Key numbers deleted in the delete phase, in deletion order.
@@ -581,14 +606,16 @@ pub fn run<M: Mem>(c: &Cfg, l: &Layout, m: &mut M) -> Result<Value> {
         None => None,
     };
     let cpu = |i: u64| ((i / CHUNK) % c.threads as u64) as usize;
-    // Load phase.
-    for kn in 0..c.records {
-        if kn % CHUNK == 0 {
-            m.set_cpu(cpu(kn));
+    // Load phase: key numbers in order, or in a seeded permutation.
+    let load = load_order(c);
+    for i in 0..c.records {
+        let kn = load.as_ref().map_or(i, |v| v[i as usize] as u64);
+        if i % CHUNK == 0 {
+            m.set_cpu(cpu(i));
         }
         s.put(m, key_of(kn), 0)?;
-        if (kn + 1) % PROGRESS == 0 {
-            m.progress(&format!("load:{}", kn + 1));
+        if (i + 1) % PROGRESS == 0 {
+            m.progress(&format!("load:{}", i + 1));
         }
     }
     m.progress("loaded");
@@ -723,6 +750,32 @@ mod tests {
             assert_eq!(res["deletes"], 3500);
             assert!(res["inserts"].as_u64().unwrap() > 1000);
         }
+    }
+
+    #[test]
+    fn a_shuffled_load_scatters_the_hot_key_range_and_keeps_the_contents() {
+        use serde_json::json;
+        let c = cfg(&[("records", json!(10_000)), ("ops", json!(5000)), ("distribution", json!("hotspot")), ("load_order", json!("shuffled"))]);
+        let order = load_order(&c).unwrap();
+        let mut seen = order.clone();
+        seen.sort_unstable();
+        assert_eq!(seen, (0..10_000).collect::<Vec<u32>>());
+        // The hot keys (numbers below 2000) take value slots all over the
+        // heap: each tenth of it holds 10-30% of them (20% expected).
+        for tenth in order.chunks(1000) {
+            let hot = tenth.iter().filter(|&&kn| kn < 2000).count();
+            assert!((100..=300).contains(&hot), "{hot}");
+        }
+        let l = layout(&c).unwrap();
+        let mut sink = CountingSink::default();
+        let res = run(&c, &l, &mut Traced::new(&mut sink)).unwrap();
+        let (sum, live, hits) = model(&c);
+        assert_eq!((res["checksum"].clone(), res["live_keys"].clone(), res["read_hits"].clone()), (json!(crate::hex(sum)), json!(live), json!(hits)));
+        assert!(load_order(&cfg(&[("records", json!(10))])).is_none());
+        let mut p = Params::new();
+        p.insert("load_order".into(), json!("hashed"));
+        let e = config(&resolve(&info(), &p).unwrap()).err().unwrap().to_string();
+        assert!(e.contains("load_order") && e.contains("hashed"), "{e}");
     }
 
     #[test]

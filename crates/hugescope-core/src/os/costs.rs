@@ -83,6 +83,10 @@ os_costs! {
     pte_write_us = 0.01;
     /// The protection fault taken by the first write to a clean superpage mapped read-only (Navarro §4.7), before its demotion. Estimate.
     wp_trap_us = 1.0;
+    /// FHPM §4.2.2: redirecting a 2MB leaf through its companion page (allocate the 4KB table page, write its 512 PTEs, rewrite the PDE under the mmu lock). Estimate: 512 PTE writes at pte_write_us plus the PDE.
+    companion_fill_us = 5.2;
+    /// FHPM §4.2.2: restoring a redirected leaf (write the 2MB PDE back, recycle the companion page). Estimate: one PDE write plus the page's release.
+    companion_restore_us = 0.5;
 }
 
 impl OsCosts {

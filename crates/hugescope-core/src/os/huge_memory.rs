@@ -49,6 +49,11 @@ impl Kernel {
         if self.segments.overlaps(pid, start, start + len) {
             return Err(Refusal::Ineligible);
         }
+        // FHPM: a leaf mapped through its companion page is left alone until
+        // restored (spec §11: no remap while stage 2 holds the PDE).
+        if !self.companions.is_empty() && self.companions.contains(pid, start & !(self.region_bytes() - 1)) {
+            return Err(Refusal::Ineligible);
+        }
         let sp = self.spaces.get(pid as usize).ok_or(Refusal::Ineligible)?;
         let vi = sp.find(start).ok_or(Refusal::Ineligible)?;
         let v = &sp.vmas[vi];

@@ -113,6 +113,9 @@ pub struct Kernel {
     pub(super) write_trap: bool,
     // memory tiers (os/tier.rs): None unless os.tier_fast is set.
     pub(super) tiers: Option<Box<super::tier::Tiers>>,
+    // FHPM: leaves redirected through companion pages (os/companion.rs);
+    // empty unless a policy redirects.
+    pub(super) companions: super::companion::Companions,
 }
 
 pub(super) const OWNER_PID_SHIFT: u32 = 48;
@@ -263,6 +266,7 @@ impl Kernel {
             sharing: None,
             write_trap: false,
             tiers,
+            companions: Default::default(),
         };
         // reservations: files' ranges, for write-back at msync (os/reserv.rs).
         k.reserv.file_ranges =
@@ -293,6 +297,10 @@ impl Kernel {
     }
     pub fn footprint(&self) -> u64 {
         self.footprint
+    }
+    /// The OS mechanisms' costs (policies charging their own scans).
+    pub fn os_costs(&self) -> &OsCosts {
+        &self.costs
     }
     /// The cost model's latencies (virt: the hypervisor prices a guest's
     /// access with them to move the host's clock).
@@ -550,6 +558,8 @@ impl Kernel {
         self.stats.sharing = self.sharing_stats();
         // memory tiers: shares and what the fast tier holds at the end.
         self.finish_tiers();
+        let c = &self.companions.stats;
+        self.stats.companion = (c.redirects + c.redirect_failures + c.conflicts + c.tdp_page_faults > 0).then(|| c.clone());
         self.stats.faults_huge = (1..self.geo.num_sizes()).map(|s| (page_label(self.geo.sizes[s]), self.faults_huge[s])).collect();
         self.spaces
             .iter()
@@ -594,9 +604,11 @@ impl Kernel {
         let wired = self.wired_held();
         // page sharing: shared frames belong to no process (os/ksm.rs).
         let shared = self.shared_frames();
-        if held + frag + reserved + wired + shared != used {
+        // FHPM: companion table pages are host memory too.
+        let companions = self.companions.pages();
+        if held + frag + reserved + wired + shared + companions != used {
             return Err(format!(
-                "frames held by processes ({held}) + fragmenter ({frag}) + reserved unpopulated ({reserved}) + wired ({wired}) + shared ({shared}) != frames in use ({used})"
+                "frames held by processes ({held}) + fragmenter ({frag}) + reserved unpopulated ({reserved}) + wired ({wired}) + shared ({shared}) + companion pages ({companions}) != frames in use ({used})"
             ));
         }
         self.check_sharing()?;

@@ -81,6 +81,10 @@ pub struct OsStats {
     /// Page sharing (os/ksm.rs): present only under a sharing policy.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sharing: Option<super::ksm::SharingStats>,
+    /// FHPM companion-page redirection (os/companion.rs): present only in
+    /// runs that redirected a leaf or saw a host page-table update.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub companion: Option<super::companion::CompanionStats>,
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -7,6 +7,8 @@ pub mod aspace;
 pub mod clock;
 // mthp: a walk's TLB size from the PTEs around it (TLB coalescing).
 pub mod coalesce;
+// FHPM: companion-page redirection of 2MB leaves (FHPM §4.2.2).
+pub mod companion;
 pub mod config;
 pub mod content;
 pub mod costs;

@@ -27,6 +27,10 @@ impl Kernel {
         }
         self.stats.frees += 1;
         self.stats.freed_bytes += end - start;
+        // FHPM: a redirected leaf is restored before its range changes (§4.3).
+        if !self.companions.is_empty() {
+            self.restore_companions_in(pid, start, end);
+        }
         // page sharing: merged pages leave their shared frames first.
         if self.sharing.is_some() {
             self.ksm_unmap_range(pid, start, end);

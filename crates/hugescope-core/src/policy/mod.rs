@@ -144,6 +144,9 @@ registry! {
     "zeroscan" => zeroscan: "zero-page scan (THP shrinker style): split huge pages with zero-filled 4KB regions and reclaim those regions (e.g. ideal+zeroscan)",
     "hmmv" => hmmv: "HMM-v (FHPM §6.5): hypervisor tiered memory ranking EPT leaves by A-bit frequency (bucket sort) and filling the fast tier by rank; granularity=huge|base",
     "mthp" => mthp: "Linux multi-size THP: linux's PMD fault and khugepaged, else the largest enabled folio size that fits (enabled_<size>=always|madvise|inherit|never)",
+    "fhpm" => fhpm: "FHPM (host policy on a VM's memory): two-stage A-bit monitoring with companion pages, hot-page-pressure demotion/promotion by PSR, VM-friendly split/collapse",
+    "fhpm-fixed" => fhpm_fixed: "FHPM's fixed-threshold baseline (HawkEye/Ingens-like, §6.3): demote a hot huge page if Ns <= t, promote a region if Ns > t",
+    "fhpm-scan" => fhpm_scan: "FHPM Table 4's access monitors without a decision: monitor=base|huge|split|sampling|fhpm",
 }
 
 /// Build a policy by name from `key=value` parameters.

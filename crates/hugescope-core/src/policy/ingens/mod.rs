@@ -23,7 +23,7 @@ mod compaction;
 mod demote;
 pub mod fairness;
 mod promote;
-mod rng;
+pub mod rng;
 pub mod tracking;
 pub mod util;
 

@@ -1,0 +1,77 @@
+"""The FHPM studies (Table 4's monitors, Fig 8's HP policy): arguments
+refused in one line, and both studies' claims on a real CI-scale run, with
+their files."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import hugescope as hs
+from hugescope import fhpm_study as fh
+
+
+def test_bad_arguments_are_one_line():
+    with pytest.raises(hs.HugescopeError, match="study: 'tmm' is not one of"):
+        fh.check_args(["tmm"], "ci")
+    with pytest.raises(hs.HugescopeError, match="scale: 'huge'"):
+        fh.check_args(None, "huge")
+    assert fh.check_args(["hp-policy", "monitoring", "hp-policy"], "ci") == ["hp-policy", "monitoring"]
+
+
+def test_cli_refuses_an_unknown_study_before_any_work(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "hugescope", "fhpm", "tmm", "-o", str(tmp_path / "out")],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "study: 'tmm'" in p.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.fixture(scope="module")
+def studies():
+    return fh.fhpm_studies()
+
+
+def test_hp_policy_fixed_thresholds_demote_all_and_fhpm_keeps_some(studies):
+    rows = {r["config"]: r for r in studies["hp-policy"].table.to_dict("records")}
+    # 32 huge pages, 10 regions each (PSR 0.98): T=10 and T=256 split all.
+    assert rows["T=10"]["huge_pages_left"] == 0 and rows["T=256"]["huge_pages_left"] == 0
+    assert rows["huge pages only"]["huge_pages_left"] == 32
+    # s_hot = s_tot = 64MB: HP = 64MB x (1 - f_use), each demotion takes
+    # 0.98 x 2MB off: f_use 1.0 keeps all 32, 0.95 demotes 2, 0.85 5, 0.5 17.
+    assert [rows[f"FHPM f_use={f}"]["pages_demoted"] for f in (1.0, 0.95, 0.85, 0.5)] == [0, 2, 5, 17]
+    assert rows["FHPM f_use=0.85"]["hp_mb"] == pytest.approx(64 * 0.15)
+    assert all(c["holds"] for c in studies["hp-policy"].checks())
+
+
+def test_monitoring_huge_scan_overstates_fhpm_does_not(studies):
+    rows = {r["monitor"]: r for r in studies["monitoring"].table.to_dict("records")}
+    assert rows["huge scan"]["hot_mb"] > 2 * rows["base scan"]["hot_mb"] > 0
+    # Every monitor accounts for the same memory (the VM's).
+    totals = {round(r["total_mb"], 6) for r in rows.values()}
+    assert len(totals) == 1
+    checks = studies["monitoring"].checks()
+    assert [c["holds"] for c in checks] == [True] * len(checks), checks
+
+
+def test_files(studies, tmp_path):
+    paths = fh.save(studies, str(tmp_path), plots=False)
+    saved = json.load(open(paths["hp-policy_json"]))
+    assert saved["hugescope_experiment"] == "fhpm-hp-policy" and saved["kind"] == "estimate"
+    assert (tmp_path / "fhpm-monitoring-checks.csv").exists()
+
+
+def test_split_collapse_linux_exits_per_4kb_friendly_none(studies):
+    rows = studies["split-collapse"].table.to_dict("records")
+    lin = {r["wss_mib"]: r for r in rows if r["config"] == "Linux"}
+    fr = {r["wss_mib"]: r for r in rows if r["config"] == "VM-friendly"}
+    assert sorted(lin) == sorted(fr) == [16, 32, 64]
+    for w in lin:
+        # One exit per 4KB touched after the split, one per 2MB after the
+        # collapse (a few pages are not touched again before the collapse).
+        pages = w * 256
+        assert lin[w]["vm_exits_after_zap"] == pytest.approx(pages + pages / 512, rel=0.05)
+        assert lin[w]["host_splits"] == fr[w]["host_splits"] >= w // 2
+        assert fr[w]["vm_exits_after_zap"] == 0
+    assert all(c["holds"] for c in studies["split-collapse"].checks())
