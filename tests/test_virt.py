@@ -49,7 +49,7 @@ def test_bad_host_policy_is_one_error_line(gups_trace, capsys):
     assert "--host-policy" in lines[0] and "unknown policy 'nope'" in lines[0]
     code, _, err = run_cli("simulate", gups_trace, "--virt", capsys=capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1 and "needs a guest policy" in err
-    with pytest.raises(hs.HugescopeError, match="direct segments are not modelled"):
+    with pytest.raises(hs.HugescopeError, match="the dseg OS model runs natively only"):
         hs.simulate(gups_trace, policy="dseg", host_policy="base")
 
 
