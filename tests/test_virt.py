@@ -49,7 +49,7 @@ def test_bad_host_policy_is_one_error_line(gups_trace, capsys):
     assert "--host-policy" in lines[0] and "unknown policy 'nope'" in lines[0]
     code, _, err = run_cli("simulate", gups_trace, "--virt", capsys=capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1 and "needs a guest policy" in err
-    with pytest.raises(hs.HugescopeError, match="direct segments are not modelled"):
+    with pytest.raises(hs.HugescopeError, match="the dseg OS model runs natively only"):
         hs.simulate(gups_trace, policy="dseg", host_policy="base")
 
 
@@ -66,6 +66,34 @@ def test_nested_study_at_tiny_scale_writes_its_files_and_its_claims_hold(tmp_pat
     assert [c["holds"] for c in data["checks"]] == [True] * 9, data["checks"]
     # hB/gB is the reference of the speedups.
     assert all(r["speedup_est"] == 1.0 for r in rows if r["config"] == "hB/gB")
+
+
+def test_ds_virt_study_at_tiny_scale_cuts_walks_as_isca13_s33_expects(tmp_path, capsys):
+    """Direct segments in a VM (ISCA'13 §3.3, extension): both < either < none."""
+    out = tmp_path / "out"
+    code, stdout, err = run_cli("virt", "ds-virt", "--scale", "tiny", "-o", out, capsys=capsys)
+    assert code == 0, err
+    for f in ("virt-ds-virt.csv", "virt-ds-virt-checks.csv", "virt-ds-virt.json", "virt-ds-virt.png"):
+        assert (out / f).exists(), f
+    data = json.load(open(out / "virt-ds-virt.json"))
+    assert data["hugescope_experiment"] == "virt-ds-virt" and data["kind"] == "estimate" and "extension" in data
+    rows = data["rows"]
+    assert {r["config"] for r in rows} == {"none", "guest segment", "VMM segment", "both"}
+    assert [c["holds"] for c in data["checks"]] == [True] * 6, data["checks"]
+    for r in rows:
+        rpw = r["refs_per_walk"]
+        # Without segments at most 24 per walk; one segment leaves a 1-D
+        # walk (at most 4); both leave only the misses outside the guest
+        # segment's primary region, each a guest walk of at most 4.
+        assert rpw <= (24 if r["config"] == "none" else 4), r
+        frac = r["guest_segment_walk_fraction"]
+        assert (frac == 0.0) if r["config"] in ("none", "VMM segment") else (0.5 < frac <= 1.0), r
+    assert all(r["speedup_est"] == 1.0 for r in rows if r["config"] == "none")
+
+
+def test_segment_knob_bad_value_is_one_error(gups_trace):
+    with pytest.raises(hs.HugescopeError, match="expected `on` or `off`"):
+        hs.simulate(gups_trace, policy="base", host_policy="base", set=["virt.guest_segment=maybe"])
 
 
 def test_bad_study_or_scale_is_one_line():

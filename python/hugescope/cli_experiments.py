@@ -503,7 +503,9 @@ def print_virt(r, console) -> None:
 
     print_studies(r, console, COLUMNS,
                   lambda name, m: f"Virtualization {name} ({m['preset']}, {m['scale']} scale): estimates; "
-                                  "configs hX/gY: host X, guest Y (B base pages, H huge pages)")
+                                  + ("direct segments in a VM, host and guest base pages (ISCA'13 §3.3, extension)"
+                                     if name == "ds-virt" else
+                                     "configs hX/gY: host X, guest Y (B base pages, H huge pages)"))
 
 
 @_user_errors
@@ -686,8 +688,8 @@ def add_commands(sub) -> None:
     fh.set_defaults(func=cmd_fhpm)
 
     vt = sub.add_parser("virt", help="huge pages under virtualization (issue #13): nested walks for host/guest "
-                                     "base and huge pages (Ingens Table 3)")
-    vt.add_argument("studies", nargs="*", metavar="STUDY", help="nested (default all)")
+                                     "base and huge pages (Ingens Table 3); direct segments in a VM (ISCA'13 §3.3)")
+    vt.add_argument("studies", nargs="*", metavar="STUDY", help="nested, ds-virt (default all)")
     vt.add_argument("--scale", default="ci",
                     help="tiny: seconds; ci: under a minute (default); paper: larger runs, minutes")
     _study_args(vt)

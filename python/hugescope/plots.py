@@ -713,9 +713,30 @@ def plot_fhpm_tmm(data: Dict[str, Any]):
     return fig
 
 
+def plot_virt_ds(data: Dict[str, Any]):
+    """Direct segments under virtualization (ISCA'13 §3.3, an extension the
+    paper does not evaluate): references per walk and page-walk cycles
+    (estimate) per workload for none / guest / VMM / both segments. Linear
+    axes: both segments may walk no reference at all."""
+    df = _rows(data)
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(max(10, 3.2 * df["workload"].nunique()), 4.2))
+    _grouped(a1, df, "refs_per_walk", "{:.1f}")
+    a1.set_ylabel("references per walk")
+    a1.set_title("nested walk length", fontsize=10)
+    _grouped(a2, df, "walk_cycles_est", "{:.2g}")
+    a2.set_ylabel("page-walk cycles (estimate)")
+    a2.set_title("page walks of the run", fontsize=10)
+    fig.suptitle(f"Direct segments in a VM (ISCA'13 §3.3, extension): {data.get('preset', '?')}, "
+                 f"{data.get('scale', '?')} scale, host and guest base pages (estimates)", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
 #: The figure of each virtualization study.
 VIRT_FIGURES = {
     "virt-nested": ("Huge pages in host and guest: nested walks (Ingens OSDI'16 Table 3 shape)", plot_virt_nested),
+    "virt-ds-virt": ("Direct segments under virtualization: guest, VMM, both (ISCA'13 §3.3, extension)",
+                     plot_virt_ds),
 }
 
 

@@ -10,6 +10,16 @@
   the nested walk caches save. Ingens's claims, checked on the run: huge
   pages in both dimensions are best, and each dimension alone already helps.
 
+* ``ds-virt``: direct segments under virtualization, an extension (Basu et
+  al., ISCA'13 §3.3 designs it, does not evaluate it). Host and guest run
+  ``base`` (the 24-reference worst case); per workload four machines: no
+  segment, a guest segment (each guest process's primary region translates
+  GVA -> GPA by an addition: a miss inside it walks only the host table), a
+  VMM segment (the VM's whole GPA range -> HPA: a miss walks only the guest
+  table), and both (a miss inside the guest segment makes no reference).
+  Claims, checked on the run: both segments walk least, and each alone
+  walks less than none.
+
 The host runs ``base`` or ``linux`` (THP enabled=always: KVM guests' memory
 is madvised for huge pages), the guest the same. Every figure is an estimate
 of the cost model or a counter of the simulator.
@@ -24,7 +34,7 @@ from .studies import (VERDICT, Steps, StudyResult, Studies, check_choice, check_
                       study_names, trace_dir)
 
 #: The studies, in the order they run and are reported.
-STUDIES = ["nested"]
+STUDIES = ["nested", "ds-virt"]
 
 #: Ingens Table 3's four configurations: (label, host policy, guest policy).
 CONFIGS: List[Tuple[str, str, str]] = [
@@ -32,6 +42,15 @@ CONFIGS: List[Tuple[str, str, str]] = [
     ("hB/gH", "base", "linux"),
     ("hH/gB", "linux", "base"),
     ("hH/gH", "linux", "linux"),
+]
+
+#: The direct-segment machines of ds-virt: (label, guest segment, VMM segment),
+#: set with the machine keys ``virt.guest_segment`` / ``virt.vmm_segment``.
+DS_CONFIGS: List[Tuple[str, bool, bool]] = [
+    ("none", False, False),
+    ("guest segment", True, False),
+    ("VMM segment", False, True),
+    ("both", True, True),
 ]
 
 #: Workloads of the nested study (label -> built-in workload); their sizes per scale in SCALES.
@@ -63,7 +82,13 @@ PAPER_NOTE = "Ingens Table 3: huge pages in both host and guest fastest; either 
 
 #: The columns shown (terminal and report; all in the saved table).
 COLUMNS = {"nested": ["workload", "config", "walks", "refs_per_walk", "walk_cycles_est", "speedup_est",
-                      "vm_exits", "guest_huge_mib", "host_huge_mib"]}
+                      "vm_exits", "guest_huge_mib", "host_huge_mib"],
+           "ds-virt": ["workload", "config", "walks", "walk_refs", "refs_per_walk", "walk_cycles_est",
+                       "guest_segment_walk_fraction", "speedup_est"]}
+
+#: The ds-virt study's note on the paper (it gives no measurement).
+DS_PAPER_NOTE = ("ISCA'13 §3.3 (designed, not evaluated): a VMM or guest segment turns the 2-D walk "
+                 "(up to 24 references) into a 1-D one (at most 4); both: none")
 
 MIB = 1 << 20
 
@@ -111,6 +136,30 @@ def _nested(paths: Dict[str, str], cfg: Dict[str, Any], step) -> List[Dict[str, 
     return rows
 
 
+def _ds_virt(paths: Dict[str, str], cfg: Dict[str, Any], step) -> List[Dict[str, Any]]:
+    """Every direct-segment machine on every workload, host and guest ``base``."""
+    rows = []
+    for wl, path in paths.items():
+        by_label: Dict[str, Dict[str, Any]] = {}
+        for label, gs, vs in DS_CONFIGS:
+            keys = [f"virt.guest_segment={'on' if gs else 'off'}", f"virt.vmm_segment={'on' if vs else 'off'}"]
+            r = api.compare(path, ["base"], preset=PRESET, set=keys, host_policy="base", with_base=False,
+                            **cfg["os"])[0]
+            d = r.to_dict()
+            row = _row(wl, label, "base", "base", d)
+            seg = (d.get("virt") or {}).get("guest_segment_walks")
+            row["guest_segment_walk_fraction"] = (seg / row["walks"] if seg is not None and row["walks"] else
+                                                  (0.0 if not gs else None))
+            by_label[label] = row
+            step(f"{wl}: {label}")
+        ref = by_label["none"]["total_cycles_est"]
+        for label, _, _ in DS_CONFIGS:
+            r = by_label[label]
+            r["speedup_est"] = ref / r["total_cycles_est"] if r["total_cycles_est"] else None
+            rows.append(r)
+    return rows
+
+
 def _by(rows, workload: str) -> Dict[str, Dict[str, Any]]:
     return {r["config"]: r for r in rows if r["workload"] == workload}
 
@@ -118,6 +167,8 @@ def _by(rows, workload: str) -> Dict[str, Dict[str, Any]]:
 def shape_checks(study: str, rows: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     """Ingens Table 3's claims on these rows, per workload."""
     out: List[Dict[str, Any]] = []
+    if study == "ds-virt":
+        return _ds_checks(rows)
     if study != "nested":
         return out
     for wl in dict.fromkeys(r["workload"] for r in rows):
@@ -133,6 +184,22 @@ def shape_checks(study: str, rows: List[Dict[str, Any]]) -> List[Dict[str, Any]]
         rpw = num(b.get("hB/gB", {}).get("refs_per_walk"))
         claim(out, f"{wl}: a base/base nested walk makes at most 24 references (Bhargava et al.: (4+1)(4+1)-1)",
               None if rpw is None else rpw <= 24.0, "n/a" if rpw is None else f"{rpw:.2f} per walk with the nested caches")
+    return out
+
+
+def _ds_checks(rows: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """ISCA'13 §3.3's expectations (not measured in the paper), per workload:
+    both segments < either alone < none, in walk cycles."""
+    out: List[Dict[str, Any]] = []
+    labels = [k for k, _, _ in DS_CONFIGS]
+    for wl in dict.fromkeys(r["workload"] for r in rows):
+        b = _by(rows, wl)
+        wc = {k: num(b.get(k, {}).get("walk_cycles_est")) for k in labels}
+        shown = ", ".join(f"{k} {v:,.0f}" for k, v in wc.items() if v is not None) + " walk cycles (estimates)"
+        ok = None if None in wc.values() else (wc["both"] < wc["guest segment"] and wc["both"] < wc["VMM segment"])
+        claim(out, f"{wl}: both segments walk least (ISCA'13 §3.3, extension: both < either)", ok, shown)
+        ok2 = None if None in wc.values() else (wc["guest segment"] < wc["none"] and wc["VMM segment"] < wc["none"])
+        claim(out, f"{wl}: either segment alone walks less than none (a 1-D walk instead of a 2-D one)", ok2, shown)
     return out
 
 
@@ -160,7 +227,8 @@ def virt_studies(studies: Optional[Sequence[str]] = None, scale: str = "ci", see
     seed = int(seed)
     cfg = SCALES[scale]
     hosts = len(dict.fromkeys(h for _, h, _ in CONFIGS))
-    step = Steps(len(names) * len(WORKLOADS) * (1 + hosts), progress)
+    runs = {"nested": hosts, "ds-virt": len(DS_CONFIGS)}
+    step = Steps(sum(len(WORKLOADS) * (1 + runs[s]) for s in names), progress)
     out: Dict[str, StudyResult] = {}
     with trace_dir(traces, "hugescope-virt-") as tdir:
         for s in names:
@@ -169,11 +237,16 @@ def virt_studies(studies: Optional[Sequence[str]] = None, scale: str = "ci", see
                 paths[label] = os.path.join(tdir, f"virt-{workload}.hst")
                 workloads.trace(workload, paths[label], **_params(scale, label, seed))
                 step(f"{s}: trace {label}")
-            rows = _nested(paths, cfg, lambda what, s=s: step(f"{s}: {what}"))
+            run = _ds_virt if s == "ds-virt" else _nested
+            rows = run(paths, cfg, lambda what, s=s: step(f"{s}: {what}"))
             meta = {"hugescope_version": _core.version(), "kind": "estimate", "study": s, "scale": scale,
                     "preset": PRESET, "seed": seed,
                     "workloads": {lbl: [wl, _params(scale, lbl, seed)] for lbl, wl in WORKLOADS.items()},
-                    "os_options": cfg["os"], "configs": [list(c) for c in CONFIGS], "paper": PAPER_NOTE}
+                    "os_options": cfg["os"],
+                    "configs": [list(c) for c in (DS_CONFIGS if s == "ds-virt" else CONFIGS)],
+                    "paper": DS_PAPER_NOTE if s == "ds-virt" else PAPER_NOTE}
+            if s == "ds-virt":
+                meta["extension"] = "ISCA'13 §3.3 designs direct segments for VMs but does not evaluate them"
             out[s] = StudyResult("virt", s, pd.DataFrame(rows), {}, meta, shape_checks)
     meta = {"hugescope_studies": "virt", "hugescope_version": _core.version(), "kind": "estimate",
             "scale": scale, "seed": seed, "studies": names, "presets": {s: PRESET for s in names}}
@@ -186,13 +259,15 @@ def headlines(result: Studies) -> List[Dict[str, Any]]:
     out = []
     for name, s in result.studies.items():
         rows = s.table.to_dict("records")
+        ds = name == "ds-virt"
+        labels = [c[0] for c in (DS_CONFIGS if ds else CONFIGS)]
         here = "; ".join(f"{wl} " + "/".join(f"{num(_by(rows, wl).get(k, {}).get('speedup_est')) or 0:.2f}"
-                                             for k, _, _ in CONFIGS)
+                                             for k in labels)
                          for wl in dict.fromkeys(r["workload"] for r in rows))
         verdicts = [c["holds"] for c in s.checks()]
         holds = False if False in verdicts else (None if None in verdicts or not verdicts else True)
-        out.append({"study": name, "this run (estimates)": f"speedup hB/gB, hB/gH, hH/gB, hH/gH: {here}",
-                    "paper": PAPER_NOTE, "claims": VERDICT[holds]})
+        out.append({"study": name, "this run (estimates)": f"speedup {', '.join(labels)}: {here}",
+                    "paper": DS_PAPER_NOTE if ds else PAPER_NOTE, "claims": VERDICT[holds]})
     return out
 
 

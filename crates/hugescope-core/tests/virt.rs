@@ -29,6 +29,7 @@ fn machine(pwc_on: bool) -> MachineConfig {
             host_pwc: Some(BTreeMap::new()),
             nested_tlb: Some(CacheConfig { entries: 0, ways: 0 }),
             vm_exit_us: None,
+            ..Default::default()
         });
     }
     m

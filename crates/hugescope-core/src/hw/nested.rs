@@ -24,6 +24,19 @@
 //! leaf backing it. `writes` reports, besides the guest leaf's A/D bits, the
 //! first guest level this walk actually read (bits 4..6), so the hypervisor
 //! sets the EPT accessed bits of exactly the guest table pages read.
+//!
+//! Direct segments under virtualization (an extension: Basu et al., ISCA'13
+//! §3.3 designs them, does not evaluate them; docs/assumptions.md
+//! "Virtualization"):
+//! - a guest segment translates GVA -> GPA by one addition: a walk of an
+//!   address inside it (`NestedPath::guest_segment`, the hypervisor decides)
+//!   reads no guest level and leaves only the host walk of the data's GPA,
+//!   h references (1-D);
+//! - a VMM segment translates the VM's whole GPA range -> HPA by one
+//!   addition (`NestedWalker::with_vmm_segment`): every host walk is free,
+//!   leaving the guest walk's g references (1-D);
+//! - both: 0 references. The walk still ends in a TLB fill as before (the
+//!   segments shorten the walk; they do not bypass the TLB).
 
 use super::assoc::SetAssoc;
 use super::geometry::{Geometry, MAX_SIZES};
@@ -41,7 +54,8 @@ pub const MAX_LEVELS: usize = 6;
 
 /// Bits of `Walker::writes`' result above the A/D bits: the root-first index
 /// of the first guest level the walk read (levels above it were skipped by a
-/// guest page-walk-cache hit). 0 for a walk that read every level.
+/// guest page-walk-cache hit). 0 for a walk that read every level; one past
+/// the leaf level for a guest-segment walk, which read none.
 pub const FIRST_LEVEL_SHIFT: u32 = 4;
 pub const FIRST_LEVEL_MASK: u8 = 0x70;
 
@@ -60,6 +74,9 @@ pub struct NestedPath {
     pub pt_host_size: [u8; MAX_LEVELS],
     /// GPA the access translates to in the guest (`Leaf::pa` is the host's).
     pub data_gpa: u64,
+    /// The GVA lies in the guest's direct segment (ISCA'13 §3.3, extension):
+    /// no guest level is read.
+    pub guest_segment: bool,
 }
 
 /// Nested-walk cache sizes (each empty or None: no such cache).
@@ -80,6 +97,9 @@ pub struct NestedWalker {
     path: NestedPath,
     /// First guest level the last walk read (for `writes`).
     first: u8,
+    /// A VMM direct segment covers every VM's GPA range (ISCA'13 §3.3,
+    /// extension): host walks cost nothing and touch no host cache.
+    vmm_segment: bool,
 }
 
 impl NestedWalker {
@@ -96,13 +116,24 @@ impl NestedWalker {
             shifts,
             path: NestedPath::default(),
             first: 0,
+            vmm_segment: false,
         }
+    }
+
+    /// The same walker with (`on`) or without a VMM direct segment.
+    pub fn with_vmm_segment(mut self, on: bool) -> NestedWalker {
+        self.vmm_segment = on;
+        self
     }
 
     /// References of one host walk translating `gpa`, whose host leaf has
     /// size index `hs`, in the GPA space `host` (the VM's).
     #[inline]
     fn host_walk(&mut self, gpa: u64, hs: usize, host: Space) -> u32 {
+        if self.vmm_segment {
+            // GPA + OFFSET: inside the VMM segment, no EPT access at all.
+            return 0;
+        }
         if let Some(t) = self.ntlb.as_mut() {
             let vpn = gpa >> self.shifts[hs];
             if t.lookup_or_insert(vpn, tag(vpn, hs, host)) {
@@ -124,9 +155,16 @@ impl Walker for NestedWalker {
     fn walk(&mut self, space: Space, a: &Access, leaf: &Leaf) -> WalkCost {
         debug_assert!(leaf.is_nested(), "a nested walker needs a nested leaf");
         let gl = self.leaf_level[leaf.size()];
+        let host = gpa_space(space.vm);
+        if self.path.guest_segment {
+            // GVA + OFFSET gives the GPA: no guest table page is read (none
+            // needs a host walk or an EPT A bit), the guest PWC is untouched.
+            self.first = (gl + 1) as u8;
+            let refs = self.host_walk(self.path.data_gpa, leaf.host_size as usize, host);
+            return WalkCost { refs, pwc_hit_level: None };
+        }
         let g = self.guest_pwc.walk(a.addr, space, gl);
         let first = g.pwc_hit_level.map_or(0, |i| i + 1);
-        let host = gpa_space(space.vm);
         let mut refs = g.refs;
         for i in first..=gl {
             refs += self.host_walk(self.path.pt_gpa[i], self.path.pt_host_size[i] as usize, host);

@@ -46,6 +46,27 @@ pub struct VirtMachineConfig {
     /// Guest-visible microseconds per VM exit. Absent: 0.7.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vm_exit_us: Option<f64>,
+    /// Guest direct segment (extension: Basu et al., ISCA'13 §3.3 designs it,
+    /// does not evaluate it): each guest process's primary region translates
+    /// GVA -> GPA without the guest walk. Absent: off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guest_segment: Option<Switch>,
+    /// VMM direct segment (extension, ISCA'13 §3.3): the VM's whole GPA range
+    /// translates GPA -> HPA without the host (EPT) walk. Absent: off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vmm_segment: Option<Switch>,
+}
+
+/// A hardware feature that is present or not: `on` or `off`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Switch {
+    On,
+    Off,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// The `virt` section resolved against the machine: every value set.
@@ -55,6 +76,12 @@ pub struct VirtResolved {
     pub host_pwc: BTreeMap<String, CacheConfig>,
     pub nested_tlb: Option<CacheConfig>,
     pub vm_exit_us: f64,
+    /// The direct segments of ISCA'13 §3.3 (extension); omitted when off so
+    /// that runs without them report exactly as before.
+    #[serde(skip_serializing_if = "is_false")]
+    pub guest_segment: bool,
+    #[serde(skip_serializing_if = "is_false")]
+    pub vmm_segment: bool,
 }
 
 impl VirtMachineConfig {
@@ -92,6 +119,8 @@ impl VirtMachineConfig {
                 Some(c) => Some(c.clone()),
             },
             vm_exit_us: self.vm_exit_us.unwrap_or(VM_EXIT_US),
+            guest_segment: self.guest_segment == Some(Switch::On),
+            vmm_segment: self.vmm_segment == Some(Switch::On),
         }
     }
 }

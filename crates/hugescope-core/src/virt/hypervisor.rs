@@ -49,6 +49,10 @@ pub struct Vm {
     /// Trace pids of this VM: `pid_base..pid_base + processes`.
     pub processes: u16,
     pub guest: Kernel,
+    /// The guest direct segment of each guest pid: its primary region
+    /// [start, end) in GVA (ISCA'13 §3.3, extension); empty when
+    /// `virt.guest_segment` is off.
+    pub guest_segments: Vec<(u64, u64)>,
     /// Bytes of guest memory: GPA [0, memory_bytes).
     pub memory_bytes: u64,
     pub pt: GuestPtArea,
@@ -87,6 +91,8 @@ pub struct Hypervisor {
     /// Walks and their references by (guest leaf size, host leaf size).
     pub pair_walks: [[u64; MAX_SIZES]; MAX_SIZES],
     pub pair_refs: [[u64; MAX_SIZES]; MAX_SIZES],
+    /// Walks whose GVA lay in the guest's direct segment (no guest levels).
+    pub guest_segment_walks: u64,
 }
 
 /// Walks of one (guest, host) page-size pair.
@@ -122,6 +128,7 @@ impl Hypervisor {
             running: 0,
             pair_walks: [[0; MAX_SIZES]; MAX_SIZES],
             pair_refs: [[0; MAX_SIZES]; MAX_SIZES],
+            guest_segment_walks: 0,
         }
     }
 
@@ -260,6 +267,12 @@ impl PageTable for Hypervisor {
         // nothing; its walk is priced at GPA 0.
         let gpa = if g.pa == NO_PA { 0 } else { g.pa };
         self.path.data_gpa = gpa;
+        // The guest direct segment (ISCA'13 §3.3, extension): BASE <= GVA <
+        // LIMIT of the running guest process. The GPA stays the guest
+        // kernel's mapping (docs/assumptions.md, Virtualization).
+        let seg = self.vms[v].guest_segments.get(ga.pid as usize).is_some_and(|&(s, e)| s <= ga.addr && ga.addr < e);
+        self.path.guest_segment = seg;
+        self.guest_segment_walks += seg as u64;
         let h = self.host_leaf(v, gpa, a.write, a.cpu);
         self.ept_touch(v, gpa, h.size(), false);
         self.last = LastNested { vm: v, guest: Some(g), host: Some(h), host_size: h.size(), guest_levels: gl };

@@ -17,6 +17,6 @@ pub mod guest_pt;
 pub mod hypervisor;
 pub mod run;
 
-pub use config::{VirtMachineConfig, VirtOptions};
+pub use config::{Switch, VirtMachineConfig, VirtOptions};
 pub use hypervisor::Hypervisor;
 pub use run::{simulate_virtual, VirtReport};

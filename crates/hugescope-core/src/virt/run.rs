@@ -10,6 +10,7 @@ use super::guest_pt::GuestPtArea;
 use super::hypervisor::{Hypervisor, PairWalks, Vm};
 use crate::config::MachineConfig;
 use crate::cost;
+use crate::hw::segment::ProcessSegment;
 use crate::hw::{Geometry, NestedWalker, NoSegment};
 use crate::os::clock::TimeBase;
 use crate::os::kernel::{Kernel, OsConfig};
@@ -67,13 +68,17 @@ pub struct VirtReport {
     pub host_fragmentation: Option<FragReport>,
     pub host_os_stats: OsStats,
     pub vms: Vec<VmReport>,
+    /// Walks inside a guest direct segment (present when
+    /// `virt.guest_segment` is on; ISCA'13 §3.3, extension).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub guest_segment_walks: Option<u64>,
 }
 
 /// Policies that need hardware the virtualized model does not give a guest.
 fn check_supported(spec: &PolicySpec, role: &str) -> Result<()> {
     if let Some(p) = spec.parts.iter().find(|p| p.name == "dseg") {
         return Err(Error::input(format!(
-            "{role} policy '{}': direct segments are not modelled in virtualized runs (the segment unit is native only)",
+            "{role} policy '{}': the dseg OS model runs natively only; a virtualized run models direct segments with the machine keys virt.guest_segment=on and virt.vmm_segment=on",
             p.name
         )));
     }
@@ -124,7 +129,7 @@ pub fn hypervisor_for(machine: &MachineConfig, headers: &[TraceHeader], os: &OsC
 /// The nested walker of `machine` (its `virt` section, defaults filled in).
 pub fn nested_walker(machine: &MachineConfig) -> Result<NestedWalker> {
     let virt = machine.virt.clone().unwrap_or_default().resolve(&machine.pwc);
-    Ok(NestedWalker::new(&Geometry::new(machine)?, &virt.caches()))
+    Ok(NestedWalker::new(&Geometry::new(machine)?, &virt.caches()).with_vmm_segment(virt.vmm_segment))
 }
 
 /// Build the hypervisor for one guest spec: guest kernels (fragmentation is
@@ -169,12 +174,20 @@ fn build(machine: &MachineConfig, virt: &VirtResolved, inputs: &Inputs, os: &OsC
             });
         }
         host_header.process_names.push(format!("vm{}", i + 1));
+        // Guest direct segments: each guest process's primary region, as the
+        // native dseg OS would choose it (ISCA'13 §3.2-3.3, extension).
+        let guest_segments = if virt.guest_segment {
+            (0..h.processes.max(1) as u16).map(|pid| ProcessSegment::from_regions(pid, &h.regions).primary).collect()
+        } else {
+            Vec::new()
+        };
         vms.push(Vm {
             id: (i + 1) as u8,
             host_pid: i as u16,
             pid_base: pl.pid_offset,
             processes: pl.processes.max(1) as u16,
             guest: k,
+            guest_segments,
             memory_bytes,
             pt,
             ept: Ept::new(gpa_bytes, geo.shifts[0]),
@@ -251,7 +264,7 @@ pub fn simulate_virtual(
     let mut results = Vec::with_capacity(all.len());
     for (guest, host, p) in all {
         let hv = build(machine, &resolved, &inputs, &os, &guest, &host, p)?;
-        let walker = NestedWalker::new(&Geometry::new(machine)?, &resolved.caches());
+        let walker = NestedWalker::new(&Geometry::new(machine)?, &resolved.caches()).with_vmm_segment(resolved.vmm_segment);
         let mut sim: VirtSim = Simulator::with_walker_and_unit(machine.clone(), inputs.combined.cpus.max(1) as usize, hv, walker)?;
         let finishes = if paths.len() == 1 {
             let mut r = HstReader::open(&paths[0])?;
@@ -343,6 +356,7 @@ fn finish(sim: &mut VirtSim, guest: &PolicySpec, host: &PolicySpec, os: &OsConfi
         host_fragmentation: hv.host.fragmentation_report().cloned(),
         host_os_stats: hv.host.stats.clone(),
         vms,
+        guest_segment_walks: virt.guest_segment.then_some(hv.guest_segment_walks),
     };
     PolicyResult {
         hugescope_version: env!("CARGO_PKG_VERSION"),
