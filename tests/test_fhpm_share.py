@@ -38,8 +38,14 @@ def test_table2_ordering_holds_with_the_hand_counted_savings(sharing):
         assert b[k]["saved_mib"] == 0.0 and (b[k]["huge_a"], b[k]["huge_b"]) == (1.0, 1.0)
         assert b[k]["perf_a"] == 1.0
     assert b["no sharing"]["perf_a"] == 1.0
+    # FHPM-Share (savings first): the cold quarter and the unbalanced half
+    # (PSR 0.9: split, then every page merges with its twin, read-only) are
+    # shared, 24MiB; the balanced hot quarter stays huge (Table 2: 21%).
+    assert b["fhpm-share"]["saved_mib"] == 24.0 and b["fhpm-share"]["saved_pct"] == 37.5
+    assert (b["fhpm-share"]["huge_a"], b["fhpm-share"]["huge_b"]) == (0.25, 0.25)
+    assert b["ksm"]["perf_a"] < b["fhpm-share"]["perf_a"] < 1.0
     checks = sharing.checks()
-    assert len(checks) == 7 and all(c["holds"] is True for c in checks), checks
+    assert len(checks) == 9 and all(c["holds"] is True for c in checks), checks
     assert fhpm_share.headline(sharing)["claims"] == "PASS"
 
 

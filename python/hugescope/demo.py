@@ -117,9 +117,13 @@ def run_demo(out: str = "demo-out", quick: bool = False) -> int:
     from . import ds_tables as ds
     from . import ingens_study as ing
     from . import navarro_study as nav
+    from . import fhpm_study as fh
+    from . import virt_study as vs
     ds.check_outputs(os.path.join(out, "results"))
     ing.check_outputs(os.path.join(out, "results"))
     nav.check_outputs(os.path.join(out, "results"))
+    vs.check_outputs(os.path.join(out, "results"))
+    fh.check_outputs(os.path.join(out, "results"))
     traces = {}
     for name, full, small in GRAPHS:
         traces[name] = _trace(out, name, small if quick else full)
@@ -156,6 +160,16 @@ def run_demo(out: str = "demo-out", quick: bool = False) -> int:
     shown.append(ingens_table(nav.headlines(r), "Navarro (OSDI'02) and mTHP"))
     console.print(shown[-1])
     nav.save(r, os.path.join(out, "results"))
+    # Virtualization (Ingens' host/guest page-size table, direct segments in
+    # a VM) and FHPM's five studies at CI scale, one line each here.
+    r = vs.virt_studies(scale="ci")
+    shown.append(ingens_table(vs.headlines(r), "Virtualization: nested walks"))
+    console.print(shown[-1])
+    vs.save(r, os.path.join(out, "results"))
+    r = fh.fhpm_studies(scale="ci")
+    shown.append(ingens_table(fh.headlines(r), "FHPM (fine-grained huge pages for VMs)"))
+    console.print(shown[-1])
+    fh.save(r, os.path.join(out, "results"))
     from .demo_paper import run_paper_demo
     # BFS gets every PCC-paper figure; the other workloads the utility curve.
     others = [p for name, p in traces.items() if name != "bfs"] + list(gups.values())

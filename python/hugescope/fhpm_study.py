@@ -410,3 +410,46 @@ def check_outputs(out: str, studies: Optional[Sequence[str]] = None, plots: bool
     """Before any trace is made: refuse any file :func:`save` would write that must not be replaced."""
     for s in _names(studies):
         check_study_outputs(f"fhpm-{s}", out, f"fhpm-{s}", ("checks",), plots)
+
+
+# ---------------------------------------------------------------- the consumers' studies (other modules)
+
+def _adapted(run_fn, study: str):
+    """A ``Study.run`` for a module whose runner returns a ``StudyResult``
+    (``fhpm_tmm.run_tmm``, ``fhpm_share.run_sharing``): its steps counted in
+    this run's progress, its table and extra tables handed back as rows."""
+    def run(cfg, tdir, seed, step):
+        r = run_fn(scale=cfg["scale"], seed=seed, traces=tdir, progress=lambda what, done, total: step(what))
+        return r.table.to_dict("records"), {k: v.to_dict("records") for k, v in r.extra.items()}
+    return run
+
+
+def _sharing_headline(rows):
+    from . import fhpm_share
+    import pandas as pd
+
+    h = fhpm_share.headline(StudyResult("fhpm", "sharing", pd.DataFrame(rows), {}, {}, fhpm_share.shape_checks))
+    return h["this run (estimates)"], h["paper"]
+
+
+def _tmm_headline(rows):
+    from . import fhpm_tmm
+
+    here = ", ".join(f"{r['config']} u={r['u']:g} {_f(num(r.get('perf_norm')), '{:.2f}')}"
+                     for r in rows if r["u"] in (0.0, 1.0) and r["config"] != fhpm_tmm.BASELINE)
+    return here, fhpm_tmm.PAPER["tmm"]
+
+
+def _register_consumers() -> None:
+    from . import fhpm_share, fhpm_tmm
+
+    register("tmm", Study(_adapted(fhpm_tmm.run_tmm, "tmm"), lambda cfg: 2 * len(fhpm_tmm.US),
+                          lambda rows: fhpm_tmm.shape_checks("tmm", rows), fhpm_tmm.COLUMNS["tmm"], _tmm_headline),
+             {scale: {"scale": scale} for scale in fhpm_tmm.SCALES})
+    register("sharing", Study(_adapted(fhpm_share.run_sharing, "sharing"), lambda cfg: len(fhpm_share.VMS) + 1,
+                              lambda rows: fhpm_share.shape_checks("sharing", rows), fhpm_share.COLUMNS,
+                              _sharing_headline),
+             {scale: {"scale": scale} for scale in fhpm_share.SCALES})
+
+
+_register_consumers()

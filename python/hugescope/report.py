@@ -25,6 +25,7 @@ from ._io import write_atomic
 from .experiments import KIND_LABEL, load_dir
 from .fhpm_study import COLUMNS as FHPM_COLUMNS
 from .navarro_study import COLUMNS as NAVARRO_COLUMNS
+from .virt_study import COLUMNS as VIRT_COLUMNS
 from .studies import VERDICT
 
 TITLES = {
@@ -48,6 +49,10 @@ TITLES = {
     "fhpm-monitoring": "FHPM: access monitors, memory per frequency bin, Table 4 (fine-grained huge pages for VMs)",
     "fhpm-hp-policy": "FHPM: hot-page-pressure policy vs fixed thresholds, Fig 8's microbenchmark",
     "fhpm-split-collapse": "FHPM: VM exits of Linux's and the VM-friendly split/collapse, Table 6",
+    "fhpm-tmm": "FHPM: tiered memory, FHPM-TMM vs HMM-v-Huge and HMM-v-Base as hot pages become unbalanced, Fig 2",
+    "fhpm-sharing": "FHPM: page sharing, FHPM-Share vs KSM, Ingens-style, huge-page and zero-page sharing, Table 2",
+    "virt-nested": "Virtualization: huge pages in host and guest, nested walks (Ingens OSDI'16 Table 3 shape)",
+    "virt-ds-virt": "Virtualization: direct segments in a VM, guest / VMM / both (ISCA'13 §3.3, an extension)",
 }
 
 #: What each Navarro study's table shows and where its numbers come from.
@@ -91,6 +96,7 @@ INGENS_NOTES = {
 COLUMNS = {
     **{f"navarro-{k}": v for k, v in NAVARRO_COLUMNS.items()},
     **{f"fhpm-{k}": v for k, v in FHPM_COLUMNS.items()},
+    **{f"virt-{k}": v for k, v in VIRT_COLUMNS.items()},
     "curve": ["policy", "role", "budget_pct", "frag_pct", "huge_share", "promotions", "walks", "ptw_rate",
               "speedup_est"],
     "frag": ["policy", "frag_pct", "fmfi", "huge_share", "promotions", "promotion_failures", "walks", "ptw_rate",

@@ -333,7 +333,11 @@ fn bad_knobs_are_one_error() {
     assert_eq!(mk("fhpm", &[("f_use", "1.5")]).unwrap(), "policy fhpm: f_use=1.5: out of range 0..=1");
     assert!(mk("fhpm", &[("window_s", "30")]).unwrap().contains("longer than period_s"));
     assert!(mk("fhpm", &[("stage1_rounds", "10")]).unwrap().contains("leaves no stage 2"));
-    assert!(mk("fhpm", &[("consumer", "tmm")]).unwrap().contains("expected one of none"));
+    assert!(mk("fhpm", &[("consumer", "swap")]).unwrap().contains("expected one of none, tmm, share"));
+    // The content scanner's knobs belong to FHPM-Share only.
+    assert!(mk("fhpm", &[("consumer", "share"), ("pages_to_scan", "10"), ("sleep_ms", "10")]).is_none());
+    assert!(mk("fhpm", &[("consumer", "tmm"), ("pages_to_scan", "10")]).unwrap().contains("unknown parameter(s): pages_to_scan"));
+    assert!(mk("fhpm", &[("consumer", "share"), ("pages_to_scan", "0")]).unwrap().contains("pages_to_scan=0"));
     assert!(mk("fhpm", &[("t", "10")]).unwrap().contains("unknown parameter(s): t"));
     assert!(mk("fhpm-fixed", &[("t", "-1")]).unwrap().contains("t=-1"));
     assert!(mk("fhpm-scan", &[("monitor", "pebs")]).unwrap().contains("monitor=pebs"));

@@ -307,10 +307,6 @@ impl Kernel {
     pub fn cost_config(&self) -> &CostConfig {
         &self.cost
     }
-    /// The OS mechanism costs (policies charge their own scans with them).
-    pub fn os_costs(&self) -> &OsCosts {
-        &self.costs
-    }
     pub fn budget_bytes(&self) -> Option<u64> {
         self.budget_bytes
     }

@@ -31,6 +31,7 @@
 //! backed by 4KB pages: the ground truth).
 
 pub mod conflicts;
+pub mod consumer;
 pub mod frequency;
 pub mod hp;
 pub mod psr;
@@ -44,6 +45,7 @@ use crate::os::{AllocMode, Kernel};
 use crate::policy::ingens::rng::SplitMix;
 use crate::{Error, Result};
 use conflicts::HostRemaps;
+use consumer::Consumer;
 use frequency::{freq_bin, FreqMap, FREQ_BINS};
 use hp::{Measured, Plan};
 use serde::Serialize;
@@ -54,6 +56,8 @@ const WINDOW: u32 = 1;
 const ROUND: u32 = 2;
 const STAGE2_END: u32 = 3;
 const HOST_REMAP: u32 = 4;
+/// The content scanner's wake-up (`consumer=share`).
+const KSM_SCAN: u32 = 5;
 
 /// What the monitoring feeds.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
@@ -124,6 +128,10 @@ pub struct Fhpm {
     win: Window,
     remaps: HostRemaps,
     rng: SplitMix,
+    /// What consumes the decision (FHPM §5): nothing, tiers or sharing.
+    consumer: Consumer,
+    /// `consumer=share`: the merging mechanism's costs (ksmd's knobs).
+    ksm: Option<crate::os::ksm::KsmConfig>,
     /// Derived at init: PMD size index, its bytes, base pages per region.
     size: usize,
     huge: u64,
@@ -148,7 +156,17 @@ pub fn build(p: &mut Params, name: &'static str, decision: Decision, monitor: Mo
     let stage1_rounds = p.u64_in("stage1_rounds", 5, 1, 255)? as u32;
     let hot = p.f64_in("hot", 0.5, 0.0, 1.0)?;
     let friendly = p.bool("friendly", friendly)?;
-    let consumer = p.choice("consumer", "none", &["none"])?;
+    let consumer = p.choice("consumer", "none", &["none", "tmm", "share"])?;
+    // FHPM-Share's scanner takes ksmd's knobs (pages_to_scan, sleep_ms,
+    // cow_us, scan_page_us); its start is the policy's own start_s.
+    let (consumer_state, ksm) = match consumer.as_str() {
+        "tmm" => (Consumer::Tmm, None),
+        "share" => {
+            let d = super::ksmd::params(p, 0.0)?;
+            (Consumer::Share { pages_to_scan: d.pages_to_scan, sleep_s: d.sleep_s, splittable: Default::default(), classified: false }, Some(d.ksm))
+        }
+        _ => (Consumer::None, None),
+    };
     let stage2_all = p.bool("stage2_all", false)?;
     let remap_rate = p.f64_in("remap_rate", 0.05, 0.0, 1e6)?;
     let seed = p.u64("seed", 1)?;
@@ -173,6 +191,8 @@ pub fn build(p: &mut Params, name: &'static str, decision: Decision, monitor: Mo
         name,
         remaps: HostRemaps::new(remap_rate, seed),
         rng: SplitMix::new(seed),
+        consumer: consumer_state,
+        ksm,
         cfg,
         stats: Stats::default(),
         win: Window::default(),
@@ -321,17 +341,32 @@ impl Fhpm {
                 psr_hist[psr::psr_bin(m.ns, self.pages)] += self.huge;
             }
         }
-        // The decision, per VM.
+        // The decision, per VM. FHPM-TMM's f_use is the fast tier's share of
+        // all monitored memory (the tiers are the host's, shared by the VMs).
+        let s_tot_all: u64 = self.win.freq.pids().iter().map(|&p| self.win.freq.bytes_of(p)).sum();
+        let mut kept_hot: BTreeSet<(u16, u64)> = BTreeSet::new();
         for pid in self.win.freq.pids() {
             let s_hot = self.win.s_hot.iter().find(|(p, _)| *p == pid).map_or(0, |x| x.1);
             let s_tot = self.win.freq.bytes_of(pid);
             let hot_huge: Vec<Measured> = measured.iter().filter(|(m, _)| m.pid == pid).map(|(m, _)| *m).collect();
             let regions = self.promotion_candidates(k, pid);
             let plan = match self.cfg.decision {
-                Decision::HotPagePressure { f_use } => hp::hot_page_pressure(s_hot, s_tot, f_use, &hot_huge, &regions, self.huge),
+                Decision::HotPagePressure { f_use } => {
+                    let f_use = self.consumer.f_use(k, f_use, s_tot_all);
+                    hp::hot_page_pressure(s_hot, s_tot, f_use, &hot_huge, &regions, self.huge)
+                }
                 Decision::FixedThreshold { t } => hp::fixed_threshold(t, &hot_huge, &regions),
                 Decision::Observe => Plan::default(),
             };
+            // FHPM-Share (§5): the selection tags each hot huge page balanced
+            // (PSR < 0.5: kept huge) or unbalanced; splits wait for the content
+            // scanner, which may split cold and unbalanced pages only. Every
+            // unbalanced page is splittable, not only those the HP demotion
+            // would pick: the reading under which Table 2's savings-first run
+            // saves the cold data plus the untouched regions of every
+            // unbalanced page (5.6GB against the paper's 5448MB; spec §8).
+            kept_hot.extend(hot_huge.iter().filter(|m| m.psr < hp::PSR_BOUND).map(|m| (m.pid, m.start)));
+            let plan = if matches!(self.consumer, Consumer::Share { .. }) { Plan { demote: Vec::new(), ..plan } } else { plan };
             let (demoted, promoted) = self.apply(k, &plan);
             self.stats.record(PeriodRecord {
                 time_s: k.now(),
@@ -346,6 +381,53 @@ impl Fhpm {
             });
         }
         self.stats.close_window(hist, psr_hist);
+        self.feed_consumer(k, &measured, &kept_hot);
+    }
+
+    /// Hand the window's classification to the consumer (FHPM §5): the
+    /// pages the scanner may split (`share`), or the placement by frequency
+    /// (`tmm`: a region of a measured leaf inherits the leaf's stage-1
+    /// frequency if its companion A bit was set, else 0, as in Table 4).
+    fn feed_consumer(&mut self, k: &mut Kernel, measured: &[(Measured, Option<Vec<u64>>)], kept_hot: &BTreeSet<(u16, u64)>) {
+        match self.consumer {
+            Consumer::None => {}
+            Consumer::Share { .. } => {
+                let mut huge = Vec::new();
+                for pid in self.win.freq.pids() {
+                    huge.extend(Self::regions(k, pid).into_iter().filter(|&s| self.is_huge(k, pid, s)).map(|s| (pid, s)));
+                }
+                self.consumer.classify(&huge, kept_hot);
+            }
+            Consumer::Tmm => {
+                let bs = k.shape().base_shift;
+                let mut units: Vec<(u32, bool, u16, u64)> = Vec::new();
+                let mut seen_huge: BTreeSet<(u16, u64)> = BTreeSet::new();
+                for (pid, addr, c) in self.win.freq.pages() {
+                    let start = addr & !(self.huge - 1);
+                    let c = match measured.binary_search_by(|(m, _)| (m.pid, m.start).cmp(&(pid, start))) {
+                        Ok(i) => match &measured[i].1 {
+                            Some(bits) if !scan::bit(bits, ((addr - start) >> bs) as usize) => 0,
+                            _ => c,
+                        },
+                        Err(_) => c,
+                    };
+                    if c == 0 {
+                        continue;
+                    }
+                    if self.is_huge(k, pid, start) {
+                        // One unit per huge leaf, at its hottest region's frequency.
+                        if seen_huge.insert((pid, start)) {
+                            let f = (0..self.pages as u64).map(|j| self.win.freq.count(pid, start + (j << bs))).max().unwrap_or(c);
+                            units.push((f, true, pid, start));
+                        }
+                    } else {
+                        units.push((c, false, pid, addr));
+                    }
+                }
+                let moved = self.consumer.place(k, units);
+                self.stats.tier_migrations += moved;
+            }
+        }
     }
 
     /// 4KB-mapped regions that may be promoted (spec §11: all base pages
@@ -410,6 +492,7 @@ impl Policy for Fhpm {
 
     fn describe(&self) -> serde_json::Value {
         let mut v = serde_json::to_value(&self.cfg).unwrap_or_default();
+        v["consumer_state"] = serde_json::to_value(&self.consumer).unwrap_or_default();
         v["stats"] = self.stats.to_json();
         v
     }
@@ -421,6 +504,13 @@ impl Policy for Fhpm {
         // The first window opens at start_s (a trace whose memory is still
         // being laid out at first, e.g. an imported one, starts later).
         k.schedule_in(self.cfg.start_s, WINDOW);
+        if let (Consumer::Share { .. }, Some(ksm)) = (&self.consumer, &self.ksm) {
+            k.enable_sharing(ksm.clone());
+            k.schedule_in(self.cfg.start_s, KSM_SCAN);
+        }
+        if matches!(self.consumer, Consumer::Tmm) && !k.tiers_on() {
+            k.note("fhpm consumer=tmm on a kernel without memory tiers (os.tier_fast unset): nothing is placed");
+        }
         if let Some(gap) = self.remaps.next_gap() {
             k.schedule_in(gap, HOST_REMAP);
         }
@@ -453,6 +543,12 @@ impl Policy for Fhpm {
             ROUND => self.on_round(k),
             STAGE2_END => self.close_window(k),
             HOST_REMAP => self.on_host_remap(k),
+            KSM_SCAN => {
+                self.consumer.scan(k);
+                if let Consumer::Share { sleep_s, .. } = self.consumer {
+                    k.schedule_in(sleep_s, KSM_SCAN);
+                }
+            }
             _ => {}
         }
     }

@@ -42,6 +42,8 @@ pub struct Stats {
     pub host_remaps: u64,
     pub conflicts: u64,
     pub lost_samples: u64,
+    /// Leaves FHPM-TMM's placements migrated between tiers.
+    pub tier_migrations: u64,
     pub periods: Vec<PeriodRecord>,
     pub periods_dropped: u64,
     /// The last window's histograms, and the frequency one summed over windows.
@@ -96,6 +98,7 @@ impl Stats {
             "host_remaps": self.host_remaps,
             "conflicts": self.conflicts,
             "lost_samples": self.lost_samples,
+            "tier_migrations": self.tier_migrations,
             "freq_histogram_mb": bins(&FREQ_BIN_LABELS, &freq_last),
             "freq_histogram_mb_mean": bins(&FREQ_BIN_LABELS, &freq_mean),
             "psr_histogram_mb": bins(&PSR_BIN_LABELS, &psr_last),
