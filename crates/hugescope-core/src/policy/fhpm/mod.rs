@@ -325,14 +325,7 @@ impl Fhpm {
         // its companion A bit was set, else 0 (spec §3).
         let mut hist = [0u64; FREQ_BINS];
         for (pid, addr, c) in self.win.freq.pages() {
-            let start = addr & !(self.huge - 1);
-            let c = match measured.binary_search_by(|(m, _)| (m.pid, m.start).cmp(&(pid, start))) {
-                Ok(i) => match &measured[i].1 {
-                    Some(bits) if !scan::bit(bits, ((addr - start) >> bs) as usize) => 0,
-                    _ => c,
-                },
-                Err(_) => c,
-            };
+            let c = self.fine_count(&measured, pid, addr, c, bs);
             hist[freq_bin(c, rounds)] += 1 << bs;
         }
         let mut psr_hist = [0u64; psr::PSR_BINS];
@@ -384,6 +377,21 @@ impl Fhpm {
         self.feed_consumer(k, &measured, &kept_hot);
     }
 
+    /// The stage-1 count `c` of the page at `addr` after stage 2: a region
+    /// of a measured (redirected) huge page inherits its leaf's count only if
+    /// its companion A bit was set, else 0 (spec §3); other pages keep `c`.
+    /// `measured` is sorted by (pid, start).
+    fn fine_count(&self, measured: &[(Measured, Option<Vec<u64>>)], pid: u16, addr: u64, c: u32, bs: u32) -> u32 {
+        let start = addr & !(self.huge - 1);
+        match measured.binary_search_by(|(m, _)| (m.pid, m.start).cmp(&(pid, start))) {
+            Ok(i) => match &measured[i].1 {
+                Some(bits) if !scan::bit(bits, ((addr - start) >> bs) as usize) => 0,
+                _ => c,
+            },
+            Err(_) => c,
+        }
+    }
+
     /// Hand the window's classification to the consumer (FHPM §5): the
     /// pages the scanner may split (`share`), or the placement by frequency
     /// (`tmm`: a region of a measured leaf inherits the leaf's stage-1
@@ -404,13 +412,7 @@ impl Fhpm {
                 let mut seen_huge: BTreeSet<(u16, u64)> = BTreeSet::new();
                 for (pid, addr, c) in self.win.freq.pages() {
                     let start = addr & !(self.huge - 1);
-                    let c = match measured.binary_search_by(|(m, _)| (m.pid, m.start).cmp(&(pid, start))) {
-                        Ok(i) => match &measured[i].1 {
-                            Some(bits) if !scan::bit(bits, ((addr - start) >> bs) as usize) => 0,
-                            _ => c,
-                        },
-                        Err(_) => c,
-                    };
+                    let c = self.fine_count(measured, pid, addr, c, bs);
                     if c == 0 {
                         continue;
                     }
