@@ -18,7 +18,9 @@ use crate::smaps::Pid;
 /// Open a pidfd on process `pid` (> 0); the error carries the errno
 /// (`ESRCH`: no such process).
 pub fn open(pid: Pid) -> io::Result<OwnedFd> {
-    let p = RawPid::from_raw(pid).ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // `Pid::from_raw` asserts a nonnegative pid in debug builds: refuse a
+    // negative one here, as an error, before it can panic.
+    let p = (pid > 0).then(|| RawPid::from_raw(pid)).flatten().ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?;
     Ok(pidfd_open(p, PidfdFlags::empty())?)
 }
 
