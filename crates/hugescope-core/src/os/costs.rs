@@ -9,7 +9,8 @@
 //! zero-cost variant and the knob rows that `os::config` lists, parses and
 //! range-checks, so a new cost is one line here plus its use in the kernel.
 
-use serde::{Deserialize, Serialize};
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Serialize, Serializer};
 
 /// Largest OS cost accepted, in microseconds (one hour): bounds virtual time
 /// (and so daemon firings) far above any measured cost (microseconds to
@@ -18,10 +19,27 @@ pub const MAX_COST_US: f64 = 3.6e9;
 
 macro_rules! os_costs {
     ($( $(#[doc = $doc:literal])* $name:ident = $default:expr; )*) => {
-        #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+        #[derive(Clone, Debug, PartialEq, Deserialize)]
         #[serde(deny_unknown_fields, default)]
         pub struct OsCosts {
             $( $(#[doc = $doc])* pub $name: f64, )*
+        }
+
+        /// A result echoes every cost, in declaration order, except those
+        /// of `ECHOED_IF_CHANGED` left at their defaults: costs of mechanisms
+        /// added later (FHPM's companion pages) stay out of the results of
+        /// runs that cannot use them unless set, so those results are
+        /// byte-identical to what they were before the mechanism existed.
+        impl Serialize for OsCosts {
+            fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+                let mut m = s.serialize_map(None)?;
+                $(
+                    if !(ECHOED_IF_CHANGED.contains(&stringify!($name)) && self.$name == $default) {
+                        m.serialize_entry(stringify!($name), &self.$name)?;
+                    }
+                )*
+                m.end()
+            }
         }
 
         impl Default for OsCosts {
@@ -61,6 +79,10 @@ macro_rules! os_costs {
         }
     };
 }
+
+/// Costs a result echoes only when set to other than their defaults (see
+/// the `Serialize` of `OsCosts`).
+const ECHOED_IF_CHANGED: &[&str] = &["companion_fill_us", "companion_restore_us"];
 
 os_costs! {
     /// A base-page fault (trap, allocation, zeroing 4KB, PTE install). Ingens §3.1.
@@ -112,5 +134,24 @@ impl OsCosts {
             out.set(k, x);
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod echo_tests {
+    use super::*;
+
+    #[test]
+    fn later_costs_are_echoed_only_when_changed_and_round_trip() {
+        let d = serde_json::to_value(OsCosts::default()).unwrap();
+        assert!(d.get("companion_fill_us").is_none() && d.get("companion_restore_us").is_none());
+        assert_eq!(d["fault_base_us"], 3.6);
+        let mut c = OsCosts::default();
+        assert!(c.set("companion_fill_us", 1.5));
+        let v = serde_json::to_value(&c).unwrap();
+        assert_eq!(v["companion_fill_us"], 1.5);
+        assert!(v.get("companion_restore_us").is_none());
+        let back: OsCosts = serde_json::from_value(v).unwrap();
+        assert_eq!(back, c);
     }
 }
