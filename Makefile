@@ -22,7 +22,7 @@ $(VENV)/.created:
 # The package's own extras (pyproject.toml is the one dependency list): the
 # Python dependencies are installed by 'maturin develop -E' in 'build'; only
 # the build backend itself is installed here, read from build-system.requires.
-EXTRAS := test,plot,parquet,dev
+EXTRAS := test,plot,parquet,ray,dev
 BUILD_REQUIRES = $$($(PY) -c "import tomllib; print(*tomllib.load(open('pyproject.toml', 'rb'))['build-system']['requires'])")
 
 $(VENV)/.deps: $(VENV)/.created pyproject.toml

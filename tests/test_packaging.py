@@ -52,6 +52,8 @@ def test_license_and_metadata():
     assert "matplotlib" not in deps and "pyarrow" not in deps
     assert any(d.startswith("matplotlib") for d in p["optional-dependencies"]["plot"])
     assert any(d.startswith("pyarrow") for d in p["optional-dependencies"]["parquet"])
+    # Ray too (--backend ray), and 'make build' installs it so its tests run.
+    assert "ray" not in deps and any(d.startswith("ray") for d in p["optional-dependencies"]["ray"])
     # No invented addresses anywhere in the metadata.
     for path in [os.path.join(ROOT, "Cargo.toml"), os.path.join(ROOT, "pyproject.toml")]:
         with open(path) as f:
@@ -64,9 +66,11 @@ def test_makefile_installs_the_package_extras_not_a_second_list():
     installs = [line for line in make.splitlines() if "pip install" in line or "maturin develop" in line]
     assert installs
     for line in installs:
-        for name in ("numpy", "pandas", "matplotlib", "pytest", "hypothesis", "scipy", "pyarrow", "ziglang"):
+        for name in ("numpy", "pandas", "matplotlib", "pytest", "hypothesis", "scipy", "pyarrow", "ziglang", "ray"):
             assert name not in line, line
     assert "-E $(EXTRAS)" in make
+    extras = next(line for line in make.splitlines() if line.startswith("EXTRAS"))
+    assert set(extras.split(":=")[1].strip().split(",")) >= {"test", "plot", "parquet", "ray"}
 
 
 @pytest.mark.parametrize("name", HELPERS)

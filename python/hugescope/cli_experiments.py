@@ -113,13 +113,20 @@ def _add_common(p: argparse.ArgumentParser, out_default: str = "results", fragme
                    help=f"simulation threads (each decodes the trace once; default 2, at most {ex.MAX_THREADS})")
     p.add_argument("--no-plots", action="store_true", help="do not write PNG figures next to the results")
     p.add_argument("--resume", action="store_true",
-                   help="continue an interrupted run from the finished points kept in OUT/NAME.checkpoint.json")
+                   help="continue an interrupted run from the finished points kept in OUT/NAME.checkpoint.json "
+                        "(or OUT/NAME.parts with --results-format csv,parquet)")
+    p.add_argument("--backend", choices=ex.BACKENDS, default="local",
+                   help="where the batches run: local (this machine's --threads cores, default) or ray (Ray "
+                        "tasks: a local Ray instance, or the cluster at --ray-address; needs hugescope[ray])")
+    p.add_argument("--ray-address", metavar="ADDR", default=None,
+                   help="with --backend ray: the cluster's head HOST:PORT (or auto, ray://HOST:PORT); "
+                        "default: start a local Ray instance")
 
 
 def _common(a) -> dict:
     return {"preset": a.preset, "config": a.config, "set": a.set, "memory": a.memory, "footprint": a.footprint,
             "duration": a.duration, "rate": a.rate, "seed": getattr(a, "seed", None), "os_costs": a.os,
-            "threads": a.threads}
+            "threads": a.threads, "backend": a.backend, "ray_address": a.ray_address}
 
 
 def _time_base(a) -> None:
@@ -152,13 +159,38 @@ def _prepare(a, experiment: str, trace: str, extra=()) -> str:
 @contextlib.contextmanager
 def _keeps(checkpoint: str):
     """On SIGINT/SIGTERM, tell main what the interrupted sweep kept."""
+    from .sweep_parts import parts_path
+
     try:
         yield
     except KeyboardInterrupt:
-        if os.path.exists(checkpoint):
-            _cli().interrupt_note = (f"finished points kept in {checkpoint}; "
+        kept = [p for p in (checkpoint, parts_path(checkpoint)) if os.path.exists(p)]
+        if kept:
+            _cli().interrupt_note = (f"finished points kept in {kept[0]}; "
                                      "run the same command with --resume to continue")
         raise
+
+
+@contextlib.contextmanager
+def _backend(a):
+    """``--backend ray``: Ray for the whole sweep, started (or connected)
+    before the work under a spinner; ``--ray-address`` alone is refused."""
+    if a.backend != "ray":
+        if a.ray_address is not None:
+            raise ValueError("--ray-address applies to --backend ray only")
+        yield
+        return
+    from . import ray_backend
+
+    ray_backend.require()
+    where = f"connecting to Ray at {a.ray_address}" if a.ray_address else "starting a local Ray instance"
+    with contextlib.ExitStack() as stack:
+        if sys.stderr.isatty():
+            with _cli().err_console.status(where):
+                stack.enter_context(ray_backend.session(a.ray_address))
+        else:
+            stack.enter_context(ray_backend.session(a.ray_address))
+        yield
 
 
 @contextlib.contextmanager
@@ -249,7 +281,7 @@ def cmd_curve(a) -> int:
         if a.seed is not None:
             raise ValueError("--seed seeds the fragmentation injector; it has no effect without --frag-points")
     ckpt = _prepare(a, "curve", a.trace)
-    with _keeps(ckpt), _progress("utility curve") as tick:
+    with _backend(a), _keeps(ckpt), _progress("utility curve") as tick:
         df = ex.curve(a.trace, policies=policies, budgets=budgets, frag_points=frag_points,
                       frag_policy=a.frag_policy or "linux", progress=tick, checkpoint=ckpt, resume=a.resume,
                       **_common(a))
@@ -264,7 +296,7 @@ def cmd_frag(a) -> int:
     levels = parse_numbers(a.levels, "--levels", low=0, high=100)
     policies = _policies(a.policies)
     ckpt = _prepare(a, "frag", a.trace)
-    with _keeps(ckpt), _progress("fragmentation") as tick:
+    with _backend(a), _keeps(ckpt), _progress("fragmentation") as tick:
         df = ex.frag(a.trace, levels=levels, policies=policies, frag_method=a.frag_method, progress=tick,
                      checkpoint=ckpt, resume=a.resume, **_common(a))
     _print_table(df, ["policy", "frag_pct", "fmfi", "huge_share", "promotions", "ptw_rate", "speedup_est"],
@@ -280,7 +312,7 @@ def cmd_sensitivity(a) -> int:
     if len(budget) != 1:
         raise ValueError(f"--budget takes one percentage, not '{a.budget}'")
     ckpt = _prepare(a, "sensitivity", a.trace)
-    with _keeps(ckpt), _progress("PCC size sensitivity") as tick:
+    with _backend(a), _keeps(ckpt), _progress("PCC size sensitivity") as tick:
         df = ex.sensitivity(a.trace, pcc_sizes=sizes, budget=budget[0], policy=a.policy, param=a.param, progress=tick,
                             checkpoint=ckpt, resume=a.resume, **_common(a))
     _print_table(df, ["policy", "role", "size", "huge_share", "promotions", "ptw_rate", "speedup_est"],
@@ -333,7 +365,7 @@ def cmd_multi(a) -> int:
         rep = ex.merge(a.traces, trace, slice=65536 if a.slice is None else a.slice, separate_cpus=not a.shared_cpus)
         _cli().console.print(escape(f"merged {len(a.traces)} traces into {trace} "
                                     f"({rep['summary']['accesses']:,} accesses)"))
-    with _keeps(ckpt), _progress("multi-process comparison") as tick:
+    with _backend(a), _keeps(ckpt), _progress("multi-process comparison") as tick:
         df, procs, tl = ex.multi(trace, policies=policies, budgets=budgets, progress=tick, checkpoint=ckpt,
                                  resume=a.resume, **_common(a))
     _print_table(df, ["policy", "role", "budget_pct", "huge_share", "promotions", "ptw_rate", "speedup_est"],

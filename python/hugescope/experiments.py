@@ -21,13 +21,14 @@ exact statistics of the trace (``kind == "measurement"``).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
 import os
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 
-from . import _core
+from . import _core, sweep_parts
 from ._core import HugescopeError
 from ._io import check_output, write_atomic, write_json
 from .configuration import os_overrides, source_args
@@ -127,23 +128,39 @@ def _trace_path(trace) -> str:
     return p
 
 
-def _fingerprint(path: str, configs: List[Dict[str, Any]], opts: Dict[str, Any]) -> Dict[str, Any]:
-    """What a checkpoint's results depend on: the trace (size, header, footer
-    counts and a hash of its last 64 KiB, which hold the footer and the last
-    chunks), the resolved machine configuration, the OS options, the
-    configurations and the version. Threads are left out: they change how
-    work is dealt, not results."""
+def trace_identity(path: str) -> Dict[str, Any]:
+    """What identifies a trace file without reading all of it: its size and a
+    SHA-256 of its header and footer counts and its last 64 KiB (which hold
+    the footer and the last chunks; a whole-file hash would cost as much as a
+    decoding pass). Checkpoints and the Ray backend's check that a node sees
+    the same trace share it."""
     info = _core.trace_info(path, False)
     size = os.path.getsize(path)
     h = hashlib.sha256(info.encode())
     with open(path, "rb") as f:
         f.seek(max(0, size - 65536))
         h.update(f.read())
+    return {"size": size, "sha256": h.hexdigest()}
+
+
+def _fingerprint(path: str, configs: List[Dict[str, Any]], opts: Dict[str, Any]) -> Dict[str, Any]:
+    """What a checkpoint's results depend on: the trace (``trace_identity``),
+    the resolved machine configuration, the OS options, the configurations
+    and the version. Threads and the backend are left out: they change how
+    work is dealt, not results."""
     # The resolved configuration, so an [os] key set in a file counts as
     # much as one set by a flag.
     resolved = json.loads(_core.resolve_config(**_core_args(opts)))
-    return {"version": _core.version(), "trace": {"size": size, "sha256": h.hexdigest()},
+    return {"version": _core.version(), "trace": trace_identity(path),
             "machine": resolved["machine"], "os": resolved["os"], "configs": configs}
+
+
+def _refuse_other_run(where: str, saved: Any, fingerprint: Dict[str, Any]) -> None:
+    """Raise unless ``saved`` (a checkpoint's or parts' fingerprint) is ``fingerprint``."""
+    if saved != fingerprint:
+        differ = [k for k in fingerprint if (saved if isinstance(saved, dict) else {}).get(k) != fingerprint[k]]
+        raise HugescopeError(f"{where}: checkpoint of a different run ({', '.join(differ) or 'fingerprint'} "
+                             "differ); refusing to mix its results in (delete it, or resume with the same inputs)")
 
 
 def _load_checkpoint(checkpoint: str, fingerprint: Dict[str, Any]) -> Dict[int, Dict[str, Any]]:
@@ -154,10 +171,7 @@ def _load_checkpoint(checkpoint: str, fingerprint: Dict[str, Any]) -> Dict[int, 
         raise HugescopeError(f"{checkpoint}: cannot read the checkpoint ({e}); delete it to start over") from None
     if not isinstance(data, dict) or data.get("hugescope_checkpoint") != CHECKPOINT_VERSION:
         raise HugescopeError(f"{checkpoint}: not a hugescope checkpoint (version {CHECKPOINT_VERSION})")
-    if data.get("fingerprint") != fingerprint:
-        differ = [k for k in fingerprint if (data.get("fingerprint") or {}).get(k) != fingerprint[k]]
-        raise HugescopeError(f"{checkpoint}: checkpoint of a different run ({', '.join(differ) or 'fingerprint'} "
-                             "differ); refusing to mix its results in (delete it, or resume with the same inputs)")
+    _refuse_other_run(checkpoint, data.get("fingerprint"), fingerprint)
     done = data.get("results")
     if not isinstance(done, dict):
         raise HugescopeError(f"{checkpoint}: checkpoint has no results table")
@@ -176,16 +190,53 @@ def checkpoint_path(out: str, name: str) -> str:
 
 
 def remove_checkpoint(checkpoint: Optional[str]) -> None:
-    """Delete a finished sweep's checkpoint (its results are saved)."""
+    """Delete a finished sweep's checkpoint and its Parquet parts (its
+    results are saved)."""
     if checkpoint:
         try:
             os.unlink(checkpoint)
         except FileNotFoundError:
             pass
+        sweep_parts.remove(sweep_parts.parts_path(checkpoint))
+
+
+#: Where a sweep's batches run: one after another here, or as Ray tasks.
+BACKENDS = ("local", "ray")
+
+
+def _check_backend(backend: str, ray_address: Optional[str]) -> str:
+    if backend not in BACKENDS:
+        raise HugescopeError(f"backend: '{backend}' is not one of {', '.join(BACKENDS)}")
+    if backend == "ray":
+        from . import ray_backend
+
+        ray_backend.require()
+    elif ray_address is not None:
+        raise HugescopeError("ray_address (--ray-address) applies to the ray backend only (--backend ray)")
+    return backend
+
+
+def _run_batches(path: str, configs: List[Dict[str, Any]], todo: List[int], opts: Dict[str, Any], backend: str,
+                 ray_address: Optional[str], ray_trace_path: Optional[str]):
+    """(indices, results) per finished batch of ``todo``, in the order
+    batches finish: core calls one after another (local), or Ray tasks."""
+    if backend == "ray":
+        from . import ray_backend
+
+        yield from ray_backend.run_batches(path, configs, todo, opts["threads"], _core_args(opts), BATCH,
+                                           address=ray_address, node_path=ray_trace_path)
+        return
+    for b in range(0, len(todo), BATCH):
+        idx = todo[b:b + BATCH]
+        text = _core.run_specs(path, json.dumps([configs[i] for i in idx]), threads=opts["threads"],
+                               **_core_args(opts))
+        yield idx, json.loads(text)
 
 
 def run_configs(trace, configs: Sequence[Dict[str, Any]], progress: Optional[Callable] = None,
-                checkpoint: Optional[str] = None, resume: bool = False, **common) -> List[SimResult]:
+                checkpoint: Optional[str] = None, resume: bool = False, row: Optional[Callable] = None,
+                backend: str = "local", ray_address: Optional[str] = None, ray_trace_path: Optional[str] = None,
+                **common) -> List[SimResult]:
     """Simulate ``configs`` (dicts with ``policy`` and optional ``label``,
     ``budget`` (share 0..1), ``frag`` (share 0..1), ``frag_method``) over
     ``trace``; one ``SimResult`` per config, in order. ``progress(done, total)``
@@ -195,35 +246,53 @@ def run_configs(trace, configs: Sequence[Dict[str, Any]], progress: Optional[Cal
     completes (atomically). ``resume=True`` takes the finished configurations
     from it and simulates only the rest; a checkpoint made from another trace,
     machine, OS options or set of configurations is refused. Without
-    ``resume`` an existing checkpoint is an error (it holds finished work)."""
+    ``resume`` an existing checkpoint is an error (it holds finished work).
+    With Parquet among the result formats the batches are streamed instead to
+    Parquet parts beside it (``sweep_parts``), each with the tidy row
+    ``row(index, SimResult)`` of its configurations.
+
+    ``backend``: ``"local"`` (core calls on this machine, ``threads`` cores)
+    or ``"ray"`` (Ray tasks: ``ray_backend``; a local Ray instance, or the
+    cluster at ``ray_address``; ``ray_trace_path``: the trace's path on the
+    nodes when not the same). Results do not depend on the backend."""
     path = _trace_path(trace)
+    backend = _check_backend(backend, ray_address)
     opts = _check_common(common)
     opts.setdefault("threads", min(2, os.cpu_count() or 1))
     configs = list(configs)
     done: Dict[int, Dict[str, Any]] = {}
     fingerprint = None
+    parts = sweep_parts.streaming(checkpoint)
+    inputs = [path] + ([opts["config"]] if opts.get("config") else [])
     if checkpoint:
-        check_output(checkpoint, "json", [path] + ([opts["config"]] if opts.get("config") else []))
+        check_output(checkpoint, "json", inputs)
+        if parts:
+            sweep_parts.check(parts, inputs)
         fingerprint = _fingerprint(path, configs, opts)
-        if os.path.exists(checkpoint):
-            if not resume:
-                raise HugescopeError(f"{checkpoint}: an interrupted run left its finished points here; "
-                                     "resume it (--resume) or delete the file to start over")
+        kept = [p for p in (checkpoint, parts) if p and os.path.lexists(p)]
+        if kept and not resume:
+            raise HugescopeError(f"{kept[0]}: an interrupted run left its finished points here; "
+                                 "resume it (--resume) or delete it to start over")
+        if os.path.lexists(checkpoint):
             done = _load_checkpoint(checkpoint, fingerprint)
+        if parts and os.path.lexists(parts):
+            done.update(sweep_parts.load(parts, fingerprint, len(configs),
+                                         lambda where, saved: _refuse_other_run(where, saved, fingerprint)))
+    writer = sweep_parts.PartWriter(parts, fingerprint, inputs) if parts else None
     todo = [i for i in range(len(configs)) if i not in done]
     if progress and done:
         progress(len(done), len(configs))
-    for b in range(0, len(todo), BATCH):
-        idx = todo[b:b + BATCH]
-        text = _core.run_specs(path, json.dumps([configs[i] for i in idx]), threads=opts["threads"],
-                               **_core_args(opts))
-        for i, d in zip(idx, json.loads(text)):
-            done[i] = d
-        if checkpoint and len(done) < len(configs):
-            write_json(checkpoint, {"hugescope_checkpoint": CHECKPOINT_VERSION, "fingerprint": fingerprint,
-                                    "results": {str(i): done[i] for i in sorted(done)}})
-        if progress:
-            progress(len(done), len(configs))
+    with contextlib.closing(_run_batches(path, configs, todo, opts, backend, ray_address, ray_trace_path)) as runs:
+        for idx, results in runs:
+            for i, d in zip(idx, results):
+                done[i] = d
+            if writer:
+                writer.append([(i, done[i], row(i, SimResult(done[i])) if row else None) for i in idx])
+            elif checkpoint and len(done) < len(configs):
+                write_json(checkpoint, {"hugescope_checkpoint": CHECKPOINT_VERSION, "fingerprint": fingerprint,
+                                        "results": {str(i): done[i] for i in sorted(done)}})
+            if progress:
+                progress(len(done), len(configs))
     return [SimResult(done[i]) for i in range(len(configs))]
 
 
@@ -418,8 +487,9 @@ def curve(trace, policies: Sequence[str] = DEFAULT_CURVE_POLICIES, budgets: Sequ
     ckpt = _sweep_checkpoint("curve", path, out, checkpoint)
     if out:
         check_outputs(out, f"curve-{_stem(path)}", (), [path])
-    results = run_configs(path, configs, progress=progress, checkpoint=ckpt, resume=resume, **common)
-    rows = [_row(r, experiment="curve", **t) for r, t in zip(results, tags)]
+    row = lambda i, r: _row(r, experiment="curve", **tags[i])  # noqa: E731 - streamed and final rows alike
+    results = run_configs(path, configs, progress=progress, checkpoint=ckpt, resume=resume, row=row, **common)
+    rows = [row(i, r) for i, r in enumerate(results)]
     df = _frame(rows, _meta("curve", path, results, {"policies": policies, "budgets_pct": budgets,
                                                         "frag_points_pct": list(frag_points), "frag_policy": frag_policy}))
     if out:
@@ -450,11 +520,12 @@ def frag(trace, levels: Sequence[float] = DEFAULT_FRAG_LEVELS, policies: Sequenc
     ckpt = _sweep_checkpoint("frag", path, out, checkpoint)
     if out:
         check_outputs(out, f"frag-{_stem(path)}", (), [path])
-    results = run_configs(path, configs, progress=progress, checkpoint=ckpt, resume=resume, **common)
-    rows = []
-    for r, t in zip(results, tags):
+    def row(i, r):
         fr = r.to_dict().get("fragmentation") or {}
-        rows.append(_row(r, experiment="frag", blocked_share=fr.get("blocked_share"), fmfi=fr.get("fmfi"), **t))
+        return _row(r, experiment="frag", blocked_share=fr.get("blocked_share"), fmfi=fr.get("fmfi"), **tags[i])
+
+    results = run_configs(path, configs, progress=progress, checkpoint=ckpt, resume=resume, row=row, **common)
+    rows = [row(i, r) for i, r in enumerate(results)]
     df = _frame(rows, _meta("frag", path, results, {"policies": policies, "levels_pct": levels, "frag_method": frag_method}))
     if out:
         _done(df, out, ckpt)
@@ -486,8 +557,9 @@ def sensitivity(trace, pcc_sizes: Sequence[int] = DEFAULT_PCC_SIZES, budget: flo
     ckpt = _sweep_checkpoint("sensitivity", path, out, checkpoint)
     if out:
         check_outputs(out, f"sensitivity-{_stem(path)}", (), [path])
-    results = run_configs(path, configs, progress=progress, checkpoint=ckpt, resume=resume, **common)
-    rows = [_row(r, experiment="sensitivity", **t) for r, t in zip(results, tags)]
+    row = lambda i, r: _row(r, experiment="sensitivity", **tags[i])  # noqa: E731
+    results = run_configs(path, configs, progress=progress, checkpoint=ckpt, resume=resume, row=row, **common)
+    rows = [row(i, r) for i, r in enumerate(results)]
     df = _frame(rows, _meta("sensitivity", path, results, {"policy": policy, "param": param, "sizes": sizes,
                                                               "budget_pct": b}))
     if out:
@@ -621,7 +693,8 @@ def multi(trace, policies: Sequence[str] = DEFAULT_MULTI_POLICIES, budgets: Sequ
     ckpt = _sweep_checkpoint("multi", path, out, checkpoint)
     if out:
         check_outputs(out, f"multi-{_stem(path)}", ("processes", "timeline"), [path])
-    results = run_configs(path, configs, progress=progress, checkpoint=ckpt, resume=resume, **common)
+    results = run_configs(path, configs, progress=progress, checkpoint=ckpt, resume=resume,
+                          row=lambda i, r: _row(r, experiment="multi", **tags[i]), **common)
     cpu_map = _process_cpus(info["header"])
     rows, per_proc, timeline = [], [], []
     for r, t in zip(results, tags):
