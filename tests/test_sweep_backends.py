@@ -236,7 +236,7 @@ def test_ray_backend_gives_the_local_results_in_the_same_order(ray_local, trace,
                        **kw)
     assert shipped.to_csv(index=False) == local.to_csv(index=False)
     copy = ray_backend._copy_path(ex.trace_identity(trace))
-    assert not os.path.exists(copy)
+    assert not os.path.exists(copy) and not os.path.exists(os.path.dirname(copy))
 
 
 def test_ray_cli_matches_local_and_resumes_local_parts(ray_local, trace, tmp_path, monkeypatch, capsys):

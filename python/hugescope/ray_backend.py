@@ -39,7 +39,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from . import _core
 from ._core import HugescopeError
-from .errors import RunFailed
+from .errors import Interrupted, RunFailed
 
 INSTALL = "pip install 'hugescope[ray]'"
 #: Seconds the driver waits for a TCP connection to --ray-address before
@@ -129,21 +129,26 @@ def _restore(handlers, hook) -> None:
 
 # ---------------------------------------------------------------- on a node
 
-def _cache_dir() -> str:
+def _cache_dir(create: bool = False) -> str:
     """This user's private directory for shipped traces on a node (0700, not
-    a link, owned by us: another user cannot plant a file we would read)."""
-    d = os.path.join(tempfile.gettempdir(), f"hugescope-ray-{os.getuid()}")
-    os.makedirs(d, mode=0o700, exist_ok=True)
-    st = os.lstat(d)
+    a link, owned by us: another user cannot plant a file we would read).
+    Created only when a copy is to be written."""
     import stat
 
+    d = os.path.join(tempfile.gettempdir(), f"hugescope-ray-{os.getuid()}")
+    if create:
+        os.makedirs(d, mode=0o700, exist_ok=True)
+    try:
+        st = os.lstat(d)
+    except FileNotFoundError:
+        return d
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
         raise HugescopeError(f"{d}: not a private directory of this user; refusing to keep a trace there")
     return d
 
 
-def _copy_path(identity: Dict[str, Any]) -> str:
-    return os.path.join(_cache_dir(), identity["sha256"] + ".hst")
+def _copy_path(identity: Dict[str, Any], create: bool = False) -> str:
+    return os.path.join(_cache_dir(create), identity["sha256"] + ".hst")
 
 
 def _same_trace(path: str, identity: Dict[str, Any]) -> bool:
@@ -178,7 +183,7 @@ def simulate_batch(path: str, identity: Dict[str, Any], shipped: Optional[list],
 
                 from ._io import _write_file
 
-                _write_file(local, ray.get(shipped[0]))
+                _write_file(_copy_path(identity, create=True), ray.get(shipped[0]))
         text = _core.run_specs(local, configs_json, threads=threads, **core_args)
         return {"results": text, "version": _core.version(), "copy_on": _node_id() if copy else None}
     except HugescopeError as e:
@@ -235,8 +240,7 @@ def run_batches(path: str, configs: Sequence[Dict[str, Any]], todo: Sequence[int
         per_task = max(1, min(threads, largest))
         task = ray.remote(simulate_batch).options(num_cpus=per_task, max_retries=1)
         identity = trace_identity(path)
-        shipped: Optional[list] = None
-        copies = set()
+        copies: set = set()
 
         def submit(idx, ship):
             return task.remote(node_path or path, identity, ship, json.dumps([configs[i] for i in idx]), threads,
@@ -244,30 +248,8 @@ def run_batches(path: str, configs: Sequence[Dict[str, Any]], todo: Sequence[int
 
         pending = {submit(idx, None): idx for idx in batches(todo, threads, total, largest, batch)}
         try:
-            while pending:
-                ready, _ = ray.wait(list(pending), num_returns=1, timeout=WAIT_S)
-                for ref in ready:
-                    idx = pending.pop(ref)
-                    try:
-                        out = ray.get(ref)
-                    except ray.exceptions.RayError as e:
-                        raise RunFailed(f"a Ray task failed: {' '.join(str(e).split())[:500]}") from None
-                    if "error" in out:
-                        raise HugescopeError(out["error"])
-                    if out.get("need_trace"):
-                        if shipped is None:
-                            # Wrapped in a list so Ray passes the reference and
-                            # the task fetches the bytes only when it needs them.
-                            with open(path, "rb") as f:
-                                shipped = [ray.put(f.read())]
-                        pending[submit(idx, shipped)] = idx
-                        continue
-                    if out["version"] != _core.version():
-                        raise HugescopeError(f"a Ray node runs hugescope {out['version']}, this one "
-                                             f"{_core.version()}: install the same version on every node")
-                    if out.get("copy_on"):
-                        copies.add(out["copy_on"])
-                    yield idx, json.loads(out["results"])
+            with _signals_kept() as caught:
+                yield from _collect(ray, pending, submit, path, copies, caught)
         finally:
             for ref in pending:
                 ray.cancel(ref, force=True)
@@ -276,3 +258,68 @@ def run_batches(path: str, configs: Sequence[Dict[str, Any]], todo: Sequence[int
                 for node in copies]
             if cleanup:
                 ray.wait(cleanup, num_returns=len(cleanup), timeout=30)
+
+
+@contextlib.contextmanager
+def _signals_kept():
+    """Record which of SIGINT/SIGTERM arrives while Ray waits: Ray's C++ wait
+    turns the handler's ``Interrupted(signum)`` into a bare KeyboardInterrupt,
+    which would make the CLI report SIGTERM as SIGINT (exit 130, not 143)."""
+    import threading
+
+    caught: List[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield caught
+        return
+    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def record(signum, frame):
+        caught.append(signum)
+        h = old[signum]
+        if callable(h):
+            h(signum, frame)
+        elif h != signal.SIG_IGN:
+            raise Interrupted(signum)
+
+    try:
+        for s in old:
+            signal.signal(s, record)
+        yield caught
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def _collect(ray, pending, submit, path, copies, caught):
+    """Yield (indices, results) as tasks finish; a task whose node lacks the
+    trace is sent again with the trace shipped (put once in the object store)."""
+    shipped = None
+    try:
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=WAIT_S)
+            for ref in ready:
+                idx = pending.pop(ref)
+                try:
+                    out = ray.get(ref)
+                except ray.exceptions.RayError as e:
+                    raise RunFailed(f"a Ray task failed: {' '.join(str(e).split())[:500]}") from None
+                if "error" in out:
+                    raise HugescopeError(out["error"])
+                if out.get("need_trace"):
+                    if shipped is None:
+                        # Wrapped in a list so Ray passes the reference and
+                        # the task fetches the bytes only when it needs them.
+                        with open(path, "rb") as f:
+                            shipped = [ray.put(f.read())]
+                    pending[submit(idx, shipped)] = idx
+                    continue
+                if out["version"] != _core.version():
+                    raise HugescopeError(f"a Ray node runs hugescope {out['version']}, this one "
+                                         f"{_core.version()}: install the same version on every node")
+                if out.get("copy_on"):
+                    copies.add(out["copy_on"])
+                yield idx, json.loads(out["results"])
+    except KeyboardInterrupt as e:
+        if caught and not isinstance(e, Interrupted):
+            raise Interrupted(caught[-1]) from None
+        raise
