@@ -8,6 +8,9 @@ the trace once and simulating its share side by side with ``base``. With a
 ``checkpoint`` file, each finished batch is saved there as it completes, so
 an interrupted sweep keeps its finished points and ``resume=True`` continues
 from them (the final tables are byte-identical to an uninterrupted run).
+With Parquet among the result formats the batches stream to Parquet parts
+instead (``sweep_parts``). ``backend="ray"`` runs the batches as Ray tasks
+(``ray_backend``), with the same results in the same order.
 
 Every experiment returns a pandas DataFrame with one row per configuration
 (policy x point) and, with ``out=DIR``, writes ``DIR/<experiment>-<trace>.csv``
@@ -199,6 +202,9 @@ def remove_checkpoint(checkpoint: Optional[str]) -> None:
             pass
         sweep_parts.remove(sweep_parts.parts_path(checkpoint))
 
+
+#: The rows a sweep streamed to Parquet parts so far (``sweep_parts``).
+read_parts = sweep_parts.read_parts
 
 #: Where a sweep's batches run: one after another here, or as Ray tasks.
 BACKENDS = ("local", "ray")
