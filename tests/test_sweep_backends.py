@@ -19,7 +19,7 @@ import hugescope as hs
 from hugescope import cli as hcli
 from hugescope import experiments as ex
 from hugescope import ray_backend, sweep_parts, workloads
-from hugescope._io import output_formats
+from test_experiments import _files, _interrupt_after  # the sweep tests' helpers, shared
 
 ARGS = ["--policies", "linux,pcc", "--budgets", "0,4,32,100", "--frag-points", "50", "--duration", "60",
         "--no-plots", "--threads", "1"]
@@ -32,10 +32,6 @@ def trace(tmp_path_factory):
     path = str(d / "bfs.hst")
     workloads.trace("bfs", path, scale=14)
     return path
-
-
-def _files(d):
-    return {f: open(os.path.join(d, f), "rb").read() for f in sorted(os.listdir(d))}
 
 
 def _ray_or_skip():
@@ -97,18 +93,6 @@ def test_batches_fill_the_cluster_and_keep_every_configuration():
 
 
 # ---------------------------------------------------------------- Parquet parts
-
-def _interrupt_after(monkeypatch, calls):
-    real = hs._core.run_specs
-    seen = {"n": 0}
-
-    def run_specs(*a, **kw):
-        if seen["n"] == calls:
-            raise hs.errors.Interrupted(2)
-        seen["n"] += 1
-        return real(*a, **kw)
-    monkeypatch.setattr(hs._core, "run_specs", run_specs)
-
 
 def test_streamed_parts_equal_the_csv(trace, tmp_path, monkeypatch):
     monkeypatch.setattr(ex, "BATCH", 3)
@@ -208,6 +192,46 @@ def test_killed_sweep_resumes_to_identical_files(fmt, trace, tmp_path, monkeypat
     assert hcli.main(top + ["curve", trace, "-o", str(part), "--resume"] + ARGS) == 0
     assert len(calls) == -(-(N_CONFIGS - 2) // 2)  # the first batch was not run again
     assert _files(part) == _files(whole)  # byte-identical; checkpoint or parts removed
+
+
+RAY_HELD = """
+import sys, time
+from hugescope import cli, ray_backend
+real = ray_backend._collect
+def collect(ray, pending, submit, path, copies, caught):
+    # A batch of no configurations that never finishes: once the real ones are
+    # kept, the driver waits inside Ray's C++ wait, where the signal arrives.
+    pending[ray.remote(lambda: time.sleep(3600)).remote()] = []
+    yield from real(ray, pending, submit, path, copies, caught)
+ray_backend._collect = collect
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def test_sigterm_stops_a_ray_sweep_as_sigterm(trace, tmp_path):
+    # Ray installs its own SIGTERM handler (sys.exit) and turns a signal in
+    # its wait into a bare KeyboardInterrupt; the sweep must still stop as the
+    # CLI promises: exit 143, one line naming what was kept.
+    _ray_or_skip()
+    out = tmp_path / "o"
+    proc = subprocess.Popen([sys.executable, "-c", RAY_HELD, "--results-format", "csv,parquet", "curve", trace,
+                             "-o", str(out), "--backend", "ray"] + ARGS,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    parts = out / "curve-bfs.parts"
+    try:
+        deadline = time.monotonic() + 300  # a bound on waiting, not a timing
+        while not (parts.exists() and len(sweep_parts.read_parts(str(parts))) == N_CONFIGS):
+            assert proc.poll() is None, proc.stderr.read()
+            assert time.monotonic() < deadline, "the sweep's batches were never all kept"
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)
+        err = proc.communicate(timeout=120)[1]
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert err.strip().splitlines() == [f"interrupted by SIGTERM; finished points kept in {parts}; "
+                                        "run the same command with --resume to continue"], err
 
 
 # ---------------------------------------------------------------- Ray (local instance)

@@ -210,15 +210,18 @@ read_parts = sweep_parts.read_parts
 BACKENDS = ("local", "ray")
 
 
-def _check_backend(backend: str, ray_address: Optional[str]) -> str:
+def _check_backend(backend: str, ray_address: Optional[str], ray_trace_path: Optional[str]) -> str:
     if backend not in BACKENDS:
         raise HugescopeError(f"backend: '{backend}' is not one of {', '.join(BACKENDS)}")
     if backend == "ray":
         from . import ray_backend
 
         ray_backend.require()
-    elif ray_address is not None:
-        raise HugescopeError("ray_address (--ray-address) applies to the ray backend only (--backend ray)")
+        if ray_trace_path is not None and not isinstance(ray_trace_path, (str, os.PathLike)):
+            raise HugescopeError(f"ray_trace_path: expected a path, not {ray_trace_path!r}")
+    elif ray_address is not None or ray_trace_path is not None:
+        raise HugescopeError("ray_address (--ray-address) and ray_trace_path apply to the ray backend only "
+                             "(--backend ray)")
     return backend
 
 
@@ -230,7 +233,8 @@ def _run_batches(path: str, configs: List[Dict[str, Any]], todo: List[int], opts
         from . import ray_backend
 
         yield from ray_backend.run_batches(path, configs, todo, opts["threads"], _core_args(opts), BATCH,
-                                           address=ray_address, node_path=ray_trace_path)
+                                           address=ray_address,
+                                           node_path=None if ray_trace_path is None else os.fspath(ray_trace_path))
         return
     for b in range(0, len(todo), BATCH):
         idx = todo[b:b + BATCH]
@@ -262,7 +266,7 @@ def run_configs(trace, configs: Sequence[Dict[str, Any]], progress: Optional[Cal
     cluster at ``ray_address``; ``ray_trace_path``: the trace's path on the
     nodes when not the same). Results do not depend on the backend."""
     path = _trace_path(trace)
-    backend = _check_backend(backend, ray_address)
+    backend = _check_backend(backend, ray_address, ray_trace_path)
     opts = _check_common(common)
     opts.setdefault("threads", min(2, os.cpu_count() or 1))
     configs = list(configs)
