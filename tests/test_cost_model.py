@@ -11,7 +11,7 @@ import math
 import pytest
 
 import hugescope as hs
-from hugescope import calibrate, cost_model, walkcal
+from hugescope import calibrate, cost_model, linux, walkcal
 from conftest import run_cli
 
 KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
@@ -136,10 +136,15 @@ def test_che_approximation_fills_exactly_c_lines():
     assert h["pde"] > h["pte"]  # hotter lines stay
 
 
+#: The default footprints and two larger ones (synthetic data needs no memory),
+#: so the capacity is pinned by several footprints beyond it.
+FOOTPRINTS = walkcal.DEFAULT_FOOTPRINTS + [16 * GIB, 64 * GIB]
+
+
 def _synthetic_ms(l2, llc, mem, c):
     """Chase measurements made from the model with known parameters (2m at a flat 100 ns)."""
     out = []
-    for f in walkcal.DEFAULT_FOOTPRINTS:
+    for f in FOOTPRINTS:
         w4, w2 = walkcal.walk_counts(f, "4k", HASWELL, c), walkcal.walk_counts(f, "2m", HASWELL, c)
         d = sum((w4[k] - w2[k]) * v for k, v in (("l2_hits", l2), ("llc", llc), ("mem", mem)))
         for pages, ns in (("4k", 100.0 + d), ("2m", 100.0)):
@@ -151,7 +156,7 @@ def _synthetic_ms(l2, llc, mem, c):
 
 
 def test_walk_fit_recovers_known_latencies_and_capacity():
-    c = walkcal.C_GRID[40]
+    c = walkcal.C_GRID[36]
     f = walkcal.fit(_synthetic_ms(3.0, 25.0, 110.0, c), HASWELL)
     assert f["pt_cache_lines"] == c
     assert (f["l2_hit_ns"], f["walk_ref_llc_ns"], f["walk_ref_mem_ns"]) == (
@@ -161,28 +166,34 @@ def test_walk_fit_recovers_known_latencies_and_capacity():
         assert r["delta_fit_ns"] == pytest.approx(r["delta_ns"], abs=1e-6)
 
 
-def test_walk_fit_refuses_buffers_that_were_not_huge_and_too_few_points():
+def test_walk_fit_leaves_out_buffers_that_were_not_huge_and_refuses_too_few_points():
     ms = _synthetic_ms(3.0, 25.0, 110.0, 4096)
     for m in ms:
         if m["pages"] == "2m" and m["footprint"] == 1 * GIB:
             m["huge_fraction"] = 0.3
-    with pytest.raises(hs.HugescopeError, match="30% huge"):
-        walkcal.fit(ms, HASWELL)
+    f = walkcal.fit(ms, HASWELL)
+    assert f["excluded"] == [{"footprint": GIB, "huge_fraction_2m": 0.3}]
+    assert GIB not in [r["footprint"] for r in f["table"]] and len(f["table"]) == len(FOOTPRINTS) - 1
     with pytest.raises(hs.HugescopeError, match="3 or more"):
         walkcal.fit(ms[:4], HASWELL)
+    for m in ms:
+        if m["pages"] == "2m":
+            m["huge_fraction"] = 0.0
+    with pytest.raises(hs.HugescopeError, match="never"):
+        walkcal.fit(ms, HASWELL)
 
 
 def test_microbenchmark_runs_on_small_footprints_and_the_preset_loads(tmp_path):
     # Real runs, tiny: the code paths (mapping, madvise, smaps, pinning), not the timings.
     fps = [64 * KIB, 4 * MIB, 16 * MIB]
     ms = walkcal.measure(fps, accesses=4096, repeats=1)
-    assert [(m["footprint"], m["pages"], m["mode"]) for m in ms] == [
-        (f, p, m) for f in fps for p in walkcal.PAGES for m in walkcal.MODES]
+    assert [(m["footprint"], m["mode"], m["pages"]) for m in ms] == [
+        (f, m, p) for f in fps for m in walkcal.MODES for p in walkcal.PAGES]
     for m in ms:
         assert m["ns_min"] <= m["ns_per_access"] <= m["ns_max"] and m["accesses"] == 4096
         if m["pages"] == "4k":
             assert m["huge_fraction"] == 0.0
-    thp = hs.linux.thp_state()
+    thp = linux.thp_state()
     if not thp["plans_applicable"]:
         pytest.skip("THP disabled: no 2 MiB buffers")
     assert all(m["huge_fraction"] >= 0.9 for m in ms if m["pages"] == "2m")
@@ -200,9 +211,9 @@ def test_microbenchmark_runs_on_small_footprints_and_the_preset_loads(tmp_path):
 
 def test_microbenchmark_refuses_absurd_sizes():
     from hugescope import _core
-    for spec in ({"footprint": 1 << 50, "pages": "4k", "mode": "chase"},
-                 {"footprint": 1 << 20, "pages": "1g", "mode": "chase"}):
-        with pytest.raises(Exception, match="footprint|pages"):
+    for spec in ({"footprint": 1 << 50}, {"footprint": 1 << 20, "pages": ["1g"]},
+                 {"footprint": 1 << 20, "modes": ["stream"]}):
+        with pytest.raises(Exception, match="footprint|pages|modes"):
             _core.microbench(json.dumps(spec))
 
 

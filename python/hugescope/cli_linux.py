@@ -776,8 +776,12 @@ def render_walks(cal) -> None:
                   f"({f['pt_cache_lines'] * 64 / 2**20:.3g} MiB) at {c['cpu_ghz']:.4g} GHz; overlap of walks in "
                   "independent random loads " + (f"{f['overlap_random']:.2f}" if f["overlap_random"] is not None
                                                  else "not measurable"))
-    console.print(f"measured: {escape(cal['microbench'][0]['how'])} (each footprint and page size alike)"
-                  if cal["microbench"] else "")
+    for e in f.get("excluded") or []:
+        err_console.print(f"[yellow]warning:[/] {_size(e['footprint'])} left out of the fit: its 2 MiB buffer was only "
+                          f"{100 * e['huge_fraction_2m']:.0f}% huge (smaps)")
+    how = next((m["how"] for m in cal["microbench"] if m.get("how")), None)
+    if how:
+        console.print(f"measured: {escape(how)} (each footprint and page size alike)")
 
 
 def _calibrate_walks(a, meas) -> int:
@@ -869,8 +873,8 @@ def add_calibrate_commands(sub) -> None:
     c.add_argument("--measurements", metavar="JSON", help="refit the measurements of an earlier --json (no runs)")
     c.add_argument("--trace-dir", metavar="DIR", help="keep the traces here (default: a temporary directory)")
     c.add_argument("--footprints", metavar="SIZE,...", default=None,
-                   help="walk microbenchmark footprints (default 16KiB, x4 ... 4GiB, 8GiB; those that do not fit "
-                        "in available memory are skipped)")
+                   help="walk microbenchmark footprints (default 16KiB, x4 ... 4GiB; those whose two buffers do "
+                        "not fit in available memory are skipped)")
     c.add_argument("--accesses", type=_count_arg("accesses", 1, 1 << 32), default=None,
                    help="loads per microbenchmark pass (default 2097152)")
     c.set_defaults(func=cmd_calibrate)

@@ -35,8 +35,10 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 from ._core import HugescopeError
 
 KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
-#: Footprints from 16 KiB (inside any L1 data cache) by factors of 4 to 4 GiB, then 8 GiB.
-DEFAULT_FOOTPRINTS = [16 * KIB * 4 ** k for k in range(10)] + [8 * GIB]
+#: Footprints from 16 KiB (inside any L1 data cache) by factors of 4 to 4 GiB
+#: (two buffers of 4 GiB are held at once: 8 GiB of a shared machine is the
+#: most the default takes; larger ones with --footprints).
+DEFAULT_FOOTPRINTS = [16 * KIB * 4 ** k for k in range(10)]
 MODES = ("chase", "random")
 PAGES = ("4k", "2m")
 #: C grid of the fit: 64 lines (4 KiB) to 4Mi lines (256 MiB), 4 per octave.
@@ -49,23 +51,23 @@ LINE_SPAN = {"pte": 4 * KIB * PTES_PER_LINE, "pde": 2 * MIB * PTES_PER_LINE, "pd
 def measure(footprints: Sequence[int] = DEFAULT_FOOTPRINTS, accesses: int = 1 << 21, repeats: int = 3,
             modes: Sequence[str] = MODES, log: Callable[[str], None] = lambda s: None) -> List[Dict[str, Any]]:
     """Run the microbenchmarks; one ``Measurement`` dict per (footprint,
-    pages, mode). Footprints that do not fit in available memory (less 1 GiB)
-    are skipped with a log line; anything else the kernel refuses is an
-    error."""
+    mode, pages). Each footprint holds a buffer of each page size at once and
+    interleaves their passes; footprints whose two buffers do not fit in
+    available memory (less 1 GiB) are skipped with a log line; anything else
+    the kernel refuses is an error."""
     from . import _core
 
     avail = _mem_available()
     out = []
     for f in footprints:
-        if avail is not None and f + GIB > avail:
-            log(f"skipping {_size(f)}: {_size(avail)} available (1 GiB kept free)")
+        if avail is not None and len(PAGES) * f + GIB > avail:
+            log(f"skipping {_size(f)}: {len(PAGES)} buffers need {_size(len(PAGES) * f)}, "
+                f"{_size(avail)} available (1 GiB kept free)")
             continue
-        for pages in PAGES:
-            for mode in modes:
-                log(f"microbenchmark {mode} over {_size(f)}, {pages} pages")
-                spec = {"footprint": int(f), "pages": pages, "mode": mode, "accesses": int(accesses),
-                        "repeats": int(repeats), "seed": 1}
-                out.append(json.loads(_core.microbench(json.dumps(spec))))
+        log(f"microbenchmarks over {_size(f)}: {', '.join(modes)}, pages {' and '.join(PAGES)}, interleaved")
+        spec = {"footprint": int(f), "pages": list(PAGES), "modes": list(modes), "accesses": int(accesses),
+                "repeats": int(repeats), "seed": 1}
+        out.extend(json.loads(_core.microbench(json.dumps(spec))))
     return out
 
 
@@ -170,24 +172,29 @@ def fit(ms: Sequence[Dict[str, Any]], machine: Dict[str, Any], grid: Sequence[in
     and ``overlap_random``."""
     from .calibrate import nnls
 
-    rows = _table(ms, "chase")
+    # A footprint whose 2 MiB buffer the kernel could not make huge (too few
+    # free 2 MiB blocks) measures nothing about walks: left out, and said.
+    all_rows = _table(ms, "chase")
+    excluded = [{"footprint": r["footprint"], "huge_fraction_2m": r["huge_fraction_2m"]} for r in all_rows
+                if r["huge_fraction_2m"] < 0.9]
+    rows = [r for r in all_rows if r["huge_fraction_2m"] >= 0.9]
     if len(rows) < 3:
-        raise HugescopeError(f"walk calibration needs chase measurements in both page sizes at 3 or more "
-                             f"footprints, got {len(rows)}")
-    for r in rows:
-        if r["huge_fraction_2m"] < 0.9:
-            raise HugescopeError(f"the 2 MiB-page buffer of {_size(r['footprint'])} was only "
-                                 f"{100 * r['huge_fraction_2m']:.0f}% huge (smaps): cannot measure walk costs "
-                                 "(is transparent_hugepage/enabled 'never', or memory too fragmented?)")
+        bad = "; ".join(f"{_size(e['footprint'])} {100 * e['huge_fraction_2m']:.0f}% huge" for e in excluded)
+        raise HugescopeError(f"walk calibration needs chase measurements in both page sizes, the 2 MiB buffer at "
+                             f"least 90% huge (smaps), at 3 or more footprints; got {len(rows)}"
+                             + (f" (left out: {bad}; is transparent_hugepage/enabled 'never', or memory too "
+                                "fragmented?)" if excluded else ""))
     best = None
     for c in grid:
         a, y = [], []
         for r in rows:
             w4 = walk_counts(r["footprint"], "4k", machine, c)
             w2 = walk_counts(r["footprint"], "2m", machine, c)
-            # Relative weighting: large footprints' differences are larger
-            # and noisier in absolute ns; 1 ns floor for the tiny ones.
-            wt = 1.0 / max(1.0, abs(r["delta_ns"]))
+            # Weighted by the access's own time: timing noise on a shared
+            # machine grows with the latency measured (a 1 us chase step
+            # wobbles by tens of ns, a 5 ns one by a few tenths), so each
+            # row counts by its difference relative to it. 1 ns floor.
+            wt = 1.0 / max(1.0, r["ns_2m"])
             a.append([wt * (w4[k] - w2[k]) for k in ("l2_hits", "llc", "mem")])
             y.append(wt * r["delta_ns"])
         x, rss = nnls(a, y)
@@ -203,4 +210,5 @@ def fit(ms: Sequence[Dict[str, Any]], machine: Dict[str, Any], grid: Sequence[in
               if r["footprint"] in rand and r["delta_ns"] > 5.0]
     overlap = min(1.0, max(0.0, sorted(hidden)[len(hidden) // 2])) if hidden else None
     return {"l2_hit_ns": l2, "walk_ref_llc_ns": llc, "walk_ref_mem_ns": mem, "pt_cache_lines": int(c),
-            "rss": rss, "overlap_random": overlap, "table": rows, "random_table": list(rand.values())}
+            "rss": rss, "overlap_random": overlap, "table": rows, "random_table": list(rand.values()),
+            "excluded": excluded}

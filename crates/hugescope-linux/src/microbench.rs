@@ -25,7 +25,9 @@
 //! Measured: wall clock (`std::time::Instant`) around `accesses` loads, on
 //! one cpu (the thread is pinned to the cpu it runs on and its affinity
 //! restored afterwards), after one unmeasured warm-up pass; the median of
-//! `repeats` passes. The buffer is unmapped on every path (a guard).
+//! `repeats` passes. The buffers of both page sizes are held at once and
+//! their passes interleaved, so load that drifts during the run (a shared
+//! machine) falls on both alike. Buffers are unmapped on every path (a guard).
 
 use crate::error::{Error, Result};
 use crate::smaps;
@@ -48,10 +50,12 @@ const MADV_COLLAPSE: libc::c_int = 25;
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Spec {
     pub footprint: u64,
-    /// "4k" or "2m".
-    pub pages: String,
-    /// "chase" or "random".
-    pub mode: String,
+    /// Page sizes, each "4k" or "2m" (a buffer of each, held at once).
+    #[serde(default = "default_pages")]
+    pub pages: Vec<String>,
+    /// Patterns, each "chase" or "random".
+    #[serde(default = "default_modes")]
+    pub modes: Vec<String>,
     #[serde(default = "default_accesses")]
     pub accesses: u64,
     #[serde(default = "default_repeats")]
@@ -60,6 +64,12 @@ pub struct Spec {
     pub seed: u64,
 }
 
+fn default_pages() -> Vec<String> {
+    vec!["4k".into(), "2m".into()]
+}
+fn default_modes() -> Vec<String> {
+    vec!["chase".into(), "random".into()]
+}
 fn default_accesses() -> u64 {
     1 << 21
 }
@@ -147,20 +157,22 @@ pub fn check(spec: &Spec) -> Result<()> {
         return Err(Error::Input(format!(
             "microbenchmark footprint {} bytes: must be between {MIN_FOOTPRINT} and {MAX_FOOTPRINT}", spec.footprint)));
     }
-    if spec.pages != "4k" && spec.pages != "2m" {
-        return Err(Error::Input(format!("microbenchmark pages '{}': must be 4k or 2m", spec.pages)));
+    if spec.pages.is_empty() || spec.pages.iter().any(|p| p != "4k" && p != "2m") {
+        return Err(Error::Input(format!("microbenchmark pages {:?}: each must be 4k or 2m", spec.pages)));
     }
-    if spec.mode != "chase" && spec.mode != "random" {
-        return Err(Error::Input(format!("microbenchmark mode '{}': must be chase or random", spec.mode)));
+    if spec.modes.is_empty() || spec.modes.iter().any(|m| m != "chase" && m != "random") {
+        return Err(Error::Input(format!("microbenchmark modes {:?}: each must be chase or random", spec.modes)));
     }
     if spec.accesses == 0 || spec.accesses > 1 << 32 || spec.repeats == 0 || spec.repeats > 100 {
         return Err(Error::Input("microbenchmark: accesses must be 1..2^32 and repeats 1..100".into()));
     }
+    // One buffer per page size, held at once.
+    let need = spec.footprint.div_ceil(HUGE) * HUGE * spec.pages.len() as u64;
     let avail = mem_available()?;
-    if spec.footprint + SPARE > avail {
+    if need + SPARE > avail {
         return Err(Error::Refused(format!(
-            "microbenchmark footprint {} MiB: only {} MiB available (MemAvailable), and {} MiB stay free",
-            spec.footprint >> 20, avail >> 20, SPARE >> 20)));
+            "microbenchmark buffers of {} MiB in all: only {} MiB available (MemAvailable), and {} MiB stay free",
+            need >> 20, avail >> 20, SPARE >> 20)));
     }
     Ok(())
 }
@@ -207,19 +219,25 @@ fn slot(base: *mut u8, stride: u64, i: u64) -> *mut u64 {
     unsafe { base.add((i * stride) as usize) as *mut u64 }
 }
 
-/// Run one microbenchmark. `stop` is polled between repeats (a signal).
-pub fn run(spec: &Spec, stop: &mut dyn FnMut() -> Option<i32>) -> Result<Measurement> {
-    check(spec)?;
-    let buf = Buffer::new(spec.footprint)?;
-    let huge = spec.pages == "2m";
+/// A buffer of one page size, touched, its slots shuffled into one cycle.
+struct Prepared {
+    buf: Buffer,
+    pages: String,
+    slots: u64,
+    stride: u64,
+    huge_fraction: f64,
+}
+
+fn prepare(footprint: u64, pages: &str, seed: u64) -> Result<Prepared> {
+    let buf = Buffer::new(footprint)?;
+    let huge = pages == "2m";
     buf.advise(if huge { libc::MADV_HUGEPAGE } else { libc::MADV_NOHUGEPAGE }, if huge { "MADV_HUGEPAGE" } else { "MADV_NOHUGEPAGE" })?;
-    let slots = (spec.footprint / LINE).clamp(1, MAX_SLOTS);
-    let stride = (spec.footprint / slots) / LINE * LINE;
+    let slots = (footprint / LINE).clamp(1, MAX_SLOTS);
+    let stride = (footprint / slots) / LINE * LINE;
     // Touch every page of the footprint (write faults allocate it), so the
     // TLB reach and page-table size are the footprint's, not the slots'.
-    let fp = spec.footprint as usize;
     let mut off = 0;
-    while off < fp {
+    while off < footprint as usize {
         // SAFETY: within the mapping.
         unsafe { buf.start.add(off).write_volatile(1) };
         off += 4096;
@@ -230,72 +248,106 @@ pub fn run(spec: &Spec, stop: &mut dyn FnMut() -> Option<i32>) -> Result<Measure
         unsafe { libc::madvise(buf.start as *mut libc::c_void, buf.len, MADV_COLLAPSE) };
     }
     // Sattolo's shuffle: next[i] forms one cycle through every slot.
-    let mut rng = Rng::new(spec.seed ^ 0x6d69_6372_6f62_656e);
+    let mut rng = Rng::new(seed ^ 0x6d69_6372_6f62_656e);
     for i in 0..slots {
+        // SAFETY: i < slots.
         unsafe { *slot(buf.start, stride, i) = i };
     }
     for i in (1..slots).rev() {
         let j = rng.below(i);
+        // SAFETY: i, j < slots.
         unsafe { std::ptr::swap(slot(buf.start, stride, i), slot(buf.start, stride, j)) };
     }
     let me = libc::pid_t::try_from(std::process::id()).unwrap_or(0);
-    let huge_bytes = smaps::huge_bytes_in(me, buf.start as u64, spec.footprint.div_ceil(HUGE) * HUGE)?;
-    let huge_fraction = huge_bytes as f64 / (spec.footprint.div_ceil(HUGE) * HUGE) as f64;
-    let pin = Pin::here()?;
-    let chase = spec.mode == "chase";
-    let mut sink = 0u64;
-    let mut pass = |rng: &mut Rng| -> f64 {
-        let t = Instant::now();
-        if chase {
-            let mut p = 0u64;
-            for _ in 0..spec.accesses {
-                p = unsafe { slot(buf.start, stride, p).read_volatile() };
-            }
-            sink = sink.wrapping_add(p);
-        } else {
-            // Independent loads: the next address never waits for a load.
-            let mut x = rng.next_u64() | 1;
-            let mut acc = 0u64;
-            for _ in 0..spec.accesses {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                acc = acc.wrapping_add(unsafe { slot(buf.start, stride, x % slots).read_volatile() });
-            }
-            sink = sink.wrapping_add(acc);
+    let len = footprint.div_ceil(HUGE) * HUGE;
+    let huge_bytes = smaps::huge_bytes_in(me, buf.start as u64, len)?;
+    Ok(Prepared { buf, pages: pages.to_string(), slots, stride, huge_fraction: huge_bytes as f64 / len as f64 })
+}
+
+/// One timed pass: ns per load.
+fn pass(p: &Prepared, chase: bool, accesses: u64, rng: &mut Rng) -> f64 {
+    let (base, stride, slots) = (p.buf.start, p.stride, p.slots);
+    let t = Instant::now();
+    let sink = if chase {
+        let mut q = 0u64;
+        for _ in 0..accesses {
+            // SAFETY: every stored index is < slots.
+            q = unsafe { slot(base, stride, q).read_volatile() };
         }
-        t.elapsed().as_nanos() as f64 / spec.accesses as f64
+        q
+    } else {
+        // Independent loads: the next address never waits for a load.
+        let mut x = rng.next_u64() | 1;
+        let mut acc = 0u64;
+        for _ in 0..accesses {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // SAFETY: x % slots < slots.
+            acc = acc.wrapping_add(unsafe { slot(base, stride, x % slots).read_volatile() });
+        }
+        acc
     };
-    pass(&mut rng); // warm-up: TLBs, caches, page-walk caches
-    let mut ns = Vec::with_capacity(spec.repeats as usize);
-    for _ in 0..spec.repeats {
-        if let Some(sig) = stop() {
-            return Err(Error::Interrupted(sig));
-        }
-        ns.push(pass(&mut rng));
-    }
+    let ns = t.elapsed().as_nanos() as f64 / accesses as f64;
     std::hint::black_box(sink);
+    ns
+}
+
+/// Run the microbenchmarks of one footprint: a buffer per page size of
+/// `spec.pages`, each pattern of `spec.modes`, passes **interleaved** (every
+/// repeat times each buffer and pattern once, alternating which page size
+/// goes first), so drifting load on a shared machine hits both page sizes
+/// alike. `stop` is polled between passes (a signal).
+pub fn run(spec: &Spec, stop: &mut dyn FnMut() -> Option<i32>) -> Result<Vec<Measurement>> {
+    check(spec)?;
+    let bufs = spec.pages.iter().map(|p| prepare(spec.footprint, p, spec.seed)).collect::<Result<Vec<_>>>()?;
+    let pin = Pin::here()?;
+    let mut rng = Rng::new(spec.seed);
+    let n = bufs.len();
+    let mut ns = vec![Vec::with_capacity(spec.repeats as usize); n * spec.modes.len()];
+    for rep in 0..=spec.repeats {
+        for (mi, mode) in spec.modes.iter().enumerate() {
+            for k in 0..n {
+                let bi = if rep % 2 == 0 { k } else { n - 1 - k };
+                if let Some(sig) = stop() {
+                    return Err(Error::Interrupted(sig));
+                }
+                let t = pass(&bufs[bi], mode == "chase", spec.accesses, &mut rng);
+                // Repeat 0 is the warm-up (TLBs, caches, page-walk caches).
+                if rep > 0 {
+                    ns[mi * n + bi].push(t);
+                }
+            }
+        }
+    }
     let cpu = pin.cpu;
     drop(pin);
-    ns.sort_by(|a, b| a.total_cmp(b));
-    Ok(Measurement {
-        footprint: spec.footprint,
-        pages: spec.pages.clone(),
-        mode: spec.mode.clone(),
-        slots,
-        accesses: spec.accesses,
-        repeats: spec.repeats,
-        ns_per_access: ns[ns.len() / 2],
-        ns_min: ns[0],
-        ns_max: ns[ns.len() - 1],
-        huge_fraction,
-        cpu,
-        how: format!(
-            "median of {} passes of {} {} loads over {} slots of a {}-byte buffer ({} pages), after one warm-up pass, \
-             wall clock (std::time::Instant) per pass / loads, thread pinned to cpu {}",
-            spec.repeats, spec.accesses, spec.mode, slots, spec.footprint, spec.pages, cpu
-        ),
-    })
+    let mut out = Vec::new();
+    for (mi, mode) in spec.modes.iter().enumerate() {
+        for (bi, b) in bufs.iter().enumerate() {
+            let v = &mut ns[mi * n + bi];
+            v.sort_by(|a, b| a.total_cmp(b));
+            out.push(Measurement {
+                footprint: spec.footprint,
+                pages: b.pages.clone(),
+                mode: mode.clone(),
+                slots: b.slots,
+                accesses: spec.accesses,
+                repeats: spec.repeats,
+                ns_per_access: v[v.len() / 2],
+                ns_min: v[0],
+                ns_max: v[v.len() - 1],
+                huge_fraction: b.huge_fraction,
+                cpu,
+                how: format!(
+                    "median of {} passes of {} loads each, after one warm-up pass, passes of both page sizes and \
+                     both patterns interleaved; wall clock (std::time::Instant) per pass / loads; thread pinned to cpu {}",
+                    spec.repeats, spec.accesses, cpu
+                ),
+            });
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -304,13 +356,14 @@ mod tests {
 
     #[test]
     fn bad_specs_are_refused_before_mapping() {
-        let ok = Spec { footprint: 1 << 20, pages: "4k".into(), mode: "chase".into(), accesses: 1000, repeats: 1, seed: 0 };
+        let ok = Spec { footprint: 1 << 20, pages: default_pages(), modes: default_modes(), accesses: 1000, repeats: 1, seed: 0 };
         assert!(check(&ok).is_ok());
         for bad in [
             Spec { footprint: 100, ..ok.clone() },
             Spec { footprint: 1 << 40, ..ok.clone() },
-            Spec { pages: "1g".into(), ..ok.clone() },
-            Spec { mode: "stream".into(), ..ok.clone() },
+            Spec { pages: vec!["1g".into()], ..ok.clone() },
+            Spec { modes: vec!["stream".into()], ..ok.clone() },
+            Spec { pages: vec![], ..ok.clone() },
             Spec { repeats: 0, ..ok.clone() },
         ] {
             assert!(check(&bad).is_err(), "{bad:?}");
@@ -319,8 +372,10 @@ mod tests {
 
     #[test]
     fn a_small_chase_measures_base_pages() {
-        let s = Spec { footprint: 64 << 10, pages: "4k".into(), mode: "chase".into(), accesses: 4096, repeats: 3, seed: 1 };
-        let m = run(&s, &mut || None).unwrap();
+        let s = Spec { footprint: 64 << 10, pages: vec!["4k".into()], modes: vec!["chase".into()], accesses: 4096, repeats: 3, seed: 1 };
+        let ms = run(&s, &mut || None).unwrap();
+        assert_eq!(ms.len(), 1);
+        let m = &ms[0];
         assert_eq!((m.slots, m.accesses, m.repeats), (1024, 4096, 3));
         assert!(m.ns_min <= m.ns_per_access && m.ns_per_access <= m.ns_max && m.ns_min > 0.0);
         // MADV_NOHUGEPAGE: nothing of it is huge.

@@ -271,8 +271,8 @@ fn run_native_workload(
     json(&py.detach(|| run_native(&name, &params, &p, &opts)).map_err(err)?)
 }
 
-/// One page-walk microbenchmark (`hugescope_linux::microbench`): `spec_json`
-/// is a `microbench::Spec`; returns the `Measurement` JSON.
+/// The page-walk microbenchmarks of one footprint (`hugescope_linux::microbench`):
+/// `spec_json` is a `microbench::Spec`; returns a JSON list of `Measurement`s.
 #[pyfunction]
 fn microbench(py: Python<'_>, spec_json: String) -> PyResult<String> {
     let spec: hugescope_linux::microbench::Spec = serde_json::from_str(&spec_json).map_err(err)?;
