@@ -20,8 +20,9 @@ LRU under independent references; each level's lines are equally likely)::
            (4 KiB counts minus 2 MiB counts)
 
 Linear in the three latencies for a fixed C: ``fit`` solves non-negative
-least squares for every C of a log-spaced grid and keeps the C with the
-smallest residual. The random-access difference against the chase's gives
+least squares in (``l2_hit_ns``, ``walk_ref_llc_ns``, ``walk_ref_mem_ns -
+walk_ref_llc_ns``), so a miss never costs less than a hit, for every C of a
+log-spaced grid and keeps the C with the smallest residual. The random-access difference against the chase's gives
 the share of walk time independent accesses hide (``overlap_random``), a
 starting value for the workloads' overlap (``cost_model``).
 """
@@ -195,12 +196,17 @@ def fit(ms: Sequence[Dict[str, Any]], machine: Dict[str, Any], grid: Sequence[in
             # wobbles by tens of ns, a 5 ns one by a few tenths), so each
             # row counts by its difference relative to it. 1 ns floor.
             wt = 1.0 / max(1.0, r["ns_2m"])
-            a.append([wt * (w4[k] - w2[k]) for k in ("l2_hits", "llc", "mem")])
+            # Unknowns (l2_hit_ns, walk_ref_llc_ns, extra) with
+            # walk_ref_mem_ns = walk_ref_llc_ns + extra, all >= 0: a
+            # reference that misses never costs less than one that hits.
+            a.append([wt * (w4["l2_hits"] - w2["l2_hits"]), wt * (w4["refs"] - w2["refs"]),
+                      wt * (w4["mem"] - w2["mem"])])
             y.append(wt * r["delta_ns"])
         x, rss = nnls(a, y)
         if best is None or rss < best[2] - 1e-12:
             best = (c, x, rss)
-    c, (l2, llc, mem), rss = best
+    c, (l2, llc, extra), rss = best
+    mem = llc + extra
     for r in rows:
         w4 = walk_counts(r["footprint"], "4k", machine, c)
         w2 = walk_counts(r["footprint"], "2m", machine, c)
