@@ -230,3 +230,6 @@ def test_cli_refits_saved_measurements(tmp_path, capsys):
     assert "walk cost vs footprint" in so
     assert "pt_cache_lines = 4096" in out.read_text()
     assert math.isclose(hs.machine_config(config=str(out))["cost"]["cpu_ghz"], 2.5)
+    # Options of the workload fit are refused here, with one line.
+    code, so, se = run_cli("calibrate", "--measurements", str(src), "--fit-ghz", "--dry-run", capsys=capsys)
+    assert code == 2 and "--workload" in se

@@ -787,6 +787,9 @@ def render_walks(cal) -> None:
 def _calibrate_walks(a, meas) -> int:
     from . import calibrate, units
 
+    if a.fit_ghz or a.trace_dir:
+        raise CliError("--fit-ghz and --trace-dir belong to the workload fit (--workload); the walk "
+                       "microbenchmarks use the host clock (or --ghz)")
     fps = None
     if a.footprints:
         try:
