@@ -356,6 +356,57 @@ def calibrate(workloads_: Optional[Sequence[Tuple[str, Dict[str, Any]]]] = None,
     return m
 
 
+# ---------------------------------------------------------------- walk cost from microbenchmarks
+
+def machine_identity() -> Dict[str, str]:
+    """CPU model (``model name`` of /proc/cpuinfo), kernel release, host name."""
+    model = "unknown"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {"cpu_model": model, "kernel": os.uname().release, "host": socket.gethostname()}
+
+
+def calibrate_walks(preset: Optional[str] = DEFAULT_PRESET, config: Optional[str] = None,
+                    footprints: Optional[Sequence[int]] = None, accesses: int = 1 << 21, repeat: int = 3,
+                    ghz: Optional[float] = None, measurements: Optional[Dict[str, Any]] = None,
+                    log: Callable[[str], None] = lambda s: None) -> Dict[str, Any]:
+    """The default calibration: the page-walk microbenchmarks of ``walkcal``
+    (or the ``microbench`` list of an earlier result, refitted), the fit of
+    the page-table line cache (latencies in ns, capacity in lines), and the
+    ``[cost]`` it gives at this host's clock: ``walk_ref_cycles`` (a
+    reference that hits), ``walk_ref_mem_cycles`` (one that misses),
+    ``l2_hit_cycles``, ``pt_cache_lines``; the other keys stay the preset's."""
+    from . import api, walkcal
+
+    if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
+        raise ValueError(f"repeat must be a positive integer, got {repeat!r}")
+    machine = api.machine_config(**machine_args(preset, config))
+    if measurements is None:
+        m: Dict[str, Any] = {"kind": "microbench", "when": _now(), **machine_identity(), "preset": preset,
+                             "config": config, "machine": machine["name"], "start_cost": machine["cost"],
+                             "host_ghz": host_ghz()}
+        m["microbench"] = walkcal.measure(footprints or walkcal.DEFAULT_FOOTPRINTS, accesses=accesses,
+                                          repeats=repeat, log=log)
+    else:
+        m = dict(measurements)
+        if m.get("kind") != "microbench" or not isinstance(m.get("microbench"), list):
+            raise ValueError("the measurements given are not the output of 'hugescope calibrate --json'")
+    f = walkcal.fit(m["microbench"], machine)
+    clock = ghz if ghz is not None else (m.get("host_ghz") or float(m["start_cost"]["cpu_ghz"]))
+    cost = {k: v for k, v in m["start_cost"].items() if k != "source"}
+    cost.update({"cpu_ghz": float(clock), "walk_ref_cycles": f["walk_ref_llc_ns"] * clock,
+                 "walk_ref_mem_cycles": f["walk_ref_mem_ns"] * clock, "l2_hit_cycles": f["l2_hit_ns"] * clock,
+                 "pt_cache_lines": f["pt_cache_lines"]})
+    m["fit"] = dict(f, cost=cost, objective="walk microbenchmarks", fit_ghz=False)
+    return m
+
+
 # ---------------------------------------------------------------- the preset file
 
 def _toml_str(s: str) -> str:
@@ -366,6 +417,8 @@ def preset_toml(cal: Dict[str, Any]) -> str:
     """The TOML text of a calibration: ``preset = START`` and a ``[cost]``
     table with the fitted keys, the clock and a ``source`` saying what was
     measured, when and where. Per-workload figures go in comments."""
+    if cal.get("kind") == "microbench":
+        return _walks_toml(cal)
     f = cal["fit"]
     c = f["cost"]
     start = cal.get("preset") or cal.get("machine") or DEFAULT_PRESET
@@ -391,6 +444,41 @@ def preset_toml(cal: Dict[str, Any]) -> str:
         "[cost]",
         f"base_cycles_per_access = {c['base_cycles_per_access']:.6g}",
         f"walk_ref_cycles = {c['walk_ref_cycles']:.6g}",
+        f"cpu_ghz = {c['cpu_ghz']:.6g}",
+        f"source = {_toml_str(source)}",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _walks_toml(cal: Dict[str, Any]) -> str:
+    f = cal["fit"]
+    c = f["cost"]
+    start = cal.get("preset") or cal.get("machine") or DEFAULT_PRESET
+    ident = f"{cal['cpu_model']}, kernel {cal['kernel']}, host {cal['host']}"
+    source = (f"calibrated on {ident} at {cal['when']} by hugescope calibrate: pointer-chase microbenchmarks "
+              f"(4 KiB vs 2 MiB pages, {len(f['table'])} footprints) fitted to the page-table line cache "
+              f"(walk_ref_cycles = a reference that hits it, walk_ref_mem_cycles = one that misses, "
+              f"pt_cache_lines, l2_hit_cycles); other keys from {cal['machine']}; cpu_ghz: "
+              + ("host clock from /proc/cpuinfo" if cal.get("host_ghz") else "the preset's clock"))
+    lines = [
+        "# Machine preset fitted by 'hugescope calibrate' (see docs/cost-model.md, 'Calibration').",
+        f"# {ident}, {cal['when']}",
+        "# footprint: chase ns per access with 4 KiB pages, 2 MiB pages, difference measured -> fitted",
+    ]
+    for r in f["table"]:
+        lines.append(f"#   {r['footprint']} B: {r['ns_4k']:.2f} / {r['ns_2m']:.2f} ns, "
+                     f"{r['delta_ns']:+.2f} -> {r['delta_fit_ns']:+.2f} ns")
+    if f.get("overlap_random") is not None:
+        lines.append(f"# overlap of walks in independent random loads (measured): {f['overlap_random']:.3f}")
+    lines += [
+        f"preset = {_toml_str(start)}",
+        "",
+        "[cost]",
+        f"walk_ref_cycles = {c['walk_ref_cycles']:.6g}",
+        f"walk_ref_mem_cycles = {c['walk_ref_mem_cycles']:.6g}",
+        f"pt_cache_lines = {int(c['pt_cache_lines'])}",
+        f"l2_hit_cycles = {c['l2_hit_cycles']:.6g}",
         f"cpu_ghz = {c['cpu_ghz']:.6g}",
         f"source = {_toml_str(source)}",
         "",

@@ -753,6 +753,64 @@ def render_calibration(cal) -> None:
                               f"{100 * cov:.0f}% huge-page coverage")
 
 
+def render_walks(cal) -> None:
+    f = cal["fit"]
+    t = Table(title=f"walk cost vs footprint on {escape(cal['cpu_model'])} (kernel {escape(cal['kernel'])}), "
+                    f"{escape(cal['when'])}: pointer chase, ns per access")
+    for col in ("footprint", "4 KiB pages", "2 MiB pages", "difference (measured)", "difference (model, fitted)",
+                "random 4k - 2m", "huge share of 2m buffer"):
+        t.add_column(col, justify="right")
+    rand = {r["footprint"]: r for r in f["random_table"]}
+    from .walkcal import _size
+    for r in f["table"]:
+        rr = rand.get(r["footprint"])
+        t.add_row(_size(r["footprint"]), f"{r['ns_4k']:.2f}", f"{r['ns_2m']:.2f}", f"{r['delta_ns']:+.2f}",
+                  f"{r['delta_fit_ns']:+.2f}", f"{rr['delta_ns']:+.2f}" if rr else "-",
+                  f"{100 * r['huge_fraction_2m']:.0f}%")
+    console.print(t)
+    c = f["cost"]
+    console.print(f"fitted (estimates of the model, from the measurements above): walk reference hitting the "
+                  f"page-table line cache {f['walk_ref_llc_ns']:.2f} ns ({c['walk_ref_cycles']:.1f} cycles), missing "
+                  f"it {f['walk_ref_mem_ns']:.2f} ns ({c['walk_ref_mem_cycles']:.1f} cycles), L2 TLB hit "
+                  f"{f['l2_hit_ns']:.2f} ns, capacity C = {f['pt_cache_lines']} lines "
+                  f"({f['pt_cache_lines'] * 64 / 2**20:.3g} MiB) at {c['cpu_ghz']:.4g} GHz; overlap of walks in "
+                  "independent random loads " + (f"{f['overlap_random']:.2f}" if f["overlap_random"] is not None
+                                                 else "not measurable"))
+    for e in f.get("excluded") or []:
+        err_console.print(f"[yellow]warning:[/] {_size(e['footprint'])} left out of the fit: its 2 MiB buffer was only "
+                          f"{100 * e['huge_fraction_2m']:.0f}% huge (smaps)")
+    how = next((m["how"] for m in cal["microbench"] if m.get("how")), None)
+    if how:
+        console.print(f"measured: {escape(how)} (each footprint and page size alike)")
+
+
+def _calibrate_walks(a, meas) -> int:
+    from . import calibrate, units
+
+    if a.fit_ghz or a.trace_dir:
+        raise CliError("--fit-ghz and --trace-dir belong to the workload fit (--workload); the walk "
+                       "microbenchmarks use the host clock (or --ghz)")
+    fps = None
+    if a.footprints:
+        try:
+            fps = [int(units.parse_size(s.strip())) for s in a.footprints.split(",")]
+        except (ValueError, TypeError) as e:
+            raise CliError(f"--footprints {a.footprints}: {e}")
+    cal = calibrate.calibrate_walks(preset=a.preset, config=a.config, footprints=fps,
+                                    accesses=a.accesses or (1 << 21), repeat=a.repeat, ghz=a.ghz, measurements=meas,
+                                    log=lambda s: err_console.print(f"[dim]{escape(s)}[/]"))
+    if a.json:
+        emit_json(a.json, cal)
+    with human_to_stderr(a.json):
+        render_walks(cal)
+    if not a.dry_run:
+        path = calibrate.save_preset(cal, a.out)
+        default = os.path.abspath(path) == os.path.abspath(calibrate.default_path())
+        console.print(f"saved the calibrated preset to {escape(path)}; use it with "
+                      + ("--preset calibrated" if default else f"--config {escape(path)}"))
+    return 0
+
+
 @_cli_errors
 def cmd_calibrate(a) -> int:
     from . import calibrate
@@ -772,6 +830,10 @@ def cmd_calibrate(a) -> int:
                 meas = json.load(fh)
         except ValueError as e:
             raise CliError(f"{a.measurements}: not JSON ({e})")
+    if wls is None and (meas is None or meas.get("kind") == "microbench"):
+        return _calibrate_walks(a, meas)
+    if a.footprints or a.accesses is not None:
+        raise CliError("--footprints and --accesses set the walk microbenchmarks, not the workload fit (--workload)")
     cal = calibrate.calibrate(wls, repeat=a.repeat, warmup=a.warmup, preset=a.preset, config=a.config,
                               objective=a.objective, ghz=a.ghz, fit_ghz=a.fit_ghz, trace_dir=a.trace_dir,
                               measurements=meas, log=lambda s: err_console.print(f"[dim]{escape(s)}[/]"))
@@ -813,6 +875,11 @@ def add_calibrate_commands(sub) -> None:
     json_option(c, "write measurements, counters and the fit to this JSON file")
     c.add_argument("--measurements", metavar="JSON", help="refit the measurements of an earlier --json (no runs)")
     c.add_argument("--trace-dir", metavar="DIR", help="keep the traces here (default: a temporary directory)")
+    c.add_argument("--footprints", metavar="SIZE,...", default=None,
+                   help="walk microbenchmark footprints (default 16KiB, x4 ... 4GiB; those whose two buffers do "
+                        "not fit in available memory are skipped)")
+    c.add_argument("--accesses", type=_count_arg("accesses", 1, 1 << 32), default=None,
+                   help="loads per microbenchmark pass (default 2097152)")
     c.set_defaults(func=cmd_calibrate)
 
 

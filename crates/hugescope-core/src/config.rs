@@ -51,6 +51,17 @@ pub struct CostConfig {
     pub walk_ref_cycles: f64,
     /// Cycles per page-walk-cache hit (the reference it saves is not charged).
     pub pwc_hit_cycles: f64,
+    /// Effective capacity, in 64-byte lines, of the data-cache share that
+    /// page-table lines keep (`hw::ptcache`). 0 (the default) turns the
+    /// page-table line cache off: every walk reference then costs
+    /// `walk_ref_cycles`, and results carry no per-class counters.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub pt_cache_lines: u64,
+    /// Cycles of a walk reference that misses the page-table line cache (a
+    /// DRAM access); with `pt_cache_lines` > 0, `walk_ref_cycles` is then the
+    /// price of a reference that hits (the last-level cache).
+    #[serde(default, skip_serializing_if = "is_zero_f64")]
+    pub walk_ref_mem_cycles: f64,
     /// Core clock, to turn cycles into seconds.
     pub cpu_ghz: f64,
     /// Where these numbers came from ("preset estimate", "calibrated on HOST ...").
@@ -178,6 +189,14 @@ fn intel_pwc() -> BTreeMap<String, CacheConfig> {
     BTreeMap::from([("l2".into(), cc(32, 4)), ("l3".into(), cc(4, 0)), ("l4".into(), cc(2, 0))])
 }
 
+fn is_zero_u64(x: &u64) -> bool {
+    *x == 0
+}
+
+fn is_zero_f64(x: &f64) -> bool {
+    *x == 0.0
+}
+
 fn default_cost(ghz: f64) -> CostConfig {
     CostConfig {
         base_cycles_per_access: 20.0,
@@ -185,6 +204,8 @@ fn default_cost(ghz: f64) -> CostConfig {
         l2_hit_cycles: 7.0,
         walk_ref_cycles: 50.0,
         pwc_hit_cycles: 1.0,
+        pt_cache_lines: 0,
+        walk_ref_mem_cycles: 0.0,
         cpu_ghz: ghz,
         source: "preset estimate (see docs/assumptions.md, 'Cost model')".into(),
     }
@@ -194,7 +215,8 @@ impl MachineConfig {
     /// TLB and page-walk-cache entries of one cpu's MMU (the model-memory
     /// estimate of `limits` charges each).
     pub fn cache_entries_per_cpu(&self) -> u64 {
-        self.l1.values().chain(self.l2.values()).chain(self.pwc.values()).map(|c| c.entries as u64).sum()
+        self.l1.values().chain(self.l2.values()).chain(self.pwc.values()).map(|c| c.entries as u64).sum::<u64>()
+            + self.cost.pt_cache_lines
     }
 
     /// A preset, resolved (`gb_pages` applied) and validated.
@@ -554,12 +576,19 @@ impl MachineConfig {
             ("l2_hit_cycles", c.l2_hit_cycles),
             ("walk_ref_cycles", c.walk_ref_cycles),
             ("pwc_hit_cycles", c.pwc_hit_cycles),
+            ("walk_ref_mem_cycles", c.walk_ref_mem_cycles),
         ] {
             // Bounded so virtual time (cycles / clock) stays finite and
             // meaningful: no memory reference costs a million cycles.
             if !v.is_finite() || !(0.0..=MAX_CYCLES).contains(&v) {
                 return Err(Error::config(format!("cost.{k}={}: must be between 0 and {MAX_CYCLES} cycles", fmt_num(v))));
             }
+        }
+        if c.pt_cache_lines > MAX_PT_CACHE_LINES {
+            return Err(Error::config(format!(
+                "cost.pt_cache_lines={}: at most {MAX_PT_CACHE_LINES} lines (a 256 MiB cache; 0 turns the model off)",
+                c.pt_cache_lines
+            )));
         }
         if !(c.cpu_ghz.is_finite() && (MIN_GHZ..=MAX_GHZ).contains(&c.cpu_ghz)) {
             return Err(Error::config(format!("cost.cpu_ghz={}: must be between {MIN_GHZ} and {MAX_GHZ}", fmt_num(c.cpu_ghz))));
@@ -574,6 +603,10 @@ impl MachineConfig {
 
 /// Largest cost of one event (an access, a hit, a walk reference), in cycles.
 const MAX_CYCLES: f64 = 1e6;
+/// Largest page-table line cache (`cost.pt_cache_lines`): 4Mi lines of 64 B
+/// model a 256 MiB cache, beyond any last-level cache; each cpu keeps a tag
+/// per line.
+const MAX_PT_CACHE_LINES: u64 = 1 << 22;
 /// Clock range of the cycle time base.
 const MIN_GHZ: f64 = 0.001;
 const MAX_GHZ: f64 = 1000.0;

@@ -292,6 +292,9 @@ impl<P: PageTable, W: Walker, S: SegmentUnit> Simulator<P, W, S> {
         let stats: Vec<_> = self.mmus.iter().map(|m| m.stats.clone()).collect();
         let mut c = TranslationCounters::from_mmus(&stats, &self.geo.sizes, self.geo.level_shifts.len());
         c.segment = self.seg.counters();
+        if self.cfg.cost.pt_cache_lines > 0 {
+            c.classify_walk_refs(&stats);
+        }
         c
     }
 }

@@ -14,6 +14,8 @@ pub struct MmuStats {
     /// Walks, by the page size of the leaf they found.
     pub walks: [u64; MAX_SIZES],
     pub walk_refs: u64,
+    /// Walk references that missed the page-table line cache (`hw::ptcache`).
+    pub walk_refs_mem: u64,
     /// PWC hits by root-first level index.
     pub pwc_hits: [u64; 6],
     pub shootdowns: u64,
@@ -30,6 +32,7 @@ impl MmuStats {
             self.walks[i] += o.walks[i];
         }
         self.walk_refs += o.walk_refs;
+        self.walk_refs_mem += o.walk_refs_mem;
         for i in 0..6 {
             self.pwc_hits[i] += o.pwc_hits[i];
         }
@@ -114,6 +117,13 @@ pub struct TranslationCounters {
     pub walks: u64,
     pub walk_refs: u64,
     pub pwc_hits: u64,
+    /// Walk references that hit the page-table line cache (the LLC) and that
+    /// missed it (DRAM), `hw::ptcache`. Present only when that model is on
+    /// (`cost.pt_cache_lines` > 0), so every other result is unchanged.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub walk_refs_llc: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub walk_refs_mem: Option<u64>,
     /// PWC hits by level name ("l2" = PDE cache on x86).
     pub pwc_hits_by_level: Vec<(String, u64)>,
     pub walks_per_1k_accesses: f64,
@@ -131,6 +141,14 @@ pub struct TranslationCounters {
 }
 
 impl TranslationCounters {
+    /// Fill in the reference classes of the page-table line cache: called
+    /// by the simulator when the model is on.
+    pub fn classify_walk_refs(&mut self, stats: &[MmuStats]) {
+        let mem: u64 = stats.iter().map(|s| s.walk_refs_mem).sum();
+        self.walk_refs_llc = Some(self.walk_refs - mem);
+        self.walk_refs_mem = Some(mem);
+    }
+
     pub fn from_mmus(stats: &[MmuStats], sizes: &[u64], levels: usize) -> Self {
         let mut t = MmuStats::default();
         for s in stats {
@@ -163,6 +181,8 @@ impl TranslationCounters {
             walks,
             walk_refs: t.walk_refs,
             pwc_hits: t.pwc_hits.iter().sum(),
+            walk_refs_llc: None,
+            walk_refs_mem: None,
             pwc_hits_by_level: (0..levels)
                 .filter(|&i| i + 1 < levels)
                 .map(|i| (format!("l{}", levels - i), t.pwc_hits[i]))

@@ -35,7 +35,7 @@ struct FixedWalker {
 impl Walker for FixedWalker {
     fn walk(&mut self, _space: Space, _a: &Access, _leaf: &Leaf) -> WalkCost {
         self.walks += 1;
-        WalkCost { refs: self.refs, pwc_hit_level: None }
+        WalkCost { refs: self.refs, pwc_hit_level: None, mem_refs: 0 }
     }
     /// Writes no accessed/dirty bits: the page table must then keep none.
     fn writes(&self, _a: &Access, _leaf: &Leaf) -> u8 {
@@ -107,10 +107,10 @@ fn the_radix_walker_prices_a_leaf_directly() {
     let geo = Geometry::new(&cfg).unwrap();
     let mut w = RadixWalker::new(&geo, &cfg);
     let a = Access::read(BASE);
-    assert_eq!(w.walk(Space::native(0), &a, &Leaf::sized(0)), WalkCost { refs: 4, pwc_hit_level: None });
+    assert_eq!(w.walk(Space::native(0), &a, &Leaf::sized(0)), WalkCost { refs: 4, pwc_hit_level: None, mem_refs: 0 });
     // Same address, now as a 2MB leaf: the PDPTE cache filled by the first
     // walk hits (root-first level 1), the PDE is read.
-    assert_eq!(w.walk(Space::native(0), &a, &Leaf::sized(1)), WalkCost { refs: 1, pwc_hit_level: Some(1) });
+    assert_eq!(w.walk(Space::native(0), &a, &Leaf::sized(1)), WalkCost { refs: 1, pwc_hit_level: Some(1), mem_refs: 0 });
     w.flush();
     assert_eq!(w.walk(Space::native(0), &a, &Leaf::sized(2)).refs, 2);
 }
@@ -143,7 +143,7 @@ impl Walker for NestedShape {
         assert!(leaf.is_nested());
         let g = self.levels_of_size[leaf.size()];
         let h = self.levels_of_size[leaf.host_size as usize];
-        WalkCost { refs: (g + 1) * (h + 1) - 1, pwc_hit_level: None }
+        WalkCost { refs: (g + 1) * (h + 1) - 1, pwc_hit_level: None, mem_refs: 0 }
     }
     fn writes(&self, _a: &Access, _leaf: &Leaf) -> u8 {
         LEAF_A

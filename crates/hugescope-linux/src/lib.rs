@@ -24,6 +24,7 @@ pub mod error;
 pub mod fragment;
 pub mod launch;
 pub mod lifetime;
+pub mod microbench;
 pub mod native;
 pub mod pagemap;
 pub mod pidfd;

@@ -271,6 +271,19 @@ fn run_native_workload(
     json(&py.detach(|| run_native(&name, &params, &p, &opts)).map_err(err)?)
 }
 
+/// The page-walk microbenchmarks of one footprint (`hugescope_linux::microbench`):
+/// `spec_json` is a `microbench::Spec`; returns a JSON list of `Measurement`s.
+#[pyfunction]
+fn microbench(py: Python<'_>, spec_json: String) -> PyResult<String> {
+    let spec: hugescope_linux::microbench::Spec = serde_json::from_str(&spec_json).map_err(err)?;
+    let mut stop = PyStop::new();
+    let r = py.detach(|| hugescope_linux::microbench::run(&spec, &mut || stop.check()));
+    match r {
+        Ok(m) => json(&m),
+        Err(e) => Err(stop.into_err(e)),
+    }
+}
+
 /// `/proc/buddyinfo`: free blocks per zone and order, and free 2 MiB blocks in total.
 #[pyfunction]
 fn buddyinfo() -> PyResult<String> {
@@ -408,6 +421,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(launch_command, m)?)?;
     m.add_function(wrap_pyfunction!(run_native_workload, m)?)?;
     m.add_function(wrap_pyfunction!(buddyinfo, m)?)?;
+    m.add_function(wrap_pyfunction!(microbench, m)?)?;
     m.add_function(wrap_pyfunction!(fragment_memory, m)?)?;
     Ok(())
 }

@@ -232,6 +232,7 @@ impl<W: Walker> Mmu<W> {
         let cost = self.walker.walk(self.space(a), a, leaf);
         self.stats.walks[s] += 1;
         self.stats.walk_refs += cost.refs as u64;
+        self.stats.walk_refs_mem += cost.mem_refs as u64;
         if let Some(l) = cost.pwc_hit_level {
             self.stats.pwc_hits[l] += 1;
         }

@@ -9,6 +9,7 @@ pub mod leaf;
 pub mod mmu;
 pub mod nested;
 pub mod pcc;
+pub mod ptcache;
 pub mod pwc;
 pub mod segment;
 pub mod space;

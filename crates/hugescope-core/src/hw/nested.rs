@@ -161,7 +161,7 @@ impl Walker for NestedWalker {
             // needs a host walk or an EPT A bit), the guest PWC is untouched.
             self.first = (gl + 1) as u8;
             let refs = self.host_walk(self.path.data_gpa, leaf.host_size as usize, host);
-            return WalkCost { refs, pwc_hit_level: None };
+            return WalkCost { refs, pwc_hit_level: None, mem_refs: 0 };
         }
         let g = self.guest_pwc.walk(a.addr, space, gl);
         let first = g.pwc_hit_level.map_or(0, |i| i + 1);
@@ -171,7 +171,7 @@ impl Walker for NestedWalker {
         }
         refs += self.host_walk(self.path.data_gpa, leaf.host_size as usize, host);
         self.first = first as u8;
-        WalkCost { refs, pwc_hit_level: g.pwc_hit_level }
+        WalkCost { refs, pwc_hit_level: g.pwc_hit_level, mem_refs: 0 }
     }
 
     /// The guest leaf's bits as the radix walker sets them, plus the first

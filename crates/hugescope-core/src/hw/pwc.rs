@@ -22,6 +22,9 @@ pub struct WalkCost {
     pub refs: u32,
     /// Root-first index of the level whose PWC hit, if any.
     pub pwc_hit_level: Option<usize>,
+    /// References that missed the page-table line cache (`hw::ptcache`);
+    /// always 0 when that model is off.
+    pub mem_refs: u32,
 }
 
 /// The VA bits above the level's shift, then the space (as in `tlb.rs`): at
@@ -59,7 +62,7 @@ impl Pwc {
             }
         }
         let first = hit.map_or(0, |i| i + 1);
-        WalkCost { refs: (leaf + 1 - first) as u32, pwc_hit_level: hit }
+        WalkCost { refs: (leaf + 1 - first) as u32, pwc_hit_level: hit, mem_refs: 0 }
     }
 
     /// Invalidate cached entries of `space` covering any part of [start, end).
@@ -104,13 +107,13 @@ mod tests {
         let mut p = Pwc::new(&g, &cfg.pwc);
         let (p0, p1, vm1) = (Space::native(0), Space::native(1), Space::new(1, 0));
         // Cold: 4 references for a 4KB leaf, nothing cached.
-        assert_eq!(p.walk(0x1234_5000, p0, 3), WalkCost { refs: 4, pwc_hit_level: None });
+        assert_eq!(p.walk(0x1234_5000, p0, 3), WalkCost { refs: 4, pwc_hit_level: None, mem_refs: 0 });
         // Same 2MB region: the PDE cache (root-first index 2) hits, 1 reference.
-        assert_eq!(p.walk(0x1234_6000, p0, 3), WalkCost { refs: 1, pwc_hit_level: Some(2) });
+        assert_eq!(p.walk(0x1234_6000, p0, 3), WalkCost { refs: 1, pwc_hit_level: Some(2), mem_refs: 0 });
         // Same 1GB, other 2MB: the PDPTE cache hits, PD + PT = 2 references.
-        assert_eq!(p.walk(0x1260_0000, p0, 3), WalkCost { refs: 2, pwc_hit_level: Some(1) });
+        assert_eq!(p.walk(0x1260_0000, p0, 3), WalkCost { refs: 2, pwc_hit_level: Some(1), mem_refs: 0 });
         // A 2MB leaf in the same 1GB: PDPTE hit, 1 reference (the PDE itself).
-        assert_eq!(p.walk(0x1280_0000, p0, 2), WalkCost { refs: 1, pwc_hit_level: Some(1) });
+        assert_eq!(p.walk(0x1280_0000, p0, 2), WalkCost { refs: 1, pwc_hit_level: Some(1), mem_refs: 0 });
         // Another pid shares nothing, nor does the same pid in another VM.
         assert_eq!(p.walk(0x1234_5000, p1, 3).refs, 4);
         assert_eq!(p.walk(0x1234_5000, vm1, 3).refs, 4);

@@ -19,6 +19,7 @@
 use super::geometry::Geometry;
 use super::leaf::{Leaf, LEAF_A, LEAF_D, PMD_A, PUD_A};
 use super::geometry::MAX_SIZES;
+use super::ptcache::PtCache;
 use super::pwc::{Pwc, WalkCost};
 use super::space::Space;
 use crate::config::MachineConfig;
@@ -65,20 +66,29 @@ pub struct RadixWalker {
     pub pwc: Pwc,
     /// Root-first level index of the leaf entry of each page size.
     leaf_level: [usize; MAX_SIZES],
+    /// Where the walk's references hit in the data caches (`hw::ptcache`);
+    /// None unless `cost.pt_cache_lines` > 0.
+    ptc: Option<PtCache>,
 }
 
 impl RadixWalker {
     pub fn new(geo: &Geometry, cfg: &MachineConfig) -> RadixWalker {
         let mut leaf_level = [0; MAX_SIZES];
         leaf_level[..geo.num_sizes()].copy_from_slice(&geo.leaf_level);
-        RadixWalker { pwc: Pwc::new(geo, &cfg.pwc), leaf_level }
+        let ptc = (cfg.cost.pt_cache_lines > 0).then(|| PtCache::new(geo, cfg.cost.pt_cache_lines));
+        RadixWalker { pwc: Pwc::new(geo, &cfg.pwc), leaf_level, ptc }
     }
 }
 
 impl Walker for RadixWalker {
     #[inline(always)]
     fn walk(&mut self, space: Space, a: &Access, leaf: &Leaf) -> WalkCost {
-        self.pwc.walk(a.addr, space, self.leaf_level[leaf.size()])
+        let level = self.leaf_level[leaf.size()];
+        let mut cost = self.pwc.walk(a.addr, space, level);
+        if let Some(ptc) = self.ptc.as_mut() {
+            cost.mem_refs = ptc.walk(space, a.addr, level, cost.refs);
+        }
+        cost
     }
 
     /// A on every entry of the path and D on the leaf for a write (SDM vol.

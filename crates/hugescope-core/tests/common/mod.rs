@@ -17,7 +17,10 @@ pub const MB2: u64 = 2 << 20;
 /// One declared region of `len` bytes at `BASE` in pid 0.
 pub fn header(len: u64, advised: bool) -> TraceHeader {
     let mut h = TraceHeader::new("synthetic");
-    h.regions.push(Region { hugepage_advised: advised, ..Region::new("data", BASE, len) });
+    h.regions.push(Region {
+        hugepage_advised: advised,
+        ..Region::new("data", BASE, len)
+    });
     h
 }
 
@@ -27,7 +30,13 @@ pub fn machine() -> MachineConfig {
 
 /// A simulator on haswell-pcc over the OS model running `pol` on `cpus` cpus,
 /// with the oracle's walk profile if given.
-pub fn sim_with(h: &TraceHeader, o: OsConfig, mut pol: Box<dyn Policy>, profile: Option<&WalkProfile>, cpus: usize) -> Simulator<Kernel> {
+pub fn sim_with(
+    h: &TraceHeader,
+    o: OsConfig,
+    mut pol: Box<dyn Policy>,
+    profile: Option<&WalkProfile>,
+    cpus: usize,
+) -> Simulator<Kernel> {
     let cfg = machine();
     if let Some(p) = profile {
         assert!(pol.wants_profile());
@@ -38,8 +47,17 @@ pub fn sim_with(h: &TraceHeader, o: OsConfig, mut pol: Box<dyn Policy>, profile:
 }
 
 /// The same with a registered policy by name and `key=value` parameters.
-pub fn sim_cpus(h: &TraceHeader, o: OsConfig, name: &str, params: &[(&str, &str)], cpus: usize) -> Simulator<Kernel> {
-    let p: Vec<(String, String)> = params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+pub fn sim_cpus(
+    h: &TraceHeader,
+    o: OsConfig,
+    name: &str,
+    params: &[(&str, &str)],
+    cpus: usize,
+) -> Simulator<Kernel> {
+    let p: Vec<(String, String)> = params
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
     sim_with(h, o, policy::make(name, &p).unwrap(), None, cpus)
 }
 
@@ -49,9 +67,25 @@ pub fn sim(h: &TraceHeader, o: OsConfig, name: &str, params: &[(&str, &str)]) ->
 
 /// mthp: a simulator on machine `cfg` (any preset, overrides applied) over
 /// the OS model running the registered policy `name` with `params`, one cpu.
-pub fn sim_on(cfg: &MachineConfig, h: &TraceHeader, o: OsConfig, name: &str, params: &[(&str, &str)]) -> Simulator<Kernel> {
-    let p: Vec<(String, String)> = params.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-    let k = Kernel::new(Geometry::new(cfg).unwrap(), cfg.cost.clone(), h, &o, policy::make(name, &p).unwrap()).unwrap();
+pub fn sim_on(
+    cfg: &MachineConfig,
+    h: &TraceHeader,
+    o: OsConfig,
+    name: &str,
+    params: &[(&str, &str)],
+) -> Simulator<Kernel> {
+    let p: Vec<(String, String)> = params
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let k = Kernel::new(
+        Geometry::new(cfg).unwrap(),
+        cfg.cost.clone(),
+        h,
+        &o,
+        policy::make(name, &p).unwrap(),
+    )
+    .unwrap();
     Simulator::new(cfg.clone(), 1, k).unwrap()
 }
 
