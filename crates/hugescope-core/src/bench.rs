@@ -38,7 +38,9 @@ pub struct BenchReport {
     pub ratio: f64,
 }
 
-fn best_of(repeats: u32, what: &str, mut f: impl FnMut() -> Result<u64>) -> Result<Throughput> {
+/// Run `f` `repeats` times (at least once) and keep the best and median wall
+/// times; `f` returns the accesses it handled.
+pub fn best_of(repeats: u32, what: &str, mut f: impl FnMut() -> Result<u64>) -> Result<Throughput> {
     let mut times = Vec::new();
     let mut n = 0;
     for _ in 0..repeats.max(1) {
