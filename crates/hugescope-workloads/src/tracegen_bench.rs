@@ -1,0 +1,120 @@
+//! Trace-generation throughput behind `hugescope bench` (issue #16): a
+//! workload's generator alone, its accesses dropped by a sink in the same
+//! process, against the same generator writing a `.hst` file end to end
+//! (packing, byte planes, zstd, CRC, the disk, fsync and rename) through the
+//! path `hugescope trace` runs. Both passes include the workload's setup (a
+//! GUPS table, a graph), which is also reported on its own so it can be seen
+//! not to dominate. A measurement, never a test.
+
+use std::path::Path;
+use std::time::Instant;
+
+use hugescope_core::bench::{best_of, Throughput};
+use hugescope_core::trace::{Access, AccessSink};
+use hugescope_core::Result;
+use serde::Serialize;
+
+use crate::registry::{trace, Params};
+use crate::tracefile::{trace_to_file, FileOptions};
+
+#[derive(Clone, Debug, Serialize)]
+pub struct TracegenReport {
+    pub kind: &'static str,
+    pub how: &'static str,
+    pub workload: String,
+    pub params: Params,
+    pub repeats: u32,
+    /// Whether the file was encoded on the generator's thread.
+    pub sequential: bool,
+    /// The generator into a sink that drops every access.
+    pub generator: Throughput,
+    /// The generator writing a trace file, finished and renamed.
+    pub end_to_end: Throughput,
+    /// Setup before the first access (table fill, graph construction) in the
+    /// generator's best pass, seconds.
+    pub setup_seconds: f64,
+    /// Bytes of the trace file written.
+    pub file_bytes: u64,
+    /// end-to-end / generator-alone throughput (best passes); issue #16 asks >= 0.5.
+    pub ratio: f64,
+    /// The same for the median passes.
+    pub median_ratio: f64,
+}
+
+/// Drops accesses, noting when the first one arrived (the end of setup).
+struct Discard {
+    accesses: u64,
+    first: Option<Instant>,
+}
+
+impl AccessSink for Discard {
+    #[inline]
+    fn access(&mut self, a: Access) {
+        if self.accesses == 0 {
+            self.first = Some(Instant::now());
+        }
+        self.accesses += 1;
+        std::hint::black_box(a);
+    }
+}
+
+/// Measure workload `name` with `params`: `repeats` passes of each kind,
+/// best and median; the trace files go to `dir` and are deleted. `sequential`
+/// encodes on the generator's thread (what a second thread buys).
+pub fn tracegen_throughput(
+    name: &str,
+    params: &Params,
+    repeats: u32,
+    dir: &Path,
+    sequential: bool,
+) -> Result<TracegenReport> {
+    let mut setups = Vec::new();
+    let generator = best_of(repeats, "generator alone", || {
+        let start = Instant::now();
+        let mut sink = Discard {
+            accesses: 0,
+            first: None,
+        };
+        let out = trace(name, params, &mut sink)?;
+        let setup = sink
+            .first
+            .map_or(0.0, |t| t.duration_since(start).as_secs_f64());
+        setups.push((start.elapsed().as_secs_f64(), setup));
+        Ok(out.accesses)
+    })?;
+    let path = dir.join(format!("tracegen-{name}.hst"));
+    let mut file_bytes = 0;
+    let end_to_end = best_of(repeats, "end to end to a file", || {
+        let w = trace_to_file(
+            name,
+            params,
+            &path,
+            FileOptions {
+                sequential,
+                ..Default::default()
+            },
+        );
+        file_bytes = std::fs::metadata(&path).map_or(0, |m| m.len());
+        let _ = std::fs::remove_file(&path);
+        Ok(w?.output.accesses)
+    })?;
+    // The setup of the best generator pass.
+    let setup_seconds = setups
+        .iter()
+        .min_by(|a, b| a.0.total_cmp(&b.0))
+        .map_or(0.0, |s| s.1);
+    Ok(TracegenReport {
+        kind: "measurement",
+        how: "wall time (std::time::Instant) of whole runs (setup included) in one process, best and median of the repeats; the generator on one thread, the file's encoding on a second unless sequential",
+        workload: name.into(),
+        params: params.clone(),
+        repeats,
+        sequential,
+        ratio: end_to_end.accesses_per_second / generator.accesses_per_second,
+        median_ratio: end_to_end.median_accesses_per_second / generator.median_accesses_per_second,
+        generator,
+        end_to_end,
+        setup_seconds,
+        file_bytes,
+    })
+}
