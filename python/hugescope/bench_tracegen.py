@@ -52,7 +52,7 @@ def rows(gups_size: str, accesses: int, repeats: int, directory: str) -> List[Di
 
 def table(results: List[Dict[str, Any]], repeats: int) -> Table:
     """The rows as a table for the console."""
-    t = Table(title=f"trace generation (measurements: wall time of {repeats} whole runs each, setup included; "
+    t = Table(title=f"trace generation (measurements: wall time of {repeats} whole runs of each kind, alternating, setup included; "
                     f"best and median; file encoded on a second thread)")
     for c in ("workload", "accesses", "generator alone (M acc/s)", "median", "end to end to disk (M acc/s)",
               "median", "setup (s)", "ratio", "median ratio", "ratio without setup (estimate)"):
