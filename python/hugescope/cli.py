@@ -757,11 +757,12 @@ def cmd_bench(a) -> int:
                       f"{r['simulate']['accesses_per_second'] / 1e6:.1f}",
                       f"{r['simulate']['median_accesses_per_second'] / 1e6:.1f}", f"{r['ratio']:.2f}")
         console.print(t)
-        console.print(f"trace generation end to end (table setup, tracing, zstd compression, disk): "
-                      f"{n / gen / 1e6:.1f} M accesses/s; the generator alone: cargo bench -p hugescope-workloads")
+        from . import bench_tracegen  # trace generation: generator alone vs end to end (issue #16)
+        tracegen = bench_tracegen.rows(a.size, n, a.repeat, d)
+        console.print(bench_tracegen.table(tracegen, a.repeat))
         if a.json:
             emit_json(a.json, {"kind": "measurement", "static": rows,
-                                "tracegen_accesses_per_second": n / gen})
+                                "tracegen_accesses_per_second": n / gen, "tracegen": tracegen})
     return 0
 
 

@@ -38,7 +38,9 @@ pub struct BenchReport {
     pub ratio: f64,
 }
 
-fn best_of(repeats: u32, what: &str, mut f: impl FnMut() -> Result<u64>) -> Result<Throughput> {
+/// Run `f` `repeats` times (at least once) and keep the best and median wall
+/// times; `f` returns the accesses it handled.
+pub fn best_of(repeats: u32, what: &str, mut f: impl FnMut() -> Result<u64>) -> Result<Throughput> {
     let mut times = Vec::new();
     let mut n = 0;
     for _ in 0..repeats.max(1) {
@@ -46,16 +48,21 @@ fn best_of(repeats: u32, what: &str, mut f: impl FnMut() -> Result<u64>) -> Resu
         n = f()?;
         times.push(t.elapsed().as_secs_f64());
     }
+    Ok(throughput(what, n, times))
+}
+
+/// Best and median of pass times (at least one) over `n` accesses each.
+pub fn throughput(what: &str, n: u64, mut times: Vec<f64>) -> Throughput {
     times.sort_by(f64::total_cmp);
     let (best, median) = (times[0], times[times.len() / 2]);
-    Ok(Throughput {
+    Throughput {
         what: what.into(),
         accesses: n,
         seconds: best,
         accesses_per_second: n as f64 / best,
         median_seconds: median,
         median_accesses_per_second: n as f64 / median,
-    })
+    }
 }
 
 /// Decode-only and decode+simulate throughput of a trace file (best of `repeats`).

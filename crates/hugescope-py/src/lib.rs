@@ -6,8 +6,7 @@
 
 use hugescope_core::config::{Config, MachineConfig, Source, PRESETS};
 use hugescope_core::os::config::os_knobs;
-use hugescope_core::trace::hst::{self, HstWriter};
-use hugescope_core::trace::{Access, AccessSink};
+use hugescope_core::trace::hst;
 use pyo3::prelude::*;
 use serde::Serialize;
 
@@ -258,67 +257,49 @@ fn workload_layout(name: String, params_json: String) -> PyResult<String> {
     json(&hugescope_workloads::plan(&name, &params(&params_json)?).map_err(err)?)
 }
 
-/// Writes accesses to a trace file, reports progress to Python, honours a cap.
-/// Runs on the worker thread of `cancellable`: the callback takes the GIL.
-struct TraceSink {
-    writer: HstWriter,
-    limit: u64,
-    seen: u64,
-    callback: Option<Py<PyAny>>,
-    failure: Option<PyErr>,
-}
-
-const PROGRESS_EVERY: u64 = 1 << 20;
-
-impl AccessSink for TraceSink {
-    #[inline]
-    fn access(&mut self, a: Access) {
-        if self.seen < self.limit && self.failure.is_none() {
-            self.writer.access(a);
-        }
-        self.seen += 1;
-        if self.seen % PROGRESS_EVERY == 0 {
-            if let Some(cb) = &self.callback {
-                if self.failure.is_none() {
-                    let n = self.seen.min(self.limit);
-                    if let Err(e) = Python::attach(|py| cb.call1(py, (n,)).map(drop)) {
-                        // The callback failed: stop the generator (it polls the
-                        // cancellation request); the temporary file is removed
-                        // when the writer is dropped.
-                        self.failure = Some(e);
-                        hugescope_core::cancel::request();
-                    }
-                }
-            }
-        }
-    }
-    fn progress(&mut self, label: &str) {
-        if self.seen <= self.limit {
-            self.writer.progress(label);
-        }
-    }
-}
-
 /// Generate a workload's trace into `out`. Returns JSON {summary, result, header}.
+/// `progress` is called with the accesses generated so far (about every
+/// million), from the worker thread of `cancellable` (it takes the GIL).
 #[pyfunction]
 #[pyo3(signature = (name, params_json, out, limit=None, progress=None))]
 fn trace_workload(py: Python<'_>, name: String, params_json: String, out: String, limit: Option<u64>, progress: Option<Py<PyAny>>) -> PyResult<String> {
+    use hugescope_workloads::tracefile::{trace_to_file, FileOptions};
     let p = params(&params_json)?;
-    let header = hugescope_workloads::header(&name, &p).map_err(err)?;
-    let writer = HstWriter::create(&out, &header).map_err(err)?;
-    let mut sink = TraceSink { writer, limit: limit.unwrap_or(u64::MAX), seen: 0, callback: progress, failure: None };
-    // The sink (and its temporary file) lives in the worker: on an error or a
-    // cancellation it is dropped there, which deletes the temporary file.
-    let (output, summary) = cancellable(py, move || {
-        let output = hugescope_workloads::trace(&name, &p, &mut sink);
-        if let Some(e) = sink.failure.take() {
+    let w = cancellable(py, move || {
+        let mut failure: Option<PyErr> = None;
+        let mut hook = |n: u64| match &progress {
+            Some(cb) => match Python::attach(|py| cb.call1(py, (n,)).map(drop)) {
+                Ok(()) => true,
+                Err(e) => {
+                    // The callback failed: the generator stops (see
+                    // `trace_to_file`) and its exception is raised.
+                    failure = Some(e);
+                    false
+                }
+            },
+            None => true,
+        };
+        let opts = FileOptions { limit, progress: Some(&mut hook), sequential: false };
+        let w = trace_to_file(&name, &p, std::path::Path::new(&out), opts);
+        if let Some(e) = failure.take() {
             hugescope_core::cancel::clear();
             return Err(e);
         }
-        let output = output.map_err(err)?;
-        Ok((output, sink.writer.finish().map_err(err)?))
+        w.map(|w| (out, w)).map_err(err)
     })?;
-    json(&serde_json::json!({ "path": out, "header": header, "summary": summary, "result": output }))
+    let (out, w) = w;
+    json(&serde_json::json!({ "path": out, "header": w.header, "summary": w.summary, "result": w.output }))
+}
+
+/// Trace-generation throughput of a workload (`hugescope bench`): the
+/// generator alone against the same run written to a file in `dir`.
+#[pyfunction]
+#[pyo3(signature = (workload, params_json, repeats, dir, sequential=false))]
+fn bench_tracegen(py: Python<'_>, workload: String, params_json: String, repeats: u32, dir: String, sequential: bool) -> PyResult<String> {
+    let p = params(&params_json)?;
+    json(&cancellable(py, move || {
+        hugescope_workloads::tracegen_bench::tracegen_throughput(&workload, &p, repeats, std::path::Path::new(&dir), sequential).map_err(err)
+    })?)
 }
 
 /// Check an output target before writing it (`hugescope_core::output::check`):
@@ -382,6 +363,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("DEFAULT_QUANTUM_MS", hugescope_core::sched::DEFAULT_QUANTUM_MS)?;
     m.add_function(wrap_pyfunction!(policies, m)?)?;
     m.add_function(wrap_pyfunction!(bench_file, m)?)?;
+    m.add_function(wrap_pyfunction!(bench_tracegen, m)?)?;
     m.add_function(wrap_pyfunction!(workload_layout, m)?)?;
     m.add_function(wrap_pyfunction!(trace_workload, m)?)?;
     m.add_function(wrap_pyfunction!(native_workload, m)?)?;

@@ -35,6 +35,8 @@ pub mod shape;
 pub mod stream;
 pub mod stride4m;
 pub mod svm;
+pub mod tracefile;
+pub mod tracegen_bench;
 pub mod web;
 pub mod zipf;
 

@@ -55,7 +55,7 @@ impl Drop for Backing {
             Backing::None => {}
             // SAFETY: allocated in `heap_zeroed` with exactly this layout.
             Backing::Heap { ptr, layout } => unsafe { std::alloc::dealloc(ptr.as_ptr(), layout) },
-            // SAFETY: mapped by `map_fixed` with exactly this length; nothing else
+            // SAFETY: mapped by `map_fixed` or `heap_zeroed` with exactly this length; nothing else
             // refers to the mapping once the owning Arr is dropped.
             Backing::Map { addr, len } => unsafe {
                 libc::munmap(addr, len);
@@ -161,12 +161,47 @@ fn check_fits<T: Pod>(region: &Region, n: usize) -> Result<usize> {
     Ok(bytes)
 }
 
-/// Zeroed heap array (trace mode). `alloc_zeroed` lets the allocator hand out
-/// lazily-zeroed pages, so a large, sparsely used array costs nothing up front.
+/// Arrays from this size up are mapped rather than taken from the allocator
+/// (trace mode; see `heap_zeroed`).
+const MAP_AT_LEAST: usize = 2 << 20;
+
+/// Zeroed array in ordinary process memory (trace mode), at whatever address
+/// the kernel picks: the trace carries the region's fixed address instead.
+///
+/// Large arrays are an anonymous mapping of their own: the kernel hands out
+/// zero pages on first touch, where the allocator's `alloc_zeroed` at this
+/// alignment writes every byte first (a 1 GiB GUPS table cost a full memset
+/// before its own fill), and the mapping is advised for huge pages, which
+/// makes a GUPS-like fill and its random updates fault and miss in the TLB
+/// per 2 MiB instead of per 4 KiB (issue #16: table initialisation must not
+/// dominate trace generation). Only the generator's own scratch memory is
+/// advised; the traced program's pages are modelled, not these.
 fn heap_zeroed<T: Pod>(region: &Region, n: usize) -> Result<Arr<T>> {
     let bytes = check_fits::<T>(region, n)?;
     if bytes == 0 {
         return Ok(Arr { base: region.base, ptr: NonNull::dangling(), len: 0, _backing: Backing::None, _t: PhantomData });
+    }
+    if bytes >= MAP_AT_LEAST {
+        // SAFETY: a fresh private anonymous mapping at an address of the
+        // kernel's choosing; checked below.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                bytes,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if p != libc::MAP_FAILED {
+            // Advice only: where THP is off or unavailable it changes nothing.
+            // SAFETY: madvise on our own fresh mapping.
+            unsafe { libc::madvise(p, bytes, libc::MADV_HUGEPAGE) };
+            let ptr = NonNull::new(p as *mut T).expect("mmap returned non-null");
+            return Ok(Arr { base: region.base, ptr, len: n, _backing: Backing::Map { addr: p, len: bytes }, _t: PhantomData });
+        }
+        // Out of address space or refused: the allocator reports it below.
     }
     let layout = std::alloc::Layout::from_size_align(bytes, 64)
         .map_err(|e| Error::input(format!("region '{}': {e}", region.name)))?;

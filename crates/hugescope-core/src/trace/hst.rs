@@ -18,12 +18,13 @@
 //! it, so `summarize(path, false)` reads a few hundred bytes instead of the trace.
 
 use std::fs::{File, OpenOptions};
-use std::io::{BufWriter, ErrorKind, Read, Seek, SeekFrom, Write};
+use std::io::{ErrorKind, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 
+use super::encode::{Encoder, Pipeline};
 use super::{Access, AccessSink, TraceHeader, ADDR_MASK, MAX_CPUS, MAX_PIDS};
 use crate::error::{Error, Result};
 
@@ -94,7 +95,7 @@ pub const MAX_FOOTER_BYTES: usize = 64 << 20;
 /// the largest cost left. Measured against level 1 on byte planes (one
 /// thread): decode 1.5-1.8x faster (GUPS 289 -> 516M records/s, bfs 237 ->
 /// 361M), files 6-8% larger, compression no slower.
-const ZSTD_LEVEL: i32 = -1;
+pub(super) const ZSTD_LEVEL: i32 = -1;
 
 /// A progress point of the generator: `index` accesses had been written when it
 /// was reached (so it sits just before record `index`).
@@ -125,7 +126,7 @@ pub struct TraceSummary {
 
 /// Running tallies behind a [`TraceSummary`]; fixed arrays so the per-record
 /// update is a few adds with no allocation and no bounds growth.
-struct Tally {
+pub(super) struct Tally {
     accesses: u64,
     writes: u64,
     per_cpu: Box<[u64; MAX_CPUS as usize]>,
@@ -135,7 +136,7 @@ struct Tally {
 }
 
 impl Tally {
-    fn new() -> Self {
+    pub(super) fn new() -> Self {
         Tally {
             accesses: 0,
             writes: 0,
@@ -149,7 +150,7 @@ impl Tally {
     /// Count one packed record. Working on the packed form lets the verifying
     /// reader tally without unpacking, and the masks keep every index in range.
     #[inline(always)]
-    fn add_packed(&mut self, r: u64) {
+    pub(super) fn add_packed(&mut self, r: u64) {
         let addr = r & ADDR_MASK;
         self.accesses += 1;
         self.writes += r >> 63;
@@ -159,7 +160,7 @@ impl Tally {
         self.max_addr = self.max_addr.max(addr);
     }
 
-    fn summary(&self, chunks: u64, compressed_bytes: u64, markers: Vec<Marker>) -> TraceSummary {
+    pub(super) fn summary(&self, chunks: u64, compressed_bytes: u64, markers: Vec<Marker>) -> TraceSummary {
         fn trim(v: &[u64]) -> Vec<u64> {
             let len = v.iter().rposition(|&c| c != 0).map_or(0, |i| i + 1);
             v[..len].to_vec()
@@ -203,24 +204,20 @@ static TEMP_SEQ: AtomicU64 = AtomicU64::new(0);
 /// next to the target and is renamed into place by [`HstWriter::finish`]; dropping
 /// the writer without finishing deletes the temporary, so a crash or an error never
 /// leaves a half-written trace under the final name.
+///
+/// This front half validates and packs records and cuts them into chunks; the
+/// chunks are encoded and written by an [`Encoder`](super::encode), on this
+/// thread or on a second one ([`HstWriter::with_encoder_thread`]); the file's
+/// bytes are the same either way.
 pub struct HstWriter {
     path: PathBuf,
     tmp_path: PathBuf,
-    out: Option<BufWriter<File>>,
-    /// Bytes written to the temporary file so far (= offset of the next frame).
-    offset: u64,
+    pipeline: Pipeline,
     chunk_records: usize,
-    layout: Layout,
     /// Packed records of the chunk being filled.
     recs: Vec<u64>,
-    /// The chunk's uncompressed payload, laid out for compression.
-    raw: Vec<u8>,
-    /// Reused compression output buffer.
-    comp: Vec<u8>,
-    compressor: zstd::bulk::Compressor<'static>,
-    tally: Tally,
-    chunks: u64,
-    compressed_bytes: u64,
+    /// Accesses written so far.
+    count: u64,
     markers: Vec<Marker>,
     /// First error seen through the `AccessSink` interface (which cannot return
     /// one), or an I/O failure after which the file is inconsistent.
@@ -286,37 +283,30 @@ impl HstWriter {
             .create_new(true)
             .open(&tmp_path)
             .map_err(|e| Error::io(&tmp_path, e))?;
-        let compressor =
-            zstd::bulk::Compressor::new(ZSTD_LEVEL).map_err(|e| Error::io(&tmp_path, e))?;
-
         let mut w = HstWriter {
             path,
-            tmp_path,
-            out: Some(BufWriter::with_capacity(1 << 16, file)),
-            offset: 0,
+            tmp_path: tmp_path.clone(),
+            pipeline: Pipeline::Gone,
             chunk_records: DEFAULT_CHUNK_RECORDS,
-            layout,
             recs: Vec::new(),
-            raw: Vec::new(),
-            comp: Vec::new(),
-            compressor,
-            tally: Tally::new(),
-            chunks: 0,
-            compressed_bytes: 0,
+            count: 0,
             markers: Vec::new(),
             deferred: None,
             broken: false,
             finished: false,
         };
+        // From here on an error drops `w`, which removes the temporary file.
+        w.pipeline = Pipeline::Inline(Encoder::new(tmp_path, file, layout)?);
         let mut pre = [0u8; PREAMBLE_LEN as usize];
         pre[0..8].copy_from_slice(&MAGIC);
         pre[8..10].copy_from_slice(&layout.version().to_le_bytes());
         pre[10..12].copy_from_slice(&0u16.to_le_bytes());
         pre[12..16].copy_from_slice(&(json.len() as u32).to_le_bytes());
         pre[16..20].copy_from_slice(&crc32fast::hash(&json).to_le_bytes());
-        // On error `w` is dropped here, which removes the temporary file.
-        w.put(&pre)?;
-        w.put(&json)?;
+        if let Pipeline::Inline(enc) = &mut w.pipeline {
+            enc.put(&pre)?;
+            enc.put(&json)?;
+        }
         w.recs.reserve_exact(w.chunk_records);
         Ok(w)
     }
@@ -326,6 +316,16 @@ impl HstWriter {
         self.chunk_records = n.clamp(1, MAX_CHUNK_RECORDS);
         if self.recs.capacity() < self.chunk_records {
             self.recs.reserve_exact(self.chunk_records - self.recs.len());
+        }
+        self
+    }
+
+    /// Encode and write chunks on a second thread (`on`), so that a generator
+    /// feeding this writer only packs records; the file is byte for byte the
+    /// one written without it. Call before writing.
+    pub fn with_encoder_thread(mut self, on: bool) -> Self {
+        if on {
+            self.pipeline = std::mem::replace(&mut self.pipeline, Pipeline::Gone).threaded();
         }
         self
     }
@@ -343,13 +343,12 @@ impl HstWriter {
             return Err(Error::input(format!(
                 "{}: record {}: {}",
                 self.path.display(),
-                self.tally.accesses,
+                self.count,
                 why
             )));
         }
-        let r = a.pack();
-        self.recs.push(r);
-        self.tally.add_packed(r);
+        self.recs.push(a.pack());
+        self.count += 1;
         if self.recs.len() >= self.chunk_records {
             self.flush_chunk()?;
         }
@@ -359,14 +358,14 @@ impl HstWriter {
     /// Record a progress marker at the current record index.
     pub fn mark(&mut self, label: &str) {
         self.markers.push(Marker {
-            index: self.tally.accesses,
+            index: self.count,
             label: label.to_string(),
         });
     }
 
     /// Accesses written so far.
     pub fn records(&self) -> u64 {
-        self.tally.accesses
+        self.count
     }
 
     /// Write the last chunk, the footer and the trailer, make the data durable and
@@ -381,9 +380,10 @@ impl HstWriter {
         if !self.recs.is_empty() {
             self.flush_chunk()?;
         }
-        let summary = self.tally.summary(
-            self.chunks,
-            self.compressed_bytes,
+        let mut enc = self.pipeline.take_encoder().inspect_err(|_| self.broken = true)?;
+        let summary = enc.tally.summary(
+            enc.chunks,
+            enc.compressed_bytes,
             std::mem::take(&mut self.markers),
         );
         let json = serde_json::to_vec(&summary).map_err(|e| {
@@ -400,27 +400,18 @@ impl HstWriter {
                 MAX_FOOTER_BYTES
             )));
         }
-        let footer_offset = self.offset;
+        let footer_offset = enc.offset;
         let mut fh = [0u8; FRAME_HEADER_LEN as usize];
         fh[0..4].copy_from_slice(&FOOTER_TAG);
         fh[4..8].copy_from_slice(&(json.len() as u32).to_le_bytes());
         fh[8..12].copy_from_slice(&crc32fast::hash(&json).to_le_bytes());
-        self.put(&fh)?;
-        self.put(&json)?;
+        enc.put(&fh)?;
+        enc.put(&json)?;
         let mut tr = [0u8; TRAILER_LEN as usize];
         tr[0..8].copy_from_slice(&footer_offset.to_le_bytes());
         tr[8..16].copy_from_slice(&END_MAGIC);
-        self.put(&tr)?;
-
-        let out = self.out.take();
-        if let Some(out) = out {
-            let file = out
-                .into_inner()
-                .map_err(|e| Error::io(&self.tmp_path, e.into_error()))?;
-            // fsync before rename, or a crash could leave the new name pointing
-            // at a file whose blocks never reached the disk.
-            file.sync_all().map_err(|e| Error::io(&self.tmp_path, e))?;
-        }
+        enc.put(&tr)?;
+        enc.sync()?;
         std::fs::rename(&self.tmp_path, &self.path).map_err(|e| Error::io(&self.path, e))?;
         self.finished = true;
         Ok(summary)
@@ -433,68 +424,23 @@ impl HstWriter {
         ))
     }
 
-    fn put(&mut self, bytes: &[u8]) -> Result<()> {
-        let out = match self.out.as_mut() {
-            Some(o) => o,
-            None => return Err(self.broken_error()),
-        };
-        if let Err(e) = out.write_all(bytes) {
-            self.broken = true;
-            return Err(Error::io(&self.tmp_path, e));
-        }
-        self.offset += bytes.len() as u64;
-        Ok(())
-    }
-
-    /// Compress the filled chunk and append its frame.
+    /// Hand the filled chunk to the encoder. A failure leaves a partial
+    /// file: the writer is marked broken so it can never be finished into a
+    /// valid-looking one.
     fn flush_chunk(&mut self) -> Result<()> {
-        let records = self.recs.len();
-        self.raw.resize(records * 8, 0);
-        match self.layout {
-            Layout::Planes => super::planes::to_planes(&self.recs, &mut self.raw),
-            Layout::Records => {
-                for (b, r) in self.raw.chunks_exact_mut(8).zip(&self.recs) {
-                    b.copy_from_slice(&r.to_le_bytes());
-                }
-            }
+        let r = self.pipeline.send(&mut self.recs, self.chunk_records);
+        if r.is_err() {
+            self.broken = true;
         }
-        let bound = zstd::zstd_safe::compress_bound(self.raw.len());
-        if self.comp.capacity() < bound {
-            self.comp.reserve_exact(bound - self.comp.len());
-        }
-        let n = match self
-            .compressor
-            .compress_to_buffer(&self.raw[..], &mut self.comp)
-        {
-            Ok(n) => n,
-            Err(e) => {
-                self.broken = true;
-                return Err(Error::io(&self.tmp_path, e));
-            }
-        };
-        let mut fh = [0u8; FRAME_HEADER_LEN as usize];
-        fh[0..4].copy_from_slice(&CHUNK_TAG);
-        fh[4..8].copy_from_slice(&(records as u32).to_le_bytes());
-        fh[8..12].copy_from_slice(&(n as u32).to_le_bytes());
-        fh[12..16].copy_from_slice(&crc32fast::hash(&self.raw).to_le_bytes());
-        // A failure between the two puts leaves a partial frame; `put` marks the
-        // writer broken so it can never be finished into a valid-looking file.
-        self.put(&fh)?;
-        let comp = std::mem::take(&mut self.comp);
-        let r = self.put(&comp[..n]);
-        self.comp = comp;
-        r?;
-        self.chunks += 1;
-        self.compressed_bytes += n as u64;
-        self.recs.clear();
-        Ok(())
+        r
     }
 }
 
 impl Drop for HstWriter {
     fn drop(&mut self) {
         if !self.finished {
-            drop(self.out.take());
+            // Stops an encoder thread and closes the file first.
+            self.pipeline = Pipeline::Gone;
             // Best effort: nothing useful can be done with an error here.
             let _ = std::fs::remove_file(&self.tmp_path);
         }
@@ -1061,8 +1007,7 @@ impl std::fmt::Debug for HstWriter {
         f.debug_struct("HstWriter")
             .field("path", &self.path)
             .field("tmp_path", &self.tmp_path)
-            .field("records", &self.tally.accesses)
-            .field("chunks", &self.chunks)
+            .field("records", &self.count)
             .finish()
     }
 }

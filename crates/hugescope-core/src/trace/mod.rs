@@ -1,6 +1,7 @@
 //! Memory-access streams: the record type every part of hugescope speaks, the
 //! trace header, and the `.hst` on-disk format (see `docs/trace-format.md`).
 
+mod encode;
 pub mod hst;
 pub mod import;
 pub mod merge;
