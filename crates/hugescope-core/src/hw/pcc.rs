@@ -208,7 +208,19 @@ impl PccTable {
         if self.keys.get(self.last) == Some(&key) {
             return Some(self.last);
         }
-        self.keys.iter().position(|&k| k == key)
+        // Most walks of a scattered workload miss the table, so the whole
+        // scan is the common case: blocks of 8 compared without an early
+        // exit (straight-line code the compiler vectorizes), and the slot is
+        // located only in the block that holds the key. Keys are unique, so
+        // this finds what `position` finds.
+        let mut blocks = self.keys.chunks_exact(8);
+        for (b, block) in blocks.by_ref().enumerate() {
+            if block.iter().fold(false, |any, &k| any | (k == key)) {
+                return block.iter().position(|&k| k == key).map(|i| b * 8 + i);
+            }
+        }
+        let base = self.keys.len() - blocks.remainder().len();
+        blocks.remainder().iter().position(|&k| k == key).map(|i| base + i)
     }
 
     /// A walk that passed the filter: count it against the region of `va`.
@@ -280,13 +292,30 @@ impl PccTable {
         self.order.insert(p, i as u32);
     }
 
+    /// The slot a full table evicts. Every touch stamps one entry with a
+    /// new clock value, so stamps are unique and "lowest frequency, then
+    /// oldest stamp" names one entry. It is found in passes without
+    /// data-dependent branches (the lowest frequency, then the oldest stamp
+    /// among its entries, then that stamp's slot): on a scattered workload
+    /// nearly every walk inserts, and a scan of (frequency, stamp) pairs with
+    /// a compare-and-branch per slot mispredicted on most of them.
     fn victim(&self) -> usize {
-        let n = self.keys.len();
         match self.repl {
-            Replacement::Lru => (0..n).min_by_key(|&i| self.stamp[i]).unwrap_or(0),
-            Replacement::LfuLru => (0..n).min_by_key(|&i| (self.freq[i], self.stamp[i])).unwrap_or(0),
+            Replacement::Lru => Self::oldest(&self.stamp, |_| true),
+            Replacement::LfuLru => {
+                let low = self.freq.iter().fold(u32::MAX, |m, &f| m.min(f));
+                Self::oldest(&self.stamp, |i| self.freq[i] == low)
+            }
             Replacement::LfuArtifact => self.order.last().map_or(0, |&s| s as usize),
         }
+    }
+
+    /// The first slot holding the smallest stamp among the slots `eligible`
+    /// admits (0 if none): what `min_by_key` over the stamps returns.
+    #[inline]
+    fn oldest(stamp: &[u64], eligible: impl Fn(usize) -> bool) -> usize {
+        let oldest = (0..stamp.len()).fold(u64::MAX, |m, i| if eligible(i) { m.min(stamp[i]) } else { m });
+        (0..stamp.len()).position(|i| eligible(i) && stamp[i] == oldest).unwrap_or(0)
     }
 
     /// Frequency of the entry for the region of `va`, if present.
@@ -532,5 +561,66 @@ mod tests {
         // A promoted 2MB leaf still feeds the 2MB table (demotion candidates).
         p.on_walk(0, 0xc000_0000, 21, true, true);
         assert_eq!(p.pmd.get(0, 0xc000_0000), Some(0));
+    }
+
+    /// The slot-by-slot model the table's scans replaced: a linear search
+    /// and a `min_by_key` victim over (frequency, stamp). The table must pick
+    /// the same slots on any stream of touches and invalidations.
+    #[derive(Default)]
+    struct Reference {
+        slots: Vec<(u64, u32, u64)>,
+        clock: u64,
+    }
+
+    impl Reference {
+        fn touch(&mut self, key: u64, cap: usize, max: u32, repl: Replacement) {
+            self.clock += 1;
+            if let Some(i) = self.slots.iter().position(|s| s.0 == key) {
+                self.slots[i].2 = self.clock;
+                self.slots[i].1 = self.slots[i].1.saturating_add(1);
+                if self.slots[i].1 >= max {
+                    self.slots.iter_mut().for_each(|s| s.1 /= 2);
+                }
+            } else if self.slots.len() < cap {
+                self.slots.push((key, 0, self.clock));
+            } else {
+                let n = self.slots.len();
+                let v = match repl {
+                    Replacement::Lru => (0..n).min_by_key(|&i| self.slots[i].2).unwrap(),
+                    _ => (0..n).min_by_key(|&i| (self.slots[i].1, self.slots[i].2)).unwrap(),
+                };
+                self.slots[v] = (key, 0, self.clock);
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn scans_pick_the_slots_of_a_linear_search(
+            cap in 1usize..40,
+            bits in 1u32..5,
+            lru in proptest::bool::ANY,
+            ops in proptest::collection::vec((0u64..64, 0u16..2, 0u8..20), 1..400),
+        ) {
+            let repl = if lru { Replacement::Lru } else { Replacement::LfuLru };
+            let mut t = PccTable::new(cap, bits, repl, 21);
+            let mut r = Reference::default();
+            for (region, pid, kind) in ops {
+                if kind == 0 {
+                    // A shootdown of two regions: swap_remove moves slots.
+                    t.invalidate(pid, region * MB2, (region + 2) * MB2);
+                    let (lo, hi) = (PccTable::key(pid, region), PccTable::key(pid, region + 1));
+                    let mut i = 0;
+                    while i < r.slots.len() {
+                        if (lo..=hi).contains(&r.slots[i].0) { r.slots.swap_remove(i); } else { i += 1; }
+                    }
+                } else {
+                    t.touch(pid, region * MB2 + 77);
+                    r.touch(PccTable::key(pid, region), cap, t.max_freq(), repl);
+                }
+                let slots: Vec<_> = (0..t.len()).map(|i| (t.keys[i], t.freq[i], t.stamp[i])).collect();
+                proptest::prop_assert_eq!(&slots, &r.slots);
+            }
+        }
     }
 }
