@@ -58,20 +58,24 @@ def _trace(name: str, path: str, size: str, accesses: int) -> Dict:
 
 
 # The child process of a peak-RSS measurement: import, note the high-water
-# mark, simulate, note it again. Run by the interpreter running hugescope.
+# mark, simulate, note it again. VmHWM of /proc/self/status, not getrusage:
+# ru_maxrss survives exec, so a child would start at its parent's peak (the
+# parent traced a GUPS table of --size); VmHWM belongs to the new image.
 _RSS_CHILD = """
-import json, resource, sys
+import json, sys
 from hugescope import _core
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+def hwm():
+    with open("/proc/self/status") as f:
+        return next(int(l.split()[1]) for l in f if l.startswith("VmHWM:"))
+before = hwm()
 out = json.loads(_core.simulate_policies(sys.argv[1], [sys.argv[2]], sys.argv[3], with_base=False))
-after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(json.dumps({"rss_kib_after_import": before, "rss_kib_peak": after,
+print(json.dumps({"rss_kib_after_import": before, "rss_kib_peak": hwm(),
                   "accesses": out[0]["translation"]["accesses"]}))
 """
 
 
 def peak_rss(trace: str, policy: str, preset: str = PRESET) -> Dict:
-    """Peak RSS (KiB, ``ru_maxrss`` of a fresh child process) of simulating
+    """Peak RSS (KiB, ``VmHWM`` of a fresh child process) of simulating
     ``policy`` over ``trace``, and the child's RSS right after importing
     hugescope (the interpreter and the extension, before any model state)."""
     p = subprocess.run([sys.executable, "-c", _RSS_CHILD, trace, policy, preset],
@@ -111,8 +115,8 @@ def run(accesses: int, repeat: int, size: str, names: List[str], policies: List[
                 os.unlink(path)
             small, big = rows
             report["rss"] = {
-                "how": "ru_maxrss of a fresh child process (python -c: import hugescope, simulate one policy "
-                       "with no base run), one child per trace length",
+                "how": "VmHWM (/proc/self/status) of a fresh child process (python -c: import hugescope, "
+                       "simulate one policy with no base run), one child per trace length",
                 "workload": "gups", "size": size, "policy": rss_policy, "runs": rows,
                 "ratio": big["rss_kib_peak"] / small["rss_kib_peak"],
                 "model_ratio": ((big["rss_kib_peak"] - big["rss_kib_after_import"])

@@ -155,6 +155,16 @@ pub struct PccTable {
     /// `LfuArtifact` only: slot indices in list order, head (kept longest)
     /// first; the victim is the last. Empty under the other policies.
     order: Vec<u32>,
+    /// `LfuLru` only: (slot, stamp) of the entries at frequency 0, oldest
+    /// stamp first, with stale records (the slot was hit or refilled since)
+    /// among them. Under `LfuLru` the victim is the oldest entry at the
+    /// lowest frequency, and while any entry sits at 0 that is the first
+    /// record still current: found without scanning the table. A scattered
+    /// workload inserts on most walks and its entries stay at 0, so this
+    /// is its common case. Rebuilt from the table when frequencies fall to 0
+    /// by halving or slots move (invalidation); a table without any entry at
+    /// 0 falls back to the scan.
+    zeros: std::collections::VecDeque<(u32, u64)>,
     pub stats: PccStats,
 }
 
@@ -173,6 +183,7 @@ impl PccTable {
             clock: 0,
             last: 0,
             order: Vec::new(),
+            zeros: std::collections::VecDeque::new(),
             stats: PccStats::default(),
         }
     }
@@ -245,6 +256,7 @@ impl PccTable {
                 for f in self.freq.iter_mut() {
                     *f /= 2;
                 }
+                self.rebuild_zeros();
             }
             return;
         }
@@ -261,7 +273,10 @@ impl PccTable {
             self.keys.len() - 1
         } else {
             self.stats.evictions += 1;
-            let v = self.victim();
+            let v = match self.repl {
+                Replacement::LfuLru => self.oldest_zero().unwrap_or_else(|| self.victim()),
+                _ => self.victim(),
+            };
             self.keys[v] = key;
             if self.repl == Replacement::LfuArtifact {
                 self.unlink(v);
@@ -272,9 +287,38 @@ impl PccTable {
         self.freq[i] = 0;
         self.stamp[i] = self.clock;
         self.last = i;
+        if self.repl == Replacement::LfuLru {
+            // The newest stamp: the back keeps the records in stamp order.
+            self.zeros.push_back((i as u32, self.clock));
+        }
         if self.repl == Replacement::LfuArtifact {
             self.link(i);
         }
+    }
+
+    /// `LfuLru`: the slot of the oldest entry at frequency 0, dropping the
+    /// stale records in front of it; None if no entry is at 0.
+    #[inline]
+    fn oldest_zero(&mut self) -> Option<usize> {
+        while let Some(&(slot, st)) = self.zeros.front() {
+            let i = slot as usize;
+            if i < self.keys.len() && self.freq[i] == 0 && self.stamp[i] == st {
+                return Some(i);
+            }
+            self.zeros.pop_front();
+        }
+        None
+    }
+
+    /// `LfuLru`: the records of `zeros` from the table itself.
+    fn rebuild_zeros(&mut self) {
+        if self.repl != Replacement::LfuLru {
+            return;
+        }
+        let mut z: Vec<(u32, u64)> =
+            (0..self.keys.len()).filter(|&i| self.freq[i] == 0).map(|i| (i as u32, self.stamp[i])).collect();
+        z.sort_unstable_by_key(|&(_, st)| st);
+        self.zeros = z.into();
     }
 
     /// `LfuArtifact`: take slot `i` out of the list.
@@ -314,8 +358,15 @@ impl PccTable {
     /// admits (0 if none): what `min_by_key` over the stamps returns.
     #[inline]
     fn oldest(stamp: &[u64], eligible: impl Fn(usize) -> bool) -> usize {
-        let oldest = (0..stamp.len()).fold(u64::MAX, |m, i| if eligible(i) { m.min(stamp[i]) } else { m });
-        (0..stamp.len()).position(|i| eligible(i) && stamp[i] == oldest).unwrap_or(0)
+        // Selects, not branches: strictly smaller keeps the first of equals.
+        let (mut best, mut at) = (u64::MAX, 0usize);
+        for (i, &st) in stamp.iter().enumerate() {
+            let k = if eligible(i) { st } else { u64::MAX };
+            let lt = k < best;
+            best = if lt { k } else { best };
+            at = if lt { i } else { at };
+        }
+        at
     }
 
     /// Frequency of the entry for the region of `va`, if present.
@@ -353,6 +404,7 @@ impl PccTable {
         if n > 0 {
             self.last = 0;
             self.stats.invalidations += n as u64;
+            self.rebuild_zeros();
         }
         n
     }
@@ -363,6 +415,7 @@ impl PccTable {
         self.freq.clear();
         self.stamp.clear();
         self.order.clear();
+        self.zeros.clear();
         self.last = 0;
     }
 
