@@ -220,18 +220,14 @@ impl PccTable {
             return Some(self.last);
         }
         // Most walks of a scattered workload miss the table, so the whole
-        // scan is the common case: blocks of 8 compared without an early
-        // exit (straight-line code the compiler vectorizes), and the slot is
-        // located only in the block that holds the key. Keys are unique, so
-        // this finds what `position` finds.
-        let mut blocks = self.keys.chunks_exact(8);
-        for (b, block) in blocks.by_ref().enumerate() {
-            if block.iter().fold(false, |any, &k| any | (k == key)) {
-                return block.iter().position(|&k| k == key).map(|i| b * 8 + i);
-            }
+        // scan is the common case: a count of equal keys over the table (no
+        // early exit, so the compiler vectorizes it), and the slot is located
+        // only when there is one. Keys are unique: this finds what
+        // `position` alone finds.
+        if self.keys.iter().fold(0u64, |n, &k| n + (k == key) as u64) == 0 {
+            return None;
         }
-        let base = self.keys.len() - blocks.remainder().len();
-        blocks.remainder().iter().position(|&k| k == key).map(|i| base + i)
+        self.keys.iter().position(|&k| k == key)
     }
 
     /// A walk that passed the filter: count it against the region of `va`.
