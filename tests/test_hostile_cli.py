@@ -198,7 +198,7 @@ def misc_argv(env):
     report = concat(st.just(["report"]),
                     st.sampled_from([env["report_in"], "adir", "missing", env["t"], "/dev/null", ""]).map(lambda d: [d]),
                     opt("-o", PATHS), opt("--title", UNICODE))
-    bench = concat(st.just(["bench", "--size", "4MiB"]),
+    bench = concat(st.just(["bench", "--size", "4MiB", "--workloads", "gups", "--no-rss"]),
                    st.sampled_from([["--accesses", "2000"], ["--accesses", "0"], ["--accesses", "-1"],
                                     ["--accesses", "x"], ["--accesses", "nan"]]),
                    st.sampled_from([["--repeat", "1"], ["--repeat", "0"], ["--repeat", "-1"], ["--repeat", "1000000"],

@@ -39,7 +39,8 @@ FILE_WRITERS = {
     "merge -o": (lambda k, o: ["merge", k["t"], k["u"], "-o", o], "hst"),
     "trace merge -o": (lambda k, o: ["trace", "merge", k["t"], k["u"], "-o", o], "hst"),
     "report -o": (lambda k, o: ["report", k["results"], "-o", o], "html"),
-    "bench --json": (lambda k, o: ["bench", "--size", "4MiB", "--accesses", "2000", "--repeat", "1", "--json", o],
+    "bench --json": (lambda k, o: ["bench", "--size", "4MiB", "--accesses", "2000", "--repeat", "1", "--workloads", "gups",
+                                      "--no-rss", "--json", o],
                      "json"),
     "native --json": (lambda k, o: ["native", "gups", "--size", "4MiB", "--updates", "500", "--json", o], "json"),
 }
@@ -55,7 +56,7 @@ DIR_WRITERS = {
 }
 
 WORK = ("simulate_static", "simulate_policies", "run_specs", "trace_workload", "merge_traces", "reuse_distance",
-        "bench_file", "native_workload")
+        "bench_file", "bench_pipeline", "native_workload")
 
 
 @pytest.fixture

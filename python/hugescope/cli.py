@@ -729,41 +729,34 @@ def cmd_presets(a) -> int:
 
 
 def cmd_bench(a) -> int:
-    """Throughput measurements (never tests): decode-only floor and decode +
-    simulate of a GUPS trace on haswell-pcc, and trace generation speed."""
-    import tempfile
-    import time as _time
+    """Throughput and memory measurements (never tests): ``hugescope.bench``."""
+    from . import bench
 
     n = _count(a.accesses, "--accesses", 2)
+    rss_n = 0 if a.no_rss else _count(a.rss_accesses, "--rss-accesses", 1)
     try:
         units.parse_size(a.size)  # a bad --size fails here, not after the trace was made
     except ValueError:
         raise CliError(f"--size: '{a.size}' is not a size (e.g. 64MiB, 1GiB)") from None
+    names = _split_list(a.workloads, "--workloads", bench.WORKLOADS)
+    pols = a.policy or ["pcc", "linux"]
     check_outputs([(a.json, "json")], [])
-    with tempfile.TemporaryDirectory() as d, human_to_stderr(a.json):
-        path = os.path.join(d, "gups.hst")
-        t0 = _time.perf_counter()
-        workloads.trace("gups", path, size=a.size, updates=max(1, n // 2))
-        gen = _time.perf_counter() - t0
-        t = Table(title=f"hugescope bench: GUPS {a.size}, {n:,} accesses, haswell-pcc "
-                        f"(measurements: wall time of {a.repeat} passes each, one thread; best and median)")
-        for c in ("pages", "decode only (M acc/s)", "decode + simulate (M acc/s)", "median decode + simulate", "ratio"):
-            t.add_column(c, justify="right")
-        rows = []
-        for pages in ("4k", "2m"):
-            r = json.loads(_core.bench_file(path, "haswell-pcc", pages, a.repeat))
-            rows.append(r)
-            t.add_row(pages, f"{r['decode_only']['accesses_per_second'] / 1e6:.1f}",
-                      f"{r['simulate']['accesses_per_second'] / 1e6:.1f}",
-                      f"{r['simulate']['median_accesses_per_second'] / 1e6:.1f}", f"{r['ratio']:.2f}")
-        console.print(t)
-        from . import bench_tracegen  # trace generation: generator alone vs end to end (issue #16)
-        tracegen = bench_tracegen.rows(a.size, n, a.repeat, d)
-        console.print(bench_tracegen.table(tracegen, a.repeat))
-        if a.json:
-            emit_json(a.json, {"kind": "measurement", "static": rows,
-                                "tracegen_accesses_per_second": n / gen, "tracegen": tracegen})
+    with human_to_stderr(a.json):
+        report = bench.run(n, a.repeat, a.size, names, pols, rss_n or None,
+                           note=lambda s: err_console.print(f"[dim]{escape(s)}[/]"))
+        bench.render(report, console)
+    if a.json:
+        emit_json(a.json, report)
     return 0
+
+
+def _split_list(text: str, what: str, allowed) -> List[str]:
+    """A comma-separated list of names out of ``allowed``."""
+    names = [x.strip() for x in text.split(",") if x.strip()]
+    bad = [x for x in names if x not in allowed]
+    if bad or not names:
+        raise CliError(f"{what}: '{text}' is not a list of {', '.join(allowed)}")
+    return names
 
 
 def cmd_demo(a) -> int:
@@ -862,9 +855,16 @@ def build_parser() -> argparse.ArgumentParser:
     cli_experiments.add_commands(sub)
     cli_linux.add_commands(sub)
 
-    b = sub.add_parser("bench", help="measure simulation throughput (decode-only floor vs decode + simulate)")
+    b = sub.add_parser("bench", help="measure simulation throughput (decode-only floor vs the full pipeline) "
+                                     "and peak memory")
     b.add_argument("--size", default="1GiB", help="GUPS table size (default 1GiB)")
-    b.add_argument("--accesses", default="20M", help="accesses in the GUPS trace (default 20M)")
+    b.add_argument("--accesses", default="4M", help="accesses in each workload's trace (default 4M)")
+    b.add_argument("--workloads", default="gups,bfs,kv", help="workloads to trace and measure (default gups,bfs,kv)")
+    b.add_argument("--policy", action="append", metavar="SPEC", help="a policy spec measured through the full "
+                                                                       "pipeline (repeatable; default pcc and linux)")
+    b.add_argument("--rss-accesses", default="1M", help="N of the peak-RSS comparison of GUPS at N and 10N "
+                                                        "accesses (default 1M)")
+    b.add_argument("--no-rss", action="store_true", help="skip the peak-RSS comparison")
     b.add_argument("--repeat", type=units.int_arg("--repeat", 1, 1000), default=5,
                    help="passes per measurement; the best and the median are reported (default 5)")
     json_option(b, "write the measurements to this JSON file")

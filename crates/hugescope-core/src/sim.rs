@@ -91,6 +91,17 @@ pub trait PageTable {
     /// walk). May fault, map and remap; remaps must queue shootdowns.
     fn leaf(&mut self, a: &Access) -> Leaf;
 
+    /// `leaf` as the simulator's own walk asks for it: the same entry and
+    /// bits, but `Leaf::pa` may be left `NO_PA`, because nothing on a native
+    /// walk reads the frame (the walker prices levels, the TLBs hold sizes).
+    /// An OS model overrides it to skip that load: on a scattered workload
+    /// the frame array is a cache miss on most walks. A virtualized page
+    /// table keeps the default (its nested walk needs the guest's frames).
+    #[inline(always)]
+    fn walk_leaf(&mut self, a: &Access) -> Leaf {
+        self.leaf(a)
+    }
+
     /// Called after the walker priced the walk to `leaf` (and the TLBs were
     /// filled): `set` are the bits the walk wrote (`hw::leaf::{LEAF_A,
     /// LEAF_D, PMD_A, PUD_A}`), for a page table that keeps them. The walker
@@ -219,7 +230,7 @@ impl<P: PageTable, W: Walker, S: SegmentUnit> Simulator<P, W, S> {
         let out = self.mmus[cpu].lookup(&a);
         let mut walk = None;
         if out == Outcome::Miss {
-            let leaf = self.pt.leaf(&a);
+            let leaf = self.pt.walk_leaf(&a);
             if P::VIRTUAL {
                 if let Some(p) = self.pt.nested_path() {
                     self.mmus[cpu].walker.prepare(p);

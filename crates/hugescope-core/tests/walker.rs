@@ -199,6 +199,25 @@ fn the_kernel_reports_bits_as_the_walk_found_them_and_the_walker_sets_them() {
 }
 
 #[test]
+fn the_simulators_walk_leaf_is_the_leaf_without_its_frame() {
+    // `walk_leaf` skips only the frame load: on two kernels fed the same
+    // accesses (4KB pages, a huge page, a refault), every other field agrees.
+    let h = header(8 * MB2, true);
+    let mut s = common::sim(&h, OsConfig::default(), "linux", &[]);
+    let mut t = common::sim(&h, OsConfig::default(), "linux", &[]);
+    for (i, off) in [0x1234u64, 0x5000, MB2 + 0x10, 0x1234, 3 * MB2 - 8].into_iter().enumerate() {
+        let a = if i % 2 == 0 { Access::read(BASE + off) } else { Access::write(BASE + off) };
+        let (l, w) = (s.pt.leaf(&a), t.pt.walk_leaf(&a));
+        assert_ne!(l.pa, NO_PA, "access {i}");
+        assert_eq!(w.pa, NO_PA, "access {i}");
+        assert_eq!((w.size, w.tlb_size, w.host_size, w.was_set), (l.size, l.tlb_size, l.host_size, l.was_set), "access {i}");
+        s.step(a);
+        t.step(a);
+    }
+    assert_eq!(s.counters(), t.counters());
+}
+
+#[test]
 fn a_walker_that_writes_no_bits_leaves_the_kernel_without_any() {
     let cfg = haswell();
     let h = header(8 * MB2, false);

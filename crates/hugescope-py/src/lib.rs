@@ -229,6 +229,15 @@ fn bench_file(py: Python<'_>, trace: String, preset: Option<String>, pages: Stri
     json(&cancellable(py, || hugescope_core::bench::file_throughput(&trace, cfg, &pages, repeats).map_err(err))?)
 }
 
+/// Throughput of the decode floor and of the full pipeline of each row (a
+/// policy spec, or "static 4k") over a trace, passes interleaved (a
+/// measurement: best and median of `repeats` rounds).
+#[pyfunction]
+#[pyo3(signature = (trace, preset, rows, repeats=3))]
+fn bench_pipeline(py: Python<'_>, trace: String, preset: String, rows: Vec<String>, repeats: u32) -> PyResult<String> {
+    json(&cancellable(py, || hugescope_core::bench::pipeline_throughput(&trace, &preset, &rows, repeats).map_err(err))?)
+}
+
 /// Names and descriptions of the registered policies.
 #[pyfunction]
 fn policies() -> Vec<(String, String)> {
@@ -364,6 +373,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(policies, m)?)?;
     m.add_function(wrap_pyfunction!(bench_file, m)?)?;
     m.add_function(wrap_pyfunction!(bench_tracegen, m)?)?;
+    m.add_function(wrap_pyfunction!(bench_pipeline, m)?)?;
     m.add_function(wrap_pyfunction!(workload_layout, m)?)?;
     m.add_function(wrap_pyfunction!(trace_workload, m)?)?;
     m.add_function(wrap_pyfunction!(native_workload, m)?)?;

@@ -155,6 +155,16 @@ pub struct PccTable {
     /// `LfuArtifact` only: slot indices in list order, head (kept longest)
     /// first; the victim is the last. Empty under the other policies.
     order: Vec<u32>,
+    /// `LfuLru` only: (slot, stamp) of the entries at frequency 0, oldest
+    /// stamp first, with stale records (the slot was hit or refilled since)
+    /// among them. Under `LfuLru` the victim is the oldest entry at the
+    /// lowest frequency, and while any entry sits at 0 that is the first
+    /// record still current: found without scanning the table. A scattered
+    /// workload inserts on most walks and its entries stay at 0, so this
+    /// is its common case. Rebuilt from the table when frequencies fall to 0
+    /// by halving or slots move (invalidation); a table without any entry at
+    /// 0 falls back to the scan.
+    zeros: std::collections::VecDeque<(u32, u64)>,
     pub stats: PccStats,
 }
 
@@ -173,6 +183,7 @@ impl PccTable {
             clock: 0,
             last: 0,
             order: Vec::new(),
+            zeros: std::collections::VecDeque::new(),
             stats: PccStats::default(),
         }
     }
@@ -208,6 +219,14 @@ impl PccTable {
         if self.keys.get(self.last) == Some(&key) {
             return Some(self.last);
         }
+        // Most walks of a scattered workload miss the table, so the whole
+        // scan is the common case: a count of equal keys over the table (no
+        // early exit, so the compiler vectorizes it), and the slot is located
+        // only when there is one. Keys are unique: this finds what
+        // `position` alone finds.
+        if self.keys.iter().fold(0u64, |n, &k| n + (k == key) as u64) == 0 {
+            return None;
+        }
         self.keys.iter().position(|&k| k == key)
     }
 
@@ -233,6 +252,7 @@ impl PccTable {
                 for f in self.freq.iter_mut() {
                     *f /= 2;
                 }
+                self.rebuild_zeros();
             }
             return;
         }
@@ -249,7 +269,10 @@ impl PccTable {
             self.keys.len() - 1
         } else {
             self.stats.evictions += 1;
-            let v = self.victim();
+            let v = match self.repl {
+                Replacement::LfuLru => self.oldest_zero().unwrap_or_else(|| self.victim()),
+                _ => self.victim(),
+            };
             self.keys[v] = key;
             if self.repl == Replacement::LfuArtifact {
                 self.unlink(v);
@@ -260,9 +283,38 @@ impl PccTable {
         self.freq[i] = 0;
         self.stamp[i] = self.clock;
         self.last = i;
+        if self.repl == Replacement::LfuLru {
+            // The newest stamp: the back keeps the records in stamp order.
+            self.zeros.push_back((i as u32, self.clock));
+        }
         if self.repl == Replacement::LfuArtifact {
             self.link(i);
         }
+    }
+
+    /// `LfuLru`: the slot of the oldest entry at frequency 0, dropping the
+    /// stale records in front of it; None if no entry is at 0.
+    #[inline]
+    fn oldest_zero(&mut self) -> Option<usize> {
+        while let Some(&(slot, st)) = self.zeros.front() {
+            let i = slot as usize;
+            if i < self.keys.len() && self.freq[i] == 0 && self.stamp[i] == st {
+                return Some(i);
+            }
+            self.zeros.pop_front();
+        }
+        None
+    }
+
+    /// `LfuLru`: the records of `zeros` from the table itself.
+    fn rebuild_zeros(&mut self) {
+        if self.repl != Replacement::LfuLru {
+            return;
+        }
+        let mut z: Vec<(u32, u64)> =
+            (0..self.keys.len()).filter(|&i| self.freq[i] == 0).map(|i| (i as u32, self.stamp[i])).collect();
+        z.sort_unstable_by_key(|&(_, st)| st);
+        self.zeros = z.into();
     }
 
     /// `LfuArtifact`: take slot `i` out of the list.
@@ -280,13 +332,37 @@ impl PccTable {
         self.order.insert(p, i as u32);
     }
 
+    /// The slot a full table evicts. Every touch stamps one entry with a
+    /// new clock value, so stamps are unique and "lowest frequency, then
+    /// oldest stamp" names one entry. It is found in passes without
+    /// data-dependent branches (the lowest frequency, then the oldest stamp
+    /// among its entries, then that stamp's slot): on a scattered workload
+    /// nearly every walk inserts, and a scan of (frequency, stamp) pairs with
+    /// a compare-and-branch per slot mispredicted on most of them.
     fn victim(&self) -> usize {
-        let n = self.keys.len();
         match self.repl {
-            Replacement::Lru => (0..n).min_by_key(|&i| self.stamp[i]).unwrap_or(0),
-            Replacement::LfuLru => (0..n).min_by_key(|&i| (self.freq[i], self.stamp[i])).unwrap_or(0),
+            Replacement::Lru => Self::oldest(&self.stamp, |_| true),
+            Replacement::LfuLru => {
+                let low = self.freq.iter().fold(u32::MAX, |m, &f| m.min(f));
+                Self::oldest(&self.stamp, |i| self.freq[i] == low)
+            }
             Replacement::LfuArtifact => self.order.last().map_or(0, |&s| s as usize),
         }
+    }
+
+    /// The first slot holding the smallest stamp among the slots `eligible`
+    /// admits (0 if none): what `min_by_key` over the stamps returns.
+    #[inline]
+    fn oldest(stamp: &[u64], eligible: impl Fn(usize) -> bool) -> usize {
+        // Selects, not branches: strictly smaller keeps the first of equals.
+        let (mut best, mut at) = (u64::MAX, 0usize);
+        for (i, &st) in stamp.iter().enumerate() {
+            let k = if eligible(i) { st } else { u64::MAX };
+            let lt = k < best;
+            best = if lt { k } else { best };
+            at = if lt { i } else { at };
+        }
+        at
     }
 
     /// Frequency of the entry for the region of `va`, if present.
@@ -324,6 +400,7 @@ impl PccTable {
         if n > 0 {
             self.last = 0;
             self.stats.invalidations += n as u64;
+            self.rebuild_zeros();
         }
         n
     }
@@ -334,6 +411,7 @@ impl PccTable {
         self.freq.clear();
         self.stamp.clear();
         self.order.clear();
+        self.zeros.clear();
         self.last = 0;
     }
 
@@ -532,5 +610,66 @@ mod tests {
         // A promoted 2MB leaf still feeds the 2MB table (demotion candidates).
         p.on_walk(0, 0xc000_0000, 21, true, true);
         assert_eq!(p.pmd.get(0, 0xc000_0000), Some(0));
+    }
+
+    /// The slot-by-slot model the table's scans replaced: a linear search
+    /// and a `min_by_key` victim over (frequency, stamp). The table must pick
+    /// the same slots on any stream of touches and invalidations.
+    #[derive(Default)]
+    struct Reference {
+        slots: Vec<(u64, u32, u64)>,
+        clock: u64,
+    }
+
+    impl Reference {
+        fn touch(&mut self, key: u64, cap: usize, max: u32, repl: Replacement) {
+            self.clock += 1;
+            if let Some(i) = self.slots.iter().position(|s| s.0 == key) {
+                self.slots[i].2 = self.clock;
+                self.slots[i].1 = self.slots[i].1.saturating_add(1);
+                if self.slots[i].1 >= max {
+                    self.slots.iter_mut().for_each(|s| s.1 /= 2);
+                }
+            } else if self.slots.len() < cap {
+                self.slots.push((key, 0, self.clock));
+            } else {
+                let n = self.slots.len();
+                let v = match repl {
+                    Replacement::Lru => (0..n).min_by_key(|&i| self.slots[i].2).unwrap(),
+                    _ => (0..n).min_by_key(|&i| (self.slots[i].1, self.slots[i].2)).unwrap(),
+                };
+                self.slots[v] = (key, 0, self.clock);
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn scans_pick_the_slots_of_a_linear_search(
+            cap in 1usize..40,
+            bits in 1u32..5,
+            lru in proptest::bool::ANY,
+            ops in proptest::collection::vec((0u64..64, 0u16..2, 0u8..20), 1..400),
+        ) {
+            let repl = if lru { Replacement::Lru } else { Replacement::LfuLru };
+            let mut t = PccTable::new(cap, bits, repl, 21);
+            let mut r = Reference::default();
+            for (region, pid, kind) in ops {
+                if kind == 0 {
+                    // A shootdown of two regions: swap_remove moves slots.
+                    t.invalidate(pid, region * MB2, (region + 2) * MB2);
+                    let (lo, hi) = (PccTable::key(pid, region), PccTable::key(pid, region + 1));
+                    let mut i = 0;
+                    while i < r.slots.len() {
+                        if (lo..=hi).contains(&r.slots[i].0) { r.slots.swap_remove(i); } else { i += 1; }
+                    }
+                } else {
+                    t.touch(pid, region * MB2 + 77);
+                    r.touch(PccTable::key(pid, region), cap, t.max_freq(), repl);
+                }
+                let slots: Vec<_> = (0..t.len()).map(|i| (t.keys[i], t.freq[i], t.stamp[i])).collect();
+                proptest::prop_assert_eq!(&slots, &r.slots);
+            }
+        }
     }
 }

@@ -626,9 +626,11 @@ impl Kernel {
     }
 }
 
-impl PageTable for Kernel {
-    #[inline]
-    fn leaf(&mut self, a: &Access) -> Leaf {
+impl Kernel {
+    /// The leaf translating `a` (`PageTable::leaf`), faulting it in if need
+    /// be; its frame (`Leaf::pa`) only `with_frame`.
+    #[inline(always)]
+    fn leaf_of(&mut self, a: &Access, with_frame: bool) -> Leaf {
         let pid = a.pid as usize;
         if pid >= self.spaces.len() {
             self.spaces.resize_with(pid + 1, Default::default);
@@ -654,11 +656,25 @@ impl PageTable for Kernel {
             | (if v.pmd_a[ri] { PMD_A } else { 0 })
             | (if v.pud_a[pud] { PUD_A } else { 0 });
         let size = size_of_flags(flags);
-        let pfn = v.pfn[pi];
+        // The frame only when asked (`PageTable::walk_leaf`): its load is
+        // most of a native walk's time on a scattered workload.
+        let pfn = if with_frame { v.pfn[pi] } else { NO_PFN };
         let pa = if pfn == NO_PFN { NO_PA } else { ((pfn as u64) << shape.base_shift) | (a.addr & ((1u64 << shape.base_shift) - 1)) };
         self.last = LastWalk { size, vi, pi };
         // mthp: what one TLB entry covers (folios, contpte, AMD-style coalescing: os/coalesce.rs).
         self.coalesce(Leaf::native(size, pa, was_set), pid, vi, pi)
+    }
+}
+
+impl PageTable for Kernel {
+    #[inline]
+    fn leaf(&mut self, a: &Access) -> Leaf {
+        self.leaf_of(a, true)
+    }
+
+    #[inline]
+    fn walk_leaf(&mut self, a: &Access) -> Leaf {
+        self.leaf_of(a, false)
     }
 
     /// The walk's side effects, as the walker reported them: its accessed and

@@ -1,0 +1,45 @@
+"""hugescope bench: the report's structure and its arithmetic (never its
+speeds: those are measurements, not test outcomes)."""
+
+import json
+
+import pytest
+
+from hugescope import cli
+
+
+def test_bench_rows_counts_and_ratios(tmp_path):
+    out = tmp_path / "bench.json"
+    assert cli.main(["bench", "--size", "4MiB", "--accesses", "3000", "--repeat", "2", "--workloads", "gups,kv",
+                     "--rss-accesses", "2000", "--json", str(out)]) == 0
+    r = json.loads(out.read_text())
+    assert r["kind"] == "measurement"
+    assert [w["workload"] for w in r["workloads"]] == ["gups", "kv"]
+    for w, g in zip(r["workloads"], r["tracegen"]):
+        assert [row["what"] for row in w["rows"]] == ["pcc", "linux", "static 4k"]
+        # Every row simulated exactly the accesses the trace holds (the cap).
+        n = g["accesses"]
+        assert n == 3000
+        assert w["decode_only"]["accesses"] == n
+        for row in w["rows"]:
+            s = row["simulate"]
+            assert s["accesses"] == n
+            assert s["seconds"] <= s["median_seconds"]
+            assert row["ratio"] == pytest.approx(s["accesses_per_second"] / w["decode_only"]["accesses_per_second"])
+            assert row["median_ratio"] == pytest.approx(
+                s["median_accesses_per_second"] / w["decode_only"]["median_accesses_per_second"])
+    rss = r["rss"]
+    assert [x["accesses"] for x in rss["runs"]] == [2000, 20000]
+    small, big = rss["runs"]
+    assert rss["ratio"] == pytest.approx(big["rss_kib_peak"] / small["rss_kib_peak"])
+    assert all(x["rss_kib_peak"] >= x["rss_kib_after_import"] > 0 for x in rss["runs"])
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--workloads", "gups,nosuch"], "--workloads: 'gups,nosuch'"),
+    (["--workloads", ""], "--workloads: ''"),
+    (["--rss-accesses", "0"], "--rss-accesses: '0' is out of range"),
+])
+def test_bench_refuses_bad_lists(argv, needle, capsys):
+    assert cli.main(["bench", *argv]) == 2
+    assert needle in capsys.readouterr().err
