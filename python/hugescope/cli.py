@@ -759,9 +759,13 @@ def cmd_bench(a) -> int:
         console.print(t)
         console.print(f"trace generation end to end (table setup, tracing, zstd compression, disk): "
                       f"{n / gen / 1e6:.1f} M accesses/s; the generator alone: cargo bench -p hugescope-workloads")
+        extra: dict = {}
+        if a.sweeps:
+            from .bench_sweeps import report
+            report([path] + list(a.sweep_trace or []), a.sweep_duration, console, extra)
         if a.json:
             emit_json(a.json, {"kind": "measurement", "static": rows,
-                                "tracegen_accesses_per_second": n / gen})
+                                "tracegen_accesses_per_second": n / gen, **extra})
     return 0
 
 
@@ -866,6 +870,12 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--accesses", default="20M", help="accesses in the GUPS trace (default 20M)")
     b.add_argument("--repeat", type=units.int_arg("--repeat", 1, 1000), default=5,
                    help="passes per measurement; the best and the median are reported (default 5)")
+    b.add_argument("--sweeps", action="store_true",
+                   help="also measure a PCC-size sensitivity and a 9-budget x 4-policy curve against one simulation, "
+                        "shared and separate")
+    b.add_argument("--sweep-trace", action="append", metavar="TRACE", help="--sweeps: also on this trace (repeatable)")
+    b.add_argument("--sweep-duration", type=units.float_arg("--sweep-duration", positive=True), default=None,
+                   help="--sweeps: virtual seconds the trace spans (default: its own rate, as the sweep commands)")
     json_option(b, "write the measurements to this JSON file")
     b.set_defaults(func=cmd_bench)
 

@@ -185,7 +185,8 @@ def remove_checkpoint(checkpoint: Optional[str]) -> None:
 
 
 def run_configs(trace, configs: Sequence[Dict[str, Any]], progress: Optional[Callable] = None,
-                checkpoint: Optional[str] = None, resume: bool = False, **common) -> List[SimResult]:
+                checkpoint: Optional[str] = None, resume: bool = False, share: bool = True,
+                **common) -> List[SimResult]:
     """Simulate ``configs`` (dicts with ``policy`` and optional ``label``,
     ``budget`` (share 0..1), ``frag`` (share 0..1), ``frag_method``) over
     ``trace``; one ``SimResult`` per config, in order. ``progress(done, total)``
@@ -195,7 +196,12 @@ def run_configs(trace, configs: Sequence[Dict[str, Any]], progress: Optional[Cal
     completes (atomically). ``resume=True`` takes the finished configurations
     from it and simulates only the rest; a checkpoint made from another trace,
     machine, OS options or set of configurations is refused. Without
-    ``resume`` an existing checkpoint is an error (it holds finished work)."""
+    ``resume`` an existing checkpoint is an error (it holds finished work).
+
+    ``share`` (default): configurations that differ only in what they decide
+    (pcc sizes and selection knobs) run as one simulation until their
+    decisions differ (the core's ``sweep``); the results are byte-identical
+    to ``share=False``, which simulates each on its own."""
     path = _trace_path(trace)
     opts = _check_common(common)
     opts.setdefault("threads", min(2, os.cpu_count() or 1))
@@ -216,7 +222,7 @@ def run_configs(trace, configs: Sequence[Dict[str, Any]], progress: Optional[Cal
     for b in range(0, len(todo), BATCH):
         idx = todo[b:b + BATCH]
         text = _core.run_specs(path, json.dumps([configs[i] for i in idx]), threads=opts["threads"],
-                               **_core_args(opts))
+                               share=bool(share), **_core_args(opts))
         for i, d in zip(idx, json.loads(text)):
             done[i] = d
         if checkpoint and len(done) < len(configs):
@@ -386,6 +392,24 @@ def _done(df, out: Optional[str], ckpt: Optional[str], extra_tables=None) -> Non
         remove_checkpoint(ckpt)
 
 
+def curve_configs(policies: List[str], budgets: List[float], frag_points: List[float], frag_policy: str = "linux"):
+    """The configurations of a utility curve (``curve``) and each one's tags:
+    each policy at each budget, ``base`` and ``ideal``, ``frag_policy`` at
+    each fragmentation point."""
+    configs, tags = [], []
+    for p in policies:
+        for b in budgets:
+            configs.append({"policy": p, "budget": b / 100.0})
+            tags.append({"role": "curve", "budget_pct": b, "frag_pct": 0.0})
+    for ref in ("base", "ideal"):
+        configs.append({"policy": ref})
+        tags.append({"role": "reference", "budget_pct": None, "frag_pct": 0.0})
+    for f in frag_points:
+        configs.append({"policy": frag_policy, "frag": f / 100.0})
+        tags.append({"role": "point", "budget_pct": None, "frag_pct": f})
+    return configs, tags
+
+
 # ---------------------------------------------------------------- Fig. 5
 
 def curve(trace, policies: Sequence[str] = DEFAULT_CURVE_POLICIES, budgets: Sequence[float] = DEFAULT_BUDGETS,
@@ -404,17 +428,7 @@ def curve(trace, policies: Sequence[str] = DEFAULT_CURVE_POLICIES, budgets: Sequ
     policies = _policy_list(policies)
     budgets = _pct_list(budgets, "budgets")
     frag_points = _pct_list(frag_points, "fragmentation levels") if frag_points else []
-    configs, tags = [], []
-    for p in policies:
-        for b in budgets:
-            configs.append({"policy": p, "budget": b / 100.0})
-            tags.append({"role": "curve", "budget_pct": b, "frag_pct": 0.0})
-    for ref in ("base", "ideal"):
-        configs.append({"policy": ref})
-        tags.append({"role": "reference", "budget_pct": None, "frag_pct": 0.0})
-    for f in frag_points:
-        configs.append({"policy": frag_policy, "frag": f / 100.0})
-        tags.append({"role": "point", "budget_pct": None, "frag_pct": f})
+    configs, tags = curve_configs(policies, budgets, frag_points, frag_policy)
     ckpt = _sweep_checkpoint("curve", path, out, checkpoint)
     if out:
         check_outputs(out, f"curve-{_stem(path)}", (), [path])
@@ -463,6 +477,20 @@ def frag(trace, levels: Sequence[float] = DEFAULT_FRAG_LEVELS, policies: Sequenc
 
 # ---------------------------------------------------------------- Fig. 6
 
+def sensitivity_configs(sizes: List[int], budget_pct: float, policy: str = "pcc", param: str = "entries"):
+    """The configurations of a size sensitivity (``sensitivity``) and each
+    one's tags: ``policy:param=N`` for each N at ``budget_pct``, then
+    ``base`` and ``ideal``. The pcc sizes form one share class: the core
+    simulates them as one until their reads decide differently."""
+    sep = "," if ":" in policy else ":"
+    configs = [{"policy": f"{policy}{sep}{param}={n}", "budget": budget_pct / 100.0} for n in sizes]
+    tags = [{"role": "curve", "size": n, "budget_pct": budget_pct} for n in sizes]
+    for ref in ("base", "ideal"):
+        configs.append({"policy": ref})
+        tags.append({"role": "reference", "size": None, "budget_pct": None})
+    return configs, tags
+
+
 def sensitivity(trace, pcc_sizes: Sequence[int] = DEFAULT_PCC_SIZES, budget: float = 32, policy: str = "pcc",
                 param: str = "entries", out: Optional[str] = None, progress: Optional[Callable] = None,
                 checkpoint: Optional[str] = None, resume: bool = False, **common):
@@ -477,12 +505,7 @@ def sensitivity(trace, pcc_sizes: Sequence[int] = DEFAULT_PCC_SIZES, budget: flo
     if not sizes:
         raise HugescopeError("PCC sizes: empty list")
     (b,) = _pct_list([budget], "budget")
-    sep = "," if ":" in policy else ":"
-    configs = [{"policy": f"{policy}{sep}{param}={n}", "budget": b / 100.0} for n in sizes]
-    tags = [{"role": "curve", "size": n, "budget_pct": b} for n in sizes]
-    for ref in ("base", "ideal"):
-        configs.append({"policy": ref})
-        tags.append({"role": "reference", "size": None, "budget_pct": None})
+    configs, tags = sensitivity_configs(sizes, b, policy, param)
     ckpt = _sweep_checkpoint("sensitivity", path, out, checkpoint)
     if out:
         check_outputs(out, f"sensitivity-{_stem(path)}", (), [path])
