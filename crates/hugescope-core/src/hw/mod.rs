@@ -9,6 +9,8 @@ pub mod leaf;
 pub mod mmu;
 pub mod nested;
 pub mod pcc;
+// shared pass: the 2MB table indexed for riding members (os/members.rs).
+pub mod pcc_buckets;
 pub mod pwc;
 pub mod segment;
 pub mod space;

@@ -20,6 +20,7 @@
 use super::kernel::Kernel;
 use crate::hw::leaf::{PMD_A, PUD_A};
 use crate::hw::pcc::{Pcc, PccConfig};
+use crate::hw::pcc_buckets::{self, BucketTable};
 use crate::hw::Leaf;
 use crate::policy::Policy;
 use crate::trace::Access;
@@ -67,10 +68,17 @@ pub struct MemberParts {
     pccs: Vec<Pcc>,
 }
 
+/// A riding member's PCCs, one per cpu: in the constant-time form when its
+/// configuration allows (`hw::pcc_buckets`), else as the hardware model.
+enum Tables {
+    Buckets(Vec<BucketTable>),
+    Plain(Vec<Pcc>),
+}
+
 /// One extra member's PCC bank.
 struct Bank {
     cfg: PccConfig,
-    pccs: Vec<Pcc>,
+    tables: Tables,
     /// The member's other parts, kept with its bank.
     parts: MemberParts,
 }
@@ -149,11 +157,12 @@ impl Kernel {
     pub fn add_riding_member(&mut self, mut m: MemberParts) {
         let cfg = m.pcc_cfg.take().expect("a riding member has a PCC");
         let pccs = std::mem::take(&mut m.pccs);
-        self.members.extra.push(Bank {
-            cfg,
-            pccs,
-            parts: m,
-        });
+        let tables = if pcc_buckets::supports(&cfg) {
+            Tables::Buckets(pccs.iter().map(|p| BucketTable::from_table(&p.pmd, &cfg)).collect())
+        } else {
+            Tables::Plain(pccs)
+        };
+        self.members.extra.push(Bank { cfg, tables, parts: m });
     }
 
     /// Take every riding member out, in the order they were added.
@@ -161,10 +170,12 @@ impl Kernel {
         self.members
             .extra
             .drain(..)
-            .map(|b| MemberParts {
-                pcc_cfg: Some(b.cfg),
-                pccs: b.pccs,
-                ..b.parts
+            .map(|b| {
+                let pccs = match b.tables {
+                    Tables::Buckets(v) => v.iter().map(|t| Pcc { pmd: t.to_table(), pud: None }).collect(),
+                    Tables::Plain(v) => v,
+                };
+                MemberParts { pcc_cfg: Some(b.cfg), pccs, ..b.parts }
             })
             .collect()
     }
@@ -198,15 +209,36 @@ impl Kernel {
         let leaf_shift = self.geo.shifts[leaf.size()];
         let shifts = (self.shape.region_shift, self.shape.pud_shift);
         for b in self.members.extra.iter_mut() {
-            feed(&b.cfg, &mut b.pccs, shifts, a, leaf_shift, leaf);
+            match &mut b.tables {
+                Tables::Plain(v) => feed(&b.cfg, v, shifts, a, leaf_shift, leaf),
+                Tables::Buckets(v) => {
+                    // `Pcc::on_walk` for a 2MB table alone (`supports`: no 1GB table).
+                    let c = a.cpu as usize;
+                    if c >= v.len() {
+                        v.resize(c + 1, BucketTable::new(&b.cfg, shifts.0));
+                    }
+                    if leaf_shift <= shifts.0 {
+                        if leaf.was(PMD_A) {
+                            v[c].touch(a.pid, a.addr);
+                        } else {
+                            v[c].stats.filtered += 1;
+                        }
+                    }
+                }
+            }
         }
     }
 
     /// A shootdown reaches the riding members' PCCs too (PCC §3.3 step C).
     pub(super) fn invalidate_riding(&mut self, pid: u16, start: u64, end: u64) {
         for b in self.members.extra.iter_mut() {
-            for p in b.pccs.iter_mut() {
-                p.invalidate(pid, start, end);
+            match &mut b.tables {
+                Tables::Plain(v) => v.iter_mut().for_each(|p| {
+                    p.invalidate(pid, start, end);
+                }),
+                Tables::Buckets(v) => v.iter_mut().for_each(|t| {
+                    t.invalidate(pid, start, end);
+                }),
             }
         }
     }
