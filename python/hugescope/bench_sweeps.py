@@ -63,7 +63,7 @@ def divergence(results) -> Dict[str, Any]:
 
 
 def measure(trace: str, duration: Optional[float] = None, sizes: Optional[List[int]] = None,
-            budgets: Optional[List[float]] = None) -> Dict[str, Any]:
+            budgets: Optional[List[float]] = None, which=("sensitivity", "curve")) -> Dict[str, Any]:
     """CPU times (seconds) and ratios to one simulation of ``trace``, one
     thread, ``duration`` seconds of virtual time (None: the trace's rate)."""
     common: Dict[str, Any] = {"threads": 1}
@@ -79,6 +79,8 @@ def measure(trace: str, duration: Optional[float] = None, sizes: Optional[List[i
     out: Dict[str, Any] = {"trace": os.path.basename(trace), "duration_s": duration, "one_simulation_s": one_s,
                            "load_average_1min": os.getloadavg()[0]}
     for name, configs in sweeps.items():
+        if name not in which:
+            continue
         shared_s, shared = _timed(lambda: ex.run_configs(trace, configs, share=True, **common))
         separate_s, separate = _timed(lambda: ex.run_configs(trace, configs, share=False, **common))
         out[name] = {"configurations": len(configs), "shared_s": shared_s, "separate_s": separate_s,
