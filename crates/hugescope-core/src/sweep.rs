@@ -120,6 +120,16 @@ fn fingerprint(sim: &Sim) -> String {
     )
 }
 
+/// A state a decision reached, and the members that reached it.
+struct Reached {
+    sim: Sim,
+    fingerprint: String,
+    /// The full text, once a comparison needed it.
+    text: Option<String>,
+    members: Vec<usize>,
+    parts: Vec<MemberParts>,
+}
+
 /// Run the daemons due in group `g` once per member, each on its own copy
 /// of the state, and regroup the members by the state they reach.
 fn decide(mut g: Group, stats: &mut ShareStats, at: u64) -> Vec<Group> {
@@ -128,8 +138,7 @@ fn decide(mut g: Group, stats: &mut ShareStats, at: u64) -> Vec<Group> {
     parts.extend(g.sim.pt.take_riding_members());
     let n = parts.len();
     let mut bare = Some(g.sim);
-    // (state, its fingerprint, its full text once needed, members, their parts)
-    let mut out: Vec<(Sim, String, Option<String>, Vec<usize>, Vec<MemberParts>)> = Vec::new();
+    let mut out: Vec<Reached> = Vec::new();
     for (j, (m, spec)) in parts.into_iter().zip(g.members).enumerate() {
         let mut s = if j + 1 < n {
             bare.as_ref()
@@ -148,10 +157,10 @@ fn decide(mut g: Group, stats: &mut ShareStats, at: u64) -> Vec<Group> {
         let mut text = None;
         let mut found = None;
         for (i, o) in out.iter_mut().enumerate() {
-            if o.1 != fp {
+            if o.fingerprint != fp {
                 continue;
             }
-            let theirs = o.2.get_or_insert_with(|| state_text(&o.0));
+            let theirs = o.text.get_or_insert_with(|| state_text(&o.sim));
             if *text.get_or_insert_with(|| state_text(&s)) == *theirs {
                 found = Some(i);
                 break;
@@ -159,10 +168,16 @@ fn decide(mut g: Group, stats: &mut ShareStats, at: u64) -> Vec<Group> {
         }
         match found {
             Some(i) => {
-                out[i].3.push(spec);
-                out[i].4.push(m);
+                out[i].members.push(spec);
+                out[i].parts.push(m);
             }
-            None => out.push((s, fp, text, vec![spec], vec![m])),
+            None => out.push(Reached {
+                sim: s,
+                fingerprint: fp,
+                text,
+                members: vec![spec],
+                parts: vec![m],
+            }),
         }
     }
     if out.len() > 1 {
@@ -170,16 +185,23 @@ fn decide(mut g: Group, stats: &mut ShareStats, at: u64) -> Vec<Group> {
         stats.first_split_at.get_or_insert(at);
     }
     out.into_iter()
-        .map(|(mut sim, _, _, members, parts)| {
-            let mut it = parts.into_iter();
-            sim.pt
-                .install_member(it.next().expect("a group has a member"));
-            for m in it {
-                sim.pt.add_riding_member(m);
-            }
-            sim.pt.set_defer_timers(members.len() > 1);
-            Group { sim, members }
-        })
+        .map(
+            |Reached {
+                 mut sim,
+                 members,
+                 parts,
+                 ..
+             }| {
+                let mut it = parts.into_iter();
+                sim.pt
+                    .install_member(it.next().expect("a group has a member"));
+                for m in it {
+                    sim.pt.add_riding_member(m);
+                }
+                sim.pt.set_defer_timers(members.len() > 1);
+                Group { sim, members }
+            },
+        )
         .collect()
 }
 
