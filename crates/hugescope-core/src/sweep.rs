@@ -53,7 +53,8 @@ pub const DECISION_ONLY: &[&str] = &[
 /// The share class of `spec` under the run's OS configuration `os`: specs
 /// with the same class may ride one pass; None for one that runs alone.
 /// Only a lone `pcc` qualifies: it acts on timers alone (no fault-time or
-/// per-walk decisions), so its PCC is its only state between reads.
+/// per-walk decisions), so its PCC is its only state between reads. Its
+/// huge-page budget may differ (the utility curve's N%: PCC §4).
 pub fn share_class(spec: &PolicySpec, os: &OsConfig) -> Option<String> {
     let [part] = spec.parts.as_slice() else {
         return None;
@@ -67,10 +68,17 @@ pub fn share_class(spec: &PolicySpec, os: &OsConfig) -> Option<String> {
         .filter(|(k, _)| !DECISION_ONLY.contains(&k.as_str()))
         .collect();
     fixed.sort();
-    Some(format!(
-        "pcc {fixed:?} {:?}",
-        spec.os.as_ref().unwrap_or(os)
-    ))
+    // The configuration's OS settings as `run::build` resolves them, less
+    // the budget: a member's own (`os::members`), read only by promotions.
+    let own = spec.os.as_ref().map(|o| OsConfig {
+        time: o.time.or(os.time),
+        ..o.clone()
+    });
+    let shared = OsConfig {
+        budget: None,
+        ..own.unwrap_or_else(|| os.clone())
+    };
+    Some(format!("pcc {fixed:?} {shared:?}"))
 }
 
 /// A group of configurations sharing one simulation: `members[0]` is

@@ -180,8 +180,38 @@ fn only_pcc_configurations_with_one_schedule_share() {
     for s in ["base", "ideal", "hawkeye", "linux", "linux+pcc"] {
         assert_eq!(class(s), None, "{s}");
     }
-    // A configuration's own OS settings (budget) are part of its class.
+    // A configuration's budget is its own (read only when it promotes);
+    // its other OS settings are part of its class.
     let mut b = PolicySpec::parse("pcc:entries=4").unwrap();
     b.os = Some(os(0.5));
+    assert_eq!(share_class(&b, &o), class("pcc:entries=4"));
+    b.os = Some(OsConfig { sample_every: 1000, ..os(0.5) });
     assert_ne!(share_class(&b, &o), class("pcc:entries=4"));
+}
+
+#[test]
+fn budgets_share_until_a_read_tells_them_apart() {
+    // The utility curve's points (PCC §4): one pcc at 0%, 10%, 25% and 100%
+    // of the footprint; they share the pass until the first read, where
+    // each budget admits a different number of promotions.
+    let dir = tempfile::tempdir().unwrap();
+    let path = trace(&dir, 12, 20);
+    let mut s = Vec::new();
+    for b in [0.0, 0.1, 0.25, 1.0] {
+        let mut p = PolicySpec::parse("pcc:interval_accesses=30000").unwrap();
+        p.os = Some(os(b));
+        s.push(p);
+    }
+    s.push(PolicySpec::parse("base").unwrap());
+    let common = OsConfig { budget: None, ..os(0.0) };
+    let (sep, shared, st) = both(&path, &common, &s);
+    assert_eq!(sep, shared);
+    assert_eq!(st.groups_at_start, 2, "{st:?}");
+    assert_eq!(st.first_split_at, Some(30_000), "{st:?}");
+    let v: serde_json::Value = serde_json::from_str(&shared).unwrap();
+    let huge: Vec<u64> = (0..4).map(|i| v[i]["huge_bytes_peak"].as_u64().unwrap()).collect();
+    assert!(huge.windows(2).all(|w| w[0] < w[1]), "{huge:?}");
+    assert_eq!(huge[0], 0);
+    let budgets: Vec<serde_json::Value> = (0..4).map(|i| v[i]["budget_bytes"].clone()).collect();
+    assert_eq!(budgets, [0, 3 * MB2, 8 * MB2, 32 * MB2].map(serde_json::Value::from).to_vec());
 }

@@ -2,8 +2,9 @@
 //! differ only in what they decide run on one kernel while their shared state
 //! (page tables, physical memory, clock, counters) is identical.
 //!
-//! A member's own parts are its policies and its PCC hardware (size,
-//! counters, replacement: PCC §3.2). One member is installed in the kernel's
+//! A member's own parts are its policies, its PCC hardware (size, counters,
+//! replacement: PCC §3.2) and its huge-page budget (§4's N% limit, which only
+//! a promotion reads). One member is installed in the kernel's
 //! ordinary fields and acts; the others ride along as extra PCC banks that
 //! the walker feeds and shootdowns invalidate exactly as the installed one
 //! (PCC §3.2 and §3.3 step C), so each member's PCC holds what it would hold
@@ -66,6 +67,11 @@ pub struct MemberParts {
     keep_huge_on_free: bool,
     pcc_cfg: Option<PccConfig>,
     pccs: Vec<Pcc>,
+    /// The huge-page budget (PCC §4's N% limit): read only when a member
+    /// promotes (`huge_memory::promote`) and in the end-of-run check, so
+    /// members at different budgets share a pass until a read's outcome
+    /// differs.
+    budget_bytes: Option<u64>,
 }
 
 /// A riding member's PCCs, one per cpu: in the constant-time form when its
@@ -139,6 +145,7 @@ impl Kernel {
             keep_huge_on_free: std::mem::replace(&mut self.keep_huge_on_free, false),
             pcc_cfg: self.pcc_cfg.take(),
             pccs: std::mem::take(&mut self.pccs),
+            budget_bytes: self.budget_bytes.take(),
         }
     }
 
@@ -150,6 +157,7 @@ impl Kernel {
         self.keep_huge_on_free = m.keep_huge_on_free;
         self.pcc_cfg = m.pcc_cfg;
         self.pccs = m.pccs;
+        self.budget_bytes = m.budget_bytes;
     }
 
     /// Add `m` as a riding member: its PCC is fed, its policies wait. Only
@@ -158,11 +166,19 @@ impl Kernel {
         let cfg = m.pcc_cfg.take().expect("a riding member has a PCC");
         let pccs = std::mem::take(&mut m.pccs);
         let tables = if pcc_buckets::supports(&cfg) {
-            Tables::Buckets(pccs.iter().map(|p| BucketTable::from_table(&p.pmd, &cfg)).collect())
+            Tables::Buckets(
+                pccs.iter()
+                    .map(|p| BucketTable::from_table(&p.pmd, &cfg))
+                    .collect(),
+            )
         } else {
             Tables::Plain(pccs)
         };
-        self.members.extra.push(Bank { cfg, tables, parts: m });
+        self.members.extra.push(Bank {
+            cfg,
+            tables,
+            parts: m,
+        });
     }
 
     /// Take every riding member out, in the order they were added.
@@ -172,10 +188,20 @@ impl Kernel {
             .drain(..)
             .map(|b| {
                 let pccs = match b.tables {
-                    Tables::Buckets(v) => v.iter().map(|t| Pcc { pmd: t.to_table(), pud: None }).collect(),
+                    Tables::Buckets(v) => v
+                        .iter()
+                        .map(|t| Pcc {
+                            pmd: t.to_table(),
+                            pud: None,
+                        })
+                        .collect(),
                     Tables::Plain(v) => v,
                 };
-                MemberParts { pcc_cfg: Some(b.cfg), pccs, ..b.parts }
+                MemberParts {
+                    pcc_cfg: Some(b.cfg),
+                    pccs,
+                    ..b.parts
+                }
             })
             .collect()
     }
