@@ -199,7 +199,7 @@ def run_configs(trace, configs: Sequence[Dict[str, Any]], progress: Optional[Cal
     ``resume`` an existing checkpoint is an error (it holds finished work).
 
     ``share`` (default): configurations that differ only in what they decide
-    (pcc sizes and selection knobs) run as one simulation until their
+    (pcc sizes, budgets and selection knobs) run as one simulation until their
     decisions differ (the core's ``sweep``); the results are byte-identical
     to ``share=False``, which simulates each on its own."""
     path = _trace_path(trace)
