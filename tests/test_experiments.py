@@ -210,6 +210,26 @@ def test_results_do_not_depend_on_grouping(traces, monkeypatch):
     assert runs[0] == runs[1] == runs[2]
 
 
+def test_shared_sweep_equals_separate_runs(tmp_path):
+    # PCC sizes share one simulation until their reads decide differently
+    # (the core's sweep.rs); the tables are identical to separate runs both
+    # at the trace's own rate (no read: the sizes never split) and over 120
+    # virtual seconds (reads at 30, 60, 90, 120 s tell the sizes apart).
+    gups = str(tmp_path / "gups.hst")
+    workloads.trace("gups", gups, size="16MiB", updates=100_000)  # 8 regions, all walked
+    configs, _ = ex.sensitivity_configs([2, 4, 16], 100)
+    for common in ({}, {"duration": 120}):
+        shared = [r.to_dict() for r in ex.run_configs(gups, configs, threads=2, **common)]
+        separate = [r.to_dict() for r in ex.run_configs(gups, configs, threads=2, share=False, **common)]
+        assert shared == separate
+    reads = [len(d["policy_params"]["intervals"]) for d in shared[:3]]
+    assert reads == [4, 4, 4]  # at 30, 60, 90 and 120 s (the last access)
+    # A 2-entry PCC promotes at most 2 regions per read: fewer in all (5 at
+    # the time of writing) than the 4- and 16-entry ones, which take all 8.
+    promos = [d["os_stats"]["promotions"] for d in shared[:3]]
+    assert promos[0] < promos[1] == promos[2] == 8, promos
+
+
 def _interrupt_after(monkeypatch, calls):
     """The core's sweep call raises Interrupted (as a SIGINT handler would)
     once ``calls`` batches have finished."""

@@ -23,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 from . import _core, bench_tracegen, workloads
 
@@ -87,8 +87,12 @@ def peak_rss(trace: str, policy: str, preset: str = PRESET) -> Dict:
 
 def run(accesses: int, repeat: int, size: str, names: List[str], policies: List[str],
         rss_accesses: Optional[int], rss_policy: str = "pcc",
-        note: Callable[[str], None] = lambda s: None) -> Dict:
-    """Every measurement of ``hugescope bench`` as one JSON-ready dict."""
+        note: Callable[[str], None] = lambda s: None,
+        sweeps: Optional[Tuple[List[str], Optional[float]]] = None, console=None) -> Dict:
+    """Every measurement of ``hugescope bench`` as one JSON-ready dict.
+    ``sweeps=(extra traces, virtual duration)``: also the cost of shared-pass
+    sweeps against one simulation (``bench_sweeps``) on the GUPS trace and the
+    extra traces, printed on ``console`` as they finish."""
     report: Dict = {"kind": "measurement", "preset": PRESET, "accesses": accesses, "repeats": repeat,
                     "workloads": [], "tracegen": [], "tracegen_ratio": [], "rss": None}
     with tempfile.TemporaryDirectory() as d:
@@ -104,6 +108,13 @@ def run(accesses: int, repeat: int, size: str, names: List[str], policies: List[
             r["params"] = _params(name, size, accesses)
             r["trace"] = f"{name}.hst (temporary)"
             report["workloads"].append(r)
+        if sweeps is not None:
+            from . import bench_sweeps
+
+            if "gups" not in names:
+                raise ValueError("--sweeps measures on the GUPS trace: keep gups in --workloads")
+            note("sweeps: sensitivity and a 9-budget x 4-policy curve vs one simulation, shared and separate")
+            bench_sweeps.report([os.path.join(d, "gups.hst"), *sweeps[0]], sweeps[1], console or _quiet(), report)
         # Trace generation, generator alone vs end to end (gups and bfs at
         # about the same access count; bench_tracegen.py).
         note(f"trace generation: gups and bfs, generator alone vs end to end ({repeat} alternating runs)")
@@ -159,3 +170,10 @@ def render(report: Dict, console) -> None:
                       f"{big['accesses']:,} accesses {big['rss_kib_peak'] / 1024:.1f} MiB: ratio {rss['ratio']:.3f} "
                       f"(above the {small['rss_kib_after_import'] / 1024:.1f} MiB after import: "
                       f"ratio {rss['model_ratio']:.3f})")
+
+
+def _quiet():
+    """A console that prints nothing (the JSON keeps every figure)."""
+    from rich.console import Console
+
+    return Console(file=open(os.devnull, "w"))

@@ -740,10 +740,17 @@ def cmd_bench(a) -> int:
         raise CliError(f"--size: '{a.size}' is not a size (e.g. 64MiB, 1GiB)") from None
     names = _split_list(a.workloads, "--workloads", bench.WORKLOADS)
     pols = a.policy or ["pcc", "linux"]
+    if a.sweeps and "gups" not in names:
+        raise CliError("--sweeps measures on the GUPS trace: keep gups in --workloads")
+    for t in a.sweep_trace or []:
+        if not os.path.isfile(t):
+            raise CliError(f"--sweep-trace: {t}: no such trace file")
     check_outputs([(a.json, "json")], [])
     with human_to_stderr(a.json):
         report = bench.run(n, a.repeat, a.size, names, pols, rss_n or None,
-                           note=lambda s: err_console.print(f"[dim]{escape(s)}[/]"))
+                           note=lambda s: err_console.print(f"[dim]{escape(s)}[/]"),
+                           sweeps=(list(a.sweep_trace or []), a.sweep_duration) if a.sweeps else None,
+                           console=console)
         bench.render(report, console)
     if a.json:
         emit_json(a.json, report)
@@ -867,6 +874,12 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--no-rss", action="store_true", help="skip the peak-RSS comparison")
     b.add_argument("--repeat", type=units.int_arg("--repeat", 1, 1000), default=5,
                    help="passes per measurement; the best and the median are reported (default 5)")
+    b.add_argument("--sweeps", action="store_true",
+                   help="also measure a PCC-size sensitivity and a 9-budget x 4-policy curve against one simulation, "
+                        "shared and separate")
+    b.add_argument("--sweep-trace", action="append", metavar="TRACE", help="--sweeps: also on this trace (repeatable)")
+    b.add_argument("--sweep-duration", type=units.float_arg("--sweep-duration", positive=True), default=None,
+                   help="--sweeps: virtual seconds the trace spans (default: its own rate, as the sweep commands)")
     json_option(b, "write the measurements to this JSON file")
     b.set_defaults(func=cmd_bench)
 

@@ -226,26 +226,28 @@ def _check_backend(backend: str, ray_address: Optional[str], ray_trace_path: Opt
 
 
 def _run_batches(path: str, configs: List[Dict[str, Any]], todo: List[int], opts: Dict[str, Any], backend: str,
-                 ray_address: Optional[str], ray_trace_path: Optional[str]):
+                 ray_address: Optional[str], ray_trace_path: Optional[str], share: bool = True):
     """(indices, results) per finished batch of ``todo``, in the order
-    batches finish: core calls one after another (local), or Ray tasks."""
+    batches finish: core calls one after another (local), or Ray tasks.
+    ``share``: the core's shared pass within each batch (results identical)."""
+    core_args = dict(_core_args(opts), share=share)
     if backend == "ray":
         from . import ray_backend
 
-        yield from ray_backend.run_batches(path, configs, todo, opts["threads"], _core_args(opts), BATCH,
+        yield from ray_backend.run_batches(path, configs, todo, opts["threads"], core_args, BATCH,
                                            address=ray_address,
                                            node_path=None if ray_trace_path is None else os.fspath(ray_trace_path))
         return
     for b in range(0, len(todo), BATCH):
         idx = todo[b:b + BATCH]
-        text = _core.run_specs(path, json.dumps([configs[i] for i in idx]), threads=opts["threads"],
-                               **_core_args(opts))
+        text = _core.run_specs(path, json.dumps([configs[i] for i in idx]), threads=opts["threads"], **core_args)
         yield idx, json.loads(text)
 
 
 def run_configs(trace, configs: Sequence[Dict[str, Any]], progress: Optional[Callable] = None,
                 checkpoint: Optional[str] = None, resume: bool = False, row: Optional[Callable] = None,
                 backend: str = "local", ray_address: Optional[str] = None, ray_trace_path: Optional[str] = None,
+                share: bool = True,
                 **common) -> List[SimResult]:
     """Simulate ``configs`` (dicts with ``policy`` and optional ``label``,
     ``budget`` (share 0..1), ``frag`` (share 0..1), ``frag_method``) over
@@ -264,7 +266,13 @@ def run_configs(trace, configs: Sequence[Dict[str, Any]], progress: Optional[Cal
     ``backend``: ``"local"`` (core calls on this machine, ``threads`` cores)
     or ``"ray"`` (Ray tasks: ``ray_backend``; a local Ray instance, or the
     cluster at ``ray_address``; ``ray_trace_path``: the trace's path on the
-    nodes when not the same). Results do not depend on the backend."""
+    nodes when not the same). Results do not depend on the backend.
+
+    ``share`` (default): configurations of one batch that differ only in what
+    they decide (pcc sizes, budgets and selection knobs) run as one
+    simulation until their decisions differ (the core's ``sweep``); the
+    results are byte-identical to ``share=False``, which simulates each on
+    its own."""
     path = _trace_path(trace)
     backend = _check_backend(backend, ray_address, ray_trace_path)
     opts = _check_common(common)
@@ -292,7 +300,8 @@ def run_configs(trace, configs: Sequence[Dict[str, Any]], progress: Optional[Cal
     todo = [i for i in range(len(configs)) if i not in done]
     if progress and done:
         progress(len(done), len(configs))
-    with contextlib.closing(_run_batches(path, configs, todo, opts, backend, ray_address, ray_trace_path)) as runs:
+    with contextlib.closing(_run_batches(path, configs, todo, opts, backend, ray_address, ray_trace_path,
+                                         bool(share))) as runs:
         for idx, results in runs:
             for i, d in zip(idx, results):
                 done[i] = d
@@ -465,6 +474,24 @@ def _done(df, out: Optional[str], ckpt: Optional[str], extra_tables=None) -> Non
         remove_checkpoint(ckpt)
 
 
+def curve_configs(policies: List[str], budgets: List[float], frag_points: List[float], frag_policy: str = "linux"):
+    """The configurations of a utility curve (``curve``) and each one's tags:
+    each policy at each budget, ``base`` and ``ideal``, ``frag_policy`` at
+    each fragmentation point."""
+    configs, tags = [], []
+    for p in policies:
+        for b in budgets:
+            configs.append({"policy": p, "budget": b / 100.0})
+            tags.append({"role": "curve", "budget_pct": b, "frag_pct": 0.0})
+    for ref in ("base", "ideal"):
+        configs.append({"policy": ref})
+        tags.append({"role": "reference", "budget_pct": None, "frag_pct": 0.0})
+    for f in frag_points:
+        configs.append({"policy": frag_policy, "frag": f / 100.0})
+        tags.append({"role": "point", "budget_pct": None, "frag_pct": f})
+    return configs, tags
+
+
 # ---------------------------------------------------------------- Fig. 5
 
 def curve(trace, policies: Sequence[str] = DEFAULT_CURVE_POLICIES, budgets: Sequence[float] = DEFAULT_BUDGETS,
@@ -483,17 +510,7 @@ def curve(trace, policies: Sequence[str] = DEFAULT_CURVE_POLICIES, budgets: Sequ
     policies = _policy_list(policies)
     budgets = _pct_list(budgets, "budgets")
     frag_points = _pct_list(frag_points, "fragmentation levels") if frag_points else []
-    configs, tags = [], []
-    for p in policies:
-        for b in budgets:
-            configs.append({"policy": p, "budget": b / 100.0})
-            tags.append({"role": "curve", "budget_pct": b, "frag_pct": 0.0})
-    for ref in ("base", "ideal"):
-        configs.append({"policy": ref})
-        tags.append({"role": "reference", "budget_pct": None, "frag_pct": 0.0})
-    for f in frag_points:
-        configs.append({"policy": frag_policy, "frag": f / 100.0})
-        tags.append({"role": "point", "budget_pct": None, "frag_pct": f})
+    configs, tags = curve_configs(policies, budgets, frag_points, frag_policy)
     ckpt = _sweep_checkpoint("curve", path, out, checkpoint)
     if out:
         check_outputs(out, f"curve-{_stem(path)}", (), [path])
@@ -544,6 +561,20 @@ def frag(trace, levels: Sequence[float] = DEFAULT_FRAG_LEVELS, policies: Sequenc
 
 # ---------------------------------------------------------------- Fig. 6
 
+def sensitivity_configs(sizes: List[int], budget_pct: float, policy: str = "pcc", param: str = "entries"):
+    """The configurations of a size sensitivity (``sensitivity``) and each
+    one's tags: ``policy:param=N`` for each N at ``budget_pct``, then
+    ``base`` and ``ideal``. The pcc sizes form one share class: the core
+    simulates them as one until their reads decide differently."""
+    sep = "," if ":" in policy else ":"
+    configs = [{"policy": f"{policy}{sep}{param}={n}", "budget": budget_pct / 100.0} for n in sizes]
+    tags = [{"role": "curve", "size": n, "budget_pct": budget_pct} for n in sizes]
+    for ref in ("base", "ideal"):
+        configs.append({"policy": ref})
+        tags.append({"role": "reference", "size": None, "budget_pct": None})
+    return configs, tags
+
+
 def sensitivity(trace, pcc_sizes: Sequence[int] = DEFAULT_PCC_SIZES, budget: float = 32, policy: str = "pcc",
                 param: str = "entries", out: Optional[str] = None, progress: Optional[Callable] = None,
                 checkpoint: Optional[str] = None, resume: bool = False, **common):
@@ -558,12 +589,7 @@ def sensitivity(trace, pcc_sizes: Sequence[int] = DEFAULT_PCC_SIZES, budget: flo
     if not sizes:
         raise HugescopeError("PCC sizes: empty list")
     (b,) = _pct_list([budget], "budget")
-    sep = "," if ":" in policy else ":"
-    configs = [{"policy": f"{policy}{sep}{param}={n}", "budget": b / 100.0} for n in sizes]
-    tags = [{"role": "curve", "size": n, "budget_pct": b} for n in sizes]
-    for ref in ("base", "ideal"):
-        configs.append({"policy": ref})
-        tags.append({"role": "reference", "size": None, "budget_pct": None})
+    configs, tags = sensitivity_configs(sizes, b, policy, param)
     ckpt = _sweep_checkpoint("sensitivity", path, out, checkpoint)
     if out:
         check_outputs(out, f"sensitivity-{_stem(path)}", (), [path])

@@ -24,6 +24,7 @@ pub mod progress;
 pub mod reuse;
 pub mod sim;
 pub mod stats;
+pub mod sweep;
 pub mod trace;
 pub mod units;
 pub mod virt;

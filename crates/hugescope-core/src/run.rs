@@ -170,11 +170,11 @@ impl PolicyResult {
     }
 }
 
-struct Run {
-    spec: PolicySpec,
-    os: OsConfig,
+pub(crate) struct Run {
+    pub spec: PolicySpec,
+    pub os: OsConfig,
     // direct segments: OS runs carry the segment unit (the dseg policy loads it).
-    sim: Simulator<Kernel, crate::hw::RadixWalker, crate::hw::Segments>,
+    pub sim: Simulator<Kernel, crate::hw::RadixWalker, crate::hw::Segments>,
 }
 
 fn build(machine: &MachineConfig, header: &TraceHeader, os: &OsConfig, spec: &PolicySpec, pols: Vec<Box<dyn policy::Policy>>) -> Result<Run> {
@@ -264,12 +264,12 @@ pub(crate) fn check_memory(machine: &MachineConfig, header: &TraceHeader, os: &O
 /// Accesses outside every declared region create VMAs as the trace goes (an
 /// imported trace, or one touching random 47-bit addresses): checked after
 /// each chunk so the model stays within its limit whatever the content.
-fn check_inferred(runs: &[Run], model_bytes: u64, limit: u64, at: u64) -> Result<()> {
+pub(crate) fn check_inferred(runs: &[Run], model_bytes: u64, limit: u64, at: u64) -> Result<()> {
     check_inferred_pages(runs.iter().map(|r| r.sim.pt.inferred_pages()).sum(), model_bytes, limit, at)
 }
 
 /// `check_inferred` for `pages` base pages of inferred mappings over all runs.
-fn check_inferred_pages(pages: u64, model_bytes: u64, limit: u64, at: u64) -> Result<()> {
+pub(crate) fn check_inferred_pages(pages: u64, model_bytes: u64, limit: u64, at: u64) -> Result<()> {
     let bytes = model_bytes.saturating_add(limits::vma_page_bytes(pages));
     if bytes > limit {
         return Err(Error::input(format!(
@@ -328,8 +328,20 @@ pub(crate) fn make_policies(specs: &[PolicySpec], profile: impl FnOnce() -> Resu
     Ok(pols)
 }
 
-/// Simulate every policy of `specs` over the trace at `path` in one pass.
-pub fn simulate_policies(path: &str, machine: &MachineConfig, os: &OsConfig, specs: &[PolicySpec], opts: &RunOptions) -> Result<Vec<PolicyResult>> {
+/// What `simulate_policies` sets up before the pass: the runs (one per spec,
+/// then `base` if added), where the base reference is, and the model-memory
+/// estimate and limit for `check_inferred`.
+pub(crate) struct Prepared {
+    pub header: TraceHeader,
+    pub runs: Vec<Run>,
+    pub base_index: Option<usize>,
+    pub model_bytes: u64,
+    pub model_limit: u64,
+}
+
+/// Every check and every run of `simulate_policies`, before the pass (the
+/// shared pass of `crate::sweep` starts from the same runs).
+pub(crate) fn prepare(path: &str, machine: &MachineConfig, os: &OsConfig, specs: &[PolicySpec], opts: &RunOptions) -> Result<Prepared> {
     if specs.is_empty() {
         return Err(Error::input("no policy to simulate"));
     }
@@ -347,6 +359,22 @@ pub fn simulate_policies(path: &str, machine: &MachineConfig, os: &OsConfig, spe
         runs.push(build(machine, &header, &os, s, p)?);
     }
     let base_index = add_base(&mut runs, machine, &header, &os, specs, opts)?;
+    Ok(Prepared { header, runs, base_index, model_bytes, model_limit })
+}
+
+/// What one decoding pass feeds: runs of accesses between progress markers,
+/// the markers at their exact index, and the end of each chunk.
+pub(crate) trait PassSink {
+    fn accesses(&mut self, recs: &[u64]);
+    fn marker(&mut self, label: &str);
+    /// `n` accesses were fed so far.
+    fn chunk_done(&mut self, n: u64) -> Result<()>;
+}
+
+/// Decode the trace at `path` once into `sink`: each chunk split at the
+/// progress markers so each lands at its exact index; markers past the last
+/// access at the end.
+pub(crate) fn pass(path: &str, opts: &RunOptions, sink: &mut impl PassSink) -> Result<()> {
     let mut r = HstReader::open(path)?;
     r.set_progress(opts.progress.clone());
     let markers = r.markers().to_vec();
@@ -354,7 +382,6 @@ pub fn simulate_policies(path: &str, machine: &MachineConfig, os: &OsConfig, spe
     let mut n = 0u64;
     while let Some(chunk) = r.next_chunk()? {
         let end = n + chunk.len() as u64;
-        // Split the chunk at progress markers so each lands at its exact index.
         let mut pos = 0usize;
         loop {
             let stop = if next_marker < markers.len() && markers[next_marker].index < end {
@@ -363,29 +390,52 @@ pub fn simulate_policies(path: &str, machine: &MachineConfig, os: &OsConfig, spe
                 chunk.len()
             };
             let stop = stop.max(pos);
-            for run in runs.iter_mut() {
-                for &rec in &chunk[pos..stop] {
-                    run.sim.step(crate::trace::Access::unpack(rec));
-                }
-            }
+            sink.accesses(&chunk[pos..stop]);
             pos = stop;
             if pos >= chunk.len() {
                 break;
             }
-            let label = markers[next_marker].label.clone();
-            for run in runs.iter_mut() {
-                crate::trace::AccessSink::progress(&mut run.sim, &label);
-            }
+            sink.marker(&markers[next_marker].label);
             next_marker += 1;
         }
         n = end;
-        check_inferred(&runs, model_bytes, model_limit, n)?;
+        sink.chunk_done(n)?;
     }
     for m in &markers[next_marker..] {
-        for run in runs.iter_mut() {
-            crate::trace::AccessSink::progress(&mut run.sim, &m.label);
+        sink.marker(&m.label);
+    }
+    Ok(())
+}
+
+/// Every run steps through each access in turn (decode once, simulate many).
+struct EachRun<'a> {
+    runs: &'a mut [Run],
+    model_bytes: u64,
+    model_limit: u64,
+}
+
+impl PassSink for EachRun<'_> {
+    fn accesses(&mut self, recs: &[u64]) {
+        for run in self.runs.iter_mut() {
+            for &rec in recs {
+                run.sim.step(crate::trace::Access::unpack(rec));
+            }
         }
     }
+    fn marker(&mut self, label: &str) {
+        for run in self.runs.iter_mut() {
+            crate::trace::AccessSink::progress(&mut run.sim, label);
+        }
+    }
+    fn chunk_done(&mut self, n: u64) -> Result<()> {
+        check_inferred(self.runs, self.model_bytes, self.model_limit, n)
+    }
+}
+
+/// Simulate every policy of `specs` over the trace at `path` in one pass.
+pub fn simulate_policies(path: &str, machine: &MachineConfig, os: &OsConfig, specs: &[PolicySpec], opts: &RunOptions) -> Result<Vec<PolicyResult>> {
+    let Prepared { header, mut runs, base_index, model_bytes, model_limit } = prepare(path, machine, os, specs, opts)?;
+    pass(path, opts, &mut EachRun { runs: &mut runs, model_bytes, model_limit })?;
     let info = TraceInfo::new(path, &header);
     let results: Vec<PolicyResult> = runs.iter_mut().map(|run| finish(run, &info)).collect();
     Ok(attach_base(results, base_index, specs.len()))
@@ -534,7 +584,7 @@ pub(crate) fn set_finishes(res: &mut PolicyResult, placements: &[Placement], fin
     res.virtual_seconds = finishes.iter().map(|f| f.finish_seconds).fold(0.0, f64::max);
 }
 
-fn finish(run: &mut Run, info: &TraceInfo) -> PolicyResult {
+pub(crate) fn finish(run: &mut Run, info: &TraceInfo) -> PolicyResult {
     let processes = run.sim.pt.finish();
     run.sim.apply_shootdowns();
     let k = &run.sim.pt;

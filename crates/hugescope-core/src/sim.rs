@@ -154,6 +154,7 @@ impl PageTable for StaticMap {
     }
 }
 
+#[derive(Clone)]
 pub struct Simulator<P: PageTable, W: Walker = RadixWalker, S: SegmentUnit = NoSegment> {
     pub cfg: MachineConfig,
     pub geo: Geometry,

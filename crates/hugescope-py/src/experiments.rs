@@ -5,7 +5,8 @@
 
 use crate::{err, json, load_config};
 use hugescope_core::reuse::{self, Average, ReuseOptions};
-use hugescope_core::run::{self, PolicySpec, PolicyResult};
+use hugescope_core::run::{PolicySpec, PolicyResult};
+use hugescope_core::sweep;
 use hugescope_core::trace::merge::{self, MergeOptions};
 use pyo3::prelude::*;
 use serde::Deserialize;
@@ -33,14 +34,18 @@ struct SpecIn {
 /// "budget": 0.04, "frag": 0.5, "frag_method": "pcc"}`; budget and
 /// fragmentation are per configuration (the `PolicySpec.os` override of the
 /// core), everything else is shared. The specs are dealt round robin into
-/// `threads` groups; each group is one decoding pass of the trace with its
-/// policies simulated side by side (decode once per core, simulate many), and
+/// `threads` groups (those of one share class together); each group is one
+/// decoding pass of the trace with its policies simulated side by side
+/// (decode once per core, simulate many; configurations of one share class
+/// as one simulation until their decisions differ: `sweep`), and
 /// each group simulates `base` alongside, so every result has its speedup over
 /// base on the same accesses (base is deterministic, so the groups agree).
 /// The GIL is released while simulating. Returns a JSON list of results in
-/// the order of `specs_json`.
+/// the order of `specs_json`. `share=False` simulates every configuration on
+/// its own (the same results, byte for byte; for measuring what sharing saves).
 #[pyfunction]
-#[pyo3(signature = (trace, specs_json, preset=None, config=None, overrides=Vec::new(), threads=2, config_text=None))]
+#[pyo3(signature = (trace, specs_json, preset=None, config=None, overrides=Vec::new(), threads=2, config_text=None, share=true))]
+#[allow(clippy::too_many_arguments)]
 fn run_specs(
     py: Python<'_>,
     trace: String,
@@ -50,6 +55,7 @@ fn run_specs(
     overrides: Vec<String>,
     threads: usize,
     config_text: Option<String>,
+    share: bool,
 ) -> PyResult<String> {
     let cfg = load_config(preset.as_deref(), config.as_deref(), config_text.as_deref(), &overrides, &[])?;
     let specs_in: Vec<SpecIn> =
@@ -78,12 +84,32 @@ fn run_specs(
         }
         specs.push(spec);
     }
-    let threads = threads.clamp(1, specs.len());
+    // Configurations that may share a pass (`sweep::share_class`: pcc
+    // sizes and other decision-only knobs) go to one thread together; the
+    // others are dealt one by one. A unit is a class or a lone configuration.
+    let mut units: Vec<Option<String>> = Vec::new();
+    let unit_of: Vec<usize> = specs
+        .iter()
+        .map(|s| match sweep::share_class(s, &common) {
+            Some(c) => match units.iter().position(|u| u.as_ref() == Some(&c)) {
+                Some(u) => u,
+                None => {
+                    units.push(Some(c));
+                    units.len() - 1
+                }
+            },
+            None => {
+                units.push(None);
+                units.len() - 1
+            }
+        })
+        .collect();
+    let threads = threads.clamp(1, units.len());
     let opts = cfg.run_options(true);
     let results: Vec<PolicyResult> = crate::interrupt::cancellable(py, || {
         let all = || -> hugescope_core::Result<Vec<PolicyResult>> {
         let groups: Vec<Vec<(usize, PolicySpec)>> = (0..threads)
-            .map(|g| specs.iter().cloned().enumerate().filter(|(i, _)| i % threads == g).collect())
+            .map(|g| specs.iter().cloned().enumerate().filter(|(i, _)| unit_of[*i] % threads == g).collect())
             .collect();
         let outputs: Vec<hugescope_core::Result<Vec<PolicyResult>>> = std::thread::scope(|scope| {
             let handles: Vec<_> = groups
@@ -91,7 +117,13 @@ fn run_specs(
                 .map(|g| {
                     let group: Vec<PolicySpec> = g.iter().map(|(_, s)| s.clone()).collect();
                     let (trace, cfg, common, opts) = (&trace, &cfg.machine, &common, &opts);
-                    scope.spawn(move || run::simulate_policies(trace, cfg, common, &group, opts))
+                    scope.spawn(move || {
+                        if share {
+                            sweep::simulate_shared(trace, cfg, common, &group, opts)
+                        } else {
+                            hugescope_core::run::simulate_policies(trace, cfg, common, &group, opts)
+                        }
+                    })
                 })
                 .collect();
             handles

@@ -10,6 +10,8 @@ pub mod mmu;
 pub mod nested;
 pub mod pcc;
 pub mod ptcache;
+// shared pass: the 2MB table indexed for riding members (os/members.rs).
+pub mod pcc_buckets;
 pub mod pwc;
 pub mod segment;
 pub mod space;

@@ -188,6 +188,23 @@ impl PccTable {
         }
     }
 
+    /// A table holding `items` (in any order; not for `lfu_artifact`, whose
+    /// list order is state) with touch counter `clock` and counters `stats`:
+    /// the state another form of the same table reached (the shared pass's
+    /// riding PCCs, `hw::pcc_buckets`). Slots do not matter: stamps are
+    /// unique, so victims and reads follow the entries alone.
+    pub fn from_entries(entries: usize, bits: u32, repl: Replacement, shift: u32, clock: u64, stats: PccStats, items: &[PccEntry]) -> PccTable {
+        let mut t = PccTable::new(entries, bits, repl, shift);
+        for e in items {
+            t.keys.push(Self::key(e.pid, e.start >> shift));
+            t.freq.push(e.freq);
+            t.stamp.push(e.stamp);
+        }
+        t.clock = clock;
+        t.stats = stats;
+        t
+    }
+
     #[inline(always)]
     fn key(pid: u16, vpn: u64) -> u64 {
         ((pid as u64) << 48) | (vpn & VPN_MASK)

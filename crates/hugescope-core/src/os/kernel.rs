@@ -40,6 +40,9 @@ pub(super) struct LastWalk {
     pi: usize,
 }
 
+// Clone and Debug: a shared pass (`crate::sweep`) copies the shared state at
+// a decision and compares the copies (os/members.rs).
+#[derive(Clone, Debug)]
 pub struct Kernel {
     pub(super) geo: Geometry,
     pub(super) shape: Shape,
@@ -57,7 +60,7 @@ pub struct Kernel {
     pub(super) faults_huge: [u64; 8],
     /// The policies on this kernel, in order (see `new_multi` for how hooks
     /// are dispatched). A slot is None while its policy's callback runs.
-    pub(super) policies: Vec<Option<Box<dyn Policy>>>,
+    pub(super) policies: super::members::PolicySlots,
     /// Their names, kept apart so a plan entry made during a callback can
     /// name the acting policy while it is taken out of its slot.
     pub(super) names: Vec<&'static str>,
@@ -116,6 +119,8 @@ pub struct Kernel {
     // FHPM: leaves redirected through companion pages (os/companion.rs);
     // empty unless a policy redirects.
     pub(super) companions: super::companion::Companions,
+    // shared pass: riding members and deferred timers (os/members.rs).
+    pub(super) members: super::members::Members,
 }
 
 pub(super) const OWNER_PID_SHIFT: u32 = 48;
@@ -233,7 +238,7 @@ impl Kernel {
             keep_mappings: false,
             stats: OsStats::default(),
             faults_huge: [0; 8],
-            policies: policies.into_iter().map(Some).collect(),
+            policies: super::members::PolicySlots(policies.into_iter().map(Some).collect()),
             names,
             walkers,
             keep_huge_on_free,
@@ -267,6 +272,7 @@ impl Kernel {
             write_trap: false,
             tiers,
             companions: Default::default(),
+            members: Default::default(),
         };
         // reservations: files' ranges, for write-back at msync (os/reserv.rs).
         k.reserv.file_ranges =
@@ -436,7 +442,12 @@ impl Kernel {
             self.next_sample += self.sample_every;
         }
         if self.clock.tick(cycles) {
-            self.run_timers();
+            // shared pass: the sweep runs them per member (os/members.rs).
+            if self.members.defer_timers {
+                self.members.timers_due = true;
+            } else {
+                self.run_timers();
+            }
         }
     }
 
@@ -519,7 +530,7 @@ impl Kernel {
         });
     }
 
-    fn run_timers(&mut self) {
+    pub(super) fn run_timers(&mut self) {
         // The safety net behind the duration limits (see `limits`): past it no
         // daemon runs, so their firings and records stay bounded.
         if self.clock.now() > DAEMON_STOP_S {
@@ -697,6 +708,10 @@ impl PageTable for Kernel {
         v.flags[pi] |= (if set & LEAF_A != 0 { ACCESSED } else { 0 }) | (if set & LEAF_D != 0 { DIRTY } else { 0 });
         if self.pcc_cfg.is_some() {
             self.feed_pcc(a, leaf);
+            // shared pass: the riding members' PCCs see the same walk.
+            if self.riding_members() > 0 {
+                self.feed_riding(a, leaf);
+            }
         }
         if !self.walkers.is_empty() {
             let w = Walk { pid: a.pid, cpu: a.cpu, addr: a.addr, write: a.write, size, pmd_a_was_set: leaf.was(PMD_A), pud_a_was_set: leaf.was(PUD_A) };

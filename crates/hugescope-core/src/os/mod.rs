@@ -15,6 +15,7 @@ pub mod costs;
 pub mod fault;
 pub mod huge_memory;
 pub mod kernel;
+pub mod members;
 pub mod ksm;
 pub mod metrics;
 pub mod migrate;

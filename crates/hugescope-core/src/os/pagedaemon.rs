@@ -148,6 +148,7 @@ enum List {
 type Key = (u16, u64);
 
 /// The daemon's state, owned by the kernel (`Kernel::daemon`).
+#[derive(Clone, Debug)]
 pub struct PageDaemon {
     pub(super) cfg: DaemonConfig,
     pub(super) stats: DaemonStats,

@@ -113,6 +113,7 @@ pub enum Tier {
 }
 
 /// The kernel's tier state (None on a kernel without tiers).
+#[derive(Clone, Debug)]
 pub(super) struct Tiers {
     cfg: TierConfig,
     /// Frames below this are fast.

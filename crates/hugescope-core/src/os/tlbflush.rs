@@ -37,6 +37,7 @@ impl Kernel {
             for p in self.pccs.iter_mut() {
                 p.invalidate(pid, start, end);
             }
+            self.invalidate_riding(pid, start, end);
         }
         self.stats.shootdowns += 1;
         // IPIs interrupt the program's cpus: on the critical path even when

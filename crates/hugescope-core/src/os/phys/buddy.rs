@@ -38,6 +38,7 @@ pub struct BlockInfo {
 }
 
 /// Physical memory of one node. See the module documentation.
+#[derive(Clone)]
 pub struct PhysMem {
     pub(super) base_page: u64,
     pub(super) max_order: u32,
@@ -69,6 +70,29 @@ impl std::fmt::Debug for PhysMem {
             .field("free_frames", &self.free)
             .field("buddyinfo", &self.buddyinfo())
             .finish()
+    }
+}
+
+impl PhysMem {
+    /// Every field as text, for comparing two states whole (a shared pass:
+    /// `crate::sweep`); `Debug` above is a summary.
+    pub(crate) fn state_text(&self) -> String {
+        format!(
+            "{} {} {} {} {} {:?} {:?} {:?} {:?} {:?} {} {} {:?}",
+            self.base_page,
+            self.max_order,
+            self.pb_order,
+            self.total,
+            self.free,
+            self.state,
+            self.lists,
+            self.pb_used,
+            self.pb_unmovable,
+            self.owners,
+            self.prefer_below,
+            self.misuse,
+            self.last_misuse
+        )
     }
 }
 

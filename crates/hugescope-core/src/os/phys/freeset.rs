@@ -9,6 +9,7 @@
 //! word of the level below, up to a single top word, so every search is
 //! O(log64 n).
 
+#[derive(Clone, Debug)]
 pub(crate) struct FreeSet {
     /// `levels[0]` are the slot bits; `levels[i + 1]` summarises `levels[i]`.
     levels: Vec<Vec<u64>>,

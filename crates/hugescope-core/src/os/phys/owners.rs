@@ -12,6 +12,7 @@
 
 use super::Pfn;
 
+#[derive(Clone, Debug)]
 enum Chunk {
     /// No allocated block starts in this chunk.
     Empty,
@@ -27,6 +28,7 @@ enum Chunk {
 /// entries the list already uses a quarter of the 4 KB array).
 const SPARSE_MAX: usize = 64;
 
+#[derive(Clone, Debug)]
 pub(crate) struct OwnerTable {
     chunk_order: u32,
     chunks: Vec<Chunk>,

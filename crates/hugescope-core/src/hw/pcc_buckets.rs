@@ -1,0 +1,391 @@
+//! The PCC's 2MB table (`hw::pcc::PccTable`, PCC §3.2) in constant time per
+//! walk, for the shared pass's riding members (`os::members`), which feed
+//! several tables on every walk.
+//!
+//! Same state and behaviour as `PccTable` under `lfu_lru` and `lru`: the
+//! entries as a set of (region, frequency, recency stamp), the touch counter
+//! and the statistics. Only the index differs: a hash map finds a region,
+//! and entries sit in lists per frequency (one list under `lru`) in stamp
+//! order, so the victim (lowest frequency, then least recent; or least
+//! recent) is the head of the lowest non-empty list, as in the classic O(1)
+//! LFU. Stamps are unique (each touch stamps one entry with a new count), so
+//! the victim and the read order do not depend on slots. Saturation halves
+//! every counter (§3.2.1) and rebuilds the lists, as rarely as it happens.
+//! `PccTable` stays the installed member's table; `to_table` and
+//! `from_table` move a table between the two forms, entry for entry.
+
+use super::pcc::{PccConfig, PccEntry, PccStats, PccTable, Replacement};
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+const NIL: u32 = u32::MAX;
+const VPN_MASK: u64 = (1 << 48) - 1;
+
+/// Multiplicative hashing of a region key: lookups only, never iterated
+/// for a result, so the map's order cannot reach one.
+#[derive(Default, Clone, Copy)]
+struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_u64(&mut self, k: u64) {
+        self.0 = (k ^ (k >> 29)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+type Index = HashMap<u64, u32, BuildHasherDefault<KeyHasher>>;
+
+/// Whether `cfg`'s 2MB table can take this form: `lfu_lru` or `lru`, counters
+/// of at most 8 bits (one list per value), no 1GB table.
+pub fn supports(cfg: &PccConfig) -> bool {
+    cfg.replacement != Replacement::LfuArtifact && cfg.counter_bits <= 8 && !cfg.enable_1g
+}
+
+#[derive(Clone, Debug)]
+pub struct BucketTable {
+    shift: u32,
+    cap: usize,
+    bits: u32,
+    max: u32,
+    lru: bool,
+    key: Vec<u64>,
+    freq: Vec<u32>,
+    stamp: Vec<u64>,
+    prev: Vec<u32>,
+    next: Vec<u32>,
+    free: Vec<u32>,
+    index: Index,
+    head: Vec<u32>,
+    tail: Vec<u32>,
+    /// Lowest list that may be non-empty (exact whenever the table is full).
+    minf: usize,
+    clock: u64,
+    pub stats: PccStats,
+}
+
+impl BucketTable {
+    /// An empty table of `cfg`'s 2MB geometry; `shift`: log2 of a region.
+    pub fn new(cfg: &PccConfig, shift: u32) -> BucketTable {
+        let bits = cfg.counter_bits.clamp(1, 8);
+        let max = (1u32 << bits) - 1;
+        let lists = if cfg.replacement == Replacement::Lru {
+            1
+        } else {
+            max as usize + 1
+        };
+        BucketTable {
+            shift,
+            cap: cfg.entries,
+            bits,
+            max,
+            lru: cfg.replacement == Replacement::Lru,
+            key: Vec::new(),
+            freq: Vec::new(),
+            stamp: Vec::new(),
+            prev: Vec::new(),
+            next: Vec::new(),
+            free: Vec::new(),
+            index: Index::default(),
+            head: vec![NIL; lists],
+            tail: vec![NIL; lists],
+            minf: 0,
+            clock: 0,
+            stats: PccStats::default(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.index.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.index.is_empty()
+    }
+
+    #[inline]
+    fn list(&self, s: usize) -> usize {
+        if self.lru {
+            0
+        } else {
+            self.freq[s] as usize
+        }
+    }
+
+    #[inline]
+    fn unlink(&mut self, s: usize) {
+        let l = self.list(s);
+        let (p, n) = (self.prev[s], self.next[s]);
+        if p == NIL {
+            self.head[l] = n;
+        } else {
+            self.next[p as usize] = n;
+        }
+        if n == NIL {
+            self.tail[l] = p;
+        } else {
+            self.prev[n as usize] = p;
+        }
+    }
+
+    /// Append slot `s` at the most recent end of its list.
+    #[inline]
+    fn append(&mut self, s: usize) {
+        let l = self.list(s);
+        let t = self.tail[l];
+        self.prev[s] = t;
+        self.next[s] = NIL;
+        if t == NIL {
+            self.head[l] = s as u32;
+        } else {
+            self.next[t as usize] = s as u32;
+        }
+        self.tail[l] = s as u32;
+    }
+
+    /// A walk that passed the filter: count it against the region of `va`
+    /// (`PccTable::touch`).
+    #[inline]
+    pub fn touch(&mut self, pid: u16, va: u64) {
+        let key = ((pid as u64) << 48) | ((va >> self.shift) & VPN_MASK);
+        self.clock += 1;
+        self.stats.updates += 1;
+        if let Some(&s) = self.index.get(&key) {
+            let s = s as usize;
+            self.stats.hits += 1;
+            self.stamp[s] = self.clock;
+            let from = self.list(s);
+            self.unlink(s);
+            self.freq[s] = self.freq[s].saturating_add(1);
+            if self.freq[s] >= self.max {
+                self.append(s);
+                self.halve();
+                return;
+            }
+            self.append(s);
+            if !self.lru && from == self.minf && self.head[from] == NIL {
+                self.minf = from + 1;
+            }
+            return;
+        }
+        self.insert_new(key);
+    }
+
+    #[cold]
+    fn insert_new(&mut self, key: u64) {
+        self.stats.inserts += 1;
+        let s = if self.index.len() < self.cap {
+            match self.free.pop() {
+                Some(s) => s as usize,
+                None => {
+                    self.key.push(0);
+                    self.freq.push(0);
+                    self.stamp.push(0);
+                    self.prev.push(NIL);
+                    self.next.push(NIL);
+                    self.key.len() - 1
+                }
+            }
+        } else {
+            self.stats.evictions += 1;
+            let l = if self.lru { 0 } else { self.lowest() };
+            let v = self.head[l] as usize;
+            self.unlink(v);
+            self.index.remove(&self.key[v]);
+            v
+        };
+        // A new candidate starts at frequency 0 (§3.2.1).
+        self.key[s] = key;
+        self.freq[s] = 0;
+        self.stamp[s] = self.clock;
+        self.index.insert(key, s as u32);
+        self.append(s);
+        self.minf = 0;
+    }
+
+    /// The lowest non-empty list (the table is not empty).
+    fn lowest(&mut self) -> usize {
+        while self.minf < self.head.len() && self.head[self.minf] == NIL {
+            self.minf += 1;
+        }
+        self.minf
+    }
+
+    /// Live slots in stamp order (oldest first).
+    fn by_stamp(&self) -> Vec<usize> {
+        let mut v: Vec<usize> = self.index.values().map(|&s| s as usize).collect();
+        v.sort_unstable_by_key(|&s| self.stamp[s]);
+        v
+    }
+
+    /// PCC §3.2.1: a counter saturated; halve all (order kept), rebuild lists.
+    #[cold]
+    fn halve(&mut self) {
+        self.stats.halvings += 1;
+        let order = self.by_stamp();
+        self.head.iter_mut().for_each(|h| *h = NIL);
+        self.tail.iter_mut().for_each(|t| *t = NIL);
+        for &s in &order {
+            self.freq[s] /= 2;
+            self.append(s);
+        }
+        self.minf = 0;
+    }
+
+    /// Remove every entry of `pid` whose region overlaps [start, end)
+    /// (`PccTable::invalidate`).
+    pub fn invalidate(&mut self, pid: u16, start: u64, end: u64) -> usize {
+        if self.index.is_empty() || end <= start {
+            return 0;
+        }
+        let lo = ((pid as u64) << 48) | ((start >> self.shift) & VPN_MASK);
+        let hi = ((pid as u64) << 48) | (((end - 1) >> self.shift) & VPN_MASK);
+        let gone: Vec<u32> = self
+            .index
+            .iter()
+            .filter(|(&k, _)| k >= lo && k <= hi)
+            .map(|(_, &s)| s)
+            .collect();
+        for &s in &gone {
+            let s = s as usize;
+            self.unlink(s);
+            self.index.remove(&self.key[s]);
+            self.free.push(s as u32);
+        }
+        // Slots are reused from `free` in any order: results never depend on
+        // a slot (stamps are unique), only on the entries.
+        self.minf = 0;
+        self.stats.invalidations += gone.len() as u64;
+        gone.len()
+    }
+
+    /// The same table as a `PccTable` (for the member's reads and result).
+    pub fn to_table(&self) -> PccTable {
+        let repl = if self.lru {
+            Replacement::Lru
+        } else {
+            Replacement::LfuLru
+        };
+        let entries: Vec<PccEntry> = self
+            .by_stamp()
+            .into_iter()
+            .map(|s| PccEntry {
+                pid: (self.key[s] >> 48) as u16,
+                start: (self.key[s] & VPN_MASK) << self.shift,
+                freq: self.freq[s],
+                stamp: self.stamp[s],
+            })
+            .collect();
+        PccTable::from_entries(
+            self.cap,
+            self.bits,
+            repl,
+            self.shift,
+            self.clock,
+            self.stats.clone(),
+            &entries,
+        )
+    }
+
+    /// `t` in this form (`supports` its configuration `cfg`).
+    pub fn from_table(t: &PccTable, cfg: &PccConfig) -> BucketTable {
+        let mut b = BucketTable::new(cfg, t.shift());
+        let mut entries = t.dump();
+        entries.sort_unstable_by_key(|e| e.stamp);
+        for e in entries {
+            let s = b.key.len();
+            b.key
+                .push(((e.pid as u64) << 48) | ((e.start >> b.shift) & VPN_MASK));
+            b.freq.push(e.freq);
+            b.stamp.push(e.stamp);
+            b.prev.push(NIL);
+            b.next.push(NIL);
+            b.index.insert(b.key[s], s as u32);
+            b.append(s);
+        }
+        b.clock = t.clock();
+        b.stats = t.stats.clone();
+        b
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Entries as the OS reads them, with the touch counter and statistics.
+    fn state(t: &PccTable) -> (Vec<PccEntry>, u64, PccStats) {
+        (t.dump(), t.clock(), t.stats.clone())
+    }
+
+    #[test]
+    fn same_state_as_the_hardware_table_on_random_walks() {
+        // Few regions against small tables (evictions), narrow counters
+        // (halvings), invalidations of ranges: after every step both forms
+        // hold the same entries in the same read order, with the same counts.
+        let mut x = 0x1234_5678_u64;
+        let mut rnd = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for repl in [Replacement::LfuLru, Replacement::Lru] {
+            let mut halvings = 0;
+            for (entries, bits) in [(1, 8), (2, 2), (4, 3), (16, 8), (64, 4)] {
+                let cfg = PccConfig {
+                    entries,
+                    counter_bits: bits,
+                    replacement: repl,
+                    ..Default::default()
+                };
+                assert!(supports(&cfg));
+                let mut hw = PccTable::new(entries, bits, repl, 21);
+                let mut b = BucketTable::new(&cfg, 21);
+                for step in 0..20_000u64 {
+                    let r = rnd();
+                    // Skewed regions: some are hot (hits), most cold.
+                    let region = if r % 3 == 0 { r % 5 } else { (r >> 8) % 40 };
+                    let pid = ((r >> 20) % 2) as u16;
+                    if r % 97 == 0 {
+                        let (s, e) = (region << 21, (region + 1 + (r >> 30) % 3) << 21);
+                        assert_eq!(hw.invalidate(pid, s, e), b.invalidate(pid, s, e));
+                    } else {
+                        hw.touch(pid, (region << 21) + (r >> 40) % (2 << 20));
+                        b.touch(pid, (region << 21) + (r >> 40) % (2 << 20));
+                    }
+                    if step % 97 == 0 || step < 200 {
+                        assert_eq!(
+                            state(&hw),
+                            state(&b.to_table()),
+                            "{repl:?} {entries} {bits} step {step}"
+                        );
+                    }
+                }
+                assert!(
+                    hw.stats.evictions > 0 && hw.stats.invalidations > 0,
+                    "{:?}",
+                    hw.stats
+                );
+                halvings += hw.stats.halvings;
+                // And back: a table rebuilt from its copy goes on the same way.
+                let mut again = BucketTable::from_table(&hw, &cfg);
+                for _ in 0..2000 {
+                    let r = rnd();
+                    hw.touch(0, (r % 50) << 21);
+                    again.touch(0, (r % 50) << 21);
+                }
+                assert_eq!(state(&hw), state(&again.to_table()));
+            }
+            assert!(
+                halvings > 0,
+                "narrow counters saturated somewhere ({repl:?})"
+            );
+        }
+    }
+}

@@ -1,0 +1,271 @@
+//! Members of a shared pass (`crate::sweep`): several configurations that
+//! differ only in what they decide run on one kernel while their shared state
+//! (page tables, physical memory, clock, counters) is identical.
+//!
+//! A member's own parts are its policies, its PCC hardware (size, counters,
+//! replacement: PCC §3.2) and its huge-page budget (§4's N% limit, which only
+//! a promotion reads). One member is installed in the kernel's
+//! ordinary fields and acts; the others ride along as extra PCC banks that
+//! the walker feeds and shootdowns invalidate exactly as the installed one
+//! (PCC §3.2 and §3.3 step C), so each member's PCC holds what it would hold
+//! in a run of its own. The kernel never reads a PCC itself (only a policy
+//! does, at its reads), so the banks leave the shared state untouched.
+//!
+//! With `defer_timers` set, due daemons are not run inside the access but
+//! flagged (`timers_due`): the sweep then runs them once per member on a
+//! copy of the state and keeps members together only where the resulting
+//! states are equal. Deferring to the end of the access changes nothing:
+//! timers already ran last in it, and only MMU shootdowns (which the kernel
+//! never reads) happen in between.
+
+use super::kernel::Kernel;
+use crate::hw::leaf::{PMD_A, PUD_A};
+use crate::hw::pcc::{Pcc, PccConfig};
+use crate::hw::pcc_buckets::{self, BucketTable};
+use crate::hw::Leaf;
+use crate::policy::Policy;
+use crate::trace::Access;
+
+/// A kernel's policies in order. A slot is None while its policy's callback
+/// runs. Cloning a kernel gives its shared state only: the copy's slots are
+/// empty (policies belong to a member; the sweep installs them).
+#[derive(Default)]
+pub struct PolicySlots(pub(super) Vec<Option<Box<dyn Policy>>>);
+
+impl Clone for PolicySlots {
+    fn clone(&self) -> Self {
+        PolicySlots(Vec::new())
+    }
+}
+
+impl std::fmt::Debug for PolicySlots {
+    // Members' parts are not shared state: left out of the comparison.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PolicySlots({})", self.0.len())
+    }
+}
+
+impl std::ops::Deref for PolicySlots {
+    type Target = Vec<Option<Box<dyn Policy>>>;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for PolicySlots {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
+}
+
+/// One member's own parts, out of the kernel.
+#[derive(Default)]
+pub struct MemberParts {
+    policies: PolicySlots,
+    names: Vec<&'static str>,
+    walkers: Vec<usize>,
+    keep_huge_on_free: bool,
+    pcc_cfg: Option<PccConfig>,
+    pccs: Vec<Pcc>,
+    /// The huge-page budget (PCC §4's N% limit): read only when a member
+    /// promotes (`huge_memory::promote`) and in the end-of-run check, so
+    /// members at different budgets share a pass until a read's outcome
+    /// differs.
+    budget_bytes: Option<u64>,
+}
+
+/// A riding member's PCCs, one per cpu: in the constant-time form when its
+/// configuration allows (`hw::pcc_buckets`), else as the hardware model.
+enum Tables {
+    Buckets(Vec<BucketTable>),
+    Plain(Vec<Pcc>),
+}
+
+/// One extra member's PCC bank.
+struct Bank {
+    cfg: PccConfig,
+    tables: Tables,
+    /// The member's other parts, kept with its bank.
+    parts: MemberParts,
+}
+
+/// The kernel's shared-pass state: extra members and the timer deferral.
+#[derive(Default)]
+pub struct Members {
+    extra: Vec<Bank>,
+    pub(super) defer_timers: bool,
+    pub(super) timers_due: bool,
+}
+
+impl Clone for Members {
+    // Like `PolicySlots`: a clone is the shared state, without members.
+    fn clone(&self) -> Self {
+        Members {
+            extra: Vec::new(),
+            defer_timers: self.defer_timers,
+            timers_due: self.timers_due,
+        }
+    }
+}
+
+impl std::fmt::Debug for Members {
+    // Riding members and the deferral are not shared state: a group and a
+    // member's copy of it compare equal whatever rides along.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Members")
+    }
+}
+
+/// Feed one bank's PCC of `a.cpu` (created on the cpu's first walk, as the
+/// installed bank is by `Kernel::pcc_mut`).
+#[inline]
+fn feed(
+    cfg: &PccConfig,
+    pccs: &mut Vec<Pcc>,
+    shifts: (u32, u32),
+    a: &Access,
+    leaf_shift: u32,
+    leaf: &Leaf,
+) {
+    let c = a.cpu as usize;
+    if c >= pccs.len() {
+        pccs.resize(c + 1, Pcc::new(cfg, shifts.0, shifts.1));
+    }
+    pccs[c].on_walk(a.pid, a.addr, leaf_shift, leaf.was(PMD_A), leaf.was(PUD_A));
+}
+
+impl Kernel {
+    /// Take the installed member's parts out (policies, PCC hardware),
+    /// leaving the shared state.
+    pub fn take_member(&mut self) -> MemberParts {
+        MemberParts {
+            policies: std::mem::take(&mut self.policies),
+            names: std::mem::take(&mut self.names),
+            walkers: std::mem::take(&mut self.walkers),
+            keep_huge_on_free: std::mem::replace(&mut self.keep_huge_on_free, false),
+            pcc_cfg: self.pcc_cfg.take(),
+            pccs: std::mem::take(&mut self.pccs),
+            budget_bytes: self.budget_bytes.take(),
+        }
+    }
+
+    /// Install `m` as the acting member (the kernel has none installed).
+    pub fn install_member(&mut self, m: MemberParts) {
+        self.policies = m.policies;
+        self.names = m.names;
+        self.walkers = m.walkers;
+        self.keep_huge_on_free = m.keep_huge_on_free;
+        self.pcc_cfg = m.pcc_cfg;
+        self.pccs = m.pccs;
+        self.budget_bytes = m.budget_bytes;
+    }
+
+    /// Add `m` as a riding member: its PCC is fed, its policies wait. Only
+    /// members whose policies act on timers alone may ride (the sweep checks).
+    pub fn add_riding_member(&mut self, mut m: MemberParts) {
+        let cfg = m.pcc_cfg.take().expect("a riding member has a PCC");
+        let pccs = std::mem::take(&mut m.pccs);
+        let tables = if pcc_buckets::supports(&cfg) {
+            Tables::Buckets(
+                pccs.iter()
+                    .map(|p| BucketTable::from_table(&p.pmd, &cfg))
+                    .collect(),
+            )
+        } else {
+            Tables::Plain(pccs)
+        };
+        self.members.extra.push(Bank {
+            cfg,
+            tables,
+            parts: m,
+        });
+    }
+
+    /// Take every riding member out, in the order they were added.
+    pub fn take_riding_members(&mut self) -> Vec<MemberParts> {
+        self.members
+            .extra
+            .drain(..)
+            .map(|b| {
+                let pccs = match b.tables {
+                    Tables::Buckets(v) => v
+                        .iter()
+                        .map(|t| Pcc {
+                            pmd: t.to_table(),
+                            pud: None,
+                        })
+                        .collect(),
+                    Tables::Plain(v) => v,
+                };
+                MemberParts {
+                    pcc_cfg: Some(b.cfg),
+                    pccs,
+                    ..b.parts
+                }
+            })
+            .collect()
+    }
+
+    /// Number of riding members.
+    pub fn riding_members(&self) -> usize {
+        self.members.extra.len()
+    }
+
+    /// Defer due daemons to `run_deferred_timers` (see the module comment).
+    pub fn set_defer_timers(&mut self, on: bool) {
+        self.members.defer_timers = on;
+    }
+
+    /// Whether daemons came due during the last access and wait.
+    #[inline(always)]
+    pub fn timers_due(&self) -> bool {
+        self.members.timers_due
+    }
+
+    /// Run the daemons that came due while deferred.
+    pub fn run_deferred_timers(&mut self) {
+        if std::mem::replace(&mut self.members.timers_due, false) {
+            self.run_timers();
+        }
+    }
+
+    /// The riding members' walker update (PCC §3.2), as `feed_pcc` does for
+    /// the installed one.
+    pub(super) fn feed_riding(&mut self, a: &Access, leaf: &Leaf) {
+        let leaf_shift = self.geo.shifts[leaf.size()];
+        let shifts = (self.shape.region_shift, self.shape.pud_shift);
+        for b in self.members.extra.iter_mut() {
+            match &mut b.tables {
+                Tables::Plain(v) => feed(&b.cfg, v, shifts, a, leaf_shift, leaf),
+                Tables::Buckets(v) => {
+                    // `Pcc::on_walk` for a 2MB table alone (`supports`: no 1GB table).
+                    let c = a.cpu as usize;
+                    if c >= v.len() {
+                        v.resize(c + 1, BucketTable::new(&b.cfg, shifts.0));
+                    }
+                    if leaf_shift <= shifts.0 {
+                        if leaf.was(PMD_A) {
+                            v[c].touch(a.pid, a.addr);
+                        } else {
+                            v[c].stats.filtered += 1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// A shootdown reaches the riding members' PCCs too (PCC §3.3 step C).
+    pub(super) fn invalidate_riding(&mut self, pid: u16, start: u64, end: u64) {
+        for b in self.members.extra.iter_mut() {
+            match &mut b.tables {
+                Tables::Plain(v) => v.iter_mut().for_each(|p| {
+                    p.invalidate(pid, start, end);
+                }),
+                Tables::Buckets(v) => v.iter_mut().for_each(|t| {
+                    t.invalidate(pid, start, end);
+                }),
+            }
+        }
+    }
+}

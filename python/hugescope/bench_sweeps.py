@@ -1,0 +1,117 @@
+"""What sweeps cost relative to one simulation (``hugescope bench --sweeps``).
+
+Measurements, never tests: CPU time of each sweep on one thread, divided by
+the CPU time of one simulation of the same trace in the same run (one
+configuration, pcc at the sensitivity's 32% budget, with the base reference
+every sweep point and every ``hugescope simulate`` carries). Each sweep runs
+twice: shared (configurations of one share class simulated as one until
+their decisions differ, the core's ``sweep``) and separate (each on its own);
+the two give byte-identical results, which is checked here too.
+
+- sensitivity: ``hugescope sensitivity``'s configurations (PCC sizes
+  4..1024 at 32%, base, ideal);
+- curve: 9 budgets (PCC paper §4) x 4 policies (pcc, pcc with the artifact's
+  read schedule, hawkeye, oracle), base and ideal.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any, Callable, Dict, List, Optional
+
+from . import experiments as ex
+
+CURVE_POLICIES = ["pcc", "pcc:artifact_phase=true", "hawkeye", "oracle"]
+
+
+def _timed(f: Callable[[], Any]):
+    # CPU time of this process (every thread): on a shared machine the wall
+    # clock also counts other programs' turns on the cores.
+    t = time.process_time()
+    r = f()
+    return time.process_time() - t, r
+
+
+def _same(a, b) -> bool:
+    return [json.dumps(x.to_dict(), sort_keys=True) for x in a] == [json.dumps(x.to_dict(), sort_keys=True) for x in b]
+
+
+def divergence(results) -> Dict[str, Any]:
+    """When configurations' decisions first differ: each pcc result's reads
+    as (regions promoted, refusals), compared read by read (exact: from the
+    results' executed plans and per-read records)."""
+    per = []
+    times: List[float] = []
+    for r in results:
+        d = r.to_dict()
+        ivs = (d.get("policy_params") or {}).get("intervals")
+        if not isinstance(ivs, list):
+            continue
+        plan = [(e["pid"], e["start"]) for e in d["executed_plan"]]
+        reads, i = [], 0
+        for iv in ivs:
+            reads.append((tuple(plan[i:i + iv["promoted"]]), iv["failed"]))
+            i += iv["promoted"]
+        per.append(reads)
+        times = [iv["time_s"] for iv in ivs]
+    first = next((k for k in range(len(times)) if len({tuple(p[:k + 1]) for p in per}) > 1), None)
+    return {"reads": len(times), "first_divergent_read": None if first is None else first + 1,
+            "first_divergent_read_s": None if first is None else times[first],
+            "distinct_decision_sequences": len({tuple(p) for p in per})}
+
+
+def measure(trace: str, duration: Optional[float] = None, sizes: Optional[List[int]] = None,
+            budgets: Optional[List[float]] = None, which=("sensitivity", "curve")) -> Dict[str, Any]:
+    """CPU times (seconds) and ratios to one simulation of ``trace``, one
+    thread, ``duration`` seconds of virtual time (None: the trace's rate)."""
+    common: Dict[str, Any] = {"threads": 1}
+    if duration is not None:
+        common["duration"] = duration
+    sizes = list(sizes or ex.DEFAULT_PCC_SIZES)
+    budgets = list(budgets or ex.DEFAULT_BUDGETS)
+    one_s, _ = _timed(lambda: ex.run_configs(trace, [{"policy": "pcc", "budget": 0.32}], **common))
+    sweeps = {
+        "sensitivity": ex.sensitivity_configs(sizes, 32.0)[0],
+        "curve": ex.curve_configs(CURVE_POLICIES, budgets, [])[0],
+    }
+    out: Dict[str, Any] = {"trace": os.path.basename(trace), "duration_s": duration, "one_simulation_s": one_s,
+                           "load_average_1min": os.getloadavg()[0]}
+    for name, configs in sweeps.items():
+        if name not in which:
+            continue
+        shared_s, shared = _timed(lambda: ex.run_configs(trace, configs, share=True, **common))
+        separate_s, separate = _timed(lambda: ex.run_configs(trace, configs, share=False, **common))
+        out[name] = {"configurations": len(configs), "shared_s": shared_s, "separate_s": separate_s,
+                     "shared_ratio": shared_s / one_s, "separate_ratio": separate_s / one_s,
+                     "identical": _same(shared, separate)}
+        if name == "sensitivity":
+            out[name]["divergence"] = divergence(shared[:len(sizes)])
+    return out
+
+
+def report(traces: List[str], duration: Optional[float], console, json_out: Optional[dict] = None) -> None:
+    """Measure each trace and print one table (``hugescope bench --sweeps``)."""
+    from rich.table import Table
+
+    t = Table(title="sweeps vs one simulation (measurements: CPU time on one thread, one run each; "
+                    "one simulation = pcc at 32% with its base reference)")
+    for c in ("trace", "one sim (s)", "sensitivity shared", "sensitivity separate", "curve shared",
+              "curve separate", "identical", "sizes first differ"):
+        t.add_column(c, justify="right")
+    rows = []
+    for path in traces:
+        m = measure(path, duration)
+        rows.append(m)
+        s, c, dv = m["sensitivity"], m["curve"], m["sensitivity"]["divergence"]
+        first = "never" if dv["first_divergent_read"] is None else \
+            f"read {dv['first_divergent_read']}/{dv['reads']} ({dv['first_divergent_read_s']:g} s)"
+        t.add_row(m["trace"], f"{m['one_simulation_s']:.2f}", f"{s['shared_ratio']:.2f}x", f"{s['separate_ratio']:.2f}x",
+                  f"{c['shared_ratio']:.2f}x", f"{c['separate_ratio']:.2f}x",
+                  "yes" if s["identical"] and c["identical"] else "NO", first)
+    console.print(t)
+    console.print(f"load average (1 min) at the end: {os.getloadavg()[0]:.2f}; virtual duration: "
+                  f"{'the trace rate' if duration is None else f'{duration:g} s'}")
+    if json_out is not None:
+        json_out["sweeps"] = rows
