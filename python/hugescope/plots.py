@@ -417,6 +417,12 @@ def plot_validate_suite(data: Dict[str, Any]):
             ax.set_ylim(a, b)
         ax.set_xscale("log")
         ax.set_yscale("log")
+        for axis in (ax.xaxis, ax.yaxis):
+            # Speedups as "1.5x", not powers of ten, on both major and minor ticks.
+            fmt = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:.3g}x")
+            axis.set_major_formatter(fmt)
+            axis.set_minor_formatter(fmt)
+        ax.tick_params(which="minor", labelsize=7)
         st = summary.get(key) or {}
         rho, mae = st.get("spearman"), st.get("median_abs_error")
         ax.set_title(f"{what}: Spearman {'-' if rho is None else f'{rho:.3f}'}, median abs error "
@@ -425,7 +431,7 @@ def plot_validate_suite(data: Dict[str, Any]):
         ax.set_xlabel("predicted speedup over 4KB pages (estimate, cost model)")
         ax.set_ylabel("measured speedup (median of rounds; bars: min..max)")
         ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=7, loc="upper left")
+        ax.legend(fontsize=7, loc="lower right")
     fig.suptitle("Validation suite: predicted vs measured speedup per plan; hollow = within the noise floor (tie "
                  "with base, not ranked)", fontsize=10)
     fig.tight_layout()
