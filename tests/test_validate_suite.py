@@ -80,7 +80,8 @@ def test_least_loaded_cpu_picks_the_most_idle():
 # ---------------------------------------------------------------- plans and splits
 
 def test_plan_ks_and_distinct_plans():
-    assert vs.plan_ks(512, vs.DEFAULT_FRACTIONS) == [32, 64, 128, 256]
+    assert vs.plan_ks(512, vs.DEFAULT_FRACTIONS) == [64, 128, 256]
+    assert vs.plan_ks(512, [1 / 16, 0.125, 0.126]) == [32, 64, 65]
     assert vs.plan_ks(2, vs.DEFAULT_FRACTIONS) == [1]
     assert vs.plan_ks(1, vs.DEFAULT_FRACTIONS) == []  # k = 1 of 1 region is the all-huge plan
     with pytest.raises(ValueError, match="strictly between 0 and 1"):

@@ -29,7 +29,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--workload", action="append", default=[], metavar="NAME[:k=v,...]",
                    help="a workload and its parameters (repeatable; added to the suite's)")
     p.add_argument("--fractions", default=",".join(f"{f:g}" for f in vs.DEFAULT_FRACTIONS),
-                   help="k as fractions of each workload's 2 MiB regions (default 1/16,1/8,1/4,1/2 as decimals)")
+                   help="k as fractions of each workload's 2 MiB regions (default 1/8,1/4,1/2 as decimals)")
     p.add_argument("--policies", default=",".join(vs.DEFAULT_POLICIES), help="policies that rank the regions")
     p.add_argument("--rounds", type=_count_arg("rounds", 1, linux.RUNS_MAX), default=vs.DEFAULT_ROUNDS,
                    help=f"interleaved rounds (default {vs.DEFAULT_ROUNDS})")
