@@ -118,7 +118,7 @@ def test_spearman_over_ties_and_ranked_plans_only():
             _row("w", "d", 1.01, 3.0, ranked=False)]
     s = vs.stats(rows, "predicted_loo")
     w = s["per_workload"]["w"]
-    assert (w["plans"], w["ranked"]) == (4, 3)
+    assert (w["plans"], w["ranked"], w["distinct"]) == (4, 3, 2)
     # ranks: predicted (2, 1, 3), measured tied (1.5, 1.5, 3): Pearson of those = sqrt(3)/2.
     assert w["spearman"] == pytest.approx(math.sqrt(3) / 2)
     assert s["spearman"] == pytest.approx(math.sqrt(3) / 2)

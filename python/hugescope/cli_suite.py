@@ -87,7 +87,8 @@ def render(df) -> None:
     console.print(w)
     for key, what in (("loo", "leave-one-workload-out"), ("in_sample", "in-sample")):
         s = meta["summary"][key]
-        console.print(f"{what}: {s['ranked']} of {s['plans']} plans above the noise floor; Spearman "
+        console.print(f"{what}: {s['ranked']} of {s['plans']} plans above the noise floor ({s['distinct']} distinct "
+                      f"after ties); Spearman "
                       f"{f(s['spearman'])}; median abs error {f(s['median_abs_error'], True)} (ranked), "
                       f"{f(s['median_abs_error_all'], True)} (all plans)")
 

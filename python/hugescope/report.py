@@ -401,6 +401,7 @@ def _suite_summary(data: Dict[str, Any]) -> str:
     for key, what in (("loo", "leave-one-workload-out"), ("in_sample", "in-sample")):
         st = s.get(key) or {}
         rows.append({"fit": what, "plans": st.get("plans"), "ranked (above the noise floor)": st.get("ranked"),
+                     "distinct after ties": st.get("distinct"),
                      "Spearman": num(st.get("spearman")), "median abs error (ranked)":
                      num(st.get("median_abs_error"), True), "median abs error (all plans)":
                      num(st.get("median_abs_error_all"), True)})

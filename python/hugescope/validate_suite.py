@@ -281,7 +281,8 @@ def stats(rows: List[Dict[str, Any]], key: str) -> Dict[str, Any]:
     """Spearman and median absolute error of ``key`` (a predicted speedup)
     against the measured speedup: per workload and overall, over the ranked
     plans (above the noise floor; measured ties share a rank) and, for the
-    error, also over every plan but base."""
+    error, also over every plan but base. ``distinct``: the ranked plans'
+    tie groups (measured speedups chance can tell apart)."""
     from . import noise
     from .validate import spearman
 
@@ -292,7 +293,7 @@ def stats(rows: List[Dict[str, Any]], key: str) -> Dict[str, Any]:
         pred = [r[key] for r in ranked]
         meas = noise.tied([r["measured"] for r in ranked], ranked[0]["floor"]) if ranked else []
         errs = [abs(r[key] / r["measured"] - 1) for r in ranked]
-        per[w] = {"plans": len(rs), "ranked": len(ranked), "spearman": spearman(pred, meas),
+        per[w] = {"plans": len(rs), "ranked": len(ranked), "distinct": len(set(meas)), "spearman": spearman(pred, meas),
                   "median_abs_error": statistics.median(errs) if errs else None,
                   "median_abs_error_all": statistics.median(abs(r[key] / r["measured"] - 1) for r in rs) if rs else None}
         pooled_p += pred
@@ -300,6 +301,7 @@ def stats(rows: List[Dict[str, Any]], key: str) -> Dict[str, Any]:
     ranked = [r for r in rows if r["plan"] != BASE and r["ranked"]]
     every = [r for r in rows if r["plan"] != BASE]
     return {"per_workload": per, "plans": len(every), "ranked": len(ranked),
+            "distinct": sum(v["distinct"] for v in per.values()),
             "spearman": spearman(pooled_p, pooled_m),
             "median_abs_error": statistics.median(abs(r[key] / r["measured"] - 1) for r in ranked) if ranked else None,
             "median_abs_error_all": statistics.median(abs(r[key] / r["measured"] - 1) for r in every) if every else None}
@@ -462,7 +464,7 @@ def suite(suite_name: Optional[str] = "default", workload_specs: Sequence[str] =
         wl_rows.append({"workload": lbl, "name": prep["workload"], "params": json_key(prep["params"]),
                         "accesses": prep["accesses"], "footprint_bytes": prep["footprint"],
                         "candidates": prep["candidates"], "ks": " ".join(map(str, prep["ks"])),
-                        "plans": lo["plans"], "ranked": lo["ranked"], "floor_pct": 100 * (math.exp(m["floor"]) - 1),
+                        "plans": lo["plans"], "ranked": lo["ranked"], "distinct": lo["distinct"], "floor_pct": 100 * (math.exp(m["floor"]) - 1),
                         "base_s": m["t_base"], "huge_speedup": m["plans"][HUGE_PLAN]["speedup"],
                         "spearman_loo": lo["spearman"], "spearman_in": ins["spearman"],
                         "mae_loo": lo["median_abs_error"], "mae_in": ins["median_abs_error"],
