@@ -234,6 +234,14 @@ def test_suite_plumbing_with_injected_measurements(tmp_path, capsys):
     data = json.load(open(tmp_path / "validate-suite.json"))
     assert data["hugescope_experiment"] == "validate-suite" and len(data["runs"]) == len(log) - 2  # no warm-ups
     assert {r["workload"] for r in data["workloads"]} == {"gups-16m", "kv-small"}
+    # The gap base - all huge over the simulated walk references, at this host's clock.
+    from hugescope.calibrate import host_ghz
+    g = next(r for r in data["workloads"] if r["workload"] == "gups-16m")
+    refs = [r["sim_walk_refs"] for r in data["rows"] if r["workload"] == "gups-16m"
+            and r["quantity"] == "predicted_in" and r["plan"] in ("base", "all huge")]
+    if host_ghz():
+        assert g["implied_cycles_per_walk_ref"] == pytest.approx(
+            (base_t - base_t / (base_t * 1.8)) * host_ghz() * 1e9 / (refs[0] - refs[1]))
     html = open(report.build(str(tmp_path), str(tmp_path / "r.html"))).read()
     assert "Validation suite" in html and "leave-one-workload-out" in html and "walk_ref_cycles" in html
 

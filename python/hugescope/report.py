@@ -111,7 +111,7 @@ COLUMNS = {
     "validate": ["policy", "k", "regions", "quantity", "speedup", "speedup_min", "speedup_max", "rank", "coverage",
                  "collapsed"],
     "validate-suite": ["workload", "plan", "sources", "regions", "quantity", "speedup", "speedup_min", "speedup_max",
-                       "abs_error", "ranked", "tie_group", "collapsed", "coverage"],
+                       "abs_error", "ranked", "tie_group", "collapsed", "coverage", "sim_walk_refs"],
     "ds-tables": ["workload", "4KB %", "2MB %", "1GB %", "DS derived %", "DS linear %", "DS simulated %", "DS+2MB %",
                   "f_DS %",
                   "paper 4KB %", "paper 2MB %", "paper 1GB %", "paper f_DS %", "paper DS %"],

@@ -339,9 +339,25 @@ def analyse(preps: List[Dict[str, Any]], meas: Dict[str, Dict[str, Any]],
                          "measured_max": mp["max"], "predicted_loo": pred_loo[key], "predicted_in": pred_in[key],
                          "floor": floor, "ranked": bool(ranked.get(p["plan"], False)),
                          "tie_group": groups.get(p["plan"]), "collapsed": mp.get("collapsed"),
-                         "coverage": mp.get("coverage"), "walk_refs": p["features"]["walk_refs"]})
+                         "coverage": mp.get("coverage"), "walk_refs": p["features"]["walk_refs"],
+                         "walks": p["features"].get("walks")})
     summary = {"loo": stats(rows, "predicted_loo"), "in_sample": stats(rows, "predicted_in")}
     return {"rows": rows, "params": params, "loo_params": loo_params, "summary": summary}
+
+
+def _implied_cycles(prep: Dict[str, Any], m: Dict[str, Any]) -> Optional[float]:
+    """(measured base time - measured all-huge time) x this host's clock /
+    (simulated walk references of base - of all huge): the cycles per walk
+    reference the gap implies if translation were all of it (None without a
+    difference or a known clock)."""
+    from .calibrate import host_ghz
+
+    feats = {p["plan"]: p["features"] for p in prep["plans"]}
+    refs = feats[BASE]["walk_refs"] - feats[HUGE_PLAN]["walk_refs"]
+    ghz = host_ghz()
+    if refs <= 0 or not ghz:
+        return None
+    return (m["t_base"] - m["plans"][HUGE_PLAN]["t"]) * ghz * 1e9 / refs
 
 
 # ---------------------------------------------------------------- the experiment
@@ -455,7 +471,8 @@ def suite(suite_name: Optional[str] = "default", workload_specs: Sequence[str] =
         for q, key in (("predicted_loo", "predicted_loo"), ("predicted_in", "predicted_in")):
             rows.append(dict(common, quantity=q, speedup=r[key], speedup_min=None, speedup_max=None,
                              abs_error=abs(r[key] / r["measured"] - 1), floor=None, ranked=r["ranked"],
-                             tie_group=None, collapsed=None, coverage=None, kind="estimate"))
+                             tie_group=None, collapsed=None, coverage=None, sim_walk_refs=r["walk_refs"],
+                             sim_walks=r["walks"], kind="estimate"))
     df = pd.DataFrame(rows)
     wl_rows = []
     for prep in preps:
@@ -469,6 +486,9 @@ def suite(suite_name: Optional[str] = "default", workload_specs: Sequence[str] =
                         "spearman_loo": lo["spearman"], "spearman_in": ins["spearman"],
                         "mae_loo": lo["median_abs_error"], "mae_in": ins["median_abs_error"],
                         "mae_loo_all": lo["median_abs_error_all"],
+                        # What one simulated walk reference would have to cost to explain the measured
+                        # base - all-huge gap alone: the evidence when one price cannot fit all workloads.
+                        "implied_cycles_per_walk_ref": _implied_cycles(prep, m),
                         **{f"loo_{k}": v for k, v in res["loo_params"][lbl].items() if k in ("walk_ref_cycles", "overlap")},
                         "kind": "measurement"})
     from . import _core, cost_model
