@@ -71,9 +71,9 @@ def render(df) -> None:
         if plan == "base":
             continue
         mark = "" if m["ranked"] else " *"
+        loo, ins = q["predicted_loo"].loc[(w, plan), "speedup"], q["predicted_in"].loc[(w, plan), "speedup"]
         t.add_row(escape(str(w)), escape(str(plan)), str(m["regions"]), f"{m['speedup']:.3f}x{mark}",
-                  f"{m['speedup_min']:.3f}..{m['speedup_max']:.3f}", f"{q['predicted_loo'].loc[(w, plan), 'speedup']:.3f}x",
-                  f"{q['predicted_in'].loc[(w, plan), 'speedup']:.3f}x")
+                  f"{m['speedup_min']:.3f}..{m['speedup_max']:.3f}", f"{loo:.3f}x", f"{ins:.3f}x")
     console.print(t)
     w = Table(title="per workload (Spearman and median abs error over the ranked plans)")
     for c in ("workload", "plans", "ranked", "noise floor", "Spearman LOO", "Spearman in", "MAE LOO", "MAE in"):

@@ -238,7 +238,8 @@ def speedups(prep: Dict[str, Any], runs: List[Dict[str, Any]]) -> Dict[str, Any]
     for p in prep["plans"]:
         if p["plan"] == BASE:
             ratios = [b[0] / b[1] for b in base_pairs]
-            out[BASE] = {"speedup": 1.0, "min": min(ratios), "max": max(ratios), "t": t_base, "rounds": [1.0] * len(rounds)}
+            out[BASE] = {"speedup": 1.0, "min": min(ratios), "max": max(ratios), "t": t_base,
+                         "rounds": [1.0] * len(rounds)}
             continue
         per = {r["round"]: r for r in runs if r["name"] == p["plan"]}
         s = [base_t[rd] / per[rd]["wall_s"] for rd in rounds]
@@ -277,6 +278,11 @@ def predict_all(pts: List[Dict[str, Any]], params: Dict[str, float]) -> Dict[Tup
     return {(p["workload"], p["plan"]): base[p["workload"]] / cost_model.predict_seconds(p, params) for p in pts}
 
 
+def _mae(rows: List[Dict[str, Any]], key: str) -> Optional[float]:
+    """Median of |predicted / measured - 1| over ``rows`` (None without rows)."""
+    return statistics.median(abs(r[key] / r["measured"] - 1) for r in rows) if rows else None
+
+
 def stats(rows: List[Dict[str, Any]], key: str) -> Dict[str, Any]:
     """Spearman and median absolute error of ``key`` (a predicted speedup)
     against the measured speedup: per workload and overall, over the ranked
@@ -292,10 +298,8 @@ def stats(rows: List[Dict[str, Any]], key: str) -> Dict[str, Any]:
         ranked = [r for r in rs if r["ranked"]]
         pred = [r[key] for r in ranked]
         meas = noise.tied([r["measured"] for r in ranked], ranked[0]["floor"]) if ranked else []
-        errs = [abs(r[key] / r["measured"] - 1) for r in ranked]
         per[w] = {"plans": len(rs), "ranked": len(ranked), "distinct": len(set(meas)), "spearman": spearman(pred, meas),
-                  "median_abs_error": statistics.median(errs) if errs else None,
-                  "median_abs_error_all": statistics.median(abs(r[key] / r["measured"] - 1) for r in rs) if rs else None}
+                  "median_abs_error": _mae(ranked, key), "median_abs_error_all": _mae(rs, key)}
         pooled_p += pred
         pooled_m += meas
     ranked = [r for r in rows if r["plan"] != BASE and r["ranked"]]
@@ -303,8 +307,7 @@ def stats(rows: List[Dict[str, Any]], key: str) -> Dict[str, Any]:
     return {"per_workload": per, "plans": len(every), "ranked": len(ranked),
             "distinct": sum(v["distinct"] for v in per.values()),
             "spearman": spearman(pooled_p, pooled_m),
-            "median_abs_error": statistics.median(abs(r[key] / r["measured"] - 1) for r in ranked) if ranked else None,
-            "median_abs_error_all": statistics.median(abs(r[key] / r["measured"] - 1) for r in every) if every else None}
+            "median_abs_error": _mae(ranked, key), "median_abs_error_all": _mae(every, key)}
 
 
 def analyse(preps: List[Dict[str, Any]], meas: Dict[str, Dict[str, Any]],
@@ -481,7 +484,8 @@ def suite(suite_name: Optional[str] = "default", workload_specs: Sequence[str] =
         wl_rows.append({"workload": lbl, "name": prep["workload"], "params": json_key(prep["params"]),
                         "accesses": prep["accesses"], "footprint_bytes": prep["footprint"],
                         "candidates": prep["candidates"], "ks": " ".join(map(str, prep["ks"])),
-                        "plans": lo["plans"], "ranked": lo["ranked"], "distinct": lo["distinct"], "floor_pct": 100 * (math.exp(m["floor"]) - 1),
+                        "plans": lo["plans"], "ranked": lo["ranked"], "distinct": lo["distinct"],
+                        "floor_pct": 100 * (math.exp(m["floor"]) - 1),
                         "base_s": m["t_base"], "huge_speedup": m["plans"][HUGE_PLAN]["speedup"],
                         "spearman_loo": lo["spearman"], "spearman_in": ins["spearman"],
                         "mae_loo": lo["median_abs_error"], "mae_in": ins["median_abs_error"],
@@ -489,7 +493,7 @@ def suite(suite_name: Optional[str] = "default", workload_specs: Sequence[str] =
                         # What one simulated walk reference would have to cost to explain the measured
                         # base - all-huge gap alone: the evidence when one price cannot fit all workloads.
                         "implied_cycles_per_walk_ref": _implied_cycles(prep, m),
-                        **{f"loo_{k}": v for k, v in res["loo_params"][lbl].items() if k in ("walk_ref_cycles", "overlap")},
+                        **{f"loo_{k}": v for k, v in res["loo_params"][lbl].items()},
                         "kind": "measurement"})
     from . import _core, cost_model
     meta = {
