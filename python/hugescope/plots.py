@@ -409,7 +409,8 @@ def plot_validate_suite(data: Dict[str, Any]):
                 ax.errorbar(xs, ys, yerr=yerr, fmt="o", capsize=2, markersize=5, color=colour[w], elinewidth=0.8,
                             markerfacecolor=colour[w] if ranked else "none",
                             label=w if ranked or not any(bool(meas.loc[i, "ranked"]) for i in keys) else None)
-                vals += xs + ys
+                # The limits hold the bars too, so no measured spread is clipped.
+                vals += xs + ys + [y - lo for y, lo in zip(ys, yerr[0])] + [y + hi for y, hi in zip(ys, yerr[1])]
         if vals:
             a, b = min(vals) / 1.05, max(vals) * 1.05
             ax.plot([a, b], [a, b], color="gray", linestyle="--", linewidth=1, label="measured = predicted")
