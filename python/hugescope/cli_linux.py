@@ -886,6 +886,7 @@ def add_calibrate_commands(sub) -> None:
 VALIDATE_USAGE = """usage: hugescope validate WORKLOAD [workload params] [--ks 1,2,4,8] [--policies pcc,hawkeye,oracle,random]
                           [--repeat N] [--warmup W] [--rank-seed S] [--duration S] [--preset P|calibrated] [--config TOML]
                           [--trace FILE.hst | --trace-dir DIR] -o DIR
+       hugescope validate (--suite NAME | --workload NAME[:k=v,...] ...) [options] -o DIR   (options: validate --suite default --help)
 
 For each policy and k: promote the k 2 MiB regions the policy ranks highest,
 predict the speedup with the cost model (estimate) and measure it natively
@@ -917,6 +918,9 @@ def cmd_validate(a) -> int:
 
     rest = list(a.rest or [])
     names = workloads.names()
+    if rest and rest[0].split("=")[0] in ("--suite", "--workload"):
+        from .cli_suite import main
+        return main(rest)
     if not rest or rest[0] in ("-h", "--help"):
         console.print(escape(VALIDATE_USAGE.format(names=", ".join(names))))
         return 0 if rest else 2

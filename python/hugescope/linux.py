@@ -504,7 +504,7 @@ def _plan_mode(plan: PlanArg, for_workload: bool) -> Tuple[str, Optional[str], s
 def run(target: Union[str, Sequence[str]], plan: PlanArg = None, repeat: int = 3, warmup: int = 1,
         sample_ms: int = 100, timeout: Optional[float] = None, start_timeout: float = 10.0,
         progress: Optional[Callable[[Dict[str, Any]], None]] = None, baseline: bool = False,
-        **params) -> RunResult:
+        cpu: Optional[int] = None, **params) -> RunResult:
     """Run a built-in workload (``target`` is its name, ``params`` its parameters)
     or any command (``target`` is an argument list) under ``plan``, ``warmup``
     times unmeasured and then ``repeat`` times measured.
@@ -530,6 +530,10 @@ def run(target: Union[str, Sequence[str]], plan: PlanArg = None, repeat: int = 3
     "record"}``: warm-up and measured runs are counted separately (``run`` of
     ``of`` within its kind), ``phase`` is ``"base"`` or ``"plan"`` with ``baseline``.
 
+    ``cpu`` (built-in workloads): each run's child process pins itself to
+    that CPU (``sched_setaffinity``) before anything else, so it neither
+    migrates nor competes with itself across cores.
+
     ``baseline=True`` (with a plan) first runs the same ``warmup`` + ``repeat``
     without a plan and sets ``result.baseline`` to them; ``summary["gain"]``
     then holds the measured gain (median wall time of the base runs / median
@@ -549,19 +553,25 @@ def run(target: Union[str, Sequence[str]], plan: PlanArg = None, repeat: int = 3
     start_timeout = _seconds("start_timeout", start_timeout, positive=False)
     if baseline and plan is None:
         raise ValueError("baseline=True compares a plan with base pages: give a plan")
+    if cpu is not None:
+        from .noise import check_cpu
+        check_cpu(cpu)
+        if not isinstance(target, str):
+            raise ValueError("cpu pins built-in workloads; run a command under taskset to pin it")
     if baseline:
         # Checked before the base runs spend their time.
         _plan_mode(plan, for_workload=isinstance(target, str))
 
         def phase(name):
             return None if progress is None else (lambda ev: progress(dict(ev, phase=name)))
-        kw = dict(repeat=repeat, warmup=warmup, sample_ms=sample_ms, timeout=timeout, start_timeout=start_timeout)
+        kw = dict(repeat=repeat, warmup=warmup, sample_ms=sample_ms, timeout=timeout, start_timeout=start_timeout,
+                  cpu=cpu)
         base = run(target, None, progress=phase("base"), **kw, **params)
         res = run(target, plan, progress=phase("plan"), **kw, **params)
         res.set_baseline(base)
         return res
     if isinstance(target, str):
-        return _run_workload(target, plan, repeat, warmup, sample_ms, progress, params)
+        return _run_workload(target, plan, repeat, warmup, sample_ms, progress, params, cpu)
     if not isinstance(target, (list, tuple)) or not all(isinstance(a, (str, os.PathLike)) for a in target):
         raise ValueError(f"target must be a workload name or a list of program arguments (strings), got {target!r}")
     argv = [os.fspath(a) for a in target]
@@ -596,7 +606,8 @@ def _header(plan_json: Optional[str]) -> Optional[Dict[str, Any]]:
     return json.loads(plan_json).get("header") if plan_json else None
 
 
-def _run_workload(name: str, plan: PlanArg, repeat: int, warmup: int, sample_ms: int, progress, params) -> RunResult:
+def _run_workload(name: str, plan: PlanArg, repeat: int, warmup: int, sample_ms: int, progress, params,
+                  cpu: Optional[int] = None) -> RunResult:
     from . import workloads
     if name not in workloads.names():
         raise ValueError(f"unknown workload '{name}' (workloads: {', '.join(workloads.names())}); "
@@ -607,7 +618,7 @@ def _run_workload(name: str, plan: PlanArg, repeat: int, warmup: int, sample_ms:
     layout = workloads.layout(name, **clean)
     mode, plan_json, desc = _plan_mode(plan, for_workload=True)
     request = {"workload": name, "params": clean, "plan": mode, "plan_json": plan_json,
-               "sample_ms": int(sample_ms)}
+               "sample_ms": int(sample_ms), "cpu": cpu}
     runs = _repeat(lambda: _native_child(request), repeat, warmup, progress)
     return RunResult("workload", name, layout["params"], desc, repeat, warmup, runs, footprint=layout["footprint"],
                      header=_header(plan_json))

@@ -381,6 +381,64 @@ def plot_validate(data: Dict[str, Any]):
     return fig
 
 
+def plot_validate_suite(data: Dict[str, Any]):
+    """Predicted (estimate) vs measured speedup of every plan of a validation
+    suite, leave-one-workload-out and in-sample side by side: log axes, one
+    colour per workload, the measured min..max as bars, plans inside the noise
+    floor (ties with base, not ranked) as hollow marks, and the y = x line."""
+    df = _rows(data)
+    meas = df[(df["quantity"] == "measured") & (df["plan"] != "base")].set_index(["workload", "plan"])
+    workloads = list(dict.fromkeys(df["workload"]))
+    colour = {w: PALETTE[i % len(PALETTE)] for i, w in enumerate(workloads)}
+    summary = data.get("summary") or {}
+    fig, axes = plt.subplots(1, 2, figsize=(12, 5.4), squeeze=False)
+    for ax, (quantity, what, key) in zip(axes[0], (("predicted_loo", "leave-one-workload-out", "loo"),
+                                                   ("predicted_in", "in-sample", "in_sample"))):
+        pred = df[(df["quantity"] == quantity) & (df["plan"] != "base")].set_index(["workload", "plan"])
+        vals = []
+        for w in workloads:
+            keys = [i for i in pred.index if i[0] == w and i in meas.index]
+            for ranked in (True, False):
+                ks = [i for i in keys if bool(meas.loc[i, "ranked"]) == ranked]
+                if not ks:
+                    continue
+                xs = [float(pred.loc[i, "speedup"]) for i in ks]
+                ys = [float(meas.loc[i, "speedup"]) for i in ks]
+                yerr = [[max(0.0, y - float(meas.loc[i, "speedup_min"])) for i, y in zip(ks, ys)],
+                        [max(0.0, float(meas.loc[i, "speedup_max"]) - y) for i, y in zip(ks, ys)]]
+                ax.errorbar(xs, ys, yerr=yerr, fmt="o", capsize=2, markersize=5, color=colour[w], elinewidth=0.8,
+                            markerfacecolor=colour[w] if ranked else "none",
+                            label=w if ranked or not any(bool(meas.loc[i, "ranked"]) for i in keys) else None)
+                # The limits hold the bars too, so no measured spread is clipped.
+                vals += xs + ys + [y - lo for y, lo in zip(ys, yerr[0])] + [y + hi for y, hi in zip(ys, yerr[1])]
+        if vals:
+            a, b = min(vals) / 1.05, max(vals) * 1.05
+            ax.plot([a, b], [a, b], color="gray", linestyle="--", linewidth=1, label="measured = predicted")
+            ax.set_xlim(a, b)
+            ax.set_ylim(a, b)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        for axis in (ax.xaxis, ax.yaxis):
+            # Speedups as "1.5x", not powers of ten, on both major and minor ticks.
+            fmt = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:.3g}x")
+            axis.set_major_formatter(fmt)
+            axis.set_minor_formatter(fmt)
+        ax.tick_params(which="minor", labelsize=7)
+        st = summary.get(key) or {}
+        rho, mae = st.get("spearman"), st.get("median_abs_error")
+        ax.set_title(f"{what}: Spearman {'-' if rho is None else f'{rho:.3f}'}, median abs error "
+                     f"{'-' if mae is None else f'{100 * mae:.1f}%'} over {st.get('ranked', 0)} ranked plans",
+                     fontsize=9)
+        ax.set_xlabel("predicted speedup over 4KB pages (estimate, cost model)")
+        ax.set_ylabel("measured speedup (median of rounds; bars: min..max)")
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=7, loc="lower right")
+    fig.suptitle("Validation suite: predicted vs measured speedup per plan; hollow = within the noise floor (tie "
+                 "with base, not ranked)", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
 DS_COLOURS = {"4KB": "#4c72b0", "2MB": "#dd8452", "1GB": "#55a868", "DS": "#c44e52", "DS+2MB": "#8172b3"}
 
 
@@ -840,6 +898,8 @@ def figures(data: Dict[str, Any]) -> List[Tuple[str, Any]]:
                 ("Huge pages per process over time", plot_timeline(data))]
     if kind == "validate":
         return [("Predicted (estimate) vs measured speedup of top-k plans", plot_validate(data))]
+    if kind == "validate-suite":
+        return [("Predicted (estimate) vs measured speedup of every plan of the suite", plot_validate_suite(data))]
     if kind == "ds-tables":
         out = [("Direct segments: % of cycles in page walks (ISCA'13 Table 4)", plot_ds_tables(data))]
         if data.get("gups"):
@@ -863,7 +923,7 @@ def figure_paths(data: Dict[str, Any], stem: str) -> List[str]:
 #: Figures per experiment kind (the captions ``figures`` gives them).
 FIGURE_COUNTS = {"curve": ("curve",), "frag": ("frag",), "sensitivity": ("sensitivity",),
                  "reuse": ("scatter", "regions"), "multi": ("policies", "timeline"), "validate": ("validate",),
-                 "ds-tables": ("tables", "gups"),
+                 "validate-suite": ("scatter",), "ds-tables": ("tables", "gups"),
                  **{k: ("study",) for k in (*INGENS_FIGURES, *NAVARRO_FIGURES, *VIRT_FIGURES, *FHPM_FIGURES)}}
 
 

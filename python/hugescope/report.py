@@ -35,6 +35,8 @@ TITLES = {
     "reuse": "Page reuse distance (PCC paper Fig. 2)",
     "multi": "Multithread / multiprocess promotion policies (PCC paper Figs. 8-9)",
     "validate": "Validation: predicted vs measured speedup of top-k plans (real Linux)",
+    "validate-suite": "Validation suite: predicted vs measured speedup over workloads, leave-one-workload-out "
+                      "(real Linux)",
     "ds-tables": "Direct segments: Tables 4 and 5 and GUPS scaling (Basu et al. ISCA'13)",
     "ingens-bloat": "Ingens: memory bloat, Tables 5/10 (Kwon et al. OSDI'16)",
     "ingens-async": "Ingens: synchronous vs asynchronous-only promotion, Table 4 (OSDI'16)",
@@ -108,6 +110,8 @@ COLUMNS = {
     "multi": ["policy", "role", "budget_pct", "huge_share", "promotions", "walks", "ptw_rate", "speedup_est"],
     "validate": ["policy", "k", "regions", "quantity", "speedup", "speedup_min", "speedup_max", "rank", "coverage",
                  "collapsed"],
+    "validate-suite": ["workload", "plan", "sources", "regions", "quantity", "speedup", "speedup_min", "speedup_max",
+                       "abs_error", "ranked", "tie_group", "collapsed", "coverage", "sim_walk_refs"],
     "ds-tables": ["workload", "4KB %", "2MB %", "1GB %", "DS derived %", "DS linear %", "DS simulated %", "DS+2MB %",
                   "f_DS %",
                   "paper 4KB %", "paper 2MB %", "paper 1GB %", "paper f_DS %", "paper DS %"],
@@ -320,6 +324,8 @@ def _figures(data: Dict[str, Any]) -> str:
 def _subject(data: Dict[str, Any]) -> str:
     """What a section's result is about: the trace's workload, or for a paper
     study (which makes its own traces) its scale and machine."""
+    if data.get("hugescope_experiment") == "validate-suite":
+        return f"{data.get('suite') or 'workloads'}: {', '.join(map(str, data.get('workloads') or []))}"
     if data.get("trace"):
         # The trace's file name tells two runs of one workload apart (gups at two sizes).
         workload = str(data["trace"].get("workload", "?"))
@@ -349,6 +355,8 @@ def _section(i: int, data: Dict[str, Any]) -> str:
                     f'<b>{"undefined" if rho is None else f"{rho:.3f}"}</b>. Predicted: '
                     f'{html.escape(str(how.get("estimate", "")))}. Measured: '
                     f'{html.escape(str(how.get("measurement", "")))}.</p>')
+    if exp == "validate-suite":
+        body.append(_suite_summary(data))
     if exp == "ds-tables":
         body.append('<p class="note">Overhead = page-walker cycles / total cycles, from the cost model (estimates). '
                     "f_DS = share of the 4KB run's walks inside the primary region. <i>DS linear</i> is the paper's "
@@ -372,8 +380,41 @@ def _section(i: int, data: Dict[str, Any]) -> str:
     if exp == "multi" and data.get("processes"):
         body.append("<h3>Per process</h3>" + _table(data["processes"], ["policy", "budget_pct", "pid", "process",
                                                                          "huge_share", "walk_reduction"], kind))
-    body.append(_study_config(data) if exp in INGENS_NOTES else _config(data))
+    if exp == "validate-suite":
+        # No single trace: the options and the machine the plans were simulated on.
+        body.append("<h3>Configuration</h3><pre>" + html.escape(json.dumps(data.get("options"), indent=1)) + "</pre>"
+                    + f"<details><summary>machine (simulated)</summary><pre>"
+                    f"{html.escape(json.dumps(data.get('machine'), indent=1))}</pre></details>")
+    else:
+        body.append(_study_config(data) if exp in INGENS_NOTES else _config(data))
     return "".join(body)
+
+
+def _suite_summary(data: Dict[str, Any]) -> str:
+    """The validation suite's figures: overall and per workload, LOO and
+    in-sample, the fitted parameters with units, and how each was obtained."""
+    def num(v, pct=False):
+        return "-" if v is None else (f"{100 * v:.1f}%" if pct else f"{v:.3f}")
+
+    s = data.get("summary") or {}
+    rows = []
+    for key, what in (("loo", "leave-one-workload-out"), ("in_sample", "in-sample")):
+        st = s.get(key) or {}
+        rows.append({"fit": what, "plans": st.get("plans"), "ranked (above the noise floor)": st.get("ranked"),
+                     "distinct after ties": st.get("distinct"),
+                     "Spearman": num(st.get("spearman")), "median abs error (ranked)":
+                     num(st.get("median_abs_error"), True), "median abs error (all plans)":
+                     num(st.get("median_abs_error_all"), True)})
+    out = ["<h3>Summary</h3>", _table(rows, None, "measurement")]
+    out.append("<h3>Per workload</h3>" + _table(data.get("workloads", []), None, "measurement"))
+    units = data.get("param_units") or {}
+    prow = [{"parameter": k, "in-sample fit": f"{v:.4g}", "unit": units.get(k, "")}
+            for k, v in (data.get("params") or {}).items()]
+    out.append("<h3>Cost-model parameters (fitted on every workload)</h3>" + _table(prow, None, "estimate"))
+    how = data.get("how") or {}
+    out.append('<p class="note">' + " ".join(f"<b>{html.escape(k.replace('_', ' '))}:</b> {html.escape(str(v))}."
+                                             for k, v in how.items()) + "</p>")
+    return "".join(out)
 
 
 def _claims(results: List[Dict[str, Any]]) -> list:
