@@ -576,8 +576,10 @@ def cmd_daemon(a) -> int:
 
 @_cli_errors
 def cmd_daemon_study(a) -> int:
-    from . import daemon_study
+    from . import cli, daemon_study
     names = [n for n in a.workloads.split(",") if n]
+    cli.interrupt_note = (f"the workloads finished so far are in {os.path.join(a.out, 'daemon-study.json')} "
+                          "(\"complete\": false), if any")
     r = daemon_study.study(a.out, names, quick=a.quick, repeat=a.repeat, budget_share=a.budget, redis=not a.no_redis,
                            capture=not a.no_capture, sim=not a.no_sim, interval=a.interval, rate=a.rate,
                            cpu=a.cpu, daemon_cpu=a.daemon_cpu,

@@ -61,8 +61,8 @@ KHUGEPAGED = "/sys/kernel/mm/transparent_hugepage/khugepaged"
 # uniform case, where 3% of the table can buy about 3% of the gain; bfs: a GAP
 # BFS whose random accesses go to parent/offsets, much smaller than the edges.
 FULL = {
-    "hotcold": dict(size="1GiB", hot_size="24MiB", hot_share=0.99, updates=300_000_000),
-    "gups": dict(size="1GiB", updates=300_000_000),
+    "hotcold": dict(size="1GiB", hot_size="24MiB", hot_share=0.99, updates=150_000_000),
+    "gups": dict(size="1GiB", updates=150_000_000),
     "bfs": dict(scale=22, generator="uniform", direction_optimizing=False),
 }
 # Accesses of the trace the simulator estimates from (a prefix of the same
@@ -301,7 +301,7 @@ def simulate(name: str, params: Dict[str, Any], share: float, duration: float, t
 
 # The dataset: 2 M keys of 1 KiB values, about 2.3 GiB of server memory (more
 # keys of smaller values make every run's dataset load, which is per key, longer).
-REDIS_KEYS, REDIS_VALUE, REDIS_REQUESTS = 2_000_000, 1024, 1_000_000
+REDIS_KEYS, REDIS_VALUE, REDIS_REQUESTS = 2_000_000, 1024, 600_000
 REDIS_PACKAGE = "redis-server"  # Debian's redis-server depends on redis-tools (redis-benchmark, redis-cli)
 
 
@@ -603,8 +603,10 @@ def study(out: str, names: Sequence[str] = tuple(FULL), quick: bool = False, rep
           interval: float = 0.5, rate: float = 64.0, cpu: Optional[int] = None, daemon_cpu: Optional[int] = None,
           redis_keys: Optional[int] = None, progress: Optional[Callable[[str], None]] = None) -> Dict[str, Any]:
     """Run the study and write ``OUT/daemon-study.json`` and ``OUT/daemon-study.md``
-    (the tables). ``quick``: small sizes (seconds; for checking the plumbing, the
-    figures mean nothing). Returns the JSON's content."""
+    (the tables), rewritten (atomically) after each workload so a stopped study
+    keeps what it finished (``"complete": false``). ``quick``: small sizes
+    (seconds; for checking the plumbing, the figures mean nothing). Returns the
+    JSON's content."""
     from ._io import check_output, prepare_dir, write_atomic, write_json
     progress = progress or (lambda s: None)
     linux._count("repeat", repeat, 1, linux.RUNS_MAX)
@@ -624,6 +626,12 @@ def study(out: str, names: Sequence[str] = tuple(FULL), quick: bool = False, rep
     check_output(paths["md"], head=b"# Daemon study")
     st = _check_machine()
     bins = ensure_redis() if redis else None
+    def save(complete: bool) -> None:
+        res["complete"] = complete
+        res["loadavg_end"] = uptime()
+        write_json(paths["json"], res)
+        write_atomic(paths["md"], report(res))
+
     res: Dict[str, Any] = {
         "machine": {"kernel": os.uname().release, "cpus": os.cpu_count(), "thp": st["enabled"]["selected"],
                     "workload_cpu": cpu, "daemon_cpu": daemon_cpu},
@@ -664,6 +672,7 @@ def study(out: str, names: Sequence[str] = tuple(FULL), quick: bool = False, rep
                 w["simulated"] = simulate(name, params, budget / fp, dur, tmp,
                                           limit=2_000_000 if quick else SIM_LIMIT)
             res["workloads"][name] = w
+            save(False)
         if redis:
             keys = redis_keys or (100_000 if quick else REDIS_KEYS)
             requests = 100_000 if quick else REDIS_REQUESTS
@@ -681,12 +690,11 @@ def study(out: str, names: Sequence[str] = tuple(FULL), quick: bool = False, rep
                                                     "clients": 4, "pipeline": 16},
                                          "footprint": used, "budget": budget, "runs": runs,
                                          "summary": _summaries(runs, "ops_s", higher_better=True)}
+            save(False)
         if capture:
             res["capture"] = capture_costs(tmp, 200_000 if quick else 20_000_000, 20_000 if quick else 200_000,
                                            repeat, cpu, progress)
-    res["loadavg_end"] = uptime()
-    write_json(paths["json"], res)
-    write_atomic(paths["md"], report(res))
+    save(True)
     return res
 
 
@@ -697,7 +705,10 @@ def _f(x, fmt="{:.3f}") -> str:
 def report(res: Dict[str, Any]) -> str:
     """The study's tables as Markdown."""
     o = res["options"]
-    lines = [f"# Daemon study ({'quick: plumbing only' if o['quick'] else 'full'})", "",
+    kind = "quick: plumbing only" if o["quick"] else "full"
+    if not res.get("complete", True):
+        kind += "; incomplete: stopped before the end"
+    lines = [f"# Daemon study ({kind})", "",
              f"kernel {res['machine']['kernel']}, THP {res['machine']['thp']}, {res['machine']['cpus']} CPUs "
              f"(workload on CPU {res['machine']['workload_cpu']}, daemon on CPU {res['machine']['daemon_cpu']}); "
              f"{o['repeat']} interleaved rounds; budget {o['budget_share']:.1%} of the footprint; daemon "
