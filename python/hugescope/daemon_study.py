@@ -63,7 +63,7 @@ KHUGEPAGED = "/sys/kernel/mm/transparent_hugepage/khugepaged"
 FULL = {
     "hotcold": dict(size="1GiB", hot_size="24MiB", hot_share=0.99, updates=150_000_000),
     "gups": dict(size="1GiB", updates=150_000_000),
-    "bfs": dict(scale=22, generator="uniform", direction_optimizing=False),
+    "bfs": dict(scale=21, generator="uniform", direction_optimizing=False),
 }
 # Accesses of the trace the simulator estimates from (a prefix of the same
 # workload at the same layout; the random workloads are stationary).
@@ -111,6 +111,13 @@ def _rss(pid: int) -> Optional[int]:
     except (OSError, ValueError):
         return None
     return 0
+
+
+def _proc_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of every thread of ``pid`` (/proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _pin(pid: int, cpu: Optional[int]) -> None:
@@ -268,6 +275,7 @@ def _workload_once(name: str, params: Dict[str, Any], cond: str, budget: int, fo
         raise HugescopeError(f"{name} under {cond}: the run {rec.get('status')}: {rec.get('status_detail')}")
     regions = {r["name"]: r for r in rec.get("regions_end") or []}
     return {"workload": name, "condition": cond, "run_s": rec["run_s"], "setup_s": rec["setup_s"],
+            "cpu_s": rec["user_s"] + rec["sys_s"],
             "huge_bytes_end": rec.get("huge_bytes_end"),
             "huge_by_region": {k: v.get("huge_bytes") for k, v in regions.items()},
             "daemon": _daemon_summary(out.get("daemon")), "loadavg": load,
@@ -460,7 +468,9 @@ def _redis_once(bins: Dict[str, str], workdir: str, cond: str, budget: int, keys
             runner = DaemonRunner(cond, budget, opts["rate"], opts["interval"], opts["daemon_cpu"], workdir)
             runner.attach(srv.pid)
         rec["loadavg"] = uptime()
+        cpu0 = _proc_cpu_s(srv.pid)
         rec["ops_s"] = redis_benchmark(bins, srv.sock, keys, requests, opts["daemon_cpu"])
+        rec["server_cpu_us_per_op"] = (_proc_cpu_s(srv.pid) - cpu0) / requests * 1e6
         rec["huge_bytes_end"] = linux.coverage(srv.pid, exact=False).huge_bytes
     finally:
         srv.close()
@@ -638,8 +648,13 @@ def study(out: str, names: Sequence[str] = tuple(FULL), quick: bool = False, rep
         "options": {"quick": quick, "repeat": repeat, "budget_share": share, "interval_s": opts["interval"],
                     "rate": opts["rate"]},
         "loadavg_start": uptime(), "workloads": {}, "how": {
-            "run_s": "wall clock of the workload's algorithm phase (std::time::Instant; setup and the all-huge "
-                     "collapses excluded), one fresh process per run, pinned to one CPU",
+            "cpu_s": "the workload thread's user + system CPU time over its algorithm phase (getrusage "
+                     "RUSAGE_THREAD; setup and the all-huge collapses excluded), one fresh process per run, pinned "
+                     "to one CPU: the primary figure, since on a loaded machine wall time mostly measures the "
+                     "scheduler",
+            "run_s": "wall clock of the same phase (std::time::Instant)",
+            "server_cpu_us_per_op": "redis-server's user + system CPU time (/proc/PID/stat, all threads) over "
+                                    "the benchmark, per GET",
             "daemon": "hugescope daemon in its own process on another CPU, started when the workload's VmRSS "
                       "reached its footprint (end of data construction), ended when the workload exited",
             "ops_s": "redis-benchmark's GET rate (--csv), random existing keys",
@@ -664,11 +679,12 @@ def study(out: str, names: Sequence[str] = tuple(FULL), quick: bool = False, rep
                     runs.append(r)
             w = {"params": lay["params"], "footprint": fp, "budget": budget,
                  "regions": [{"name": r["name"], "base": r["base"], "len": r["len"]} for r in lay["regions"]],
-                 "runs": runs, "summary": _summaries(runs, "run_s", higher_better=False),
+                 "runs": runs, "summary": _summaries(runs, "cpu_s", higher_better=False),
+                 "summary_wall": _summaries(runs, "run_s", higher_better=False),
                  "real_khugepaged_during_base": kh}
             if sim:
                 progress(f"{name}: simulating the policies at {share:.1%} of the footprint")
-                dur = w["summary"]["base"]["median"]
+                dur = w["summary_wall"]["base"]["median"]
                 w["simulated"] = simulate(name, params, budget / fp, dur, tmp,
                                           limit=2_000_000 if quick else SIM_LIMIT)
             res["workloads"][name] = w
@@ -689,7 +705,8 @@ def study(out: str, names: Sequence[str] = tuple(FULL), quick: bool = False, rep
             res["workloads"]["redis"] = {"params": {"keys": keys, "value_size": REDIS_VALUE, "requests": requests,
                                                     "clients": 4, "pipeline": 16},
                                          "footprint": used, "budget": budget, "runs": runs,
-                                         "summary": _summaries(runs, "ops_s", higher_better=True)}
+                                         "summary": _summaries(runs, "server_cpu_us_per_op", higher_better=False),
+                                         "summary_wall": _summaries(runs, "ops_s", higher_better=True)}
             save(False)
         if capture:
             res["capture"] = capture_costs(tmp, 200_000 if quick else 20_000_000, 20_000 if quick else 200_000,
@@ -716,18 +733,21 @@ def report(res: Dict[str, Any]) -> str:
              f"start, {res['loadavg_end']} at the end.", ""]
     for name, w in res["workloads"].items():
         redis = name == "redis"
-        unit = "ops/s" if redis else "run s"
+        unit, wunit = ("server CPU us per GET", "GET/s") if redis else ("workload CPU s", "wall s")
         est = (w.get("simulated") or {}).get("speedup_est", {})
         lines += [f"## {name}", "",
                   f"footprint {w['footprint'] / (1 << 20):.0f} MiB, budget {w['budget'] / (1 << 20):.0f} MiB; "
                   f"params {json.dumps(w['params'], sort_keys=True)}", "",
                   f"| condition | {unit}: median (min-max) | speedup | share of all-huge gain | estimate "
-                  "(simulator) | huge MiB at end | daemon CPU per s watched |",
-                  "| --- | --- | --- | --- | --- | --- | --- |"]
+                  f"(simulator) | {wunit}: median (min-max) | speedup (wall) | huge MiB at end | daemon CPU per s "
+                  "watched |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
         for c, s in w["summary"].items():
+            sw = w["summary_wall"][c]
             fmt = "{:.0f}" if redis else "{:.3f}"
-            lines.append(f"| {c} | {_f(s['median'], fmt)} ({_f(s['min'], fmt)}-{_f(s['max'], fmt)}) | "
+            lines.append(f"| {c} | {_f(s['median'], '{:.3f}')} ({_f(s['min'], '{:.3f}')}-{_f(s['max'], '{:.3f}')}) | "
                          f"{_f(s['speedup'])} | {_f(s['share_of_all_gain'], '{:.0%}')} | {_f(est.get(c))} | "
+                         f"{_f(sw['median'], fmt)} ({_f(sw['min'], fmt)}-{_f(sw['max'], fmt)}) | {_f(sw['speedup'])} | "
                          f"{_f(None if s['huge_bytes_end'] is None else s['huge_bytes_end']['median'] / (1 << 20), '{:.0f}')} | "
                          f"{_f(None if s['daemon_cpu_per_s'] is None else s['daemon_cpu_per_s']['median'], '{:.1%}')} |")
         kh = w.get("real_khugepaged_during_base")
