@@ -130,6 +130,9 @@ def test_quick_study_runs_every_condition_and_leaves_nothing_behind(tmp_path):
     assert runs["base"]["daemon"] is None and runs["base"]["daemon_note"] is None
     assert set(w["simulated"]["speedup_est"]) == set(daemon_study.CONDITIONS)
     assert w["simulated"]["speedup_est"]["all"] > 1.0
+    # The estimate of each daemon's own choice: the regions it collapsed, per table.
+    for p, c in w["simulated"]["daemon_choice"].items():
+        assert sum(c["regions_by_table"].values()) * 2 * MIB <= w["budget"] and c["speedup_est"] > 0
     on_disk = json.loads((tmp_path / "daemon-study.json").read_text())
     assert on_disk["workloads"]["hotcold"]["budget"] == w["budget"]
     md = (tmp_path / "daemon-study.md").read_text()

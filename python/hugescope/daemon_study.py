@@ -305,6 +305,36 @@ def simulate(name: str, params: Dict[str, Any], share: float, duration: float, t
                    "all = static 2 MiB map"}
 
 
+def estimate_choices(name: str, w: Dict[str, Any], tmpdir: str, limit: int = SIM_LIMIT,
+                     preset: Optional[str] = None) -> Dict[str, Any]:
+    """The simulator's estimate of what each daemon policy actually did: the
+    regions it collapsed (the set most of its runs chose) as a static plan over
+    the workload's trace, against base pages (``advise.estimate``). This separates
+    "the policy chose the wrong regions" from "the right regions buy little"."""
+    from collections import Counter
+
+    from . import api
+    from .advise import estimate
+    path = os.path.join(tmpdir, f"{name}-choices.hst")
+    workloads.trace(name, path, limit=limit, **w["params"])
+    machine = {"preset": preset}
+    out: Dict[str, Any] = {}
+    try:
+        base = api.simulate(path, preset=preset, pages="4k")["cost"]["total_cycles"]
+        for p in POLICIES:
+            sets = Counter(tuple(r["daemon"]["regions"]) for r in w["runs"] if r["condition"] == p and r.get("daemon"))
+            if not sets:
+                continue
+            regions, n = sets.most_common(1)[0]
+            by_region = {x["name"]: sum(1 for a in regions if x["base"] <= a < x["base"] + x["len"])
+                         for x in w["regions"]}
+            out[p] = {"speedup_est": estimate(path, list(regions), base, machine, tmpdir) if regions else 1.0,
+                      "regions_by_table": by_region, "runs_with_this_choice": n}
+    finally:
+        os.unlink(path)
+    return out
+
+
 # ---------------------------------------------------------------- redis
 
 # The dataset: 2 M keys of 1 KiB values, about 2.3 GiB of server memory (more
@@ -687,6 +717,8 @@ def study(out: str, names: Sequence[str] = tuple(FULL), quick: bool = False, rep
                 dur = w["summary_wall"]["base"]["median"]
                 w["simulated"] = simulate(name, params, budget / fp, dur, tmp,
                                           limit=2_000_000 if quick else SIM_LIMIT)
+                w["simulated"]["daemon_choice"] = estimate_choices(name, w, tmp,
+                                                                   limit=2_000_000 if quick else SIM_LIMIT)
             res["workloads"][name] = w
             save(False)
         if redis:
@@ -719,6 +751,12 @@ def _f(x, fmt="{:.3f}") -> str:
     return "-" if x is None else fmt.format(x)
 
 
+def _choice(c: Optional[Dict[str, Any]]) -> str:
+    if not c:
+        return ""
+    return " (" + ", ".join(f"{n} {k}" for k, n in c["regions_by_table"].items() if n) + ")"
+
+
 def report(res: Dict[str, Any]) -> str:
     """The study's tables as Markdown."""
     o = res["options"]
@@ -735,18 +773,21 @@ def report(res: Dict[str, Any]) -> str:
         redis = name == "redis"
         unit, wunit = ("server CPU us per GET", "GET/s") if redis else ("workload CPU s", "wall s")
         est = (w.get("simulated") or {}).get("speedup_est", {})
+        chosen = (w.get("simulated") or {}).get("daemon_choice", {})
         lines += [f"## {name}", "",
                   f"footprint {w['footprint'] / (1 << 20):.0f} MiB, budget {w['budget'] / (1 << 20):.0f} MiB; "
                   f"params {json.dumps(w['params'], sort_keys=True)}", "",
                   f"| condition | {unit}: median (min-max) | speedup | share of all-huge gain | estimate "
-                  f"(simulator) | {wunit}: median (min-max) | speedup (wall) | huge MiB at end | daemon CPU per s "
-                  "watched |",
-                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+                  f"(simulated policy) | estimate of the daemon's choice | {wunit}: median (min-max) | speedup (wall) "
+                  "| huge MiB at end | daemon CPU per s watched |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
         for c, s in w["summary"].items():
             sw = w["summary_wall"][c]
             fmt = "{:.0f}" if redis else "{:.3f}"
             lines.append(f"| {c} | {_f(s['median'], '{:.3f}')} ({_f(s['min'], '{:.3f}')}-{_f(s['max'], '{:.3f}')}) | "
                          f"{_f(s['speedup'])} | {_f(s['share_of_all_gain'], '{:.0%}')} | {_f(est.get(c))} | "
+                         f"{_f((chosen.get(c) or {}).get('speedup_est'))}"
+                         f"{_choice(chosen.get(c))} | "
                          f"{_f(sw['median'], fmt)} ({_f(sw['min'], fmt)}-{_f(sw['max'], fmt)}) | {_f(sw['speedup'])} | "
                          f"{_f(None if s['huge_bytes_end'] is None else s['huge_bytes_end']['median'] / (1 << 20), '{:.0f}')} | "
                          f"{_f(None if s['daemon_cpu_per_s'] is None else s['daemon_cpu_per_s']['median'], '{:.1%}')} |")
