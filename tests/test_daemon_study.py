@@ -156,3 +156,17 @@ def test_quick_redis_run_and_server_is_gone(tmp_path):
     assert runs["base"]["huge_bytes_end"] == 0 and runs["all"]["huge_bytes_end"] > 0
     assert runs["all"]["collapsed_before"] >= 1
     assert _children() <= before
+
+
+@pytest.mark.skipif(not shutil.which("clang") or not shutil.which("valgrind"),
+                    reason="the capture paths need clang ('make build' installs it as root) and valgrind")
+def test_capture_costs_runs_each_path(tmp_path):
+    seen = []
+    c = daemon_study.capture_costs(str(tmp_path), steps=20_000, valgrind_steps=2_000, repeat=1, cpu=None,
+                                   progress=seen.append)
+    assert seen == [f"capture {k} 1/1" for k in ("native", "cc_trace", "native_small", "valgrind")]
+    assert c["steps"] == {"cc_trace": 20_000, "valgrind": 2_000}
+    for k in ("cc_trace", "valgrind"):
+        assert c["slowdown"][k] > 0 and c[k]["n"] == 1
+    # The traces were removed after each run; only the program and its builds remain.
+    assert not (tmp_path / "capture.hst").exists()

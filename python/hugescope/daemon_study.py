@@ -528,8 +528,7 @@ int main(int argc, char **argv) {
         s += a[x % words];
         small[(i * 64) % sizeof small]++;
     }
-    printf("%llu
-", (unsigned long long)s + small[0]);
+    printf("%llu\n", (unsigned long long)s + small[0]);
     return 0;
 }
 """
@@ -556,7 +555,9 @@ def capture_costs(tmpdir: str, steps: int, valgrind_steps: int, repeat: int, cpu
     with open(src, "w") as f:
         f.write(CAPTURE_C)
     native, instr = os.path.join(tmpdir, "capture-native"), os.path.join(tmpdir, "capture-cc")
-    subprocess.run([clang, "-O1", src, "-o", native], check=True, capture_output=True)
+    r = subprocess.run([clang, "-O1", src, "-o", native], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise HugescopeError(f"clang could not build the capture program: {r.stderr.strip()[-300:]}")
     if tracing.cc(["-O1", src, "-o", instr]) != 0:
         raise HugescopeError("hugescope cc could not build the capture program")
     hs = [sys.executable, "-m", "hugescope"]
