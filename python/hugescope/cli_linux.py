@@ -574,6 +574,21 @@ def cmd_daemon(a) -> int:
     return 0
 
 
+@_cli_errors
+def cmd_daemon_study(a) -> int:
+    from . import cli, daemon_study
+    names = [n for n in a.workloads.split(",") if n]
+    cli.interrupt_note = (f"the workloads finished so far are in {os.path.join(a.out, 'daemon-study.json')} "
+                          "(\"complete\": false), if any")
+    r = daemon_study.study(a.out, names, quick=a.quick, repeat=a.repeat, budget_share=a.budget, redis=not a.no_redis,
+                           capture=not a.no_capture, sim=not a.no_sim, interval=a.interval, rate=a.rate,
+                           cpu=a.cpu, daemon_cpu=a.daemon_cpu,
+                           progress=lambda m: err_console.print(f"[dim]{escape(m)}[/]"))
+    console.print(daemon_study.report(r), soft_wrap=True, markup=False)
+    console.print(f"wrote {os.path.join(a.out, 'daemon-study.json')} and daemon-study.md")
+    return 0
+
+
 def _ks_arg(v: str) -> list:
     try:
         ks = [int(x) for x in v.split(",") if x.strip()]
@@ -687,6 +702,27 @@ def add_commands(sub) -> None:
                     help="with THP 'always', switch it to 'madvise' while running (restored on exit)")
     json_option(dm, "write every decision and the final status to this JSON file")
     dm.set_defaults(func=cmd_daemon)
+
+    ds = sub.add_parser("daemon-study", help="measure the daemon's policies vs base pages and all huge natively, "
+                        "beside the simulator's estimates (root, THP madvise; minutes)",
+                        description="Interleaved native runs of hotcold, gups and bfs and of redis-server with "
+                                    "redis-benchmark (installed with apt-get when missing): base pages, the daemon's "
+                                    "policies under a budget, all huge; the simulator's estimate at the same budget; "
+                                    "the daemon's CPU cost and the trace capture paths' slowdown. See docs/daemon.md.")
+    ds.add_argument("--out", default="daemon-study", help="directory for daemon-study.json and daemon-study.md")
+    ds.add_argument("--workloads", default="hotcold,gups,bfs", help="built-in workloads (default hotcold,gups,bfs)")
+    ds.add_argument("--repeat", type=_count_arg("--repeat", 1, linux.RUNS_MAX), default=3,
+                    help="interleaved rounds (default 3)")
+    ds.add_argument("--budget", default="3%", help="daemon budget as a share of the footprint (default 3%%)")
+    ds.add_argument("--interval", type=float, default=0.5, help="daemon --interval (default 0.5)")
+    ds.add_argument("--rate", type=float, default=64.0, help="daemon --rate (default 64)")
+    ds.add_argument("--cpu", type=int, default=None, help="CPU for the workload (default: the last one)")
+    ds.add_argument("--daemon-cpu", type=int, default=None, help="CPU for the daemon and redis-benchmark")
+    ds.add_argument("--quick", action="store_true", help="small sizes: checks the plumbing in seconds")
+    ds.add_argument("--no-redis", action="store_true", help="skip redis-server")
+    ds.add_argument("--no-capture", action="store_true", help="skip the trace capture cost")
+    ds.add_argument("--no-sim", action="store_true", help="skip the simulator's estimates")
+    ds.set_defaults(func=cmd_daemon_study)
 
     av = sub.add_parser("advise", help="trace a program, simulate policies, write the best plan, measure it (root)",
                         description="Trace a program built with 'hugescope cc', simulate policies at a few budgets, "

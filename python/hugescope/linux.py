@@ -451,24 +451,41 @@ def _stop_child(p: subprocess.Popen, signum: int) -> None:
             continue
 
 
-def _native_child(request: Dict[str, Any]) -> Dict[str, Any]:
+def child_env() -> Dict[str, str]:
+    """The environment of a Python child that must import this same package,
+    also from a source checkout."""
+    env = dict(os.environ)
+    pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = pkg_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["HUGESCOPE_PARENT_PID"] = str(os.getpid())
+    return env
+
+
+def _native_child(request: Dict[str, Any],
+                  on_spawn: Optional[Callable[[subprocess.Popen], Callable[[], None]]] = None) -> Dict[str, Any]:
     """One repetition of a built-in workload in a fresh Python process. The child
     leads its own process group and dies with this process (PR_SET_PDEATHSIG, set
     by ``_run_native``); a SIGINT/SIGTERM here is forwarded to it and it is reaped
     before the interrupt propagates. A child that exits non-zero or is killed gives
-    a record with that ``status`` (never averaged); bad input raises."""
-    env = dict(os.environ)
-    # The child must import this same package, also from a source checkout.
-    pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env["PYTHONPATH"] = pkg_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env["HUGESCOPE_PARENT_PID"] = str(os.getpid())
+    a record with that ``status`` (never averaged); bad input raises.
+
+    ``on_spawn(process)``, if given, is called once the child exists (it waits for
+    its request on stdin, so nothing has run yet) and returns a function called
+    when the child has ended or been stopped (the daemon study starts and stops
+    ``hugescope daemon`` on the child this way)."""
     p = subprocess.Popen([sys.executable, "-m", "hugescope._run_native"], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, process_group=0)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env(), process_group=0)
+    done: Optional[Callable[[], None]] = None
     try:
+        if on_spawn is not None:
+            done = on_spawn(p)
         stdout, stderr = p.communicate(json.dumps(request))
     except BaseException as e:
         _stop_child(p, e.signum if isinstance(e, Interrupted) else signal.SIGINT)
         raise
+    finally:
+        if done is not None:
+            done()
     out = stdout.strip()
     try:
         data = json.loads(out.splitlines()[-1]) if out else None

@@ -16,6 +16,7 @@ pub mod dirtyfile;
 pub mod fftw;
 pub mod graph;
 pub mod gups;
+pub mod hotcold;
 pub mod kv;
 pub mod layout;
 pub mod mapdummy;

@@ -10,7 +10,7 @@ use hugescope_core::{Error, Result};
 
 use crate::layout::Layout;
 use crate::mem::{Mem, Native, NativeEvent, Traced};
-use crate::{bt, btree, canneal, cg, graph, gups, kv, mysql, pointer_chase, seqtouch, stream, svm, web};
+use crate::{bt, btree, canneal, cg, graph, gups, hotcold, kv, mysql, pointer_chase, seqtouch, stream, svm, web};
 // The Navarro paper's workloads (OSDI'02 §6.2, §6.5-6.7).
 use crate::{adversary, cmp, dirtyfile, fftw, mapdummy, matrix, rbtree, stride4m};
 // The FHPM paper's page-sharing microbenchmark (Table 2).
@@ -255,6 +255,7 @@ pub(crate) enum Prepared {
     Mapdummy(mapdummy::Cfg),
     Sharemicro(sharemicro::Cfg),
     Psr(psr::Cfg),
+    Hotcold(hotcold::Cfg),
 }
 
 impl Prepared {
@@ -283,6 +284,7 @@ impl Prepared {
             Prepared::Mapdummy(c) => mapdummy::layout(c),
             Prepared::Sharemicro(c) => sharemicro::layout(c),
             Prepared::Psr(c) => psr::layout(c),
+            Prepared::Hotcold(c) => hotcold::layout(c),
         }
     }
     /// Simulated cpus of the trace: one per thread, except where threads are
@@ -327,6 +329,7 @@ impl Prepared {
             Prepared::Mapdummy(c) => mapdummy::run(c, l, m),
             Prepared::Sharemicro(c) => sharemicro::run(c, l, m),
             Prepared::Psr(c) => psr::run(c, l, m),
+            Prepared::Hotcold(c) => hotcold::run(c, l, m),
         }
     }
 }
@@ -346,6 +349,8 @@ pub fn list() -> Vec<WorkloadInfo> {
     v.push(sharemicro::info());
     // The FHPM paper's PSR microbenchmark (§2.2, §6.3).
     v.push(psr::info());
+    // A hot set of a few percent beside a large cold table: the daemon study's case (issue #14).
+    v.push(hotcold::info());
     v
 }
 
@@ -379,6 +384,7 @@ fn prepare(name: &str, params: &Params) -> Result<(Prepared, Resolved)> {
         "mapdummy" => Prepared::Mapdummy(mapdummy::config(&r)?),
         "sharemicro" => Prepared::Sharemicro(sharemicro::config(&r)?),
         "psr" => Prepared::Psr(psr::config(&r)?),
+        "hotcold" => Prepared::Hotcold(hotcold::config(&r)?),
         other => return Err(Error::input(format!("workload '{other}' is listed but not wired up"))),
     };
     Ok((prep, r))

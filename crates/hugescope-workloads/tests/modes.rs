@@ -101,6 +101,8 @@ fn small_cases() -> Vec<(&'static str, Value)> {
         ("sharemicro", json!({"size": "8MiB", "reads": 20000, "order": 3})),
         // The FHPM paper's PSR microbenchmark.
         ("psr", json!({"footprint": "16MiB", "hot": "2MiB", "u": 0.5, "accesses": 20000, "threads": 2})),
+        // The daemon study's hot/cold GUPS (issue #14).
+        ("hotcold", json!({"size": "4MiB", "hot_size": "1MiB", "updates": 20000, "threads": 2})),
     ]
 }
 
