@@ -839,11 +839,7 @@ def _calibrate_walks(a, meas) -> int:
         emit_json(a.json, cal)
     with human_to_stderr(a.json):
         render_walks(cal)
-    if not a.dry_run:
-        path = calibrate.save_preset(cal, a.out)
-        default = os.path.abspath(path) == os.path.abspath(calibrate.default_path())
-        console.print(f"saved the calibrated preset to {escape(path)}; use it with "
-                      + ("--preset calibrated" if default else f"--config {escape(path)}"))
+    _save_calibration(a, cal, "--preset calibrated")
     return 0
 
 
@@ -877,13 +873,21 @@ def cmd_calibrate(a) -> int:
         emit_json(a.json, cal)
     with human_to_stderr(a.json):
         render_calibration(cal)
-    if not a.dry_run:
-        path = calibrate.save_preset(cal, a.out)
-        default = os.path.abspath(path) == os.path.abspath(calibrate.default_path())
-        console.print(f"saved the calibrated preset to {escape(path)}; use it with "
-                      + ("--preset calibrated (Python: calibrate.machine_args('calibrated'))" if default
-                         else f"--config {escape(path)}"))
+    _save_calibration(a, cal, "--preset calibrated (Python: calibrate.machine_args('calibrated'))")
     return 0
+
+
+def _save_calibration(a, cal, how_default: str) -> None:
+    """Save the fit (unless --dry-run) and say how to use it: ``how_default``
+    when it went to the default path, ``--config FILE`` otherwise."""
+    from . import calibrate
+
+    if a.dry_run:
+        return
+    path = calibrate.save_preset(cal, a.out)
+    default = os.path.abspath(path) == os.path.abspath(calibrate.default_path())
+    console.print(f"saved the calibrated preset to {escape(path)}; use it with "
+                  + (how_default if default else f"--config {escape(path)}"))
 
 
 def add_calibrate_commands(sub) -> None:

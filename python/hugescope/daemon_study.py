@@ -131,17 +131,7 @@ def _pin(pid: int, cpu: Optional[int]) -> None:
 def _stop(p: subprocess.Popen, grace: float) -> None:
     """End a process we started: wait ``grace`` s for it to end by itself, then
     SIGTERM (the daemon restores what it changed on SIGTERM), then SIGKILL."""
-    for sig, wait in ((None, grace), (signal.SIGTERM, 5.0), (signal.SIGKILL, None)):
-        if sig is not None and p.poll() is None:
-            try:
-                p.send_signal(sig)
-            except ProcessLookupError:
-                pass
-        try:
-            p.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+    linux.stop_in_steps(p, ((None, grace), (signal.SIGTERM, 5.0), (signal.SIGKILL, None)))
 
 
 class DaemonRunner:

@@ -436,19 +436,28 @@ class RunResult:
                 f"wall median={w.get('median', float('nan')):.4f} s)")
 
 
-def _stop_child(p: subprocess.Popen, signum: int) -> None:
-    """Forward ``signum`` to our child's process group, give it ``STOP_GRACE_S``,
-    then SIGKILL the group, and reap the child."""
-    for sig, wait in ((signum, STOP_GRACE_S), (signal.SIGKILL, None)):
-        try:
-            os.killpg(p.pid, sig)
-        except ProcessLookupError:
-            pass
+def stop_in_steps(p: subprocess.Popen, steps, group: bool = False) -> None:
+    """End a child we started, one step at a time: each step is (signal or
+    None for none, seconds to wait for the exit or None for as long as it
+    takes); the first exit ends it and reaps the child. ``group``: signal the
+    child's process group (a child started in a session of its own)."""
+    for sig, wait in steps:
+        if sig is not None and (group or p.poll() is None):
+            try:
+                os.killpg(p.pid, sig) if group else p.send_signal(sig)
+            except ProcessLookupError:
+                pass
         try:
             p.wait(timeout=wait)
             return
         except subprocess.TimeoutExpired:
             continue
+
+
+def _stop_child(p: subprocess.Popen, signum: int) -> None:
+    """Forward ``signum`` to our child's process group, give it ``STOP_GRACE_S``,
+    then SIGKILL the group, and reap the child."""
+    stop_in_steps(p, ((signum, STOP_GRACE_S), (signal.SIGKILL, None)), group=True)
 
 
 def child_env() -> Dict[str, str]:

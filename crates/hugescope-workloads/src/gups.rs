@@ -62,16 +62,33 @@ pub fn run<M: Mem>(c: &Cfg, l: &Layout, m: &mut M) -> Result<Value> {
     m.populated(&t);
     m.begin_run();
     let mut rng = Rng::new(c.seed);
+    drive(m, c.updates, c.threads, |m| update(&mut t, m, rng.next_u64()));
+    m.end_run();
+    let checksum = crate::hash_words(t.iter().copied());
+    Ok(json!({ "entries": n, "updates": c.updates, "checksum": crate::hex(checksum) }))
+}
+
+/// One update of HPCC RandomAccess: the entry the random word `r` picks
+/// (multiply-shift, uniform over the table) is read, XORed with `r` and
+/// written back.
+#[inline(always)]
+pub(crate) fn update<M: Mem>(t: &mut Arr<u64>, m: &mut M, r: u64) {
+    let i = ((r as u128 * t.len() as u128) >> 64) as usize;
+    let v = t.ld(m, i);
+    t.st(m, i, v ^ r);
+}
+
+/// Runs `updates` updates (`one` makes one) in chunks of `CHUNK` dealt round
+/// robin to `threads` simulated cpus, with a progress point every `PROGRESS`
+/// updates: the schedule every GUPS-like workload shares.
+pub(crate) fn drive<M: Mem>(m: &mut M, updates: u64, threads: usize, mut one: impl FnMut(&mut M)) {
     let mut done = 0u64;
     let mut chunk = 0usize;
-    while done < c.updates {
-        m.set_cpu(chunk % c.threads);
-        let end = (done + CHUNK).min(c.updates);
+    while done < updates {
+        m.set_cpu(chunk % threads);
+        let end = (done + CHUNK).min(updates);
         for _ in done..end {
-            let r = rng.next_u64();
-            let i = ((r as u128 * n as u128) >> 64) as usize;
-            let v = t.ld(m, i);
-            t.st(m, i, v ^ r);
+            one(m);
         }
         if end / PROGRESS != done / PROGRESS {
             m.progress(&format!("updates:{}", end / PROGRESS * PROGRESS));
@@ -79,7 +96,4 @@ pub fn run<M: Mem>(c: &Cfg, l: &Layout, m: &mut M) -> Result<Value> {
         done = end;
         chunk += 1;
     }
-    m.end_run();
-    let checksum = crate::hash_words(t.iter().copied());
-    Ok(json!({ "entries": n, "updates": c.updates, "checksum": crate::hex(checksum) }))
 }

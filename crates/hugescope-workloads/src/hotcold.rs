@@ -19,6 +19,7 @@ use hugescope_core::{Error, Result};
 use crate::layout::{Layout, ALIGN};
 use crate::mem::{Arr, Mem};
 use crate::registry::{common, p, Resolved, WorkloadInfo};
+use crate::gups::{drive, update};
 use crate::rng::Rng;
 
 pub fn info() -> WorkloadInfo {
@@ -92,11 +93,6 @@ pub fn layout(c: &Cfg) -> Result<Layout> {
     Ok(l)
 }
 
-/// Updates per scheduling chunk (a thread's slice of the interleaved trace).
-const CHUNK: u64 = 1024;
-/// Progress point every this many updates.
-const PROGRESS: u64 = 1 << 20;
-
 pub fn run<M: Mem>(c: &Cfg, l: &Layout, m: &mut M) -> Result<Value> {
     let mut tables: [Arr<u64>; 2] = [
         m.alloc(l.get("cold")?, c.cold_entries as usize)?,
@@ -112,27 +108,12 @@ pub fn run<M: Mem>(c: &Cfg, l: &Layout, m: &mut M) -> Result<Value> {
     let mut rng = Rng::new(c.seed);
     // The hot table is chosen when a uniform 53-bit draw falls below this.
     let hot_below = (c.hot_share * (1u64 << 53) as f64) as u64;
-    let mut done = 0u64;
-    let mut chunk = 0usize;
     let mut hot_updates = 0u64;
-    while done < c.updates {
-        m.set_cpu(chunk % c.threads);
-        let end = (done + CHUNK).min(c.updates);
-        for _ in done..end {
-            let hot = (rng.next_u64() >> 11) < hot_below;
-            hot_updates += hot as u64;
-            let t = &mut tables[hot as usize];
-            let r = rng.next_u64();
-            let i = ((r as u128 * t.len() as u128) >> 64) as usize;
-            let v = t.ld(m, i);
-            t.st(m, i, v ^ r);
-        }
-        if end / PROGRESS != done / PROGRESS {
-            m.progress(&format!("updates:{}", end / PROGRESS * PROGRESS));
-        }
-        done = end;
-        chunk += 1;
-    }
+    drive(m, c.updates, c.threads, |m| {
+        let hot = (rng.next_u64() >> 11) < hot_below;
+        hot_updates += hot as u64;
+        update(&mut tables[hot as usize], m, rng.next_u64());
+    });
     m.end_run();
     let checksum = crate::hash_words(tables.iter().flat_map(|t| t.iter().copied()));
     Ok(
