@@ -12,7 +12,7 @@ PIP    := $(PY) -m pip
 CARGO  ?= cargo
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: demo test build deps clang bins wheel rust-test py-test bench clean
+.PHONY: demo test build deps clang redis bins wheel rust-test py-test bench clean
 
 $(VENV)/.created:
 	$(PYTHON) -m venv $(VENV)
@@ -87,7 +87,20 @@ demo: build
 rust-test:
 	$(CARGO) test --workspace --exclude hugescope-py
 
-py-test: build wheel
+# redis-server and redis-benchmark: the distribution program 'hugescope
+# daemon-study' measures the daemon on (its test runs a small study). Installed
+# from the distribution when missing and we are root, like clang; otherwise
+# that one test skips naming the reason.
+redis:
+	@if command -v redis-server >/dev/null 2>&1 && command -v redis-benchmark >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "redis not found: installing it (apt-get install -y redis-server) for the daemon study's test"; \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends redis-server >/dev/null || \
+		{ apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends redis-server >/dev/null; } || \
+		echo "warning: could not install redis-server; the daemon study's redis test will be skipped"; \
+	else echo "note: redis-server not found and not root: its test skips"; fi
+
+py-test: build wheel redis
 	$(PY) -m pytest -q tests
 
 test: build rust-test py-test
