@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from hugescope import cli
+from hugescope import cli, workloads
 
 
 def test_bench_rows_counts_and_ratios(tmp_path):
@@ -39,7 +39,12 @@ def test_bench_rows_counts_and_ratios(tmp_path):
     (["--workloads", "gups,nosuch"], "--workloads: 'gups,nosuch'"),
     (["--workloads", ""], "--workloads: ''"),
     (["--rss-accesses", "0"], "--rss-accesses: '0' is out of range"),
+    (["--policy", "nosuch"], "unknown policy 'nosuch'"),
+    (["--policy", "pcc:entries=0"], "entries"),
+    (["--sweeps", "--workloads", "bfs"], "--sweeps measures on the GUPS trace"),
 ])
-def test_bench_refuses_bad_lists(argv, needle, capsys):
+def test_bench_refuses_bad_lists(argv, needle, capsys, monkeypatch):
+    # Refused before any work: tracing would trip this.
+    monkeypatch.setattr(workloads, "trace", lambda *a, **k: pytest.fail("traced before refusing"))
     assert cli.main(["bench", *argv]) == 2
     assert needle in capsys.readouterr().err

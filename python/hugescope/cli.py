@@ -740,6 +740,7 @@ def cmd_bench(a) -> int:
         raise CliError(f"--size: '{a.size}' is not a size (e.g. 64MiB, 1GiB)") from None
     names = _split_list(a.workloads, "--workloads", bench.WORKLOADS)
     pols = a.policy or ["pcc", "linux"]
+    _core.resolve_config(bench.PRESET, None, [], pols, False, None)  # a bad --policy fails before any tracing
     if a.sweeps and "gups" not in names:
         raise CliError("--sweeps measures on the GUPS trace: keep gups in --workloads")
     for t in a.sweep_trace or []:
