@@ -10,7 +10,7 @@
 //! hypervisor's, natively they act on processes.
 
 use super::params::{MAX_PERIOD_S, MIN_PERIOD_S};
-use super::Params;
+use super::{Params, Policy};
 use crate::os::costs::MAX_COST_US;
 use crate::os::ksm::KsmConfig;
 use crate::os::Kernel;
@@ -60,5 +60,37 @@ impl KsmdConfig {
     /// After a wake-up's scan: sleep until the next.
     pub fn sleep(&self, k: &mut Kernel) {
         k.schedule_in(self.sleep_s, SCAN_TIMER);
+    }
+}
+
+/// A sharing daemon whose whole decision is one scan call per wake-up (what
+/// it may merge and split is the scan's; `ksm`, `hpshare`): the daemon's
+/// knobs, its schedule and its description are this one piece.
+pub struct ScanDaemon {
+    name: &'static str,
+    d: KsmdConfig,
+    scan: fn(&mut Kernel, u64),
+}
+
+/// The policy `name`, scanning `pages_to_scan` pages per wake-up with `scan`.
+pub fn scan_daemon(p: &mut Params, name: &'static str, scan: fn(&mut Kernel, u64)) -> Result<Box<dyn Policy>> {
+    Ok(Box::new(ScanDaemon { name, d: params(p, 0.0)?, scan }))
+}
+
+impl Policy for ScanDaemon {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn describe(&self) -> serde_json::Value {
+        serde_json::to_value(&self.d).unwrap_or_default()
+    }
+    fn init(&mut self, k: &mut Kernel) {
+        self.d.start(k);
+    }
+    fn on_timer(&mut self, k: &mut Kernel, id: u32) {
+        if id == SCAN_TIMER {
+            (self.scan)(k, self.d.pages_to_scan);
+            self.d.sleep(k);
+        }
     }
 }
