@@ -1,6 +1,7 @@
 """What sweeps cost relative to one simulation (``hugescope bench --sweeps``).
 
-Measurements, never tests: CPU time of each sweep on one thread, divided by
+Measurements, never tests: CPU time of each sweep (every thread of the process:
+the trace is decoded on a second thread when two cpus are free), divided by
 the CPU time of one simulation of the same trace in the same run (one
 configuration, pcc at the sensitivity's 32% budget, with the base reference
 every sweep point and every ``hugescope simulate`` carries). Each sweep runs
@@ -95,7 +96,7 @@ def report(traces: List[str], duration: Optional[float], console, json_out: Opti
     """Measure each trace and print one table (``hugescope bench --sweeps``)."""
     from rich.table import Table
 
-    t = Table(title="sweeps vs one simulation (measurements: CPU time on one thread, one run each; "
+    t = Table(title="sweeps vs one simulation (measurements: CPU time of the process, one run each; "
                     "one simulation = pcc at 32% with its base reference)")
     for c in ("trace", "one sim (s)", "sensitivity shared", "sensitivity separate", "curve shared",
               "curve separate", "identical", "sizes first differ"):

@@ -113,7 +113,8 @@ pub fn file_throughput(path: &str, cfg: MachineConfig, pages: &str, repeats: u32
     let simulate = best_of(repeats, "decode + simulate", || static_pass(path, &cfg, pages))?;
     Ok(BenchReport {
         kind: "measurement",
-        how: "wall time (std::time::Instant) of one pass over the file, best and median of the repeats, one thread",
+        how: "wall time (std::time::Instant) of one pass over the file, best and median of the repeats; decode only on one \
+              thread, decode + simulate with the trace decoded on a second thread when the process may use two cpus",
         trace: path.into(),
         preset,
         pages: pages.into(),
@@ -204,7 +205,8 @@ pub fn pipeline_throughput(path: &str, preset: &str, rows: &[String], repeats: u
     Ok(PipelineReport {
         kind: "measurement",
         how: "wall time (std::time::Instant) of one pass over the file, passes interleaved (decode, then each row, repeated), \
-              best and median of the repeats, one thread",
+              best and median of the repeats; the decode row on one thread, the simulate rows as hugescope simulate runs \
+              them (the trace decoded on a second thread when the process may use two cpus: trace::readahead)",
         trace: path.into(),
         preset: machine.name.clone(),
         repeats,

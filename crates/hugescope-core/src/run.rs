@@ -204,6 +204,11 @@ pub struct RunOptions {
     /// Told the accesses simulated so far out of the run's total (every
     /// run of a concurrent simulation counted); none by default.
     pub progress: crate::progress::ProgressHook,
+    /// Decode the trace on the simulating thread even when another cpu is
+    /// free (`trace::readahead`): for callers that already run one
+    /// simulation per cpu (a sweep's threads), where a decoding thread each
+    /// would only compete with them.
+    pub inline_decode: bool,
 }
 
 /// Under an access-rate time base the trace's virtual duration is known before
@@ -380,7 +385,8 @@ pub(crate) fn pass(path: &str, opts: &RunOptions, sink: &mut impl PassSink) -> R
     let markers = r.markers().to_vec();
     let mut next_marker = 0usize;
     let mut n = 0u64;
-    while let Some(chunk) = r.next_chunk()? {
+    let ahead = !opts.inline_decode && crate::trace::readahead::enabled();
+    crate::trace::readahead::for_each_chunk_with(&mut r, ahead, |chunk| {
         let end = n + chunk.len() as u64;
         let mut pos = 0usize;
         loop {
@@ -399,8 +405,8 @@ pub(crate) fn pass(path: &str, opts: &RunOptions, sink: &mut impl PassSink) -> R
             next_marker += 1;
         }
         n = end;
-        sink.chunk_done(n)?;
-    }
+        sink.chunk_done(n)
+    })?;
     for m in &markers[next_marker..] {
         sink.marker(&m.label);
     }

@@ -105,7 +105,9 @@ fn run_specs(
         })
         .collect();
     let threads = threads.clamp(1, units.len());
-    let opts = cfg.run_options(true);
+    let mut opts = cfg.run_options(true);
+    // One simulation per thread already fills the cpus given.
+    opts.inline_decode = threads > 1;
     let results: Vec<PolicyResult> = crate::interrupt::cancellable(py, || {
         let all = || -> hugescope_core::Result<Vec<PolicyResult>> {
         let groups: Vec<Vec<(usize, PolicySpec)>> = (0..threads)

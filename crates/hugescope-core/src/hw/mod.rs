@@ -5,6 +5,7 @@
 
 pub mod assoc;
 pub mod geometry;
+pub mod key_index;
 pub mod leaf;
 pub mod mmu;
 pub mod nested;

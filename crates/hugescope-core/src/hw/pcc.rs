@@ -29,10 +29,12 @@
 //!   demotion / 1GB candidates and the OS skips them when promoting (rec. 3).
 //!   A walk ending at a 1GB leaf has no PMD entry and feeds only the 1GB table.
 //!
-//! Hot path: `touch` checks the slot of the previous hit, then scans a flat
-//! `Vec<u64>` of keys (128 compares at most, vectorizable); no allocation.
+//! Hot path: `touch` checks the slot of the previous hit, then finds the
+//! region's slot through a hash index of the keys (`hw::key_index`: the
+//! model's stand-in for the hardware's parallel tag compare); no allocation.
 //! Recency is a per-table counter stamped on each touched entry.
 
+use super::key_index::KeyIndex;
 use serde::Serialize;
 
 /// Victim choice when the table is full.
@@ -61,7 +63,8 @@ impl Replacement {
 
 /// Most entries of one PCC table. The paper's PCC has 128 (the sensitivity
 /// study goes to 1024); one table exists per simulated cpu (up to
-/// `trace::MAX_CPUS`), so this caps the tables at 20 bytes x 16384 x 256 = 80 MiB.
+/// `trace::MAX_CPUS`), so this caps the tables at 36 bytes x 16384 x 256 =
+/// 144 MiB (20 bytes of entry, 16 of key index: `hw::key_index`).
 pub const MAX_PCC_ENTRIES: usize = 1 << 14;
 
 /// Geometry of one core's PCCs.
@@ -147,6 +150,8 @@ pub struct PccTable {
     max: u32,
     repl: Replacement,
     keys: Vec<u64>,
+    /// Key to slot, for `find`.
+    index: KeyIndex,
     freq: Vec<u32>,
     stamp: Vec<u64>,
     clock: u64,
@@ -178,6 +183,7 @@ impl PccTable {
             max,
             repl,
             keys: Vec::with_capacity(entries),
+            index: KeyIndex::new(entries),
             freq: Vec::with_capacity(entries),
             stamp: Vec::with_capacity(entries),
             clock: 0,
@@ -196,7 +202,9 @@ impl PccTable {
     pub fn from_entries(entries: usize, bits: u32, repl: Replacement, shift: u32, clock: u64, stats: PccStats, items: &[PccEntry]) -> PccTable {
         let mut t = PccTable::new(entries, bits, repl, shift);
         for e in items {
-            t.keys.push(Self::key(e.pid, e.start >> shift));
+            let k = Self::key(e.pid, e.start >> shift);
+            t.index.insert(k, t.keys.len());
+            t.keys.push(k);
             t.freq.push(e.freq);
             t.stamp.push(e.stamp);
         }
@@ -236,15 +244,10 @@ impl PccTable {
         if self.keys.get(self.last) == Some(&key) {
             return Some(self.last);
         }
-        // Most walks of a scattered workload miss the table, so the whole
-        // scan is the common case: a count of equal keys over the table (no
-        // early exit, so the compiler vectorizes it), and the slot is located
-        // only when there is one. Keys are unique: this finds what
-        // `position` alone finds.
-        if self.keys.iter().fold(0u64, |n, &k| n + (k == key) as u64) == 0 {
-            return None;
-        }
-        self.keys.iter().position(|&k| k == key)
+        // Most walks of a scattered workload miss the table: a scan of all
+        // the keys on every walk was the PCC's largest cost (22% of a GUPS
+        // run at 128 entries, and linear in the sensitivity study's sizes).
+        self.index.get(key, &self.keys)
     }
 
     /// A walk that passed the filter: count it against the region of `va`.
@@ -280,6 +283,7 @@ impl PccTable {
     fn insert_new(&mut self, key: u64) {
         self.stats.inserts += 1;
         let i = if self.keys.len() < self.cap {
+            self.index.insert(key, self.keys.len());
             self.keys.push(key);
             self.freq.push(0);
             self.stamp.push(0);
@@ -290,7 +294,9 @@ impl PccTable {
                 Replacement::LfuLru => self.oldest_zero().unwrap_or_else(|| self.victim()),
                 _ => self.victim(),
             };
+            self.index.remove(self.keys[v], v, &self.keys);
             self.keys[v] = key;
+            self.index.insert(key, v);
             if self.repl == Replacement::LfuArtifact {
                 self.unlink(v);
             }
@@ -406,6 +412,11 @@ impl PccTable {
                         *s = i as u32;
                     }
                 }
+                self.index.remove(k, i, &self.keys);
+                let last = self.keys.len() - 1;
+                if i != last {
+                    self.index.moved(self.keys[last], last, i);
+                }
                 self.keys.swap_remove(i);
                 self.freq.swap_remove(i);
                 self.stamp.swap_remove(i);
@@ -425,6 +436,7 @@ impl PccTable {
     /// Drop every entry (the artifact's flush after a single-thread read).
     pub fn clear(&mut self) {
         self.keys.clear();
+        self.index.clear();
         self.freq.clear();
         self.stamp.clear();
         self.order.clear();

@@ -4,8 +4,8 @@
 //!
 //! Same state and behaviour as `PccTable` under `lfu_lru` and `lru`: the
 //! entries as a set of (region, frequency, recency stamp), the touch counter
-//! and the statistics. Only the index differs: a hash map finds a region,
-//! and entries sit in lists per frequency (one list under `lru`) in stamp
+//! and the statistics. Only the index differs: the key index both forms
+//! share (`hw::key_index`) finds a region, and entries sit in lists per frequency (one list under `lru`) in stamp
 //! order, so the victim (lowest frequency, then least recent; or least
 //! recent) is the head of the lowest non-empty list, as in the classic O(1)
 //! LFU. Stamps are unique (each touch stamps one entry with a new count), so
@@ -14,33 +14,11 @@
 //! `PccTable` stays the installed member's table; `to_table` and
 //! `from_table` move a table between the two forms, entry for entry.
 
+use super::key_index::KeyIndex;
 use super::pcc::{PccConfig, PccEntry, PccStats, PccTable, Replacement};
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 
 const NIL: u32 = u32::MAX;
 const VPN_MASK: u64 = (1 << 48) - 1;
-
-/// Multiplicative hashing of a region key: lookups only, never iterated
-/// for a result, so the map's order cannot reach one.
-#[derive(Default, Clone, Copy)]
-struct KeyHasher(u64);
-
-impl Hasher for KeyHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        }
-    }
-    fn write_u64(&mut self, k: u64) {
-        self.0 = (k ^ (k >> 29)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-}
-
-type Index = HashMap<u64, u32, BuildHasherDefault<KeyHasher>>;
 
 /// Whether `cfg`'s 2MB table can take this form: `lfu_lru` or `lru`, counters
 /// of at most 8 bits (one list per value), no 1GB table.
@@ -61,7 +39,11 @@ pub struct BucketTable {
     prev: Vec<u32>,
     next: Vec<u32>,
     free: Vec<u32>,
-    index: Index,
+    /// Whether each slot holds an entry (free slots keep a stale key).
+    live: Vec<bool>,
+    /// Entries held.
+    len: usize,
+    index: KeyIndex,
     head: Vec<u32>,
     tail: Vec<u32>,
     /// Lowest list that may be non-empty (exact whenever the table is full).
@@ -92,7 +74,9 @@ impl BucketTable {
             prev: Vec::new(),
             next: Vec::new(),
             free: Vec::new(),
-            index: Index::default(),
+            live: Vec::new(),
+            len: 0,
+            index: KeyIndex::new(cfg.entries),
             head: vec![NIL; lists],
             tail: vec![NIL; lists],
             minf: 0,
@@ -102,10 +86,10 @@ impl BucketTable {
     }
 
     pub fn len(&self) -> usize {
-        self.index.len()
+        self.len
     }
     pub fn is_empty(&self) -> bool {
-        self.index.is_empty()
+        self.len == 0
     }
 
     #[inline]
@@ -155,8 +139,7 @@ impl BucketTable {
         let key = ((pid as u64) << 48) | ((va >> self.shift) & VPN_MASK);
         self.clock += 1;
         self.stats.updates += 1;
-        if let Some(&s) = self.index.get(&key) {
-            let s = s as usize;
+        if let Some(s) = self.index.get(key, &self.key) {
             self.stats.hits += 1;
             self.stamp[s] = self.clock;
             let from = self.list(s);
@@ -179,33 +162,39 @@ impl BucketTable {
     #[cold]
     fn insert_new(&mut self, key: u64) {
         self.stats.inserts += 1;
-        let s = if self.index.len() < self.cap {
+        let s = if self.len < self.cap {
+            self.len += 1;
             match self.free.pop() {
                 Some(s) => s as usize,
-                None => {
-                    self.key.push(0);
-                    self.freq.push(0);
-                    self.stamp.push(0);
-                    self.prev.push(NIL);
-                    self.next.push(NIL);
-                    self.key.len() - 1
-                }
+                None => self.new_slot(),
             }
         } else {
             self.stats.evictions += 1;
             let l = if self.lru { 0 } else { self.lowest() };
             let v = self.head[l] as usize;
             self.unlink(v);
-            self.index.remove(&self.key[v]);
+            self.index.remove(self.key[v], v, &self.key);
             v
         };
+        self.live[s] = true;
         // A new candidate starts at frequency 0 (§3.2.1).
         self.key[s] = key;
         self.freq[s] = 0;
         self.stamp[s] = self.clock;
-        self.index.insert(key, s as u32);
+        self.index.insert(key, s);
         self.append(s);
         self.minf = 0;
+    }
+
+    /// A slot past the last one, not yet holding an entry.
+    fn new_slot(&mut self) -> usize {
+        self.key.push(0);
+        self.freq.push(0);
+        self.stamp.push(0);
+        self.prev.push(NIL);
+        self.next.push(NIL);
+        self.live.push(false);
+        self.key.len() - 1
     }
 
     /// The lowest non-empty list (the table is not empty).
@@ -218,7 +207,7 @@ impl BucketTable {
 
     /// Live slots in stamp order (oldest first).
     fn by_stamp(&self) -> Vec<usize> {
-        let mut v: Vec<usize> = self.index.values().map(|&s| s as usize).collect();
+        let mut v: Vec<usize> = (0..self.key.len()).filter(|&s| self.live[s]).collect();
         v.sort_unstable_by_key(|&s| self.stamp[s]);
         v
     }
@@ -240,21 +229,17 @@ impl BucketTable {
     /// Remove every entry of `pid` whose region overlaps [start, end)
     /// (`PccTable::invalidate`).
     pub fn invalidate(&mut self, pid: u16, start: u64, end: u64) -> usize {
-        if self.index.is_empty() || end <= start {
+        if self.len == 0 || end <= start {
             return 0;
         }
         let lo = ((pid as u64) << 48) | ((start >> self.shift) & VPN_MASK);
         let hi = ((pid as u64) << 48) | (((end - 1) >> self.shift) & VPN_MASK);
-        let gone: Vec<u32> = self
-            .index
-            .iter()
-            .filter(|(&k, _)| k >= lo && k <= hi)
-            .map(|(_, &s)| s)
-            .collect();
+        let gone: Vec<usize> = (0..self.key.len()).filter(|&s| self.live[s] && self.key[s] >= lo && self.key[s] <= hi).collect();
         for &s in &gone {
-            let s = s as usize;
             self.unlink(s);
-            self.index.remove(&self.key[s]);
+            self.index.remove(self.key[s], s, &self.key);
+            self.live[s] = false;
+            self.len -= 1;
             self.free.push(s as u32);
         }
         // Slots are reused from `free` in any order: results never depend on
@@ -298,14 +283,13 @@ impl BucketTable {
         let mut entries = t.dump();
         entries.sort_unstable_by_key(|e| e.stamp);
         for e in entries {
-            let s = b.key.len();
-            b.key
-                .push(((e.pid as u64) << 48) | ((e.start >> b.shift) & VPN_MASK));
-            b.freq.push(e.freq);
-            b.stamp.push(e.stamp);
-            b.prev.push(NIL);
-            b.next.push(NIL);
-            b.index.insert(b.key[s], s as u32);
+            let s = b.new_slot();
+            b.key[s] = ((e.pid as u64) << 48) | ((e.start >> b.shift) & VPN_MASK);
+            b.freq[s] = e.freq;
+            b.stamp[s] = e.stamp;
+            b.live[s] = true;
+            b.len += 1;
+            b.index.insert(b.key[s], s);
             b.append(s);
         }
         b.clock = t.clock();

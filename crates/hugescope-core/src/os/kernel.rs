@@ -770,8 +770,13 @@ impl PageTable for Kernel {
             let shape = self.shape;
             let sp = &mut self.spaces[a.pid as usize];
             let vi = sp.vma_index(a.addr, &shape);
-            let pi = sp.vmas[vi].page_index(a.addr, shape.base_shift);
-            if size > 0 {
+            let v = &sp.vmas[vi];
+            let pi = v.page_index(a.addr, shape.base_shift);
+            // A region whose every base page was touched has nothing left to
+            // record: its small count answers without loading the page's
+            // flags (a cache miss per access on a large scattered footprint).
+            let full = shape.pages_per_region();
+            if size > 0 && (v.touched[v.region_index(a.addr, shape.region_shift)] as usize) < full {
                 Self::touch(sp, vi, pi, a.addr, shape.region_shift);
             }
             if self.coverage_on {

@@ -773,15 +773,27 @@ impl HstReader {
         self.progress = hook;
     }
 
+    /// The progress hook, for a pass that reports progress itself
+    /// (`trace::readahead`, where decoding runs ahead of the consumer).
+    pub(crate) fn progress_mut(&mut self) -> &mut crate::progress::ProgressHook {
+        &mut self.progress
+    }
+
+    /// Records decoded so far.
+    pub fn records_decoded(&self) -> u64 {
+        self.seen_records
+    }
+
     /// Call `f` on every remaining access; returns how many.
     pub fn for_each(&mut self, mut f: impl FnMut(Access)) -> Result<u64> {
         let mut n = 0u64;
-        while let Some(chunk) = self.next_chunk()? {
+        super::readahead::for_each_chunk(self, |chunk| {
             for &r in chunk {
                 f(Access::unpack(r));
             }
             n += chunk.len() as u64;
-        }
+            Ok(())
+        })?;
         Ok(n)
     }
 
@@ -793,7 +805,7 @@ impl HstReader {
         let mut mi = markers.partition_point(|m| m.index < self.seen_records);
         let mut idx = self.seen_records;
         let start = idx;
-        while let Some(chunk) = self.next_chunk()? {
+        super::readahead::for_each_chunk(self, |chunk| {
             let mut rest = chunk;
             loop {
                 while mi < markers.len() && markers[mi].index <= idx {
@@ -813,7 +825,8 @@ impl HstReader {
                 idx += take as u64;
                 rest = &rest[take..];
             }
-        }
+            Ok(())
+        })?;
         // Markers at the very end (index == total). A successful stream always had
         // its footer (and so its markers) at open: a footer first met while
         // streaming means the trailer was bad, and that is reported as an error.

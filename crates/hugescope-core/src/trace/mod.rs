@@ -6,6 +6,7 @@ pub mod hst;
 pub mod import;
 pub mod merge;
 pub mod planes;
+pub mod readahead;
 
 use serde::{Deserialize, Serialize};
 
