@@ -69,14 +69,14 @@ fn companion_redirect_and_restore_keep_the_frames_and_flush_the_tlb() {
     }
     let k = &mut s.pt;
     let v = &k.spaces()[0].vmas[0];
-    let pfns: Vec<u32> = v.pfn[..512].to_vec();
+    let pfns: Vec<u32> = v.pfn.to_vec(0..512);
     let (free0, held0, huge0) = (k.phys().free_frames(), k.spaces()[0].frames_held, k.huge_bytes());
     let (promo0, demo0) = (k.stats.promotions, k.stats.demotions);
     k.redirect_companion(0, BASE).unwrap();
     // One 4KB companion page of host memory, the leaf's frames untouched.
     assert_eq!(k.phys().free_frames(), free0 - 1);
     assert_eq!(k.companion_pages(), 1);
-    assert_eq!(k.spaces()[0].vmas[0].pfn[..512].to_vec(), pfns);
+    assert_eq!(k.spaces()[0].vmas[0].pfn.to_vec(0..512), pfns);
     assert_eq!(k.spaces()[0].frames_held, held0);
     assert_eq!(k.huge_bytes(), huge0);
     assert_eq!(k.region_state(0, BASE).unwrap().leaf_size, 0);
@@ -103,7 +103,7 @@ fn companion_redirect_and_restore_keep_the_frames_and_flush_the_tlb() {
     assert!(!k.restore_companion(0, BASE));
     assert_eq!(k.phys().free_frames(), free0);
     assert_eq!(k.region_state(0, BASE).unwrap().leaf_size, 1);
-    assert_eq!(k.spaces()[0].vmas[0].pfn[..512].to_vec(), pfns);
+    assert_eq!(k.spaces()[0].vmas[0].pfn.to_vec(0..512), pfns);
     // Neither step is a promotion or a demotion.
     assert_eq!((k.stats.promotions, k.stats.demotions), (promo0, demo0));
     let cs = k.companion_stats();

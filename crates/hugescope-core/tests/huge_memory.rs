@@ -28,7 +28,7 @@ fn populated() -> Simulator<Kernel> {
 fn frames(k: &Kernel, start: u64) -> Vec<u32> {
     let v = &k.spaces()[0].vmas[0];
     let a = ((start - v.start) >> 12) as usize;
-    v.pfn[a..a + PAGES as usize].to_vec()
+    v.pfn.to_vec(a..a + PAGES as usize)
 }
 
 fn drain(k: &mut Kernel) -> Vec<Shootdown> {

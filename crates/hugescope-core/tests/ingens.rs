@@ -152,7 +152,7 @@ fn demotion_frees_exactly_the_freed_base_pages() {
     // 60 more (utilization 412 < 461): split, and exactly the 100 freed
     // pages go back to the allocator; the 412 others keep their frames.
     let free_before = s.pt.phys().free_frames();
-    let frames_before: Vec<u32> = s.pt.spaces()[0].vmas[0].pfn[..512].to_vec();
+    let frames_before: Vec<u32> = s.pt.spaces()[0].vmas[0].pfn.to_vec(0..512);
     s.progress(&free_label(0, BASE + 300 * PAGE, 60 * PAGE));
     let k = &s.pt;
     assert_eq!(leaf_size(k, 0, BASE), 0);
@@ -163,9 +163,9 @@ fn demotion_frees_exactly_the_freed_base_pages() {
     let v = &k.spaces()[0].vmas[0];
     for i in 0..512usize {
         let freed = (100..140).contains(&i) || (300..360).contains(&i);
-        assert_eq!(v.pfn[i] == u32::MAX, freed, "page {i}");
+        assert_eq!(v.pfn.get(i) == u32::MAX, freed, "page {i}");
         if !freed {
-            assert_eq!(v.pfn[i], frames_before[i], "page {i} kept its frame");
+            assert_eq!(v.pfn.get(i), frames_before[i], "page {i} kept its frame");
         }
     }
     k.check_invariants().unwrap();
@@ -185,7 +185,7 @@ fn hot_pages_on_fragmented_memory(
     for i in 0..300 {
         touch(&mut s, 0, BASE + i * PAGE);
     }
-    let frames = s.pt.spaces()[0].vmas[0].pfn[..300].to_vec();
+    let frames = s.pt.spaces()[0].vmas[0].pfn.to_vec(0..300);
     let mut i = 0;
     while s.pt.now() < seconds as f64 {
         touch(&mut s, 0, BASE + (i % 300) * PAGE);
@@ -210,8 +210,8 @@ fn proactive_compaction_never_moves_a_hot_page_nor_more_than_its_cap() {
         Some(300.0)
     );
     assert_eq!(
-        &k.spaces()[0].vmas[0].pfn[..300],
-        frames.as_slice(),
+        k.spaces()[0].vmas[0].pfn.to_vec(0..300),
+        frames,
         "a hot page moved"
     );
     k.check_invariants().unwrap();
@@ -242,12 +242,13 @@ fn the_compaction_mechanism_skips_every_block_holding_a_vetoed_page() {
     // address (block 0), is emptied: its 128 pages move, one free 2MB block
     // out of 1536 free frames gives FMFI 1024/1536 <= 0.8, and it stops.
     let mut s = sparse_blocks();
-    let frames: Vec<u32> = s.pt.spaces()[0].vmas[0].pfn.clone();
+    let v0 = &s.pt.spaces()[0].vmas[0];
+    let frames: Vec<u32> = v0.pfn.to_vec(0..v0.pfn.len());
     let r = s.pt.compact_proactive(9, 25_600, 0.8, &mut |_, _, _| true);
     assert!(r.success);
     assert_eq!(r.migrated_pages, 128);
     let moved: Vec<usize> = (0..2048)
-        .filter(|&i| s.pt.spaces()[0].vmas[0].pfn[i] != frames[i])
+        .filter(|&i| s.pt.spaces()[0].vmas[0].pfn.get(i) != frames[i])
         .collect();
     assert_eq!(moved.len(), 128);
     assert!(
@@ -262,10 +263,10 @@ fn the_compaction_mechanism_skips_every_block_holding_a_vetoed_page() {
     assert_eq!(r.migrated_pages, 128);
     let v = &s.pt.spaces()[0].vmas[0];
     assert!((0..2048)
-        .filter(|&i| v.pfn[i] != frames[i])
+        .filter(|&i| v.pfn.get(i) != frames[i])
         .all(|i| (512..1024).contains(&frames[i])));
     assert!(
-        moved.iter().all(|&i| v.pfn[i] == frames[i]),
+        moved.iter().all(|&i| v.pfn.get(i) == frames[i]),
         "no page of the vetoed block moved"
     );
     // A cap below one block's 128 pages: nothing is started.

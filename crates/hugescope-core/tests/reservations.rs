@@ -56,7 +56,7 @@ fn a_reservation_fills_in_place_and_promotes_at_full_population_only() {
     let k = &s.pt;
     // One 4MB extent reserved, one frame of it mapped, 511 reserved.
     assert_eq!((k.stats.reservations, k.reservation_count(), k.reserved_frames()), (1, 1, 511));
-    let f0 = k.spaces()[0].vmas[0].pfn[0];
+    let f0 = k.spaces()[0].vmas[0].pfn.get(0);
     assert_eq!(f0 % 512, 0, "the extent is 4MB-aligned");
     for i in 1..512u64 {
         s.step(Access::read(BASE + i * PAGE));
@@ -64,7 +64,7 @@ fn a_reservation_fills_in_place_and_promotes_at_full_population_only() {
         let sz = sizes(&s.pt);
         let i = i as usize;
         // Each page maps its own frame of the extent.
-        assert_eq!(s.pt.spaces()[0].vmas[0].pfn[i], f0 + i as u32);
+        assert_eq!(s.pt.spaces()[0].vmas[0].pfn.get(i), f0 + i as u32);
         // Exactly at the 8th, 64th and 512th page a node fills: 64KB, 512KB, 4MB.
         let want = if i == 511 { 3 } else if i % 64 == 63 { 2 } else if i % 8 == 7 { 1 } else { 0 };
         assert_eq!(sz[i], want, "leaf of page {i} just after it was touched");
@@ -149,7 +149,7 @@ fn preemption_takes_the_least_recently_populated_reservation_one_level_down() {
     s.step(Access::read(b));
     // A is allocated into again: B is now the least recently populated.
     s.step(Access::read(a + PAGE));
-    let fb = s.pt.spaces()[0].vmas[0].pfn[(MB4 / PAGE) as usize];
+    let fb = s.pt.spaces()[0].vmas[0].pfn.get((MB4 / PAGE) as usize);
     assert_eq!(s.pt.phys().free_frames(), 0);
     s.step(Access::read(c));
     ok(&s.pt);
@@ -162,15 +162,15 @@ fn preemption_takes_the_least_recently_populated_reservation_one_level_down() {
     assert_eq!(k.reservation_count(), 3);
     assert_eq!(k.reserved_frames(), 510 + 63 + 63);
     let v = &k.spaces()[0].vmas[0];
-    assert_eq!(v.pfn[(MB4 / PAGE) as usize], fb, "B's page keeps its frame");
-    let fc = v.pfn[(2 * MB4 / PAGE) as usize];
+    assert_eq!(v.pfn.get((MB4 / PAGE) as usize), fb, "B's page keeps its frame");
+    let fc = v.pfn.get((2 * MB4 / PAGE) as usize);
     assert!(fc >= fb + 64 && fc < fb + 512 && fc.is_multiple_of(64), "C got a 512KB piece of B's extent");
     // A was not touched: faulting its page 2 still maps its own frame.
     s.step(Access::read(a + 2 * PAGE));
-    assert_eq!(s.pt.spaces()[0].vmas[0].pfn[2], s.pt.spaces()[0].vmas[0].pfn[0] + 2);
+    assert_eq!(s.pt.spaces()[0].vmas[0].pfn.get(2), s.pt.spaces()[0].vmas[0].pfn.get(0) + 2);
     // B's remaining 512KB piece still fills in place.
     s.step(Access::read(b + PAGE));
-    assert_eq!(s.pt.spaces()[0].vmas[0].pfn[(MB4 / PAGE) as usize + 1], fb + 1);
+    assert_eq!(s.pt.spaces()[0].vmas[0].pfn.get((MB4 / PAGE) as usize + 1), fb + 1);
     ok(&s.pt);
 }
 
@@ -206,9 +206,9 @@ fn freeing_depopulates_and_an_empty_reservation_returns_its_extent() {
     ok(&s.pt);
     assert_eq!((s.pt.reserved_frames(), s.pt.reservation_count()), (510, 1));
     // Refaulting a freed page maps the same reserved frame again.
-    let f0 = s.pt.spaces()[0].vmas[0].pfn[9] - 9;
+    let f0 = s.pt.spaces()[0].vmas[0].pfn.get(9) - 9;
     s.step(Access::read(BASE));
-    assert_eq!(s.pt.spaces()[0].vmas[0].pfn[0], f0);
+    assert_eq!(s.pt.spaces()[0].vmas[0].pfn.get(0), f0);
     s.pt.free_range(0, BASE, MB4);
     ok(&s.pt);
     assert_eq!((s.pt.reserved_frames(), s.pt.reservation_count()), (0, 0));

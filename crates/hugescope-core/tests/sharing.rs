@@ -69,7 +69,7 @@ fn idle(s: &mut Simulator<Kernel>, n: u64, addr: u64) {
 fn pfn(k: &Kernel, pid: u16, page: u64) -> u32 {
     let sp = k.space(pid).unwrap();
     let vi = sp.find(BASE + page * PAGE).unwrap();
-    sp.vmas[vi].pfn[sp.vmas[vi].page_index(BASE + page * PAGE, 12)]
+    sp.vmas[vi].pfn.get(sp.vmas[vi].page_index(BASE + page * PAGE, 12))
 }
 
 fn leaf(k: &Kernel, pid: u16, region: u64) -> usize {

@@ -16,9 +16,9 @@ impl Kernel {
         if on {
             for sp in self.spaces.iter_mut() {
                 for v in sp.vmas.iter_mut() {
-                    let words = v.flags.len().div_ceil(64);
-                    v.cov.clear();
-                    v.cov.resize(words, 0);
+                    // A fresh zeroed bitset, not clear + resize: the bits of
+                    // pages never accessed stay unbacked (aspace.rs).
+                    v.cov = vec![0; v.flags.len().div_ceil(64)];
                 }
             }
         }

@@ -7,11 +7,14 @@
 //! reads. Per PUD-level region (1GB): its accessed bit.
 //!
 //! Dense arrays per VMA, found by binary search with a one-entry cache, so a
-//! translation on a TLB miss costs no hashing and no allocation.
+//! translation on a TLB miss costs no hashing and no allocation. Every
+//! per-page array is zero at creation and allocated zeroed, so the host backs
+//! only the parts a run writes: declared-but-untouched memory costs virtual
+//! address space, not resident memory (frame numbers: `pfns.rs`).
 
 use crate::trace::Region;
 
-pub const NO_PFN: u32 = u32::MAX;
+pub use super::pfns::{Pfns, NO_PFN};
 
 /// Base page is mapped (a leaf translation exists).
 pub const PRESENT: u8 = 1 << 0;
@@ -44,7 +47,8 @@ pub struct Vma {
     pub advised: bool,
     /// Created from accesses outside any declared region (imported traces).
     pub inferred: bool,
-    pub pfn: Vec<u32>,
+    /// Frame per base page (`NO_PFN`: none).
+    pub pfn: Pfns,
     pub flags: Vec<u8>,
     /// First PMD-level region overlapping the VMA (start rounded down).
     pub region_base: u64,
@@ -78,7 +82,7 @@ impl Vma {
             end,
             advised,
             inferred,
-            pfn: vec![NO_PFN; pages],
+            pfn: Pfns::new(pages),
             flags: vec![0; pages],
             region_base,
             touched: vec![0; regions],
@@ -119,7 +123,7 @@ impl Vma {
     pub fn cover(&mut self, pi: usize) {
         let w = pi >> 6;
         if w >= self.cov.len() {
-            self.cov.resize(self.flags.len().div_ceil(64).max(w + 1), 0);
+            grow_zeroed(&mut self.cov, self.flags.len().div_ceil(64).max(w + 1));
         }
         self.cov[w] |= 1u64 << (pi & 63);
     }
@@ -141,6 +145,17 @@ impl Vma {
             i = (i & !63) + 64;
         }
         n
+    }
+}
+
+/// Grow a lazily allocated per-page array (coverage bits, content words) to
+/// `n` zero entries. From empty it is allocated zeroed, where `resize` would
+/// write every zero and make the whole array resident at once.
+pub fn grow_zeroed(v: &mut Vec<u64>, n: usize) {
+    if v.is_empty() {
+        *v = vec![0; n];
+    } else if v.len() < n {
+        v.resize(n, 0);
     }
 }
 
@@ -253,18 +268,18 @@ impl AddressSpace {
             // Grow the previous inferred VMA: rebuild it with the new end.
             let prev = &self.vmas[i - 1];
             let mut grown = Vma::new(prev.name.clone(), prev.start, end, prev.advised, true, g);
-            grown.pfn[..prev.pfn.len()].copy_from_slice(&prev.pfn);
+            grown.pfn.copy_prefix(&prev.pfn);
             grown.flags[..prev.flags.len()].copy_from_slice(&prev.flags);
             grown.touched[..prev.touched.len()].copy_from_slice(&prev.touched);
             grown.pmd_a[..prev.pmd_a.len()].copy_from_slice(&prev.pmd_a);
             grown.pud_a[..prev.pud_a.len()].copy_from_slice(&prev.pud_a);
             if !prev.content.is_empty() {
-                grown.content = prev.content.clone();
-                grown.content.resize(grown.flags.len(), 0);
+                grown.content = vec![0; grown.flags.len()];
+                grown.content[..prev.content.len()].copy_from_slice(&prev.content);
             }
             if !prev.cov.is_empty() {
-                grown.cov = prev.cov.clone();
-                grown.cov.resize(grown.flags.len().div_ceil(64), 0);
+                grown.cov = vec![0; grown.flags.len().div_ceil(64)];
+                grown.cov[..prev.cov.len()].copy_from_slice(&prev.cov);
             }
             self.inferred_pages += (grown.flags.len() - self.vmas[i - 1].flags.len()) as u64;
             self.vmas[i - 1] = grown;

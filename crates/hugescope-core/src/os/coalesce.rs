@@ -70,10 +70,10 @@ impl Kernel {
             return false;
         }
         let (a, n) = (v.page_index(start, bs), (len >> bs) as usize);
-        let first = v.pfn[a];
+        let first = v.pfn.get(a);
         if first == NO_PFN || !(first as u64).is_multiple_of(n as u64) {
             return false;
         }
-        (0..n).all(|j| v.flags[a + j] & PRESENT != 0 && v.pfn[a + j] == first + j as u32)
+        (0..n).all(|j| v.flags[a + j] & PRESENT != 0 && v.pfn.get(a + j) == first + j as u32)
     }
 }

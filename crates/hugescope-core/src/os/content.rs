@@ -27,8 +27,11 @@
 use super::kernel::Kernel;
 use crate::trace::{Access, ContentDecl};
 
-/// Never written since mapped: a zero-filled page.
+/// Never written since mapped: a zero-filled page. Zero, so content words
+/// are allocated zeroed and cost no resident memory until written
+/// (`aspace::grow_zeroed`).
 pub const ZERO: u64 = 0;
+const _: () = assert!(ZERO == 0);
 /// The page's frame is shared copy-on-write (flag bit, `os/ksm.rs`).
 pub const MERGED: u64 = 1 << 63;
 /// Written, content its own: never equal to another page's.
@@ -74,7 +77,7 @@ impl Kernel {
     pub(super) fn set_content(&mut self, pid: u16, vi: usize, pi: usize, word: u64) {
         let v = &mut self.spaces[pid as usize].vmas[vi];
         if v.content.len() != v.flags.len() {
-            v.content.resize(v.flags.len(), ZERO);
+            super::aspace::grow_zeroed(&mut v.content, v.flags.len());
         }
         v.content[pi] = word;
     }

@@ -114,7 +114,7 @@ impl Kernel {
     pub(super) fn map_frame(&mut self, pid: u16, vi: usize, pi: usize, pfn: u32) {
         let sp = &mut self.spaces[pid as usize];
         let v = &mut sp.vmas[vi];
-        v.pfn[pi] = pfn;
+        v.pfn.set(pi, pfn);
         v.flags[pi] = PRESENT;
         if pfn != NO_PFN {
             sp.frames_held += 1;

@@ -114,10 +114,11 @@ impl Kernel {
                 // A frame of a block split while partly freed belongs to that
                 // block, which stays allocated as one unit: not ours to free
                 // (the block is, once no page maps it: below).
-                if v.pfn[a + i] != NO_PFN && !v.leaked(a + i) {
-                    freed.push((v.pfn[a + i] as u64, 0));
-                } else if v.pfn[a + i] != NO_PFN {
-                    split_frames.push(v.pfn[a + i] as u64);
+                let p = v.pfn.get(a + i);
+                if p != NO_PFN && !v.leaked(a + i) {
+                    freed.push((p as u64, 0));
+                } else if p != NO_PFN {
+                    split_frames.push(p as u64);
                 }
                 i += 1;
             } else {
@@ -126,12 +127,12 @@ impl Kernel {
                 let pages = 1usize << (self.geo.shifts[s] - bs);
                 copied += pages as u64;
                 replaced_huge += (pages as u64) << bs;
-                freed.push((v.pfn[a + i] as u64, self.geo.shifts[s] - bs));
+                freed.push((v.pfn.get(a + i) as u64, self.geo.shifts[s] - bs));
                 i += pages;
             }
         }
         for j in 0..n {
-            v.pfn[a + j] = (block + j as u64) as u32;
+            v.pfn.set(a + j, (block + j as u64) as u32);
             let keep = v.flags[a + j] & (TOUCHED | ACCESSED | DIRTY);
             v.flags[a + j] = PRESENT | keep | ((size as u8) << aspace::SIZE_SHIFT);
         }
@@ -211,7 +212,7 @@ impl Kernel {
         let start = addr & !(len - 1);
         let a = v.page_index(start, bs);
         let n = (len >> bs) as usize;
-        let block = v.pfn[a] as u64;
+        let block = v.pfn.get(a) as u64;
         for j in 0..n {
             v.flags[a + j] &= !aspace::SIZE_MASK;
         }
@@ -262,9 +263,9 @@ impl Kernel {
                 let ri = v.region_index(start + ((j as u64) << bs), rs);
                 v.touched[ri] -= 1;
             }
-            freed.push(v.pfn[i] as u64);
+            freed.push(v.pfn.get(i) as u64);
             v.flags[i] = 0;
-            v.pfn[i] = NO_PFN;
+            v.pfn.set(i, NO_PFN);
         }
         sp.frames_held -= freed.len() as u64;
         for &p in &freed {
@@ -300,7 +301,7 @@ impl Kernel {
                 sp.find(a).is_some_and(|vi| {
                     let v = &sp.vmas[vi];
                     let pi = v.page_index(a, bs);
-                    v.flags[pi] & PRESENT != 0 && v.leaked(pi) && (v.pfn[pi] as u64).wrapping_sub(b.pfn) < n
+                    v.flags[pi] & PRESENT != 0 && v.leaked(pi) && (v.pfn.get(pi) as u64).wrapping_sub(b.pfn) < n
                 })
             });
             if !mapped {
@@ -379,14 +380,14 @@ impl Kernel {
         let v = &self.spaces[pid as usize].vmas[vi];
         let a = v.page_index(start, bs);
         let n = (self.geo.sizes[size] >> bs) as usize;
-        let first = v.pfn[a];
+        let first = v.pfn.get(a);
         let contiguous = first != NO_PFN
             && (first as u64).is_multiple_of(1u64 << order)
             && (0..n).all(|j| {
                 let f = v.flags[a + j];
                 // Smaller leaves of the same extent are welcome (Navarro's
                 // incremental promotion: 64KB leaves -> 512KB, no copy).
-                f & PRESENT != 0 && size_of_flags(f) < size && !v.leaked(a + j) && v.pfn[a + j] as u64 == first as u64 + j as u64
+                f & PRESENT != 0 && size_of_flags(f) < size && !v.leaked(a + j) && v.pfn.get(a + j) as u64 == first as u64 + j as u64
             });
         contiguous.then_some(first as u64)
     }
@@ -471,7 +472,7 @@ impl Kernel {
         // First every page its own base leaf and frame (as `demote`), then
         // the siblings off the path merged back one size at a time.
         let (a, n) = (self.spaces[pid as usize].vmas[vi].page_index(start, bs), (len >> bs) as usize);
-        let block = self.spaces[pid as usize].vmas[vi].pfn[a] as u64;
+        let block = self.spaces[pid as usize].vmas[vi].pfn.get(a) as u64;
         {
             let sp = &mut self.spaces[pid as usize];
             for g in &mut sp.vmas[vi].flags[a..a + n] {

@@ -669,7 +669,7 @@ impl Kernel {
         let size = size_of_flags(flags);
         // The frame only when asked (`PageTable::walk_leaf`): its load is
         // most of a native walk's time on a scattered workload.
-        let pfn = if with_frame { v.pfn[pi] } else { NO_PFN };
+        let pfn = if with_frame { v.pfn.get(pi) } else { NO_PFN };
         let pa = if pfn == NO_PFN { NO_PA } else { ((pfn as u64) << shape.base_shift) | (a.addr & ((1u64 << shape.base_shift) - 1)) };
         self.last = LastWalk { size, vi, pi };
         // mthp: what one TLB entry covers (folios, contpte, AMD-style coalescing: os/coalesce.rs).

@@ -134,7 +134,7 @@ impl Ksm {
 /// after sharing was enabled).
 fn ensure_words(v: &mut super::aspace::Vma) {
     if v.content.len() != v.flags.len() {
-        v.content.resize(v.flags.len(), super::content::ZERO);
+        super::aspace::grow_zeroed(&mut v.content, v.flags.len());
     }
 }
 
@@ -148,7 +148,7 @@ impl Kernel {
         }
         for sp in self.spaces.iter_mut() {
             for v in sp.vmas.iter_mut() {
-                v.content.resize(v.flags.len(), super::content::ZERO);
+                super::aspace::grow_zeroed(&mut v.content, v.flags.len());
             }
         }
         self.sharing = Some(Box::new(Ksm::new(cfg)));
@@ -233,7 +233,7 @@ impl Kernel {
         let v = &sp.vmas[vi];
         let pi = v.page_index(va, bs);
         let f = v.flags[pi];
-        if f & PRESENT == 0 || v.pfn[pi] == NO_PFN || v.leaked(pi) {
+        if f & PRESENT == 0 || v.pfn.get(pi) == NO_PFN || v.leaked(pi) {
             return None;
         }
         let word = v.content.get(pi).copied().unwrap_or(super::content::ZERO);
@@ -270,11 +270,11 @@ impl Kernel {
         let Some(vi) = sp.find(va) else { return false };
         let v = &mut sp.vmas[vi];
         let pi = v.page_index(va, bs);
-        let old = v.pfn[pi];
+        let old = v.pfn.get(pi);
         if old == NO_PFN || v.leaked(pi) || size_of_flags(v.flags[pi]) != 0 {
             return false;
         }
-        v.pfn[pi] = kpfn as u32;
+        v.pfn.set(pi, kpfn as u32);
         ensure_words(v);
         v.content[pi] |= MERGED;
         sp.frames_held -= 1;
@@ -294,7 +294,7 @@ impl Kernel {
         let vi = sp.find(va)?;
         let v = &mut sp.vmas[vi];
         let pi = v.page_index(va, bs);
-        let kpfn = v.pfn[pi] as u64;
+        let kpfn = v.pfn.get(pi) as u64;
         ensure_words(v);
         v.content[pi] |= MERGED;
         sp.frames_held -= 1;
@@ -464,7 +464,7 @@ impl Kernel {
                     *w |= MERGED;
                 }
                 sp.frames_held -= n as u64;
-                (v.pfn[a] as u64, n as u64)
+                (v.pfn.get(a) as u64, n as u64)
             };
             let ksm = self.sharing.as_mut().expect("sharing on");
             ksm.frames += n;
@@ -492,9 +492,9 @@ impl Kernel {
         let Some(vi) = sp.find(start) else { return false };
         let v = &mut sp.vmas[vi];
         let a = v.page_index(start, bs);
-        let old = v.pfn[a] as u64;
+        let old = v.pfn.get(a) as u64;
         for j in 0..n {
-            v.pfn[a + j] = (kpfn + j as u64) as u32;
+            v.pfn.set(a + j, (kpfn + j as u64) as u32);
             v.content[a + j] |= MERGED;
         }
         sp.frames_held -= n as u64;
@@ -535,7 +535,7 @@ impl Kernel {
         let start = va & !(len - 1);
         let order = self.geo.shifts[size] - bs;
         let a = v.page_index(start, bs);
-        let kpfn = v.pfn[a] as u64;
+        let kpfn = v.pfn.get(a) as u64;
         let n = 1usize << order;
         let mode = if order == 0 { AllocMode::FreeOnly } else { AllocMode::Compact { max_pages: 2 * n as u64 } };
         let Some(new) = self.alloc_block(order, mode, Self::owner(pid, start, bs)) else {
@@ -549,7 +549,7 @@ impl Kernel {
         let vi = sp.find(va).expect("the VMA of a mapped page");
         let v = &mut sp.vmas[vi];
         for j in 0..n {
-            v.pfn[a + j] = (new + j as u64) as u32;
+            v.pfn.set(a + j, (new + j as u64) as u32);
             v.content[a + j] &= ID_MASK;
         }
         sp.frames_held += n as u64;
@@ -598,8 +598,8 @@ impl Kernel {
                     self.ksm_drop_huge(pid, hs, len);
                 }
             } else if word & MERGED != 0 {
-                let kpfn = v.pfn[pi] as u64;
-                self.spaces[pid as usize].vmas[vi].pfn[pi] = NO_PFN;
+                let kpfn = v.pfn.get(pi) as u64;
+                self.spaces[pid as usize].vmas[vi].pfn.set(pi, NO_PFN);
                 self.ksm_unshare(kpfn, (pid, a));
             }
             if let Some(w) = self.spaces[pid as usize].vmas[vi].content.get_mut(pi) {
@@ -621,7 +621,7 @@ impl Kernel {
         let a = v.page_index(start, bs);
         let n = (len >> bs) as usize;
         let size = size_of_flags(v.flags[a]);
-        let kpfn = v.pfn[a] as u64;
+        let kpfn = v.pfn.get(a) as u64;
         for j in 0..n {
             if v.flags[a + j] & super::aspace::TOUCHED != 0 {
                 sp.touched_pages -= 1;
@@ -629,7 +629,7 @@ impl Kernel {
                 v.touched[ri] -= 1;
             }
             v.flags[a + j] = 0;
-            v.pfn[a + j] = NO_PFN;
+            v.pfn.set(a + j, NO_PFN);
             v.content[a + j] = super::content::ZERO;
         }
         sp.huge_bytes[size] -= len;
@@ -654,9 +654,7 @@ impl Kernel {
             let Some(vi) = sp.find(va) else { continue };
             let v = &mut sp.vmas[vi];
             let a = v.page_index(va, bs);
-            for j in 0..n {
-                v.pfn[a + j] = (to + j as u64) as u32;
-            }
+            v.pfn.set_run(a, n, to);
             self.shootdown(pid, va, va + ((n as u64) << bs));
         }
         true
@@ -685,7 +683,7 @@ impl Kernel {
                 let v = &sp.vmas[vi];
                 let a = v.page_index(va, bs);
                 for j in 0..1usize << f.order {
-                    if v.pfn[a + j] as u64 != kpfn + j as u64 || v.content[a + j] & MERGED == 0 || v.flags[a + j] & PRESENT == 0 {
+                    if v.pfn.get(a + j) as u64 != kpfn + j as u64 || v.content[a + j] & MERGED == 0 || v.flags[a + j] & PRESENT == 0 {
                         return Err(format!("pid {pid} page {:#x} does not map shared frame {kpfn} as merged", va + ((j as u64) << bs)));
                     }
                 }

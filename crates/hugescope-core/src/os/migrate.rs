@@ -103,8 +103,8 @@ impl Kernel {
         // Only pages still mapped to the moved block follow it: a page freed
         // and faulted again since has a frame of its own.
         for i in 0..n.min(v.pfn.len() - pi) {
-            if v.pfn[pi + i] as u64 == m.from + i as u64 {
-                v.pfn[pi + i] = (m.to + i as u64) as u32;
+            if v.pfn.get(pi + i) as u64 == m.from + i as u64 {
+                v.pfn.set(pi + i, (m.to + i as u64) as u32);
             }
         }
         // A migrated page's PMD accessed bit restarts (PCC filter re-arms).

@@ -21,6 +21,8 @@ pub mod metrics;
 pub mod migrate;
 pub mod pagedaemon;
 pub mod pcc;
+// a VMA's frame numbers, zero bytes while unmapped (no resident cost).
+pub mod pfns;
 pub mod phys;
 pub mod reserv;
 pub mod segment;

@@ -324,7 +324,7 @@ impl Kernel {
         for sp in &self.spaces {
             for v in &sp.vmas {
                 for (i, &f) in v.flags.iter().enumerate() {
-                    if f & PRESENT != 0 && v.pfn[i] != NO_PFN && !v.leaked(i) {
+                    if f & PRESENT != 0 && v.pfn.get(i) != NO_PFN && !v.leaked(i) {
                         let key = (sp.pid, (v.start >> bs) + i as u64);
                         if let std::collections::hash_map::Entry::Vacant(e) = d.on_list.entry(key) {
                             e.insert(List::Active);
@@ -345,7 +345,7 @@ impl Kernel {
         let vi = sp.find(va)?;
         let v = &sp.vmas[vi];
         let pi = v.page_index(va, bs);
-        (v.flags[pi] & PRESENT != 0 && v.pfn[pi] != NO_PFN && !v.leaked(pi)).then_some((vi, pi))
+        (v.flags[pi] & PRESENT != 0 && v.pfn.get(pi) != NO_PFN && !v.leaked(pi)).then_some((vi, pi))
     }
 
     /// The leaf's accessed bit: one bit per leaf, so a page of a superpage
@@ -467,7 +467,7 @@ impl Kernel {
                 continue;
             }
             if let Some(o) = order {
-                let pfn = self.spaces[key.0 as usize].vmas[vi].pfn[pi] as u64;
+                let pfn = self.spaces[key.0 as usize].vmas[vi].pfn.get(pi) as u64;
                 if !self.serves_goal(d, pfn, o) {
                     skipped.push(key);
                     continue;
@@ -497,11 +497,11 @@ impl Kernel {
         d.on_list.remove(&key);
         let sp = &mut self.spaces[pid as usize];
         let v = &mut sp.vmas[vi];
-        let (f, pfn) = (v.flags[pi], v.pfn[pi]);
+        let (f, pfn) = (v.flags[pi], v.pfn.get(pi));
         // Keep only TOUCHED: an evicted page still counts as used by the
         // program (base RSS), and the mark tells a refault from a first touch.
         v.flags[pi] = f & TOUCHED;
-        v.pfn[pi] = NO_PFN;
+        v.pfn.set(pi, NO_PFN);
         sp.frames_held -= 1;
         // A frame inside a reservation stays reserved, its contents cached
         // (ref §10.8); any other goes back to the buddy allocator.
@@ -586,7 +586,7 @@ impl Kernel {
         let v = &mut sp.vmas[vi];
         match frame {
             Some(p) => {
-                v.pfn[pi] = p;
+                v.pfn.set(pi, p);
                 v.flags[pi] = PRESENT | TOUCHED;
                 sp.frames_held += 1;
                 sp.peak_frames = sp.peak_frames.max(sp.frames_held);
@@ -595,7 +595,7 @@ impl Kernel {
             }
             None => {
                 self.stats.out_of_memory += 1;
-                v.pfn[pi] = NO_PFN;
+                v.pfn.set(pi, NO_PFN);
                 v.flags[pi] = PRESENT | TOUCHED;
             }
         }

@@ -653,7 +653,7 @@ impl Kernel {
                 let ok = sp.find(a).is_some_and(|vi| {
                     let v = &sp.vmas[vi];
                     let pi = v.page_index(a, bs);
-                    v.flags[pi] & PRESENT != 0 && v.pfn[pi] as u64 == res.pfn + o as u64
+                    v.flags[pi] & PRESENT != 0 && v.pfn.get(pi) as u64 == res.pfn + o as u64
                 });
                 if !ok {
                     return Err(format!("reservation at {va:#x}: page {o} is not mapped at its frame"));

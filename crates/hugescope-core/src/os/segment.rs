@@ -260,11 +260,12 @@ pub fn grow(k: &mut Kernel, pid: u16) -> u64 {
             let v = &mut sp.vmas[vi];
             let pi = v.page_index(va, bs);
             if v.flags[pi] & PRESENT != 0 {
-                if v.pfn[pi] != NO_PFN && !v.leaked(pi) {
-                    phys.free(v.pfn[pi] as u64, 0);
+                let p = v.pfn.get(pi);
+                if p != NO_PFN && !v.leaked(pi) {
+                    phys.free(p as u64, 0);
                     sp.frames_held -= 1;
                 }
-                v.pfn[pi] = NO_PFN;
+                v.pfn.set(pi, NO_PFN);
                 v.flags[pi] &= !PRESENT;
                 copied += 1;
             }
@@ -327,7 +328,7 @@ pub fn revert(k: &mut Kernel, pid: u16, ipi_us: f64) {
             let v = &mut sp.vmas[vi];
             let a = v.page_index(va, bs);
             for j in 0..ppr as usize {
-                v.pfn[a + j] = (pfn + j as u64) as u32;
+                v.pfn.set(a + j, (pfn + j as u64) as u32);
                 v.flags[a + j] = (v.flags[a + j] & !PRESENT) | PRESENT | ((s as u8) << SIZE_SHIFT);
             }
             sp.huge_bytes[s] += ppr << bs;
@@ -344,7 +345,7 @@ pub fn revert(k: &mut Kernel, pid: u16, ipi_us: f64) {
             Some(vi) => {
                 let v = &mut sp.vmas[vi];
                 let a = v.page_index(va, bs);
-                v.pfn[a] = pfn as u32;
+                v.pfn.set(a, pfn as u32);
                 v.flags[a] |= PRESENT;
             }
             None => {

@@ -188,7 +188,7 @@ impl Kernel {
     pub fn frame_addr(&self, pid: u16, addr: u64) -> Option<u64> {
         let sp = self.spaces.get(pid as usize)?;
         let v = &sp.vmas[sp.find(addr)?];
-        let pfn = v.pfn[v.page_index(addr, self.shape.base_shift)];
+        let pfn = v.pfn.get(v.page_index(addr, self.shape.base_shift));
         let mask = (1u64 << self.shape.base_shift) - 1;
         (pfn != NO_PFN).then_some(((pfn as u64) << self.shape.base_shift) | (addr & mask))
     }
@@ -208,7 +208,7 @@ impl Kernel {
         let t = self.tiers.as_ref()?;
         let sp = self.spaces.get(pid as usize)?;
         let v = &sp.vmas[sp.find(addr)?];
-        let pfn = v.pfn[v.page_index(addr, self.shape.base_shift)];
+        let pfn = v.pfn.get(v.page_index(addr, self.shape.base_shift));
         if pfn == NO_PFN {
             return None;
         }
@@ -226,7 +226,7 @@ impl Kernel {
         let vi = sp.vma_index(a.addr, &shape);
         let v = &sp.vmas[vi];
         let pi = v.page_index(a.addr, shape.base_shift);
-        let pfn = v.pfn[pi];
+        let pfn = v.pfn.get(pi);
         let size = size_of_flags(v.flags[pi]);
         let now = self.clock.now();
         let t = self.tiers.as_mut().expect("tier_access runs with tiers on");
@@ -268,7 +268,7 @@ impl Kernel {
         }
         let s = size_of_flags(f);
         let start = (addr & !(self.geo.sizes[s] - 1)).max(v.start);
-        let pfn = v.pfn[v.page_index(start, bs)];
+        let pfn = v.pfn.get(v.page_index(start, bs));
         (pfn != NO_PFN).then_some(LeafAt { pid, start, order: self.geo.shifts[s] - bs, pfn: pfn as u64 })
     }
 
@@ -281,13 +281,13 @@ impl Kernel {
                 let mut i = 0;
                 while i < v.flags.len() {
                     let f = v.flags[i];
-                    if f & PRESENT == 0 || v.pfn[i] == NO_PFN {
+                    if f & PRESENT == 0 || v.pfn.get(i) == NO_PFN {
                         i += 1;
                         continue;
                     }
                     let s = size_of_flags(f);
                     let order = self.geo.shifts[s] - bs;
-                    out.push(LeafAt { pid: sp.pid, start: v.start + ((i as u64) << bs), order, pfn: v.pfn[i] as u64 });
+                    out.push(LeafAt { pid: sp.pid, start: v.start + ((i as u64) << bs), order, pfn: v.pfn.get(i) as u64 });
                     i += 1 << order;
                 }
             }

@@ -84,15 +84,16 @@ impl Kernel {
                 let s = size_of_flags(f);
                 let pages = if f & PRESENT != 0 && s > 0 { 1usize << (self.geo.shifts[s] - bs) } else { 1 };
                 if f & PRESENT != 0 {
+                    let p = v.pfn.get(i);
                     if s > 0 {
-                        to_free.push((v.pfn[i] as u64, self.geo.shifts[s] - bs));
+                        to_free.push((p as u64, self.geo.shifts[s] - bs));
                         sp.huge_bytes[s] -= (pages as u64) << bs;
                         sp.frames_held -= pages as u64;
-                    } else if v.pfn[i] != NO_PFN && !v.leaked(i) {
-                        to_free.push((v.pfn[i] as u64, 0));
+                    } else if p != NO_PFN && !v.leaked(i) {
+                        to_free.push((p as u64, 0));
                         sp.frames_held -= 1;
-                    } else if v.pfn[i] != NO_PFN {
-                        split_frames.push(v.pfn[i] as u64);
+                    } else if p != NO_PFN {
+                        split_frames.push(p as u64);
                     }
                 }
                 for j in i..i + pages {
@@ -102,7 +103,7 @@ impl Kernel {
                         v.touched[ri] -= 1;
                     }
                     v.flags[j] = 0;
-                    v.pfn[j] = NO_PFN;
+                    v.pfn.set(j, NO_PFN);
                 }
                 i += pages;
             }

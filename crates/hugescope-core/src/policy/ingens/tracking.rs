@@ -18,7 +18,10 @@
 //! State is kept per base page; the pages of a huge leaf are updated
 //! together, so a promoted region's pages converge on one history. At a
 //! promotion the region's pages take the OR of their histories and the
-//! largest frequency (ingens.md 7.3).
+//! largest frequency (ingens.md 7.3). Histories and frequencies are two
+//! zero-filled arrays (a fresh `History` is all zero bits), allocated zeroed,
+//! so the pages of a large VMA that no pass visits cost no resident memory
+//! (`os/aspace.rs`; an array of `History` structs would be written out).
 
 use super::rng::SplitMix;
 use crate::os::Kernel;
@@ -81,7 +84,25 @@ pub struct TrackStats {
 struct VmaHist {
     start: u64,
     end: u64,
-    pages: Vec<History>,
+    /// `History::hist` per base page.
+    hist: Vec<u8>,
+    /// `History::freq` per base page.
+    freq: Vec<f32>,
+}
+
+impl VmaHist {
+    fn new(start: u64, end: u64, pages: usize) -> VmaHist {
+        VmaHist { start, end, hist: vec![0; pages], freq: vec![0.0; pages] }
+    }
+    fn len(&self) -> usize {
+        self.hist.len()
+    }
+    fn get(&self, i: usize) -> History {
+        History { hist: self.hist[i], freq: self.freq[i] }
+    }
+    fn set(&mut self, i: usize, h: History) {
+        (self.hist[i], self.freq[i]) = (h.hist, h.freq);
+    }
 }
 
 pub struct Tracker {
@@ -130,7 +151,7 @@ impl Tracker {
             let pages = ((v.end() - v.start()) >> bs) as usize;
             cur.push(match keep {
                 Some(i) => old.swap_remove(i),
-                None => VmaHist { start: v.start(), end: v.end(), pages: vec![History::default(); pages] },
+                None => VmaHist::new(v.start(), v.end(), pages),
             });
         }
     }
@@ -145,9 +166,9 @@ impl Tracker {
     /// never moves those, §4.4).
     pub fn any_frequent(&self, pid: u16, va: u64, pages: u64) -> bool {
         let Some((vi, pi)) = self.find(pid, va) else { return false };
-        let h = &self.spaces[pid as usize][vi].pages;
+        let h = &self.spaces[pid as usize][vi];
         let end = (pi + pages as usize).min(h.len());
-        h[pi..end].iter().any(|x| x.freq as f64 >= self.cfg.frequent)
+        h.freq[pi..end].iter().any(|&f| f as f64 >= self.cfg.frequent)
     }
 
     /// Whether the leaf at `va` is frequent.
@@ -159,10 +180,12 @@ impl Tracker {
     /// the largest frequency (ingens.md 7.3).
     pub fn merge(&mut self, pid: u16, start: u64, pages: usize) {
         let Some((vi, pi)) = self.find(pid, start) else { return };
-        let h = &mut self.spaces[pid as usize][vi].pages;
+        let h = &mut self.spaces[pid as usize][vi];
         let end = (pi + pages).min(h.len());
-        let (hist, freq) = h[pi..end].iter().fold((0u8, 0f32), |(o, m), x| (o | x.hist, m.max(x.freq)));
-        h[pi..end].fill(History { hist, freq });
+        let hist = h.hist[pi..end].iter().fold(0u8, |o, &x| o | x);
+        let freq = h.freq[pi..end].iter().fold(0f32, |m, &x| m.max(x));
+        h.hist[pi..end].fill(hist);
+        h.freq[pi..end].fill(freq);
     }
 
     /// One tracking period of every process: observe, then clear for the
@@ -180,19 +203,20 @@ impl Tracker {
             let rng = &mut self.rng;
             for h in self.spaces[pid as usize].iter_mut() {
                 let (vs, ve) = (h.start, h.end);
-                let pages = &mut h.pages;
                 let cleared = k.scan_young(pid, vs, ve, flush, &mut |leaf| {
                     let a = ((leaf.addr - vs) >> bs) as usize;
-                    let b = (a + leaf.pages as usize).min(pages.len());
-                    let was_frequent = pages[a].freq as f64 >= frequent;
+                    let b = (a + leaf.pages as usize).min(h.len());
+                    let was_frequent = h.freq[a] as f64 >= frequent;
                     if was_frequent {
                         stats.frequent_observations += 1;
                         stats.mispredictions += !leaf.accessed as u64;
                     }
-                    for x in pages[a..b].iter_mut() {
+                    for i in a..b {
+                        let mut x = h.get(i);
                         x.observe(leaf.accessed, alpha);
+                        h.set(i, x);
                     }
-                    let now_frequent = pages[a].freq as f64 >= frequent;
+                    let now_frequent = h.freq[a] as f64 >= frequent;
                     stats.frequent_leaves += now_frequent as u64;
                     if leaf.size > 0 {
                         huge.0 += 1;
