@@ -53,9 +53,10 @@ DIR_WRITERS = {
     "sensitivity": (lambda k, d: ["sensitivity", k["t"], "--pcc-sizes", "4..8", "-o", d], "sensitivity-t.json"),
     "reuse": (lambda k, d: ["reuse", k["t"], "--max-points", "50", "-o", d], "reuse-t.json"),
     "multi": (lambda k, d: ["multi", k["t"], "--budgets", "1", "-o", d], "multi-t.json"),
+    "tlb-sizes": (lambda k, d: ["tlb-sizes", k["t"], "--entries", "128,256", "-o", d], "tlb-sizes-t.json"),
 }
 
-WORK = ("simulate_static", "simulate_policies", "run_specs", "trace_workload", "merge_traces", "reuse_distance",
+WORK = ("simulate_static", "simulate_tlb_sizes", "simulate_policies", "run_specs", "trace_workload", "merge_traces", "reuse_distance",
         "bench_file", "bench_pipeline", "native_workload")
 
 

@@ -322,6 +322,22 @@ def cmd_sensitivity(a) -> int:
 
 
 @_user_errors
+def cmd_tlb_sizes(a) -> int:
+    entries = None
+    if a.entries:
+        entries = parse_numbers(a.entries, "--entries", integer=True, low=1, high=units.U64_MAX)
+    _prepare(a, "tlb-sizes", a.trace)
+    with _progress("TLB size sensitivity (one pass)") as tick:
+        df = ex.tlb_sizes(a.trace, entries=entries, pages=a.pages, structure=a.structure, preset=a.preset,
+                          config=a.config, set=a.set, progress=tick)
+    _print_table(df, ["entries", "ways", "configured", "l2_hits", "walks", "walks_per_1k_accesses",
+                      "speedup_vs_configured"],
+                 "L2 TLB size sensitivity (walks simulated exactly in one pass; speedup is an estimate)")
+    _finish(df, a)
+    return 0
+
+
+@_user_errors
 def cmd_reuse(a) -> int:
     _prepare(a, "reuse", a.trace, extra=("points",))
     with _progress("reuse distance"):
@@ -649,6 +665,17 @@ def add_commands(sub) -> None:
     s.add_argument("--param", default="entries", help="its parameter to vary (default entries: the pcc policy's PCC size)")
     _add_common(s, fragments=False)
     s.set_defaults(func=cmd_sensitivity)
+
+    t = sub.add_parser("tlb-sizes", help="L2 TLB size sensitivity over a static page map, every size in one pass")
+    t.add_argument("trace")
+    t.add_argument("--entries", default=None,
+                   help="L2 sizes: a comma list or 'A..B' (multiples of its sets; default 1,2,4,6,8,12,16 ways)")
+    t.add_argument("--pages", default="4k", help="static page-size map: 4k, 2m, 1g, or a plan JSON file (default 4k)")
+    t.add_argument("--structure", default=None, help="the L2 TLB to vary, e.g. l2.4k (default: the machine's only one)")
+    _cli()._add_machine_args(t)
+    t.add_argument("-o", "--out", default="results", help="results directory (default results)")
+    t.add_argument("--no-plots", action="store_true", help="do not write PNG figures next to the results")
+    t.set_defaults(func=cmd_tlb_sizes)
 
     r = sub.add_parser("reuse", help="page reuse distance at 4KB and 2MB, HUB classification (PCC Fig. 2)")
     r.add_argument("trace")

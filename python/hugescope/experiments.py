@@ -603,6 +603,48 @@ def sensitivity(trace, pcc_sizes: Sequence[int] = DEFAULT_PCC_SIZES, budget: flo
     return df
 
 
+def tlb_sizes(trace, entries: Optional[Sequence[int]] = None, pages: str = "4k", structure: Optional[str] = None,
+              preset: Optional[str] = None, config=None, set: Optional[Iterable[str]] = None,
+              out: Optional[str] = None, progress: Optional[Callable] = None):
+    """L2 TLB size sensitivity over a static page map, every size from one
+    simulation (LRU stack distances: ``docs/experiments.md``). ``entries``:
+    sizes of the L2 structure ``structure`` (default: the machine's only
+    one), multiples of its sets (default: 1, 2, 4, 6, 8, 12 and 16 ways).
+    ``pages``: ``4k``, ``2m``, ``1g`` or a plan file, as ``simulate``. Each
+    row is exactly what ``simulate`` gives at that size (cycles and speedups
+    are estimates of the cost model); ``speedup_vs_configured`` compares with
+    the machine's own size, simulated alongside when not listed."""
+    path = _trace_path(trace)
+    src = source_args(preset, None if config is None else os.fspath(config))
+    overrides = [str(x) for x in ([set] if isinstance(set, str) else (set or []))]
+    sizes = [] if entries is None else [check_int(e, "TLB entries", 1, U64_MAX) for e in _sequence(entries, "TLB entries")]
+    if out:
+        check_outputs(out, f"tlb-sizes-{_stem(path)}", (), [path])
+    rep = json.loads(_core.simulate_tlb_sizes(path, sizes, overrides=overrides, pages=str(pages), structure=structure,
+                                              progress=progress, **src))
+    configured = next(p for p in rep["points"] if p["entries"] == rep["configured_entries"])
+    ref = configured["result"]["cost"]["total_cycles"]
+    rows = []
+    for p in rep["points"]:
+        r = p["result"]
+        t, c = r["translation"], r["cost"]
+        rows.append({"experiment": "tlb-sizes", "structure": rep["structure"], "sets": rep["sets"],
+                     "entries": p["entries"], "ways": p["ways"], "configured": p["entries"] == rep["configured_entries"],
+                     "pages": r["pages"], "accesses": t["accesses"], "l1_hits": t["l1_hits"], "l2_hits": t["l2_hits"],
+                     "walks": t["walks"], "walks_per_1k_accesses": t["walks_per_1k_accesses"],
+                     "walk_refs": t["walk_refs"], "pwc_hits": t["pwc_hits"],
+                     "translation_cycles": c["translation_cycles"], "translation_share": c["translation_share"],
+                     "speedup_vs_configured": ref / c["total_cycles"] if c["total_cycles"] else None,
+                     "kind": "estimate"})
+    df = _frame(rows, _meta("tlb-sizes", path, [SimResult(configured["result"])],
+                            {"structure": rep["structure"], "sets": rep["sets"], "entries": sizes, "pages": str(pages),
+                             "configured_entries": rep["configured_entries"],
+                             "how": "one simulation; every size from the widest set's LRU stack distances (exact)"}))
+    if out:
+        _done(df, out, None)
+    return df
+
+
 # ---------------------------------------------------------------- Fig. 2
 
 class ReuseResult:

@@ -232,6 +232,32 @@ def plot_sensitivity(data: Dict[str, Any]):
     return fig
 
 
+def plot_tlb_sizes(data: Dict[str, Any]):
+    """Walks per 1k accesses and translation share (estimate) vs L2 TLB entries."""
+    df = _rows(data).sort_values("entries")
+    opts = data.get("options", {})
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    a1.plot(df["entries"], df["walks_per_1k_accesses"], marker="o", color="tab:blue")
+    a2.plot(df["entries"], df["speedup_vs_configured"], marker="o", color="tab:green")
+    conf = df[df["configured"]]
+    for ax, col in ((a1, "walks_per_1k_accesses"), (a2, "speedup_vs_configured")):
+        ax.plot(conf["entries"], conf[col], marker="*", markersize=14, linestyle="none", color="tab:red",
+                label=f"configured ({int(opts.get('configured_entries', 0))} entries)")
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(list(df["entries"]))
+        ax.set_xticklabels([str(int(e)) for e in df["entries"]], rotation=45)
+        ax.set_xlabel(f"{opts.get('structure', 'L2')} entries ({opts.get('sets', '?')} sets; more ways)")
+        ax.grid(alpha=0.3)
+    a1.set_ylabel("page walks per 1000 accesses (simulated)")
+    a2.set_ylabel("speedup over the configured size (estimate)")
+    a1.set_title("L2 TLB size: page walks")
+    a2.set_title("L2 TLB size: speedup (estimate, cost model)")
+    a1.legend(fontsize=8)
+    fig.suptitle(f"{_workload(data)}: L2 TLB size sensitivity, {opts.get('pages', '4k')} pages, one pass")
+    fig.tight_layout()
+    return fig
+
+
 def plot_reuse(data: Dict[str, Any]):
     """Fig. 2: 2MB vs 4KB page reuse distance, one point per (sampled) 4KB page."""
     pts = _rows(data, "points")
@@ -895,6 +921,8 @@ def figures(data: Dict[str, Any]) -> List[Tuple[str, Any]]:
         return [("Fragmentation (PCC paper Fig. 7)", plot_frag(data))]
     if kind == "sensitivity":
         return [("PCC size sensitivity (PCC paper Fig. 6)", plot_sensitivity(data))]
+    if kind == "tlb-sizes":
+        return [("L2 TLB size sensitivity (one pass, LRU stack distances)", plot_tlb_sizes(data))]
     if kind == "reuse":
         return [("Reuse distance scatter (PCC paper Fig. 2)", plot_reuse(data)),
                 ("Reuse classes per region", plot_reuse_regions(data))]
@@ -926,7 +954,7 @@ def figure_paths(data: Dict[str, Any], stem: str) -> List[str]:
 
 
 #: Figures per experiment kind (the captions ``figures`` gives them).
-FIGURE_COUNTS = {"curve": ("curve",), "frag": ("frag",), "sensitivity": ("sensitivity",),
+FIGURE_COUNTS = {"curve": ("curve",), "frag": ("frag",), "sensitivity": ("sensitivity",), "tlb-sizes": ("sizes",),
                  "reuse": ("scatter", "regions"), "multi": ("policies", "timeline"), "validate": ("validate",),
                  "validate-suite": ("scatter",), "ds-tables": ("tables", "gups"),
                  **{k: ("study",) for k in (*INGENS_FIGURES, *NAVARRO_FIGURES, *VIRT_FIGURES, *FHPM_FIGURES)}}

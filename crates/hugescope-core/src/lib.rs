@@ -25,6 +25,7 @@ pub mod reuse;
 pub mod sim;
 pub mod stats;
 pub mod sweep;
+pub mod tlb_sizes;
 pub mod trace;
 pub mod units;
 pub mod virt;

@@ -16,7 +16,7 @@ use crate::hw::pwc::WalkCost;
 use crate::hw::segment::ProcessSegment;
 use crate::hw::{DirectSegment, Geometry, Leaf, Mmu, NoSegment, Outcome, RadixWalker, SegmentUnit, Segments, Space, Walker};
 use crate::pagemap::StaticMap;
-use crate::stats::TranslationCounters;
+use crate::stats::{MmuStats, TranslationCounters};
 use crate::trace::hst::HstReader;
 use crate::trace::{Access, AccessSink, TraceHeader};
 use crate::Result;
@@ -302,13 +302,19 @@ impl<P: PageTable, W: Walker, S: SegmentUnit> Simulator<P, W, S> {
 
     pub fn counters(&self) -> TranslationCounters {
         let stats: Vec<_> = self.mmus.iter().map(|m| m.stats.clone()).collect();
-        let mut c = TranslationCounters::from_mmus(&stats, &self.geo.sizes, self.geo.level_shifts.len());
+        let mut c = counters_of(&stats, &self.cfg, &self.geo);
         c.segment = self.seg.counters();
-        if self.cfg.cost.pt_cache_lines > 0 {
-            c.classify_walk_refs(&stats);
-        }
         c
     }
+}
+
+/// The counters of a run whose cpus' MMUs counted `stats`.
+pub fn counters_of(stats: &[MmuStats], cfg: &MachineConfig, geo: &Geometry) -> TranslationCounters {
+    let mut c = TranslationCounters::from_mmus(stats, &geo.sizes, geo.level_shifts.len());
+    if cfg.cost.pt_cache_lines > 0 {
+        c.classify_walk_refs(stats);
+    }
+    c
 }
 
 impl<P: PageTable, W: Walker, S: SegmentUnit> AccessSink for Simulator<P, W, S> {

@@ -23,6 +23,17 @@ pub struct MmuStats {
 }
 
 impl MmuStats {
+    /// Count a walk to a leaf whose TLB entry has size index `s`.
+    #[inline(always)]
+    pub fn count_walk(&mut self, s: usize, cost: &crate::hw::pwc::WalkCost) {
+        self.walks[s] += 1;
+        self.walk_refs += cost.refs as u64;
+        self.walk_refs_mem += cost.mem_refs as u64;
+        if let Some(l) = cost.pwc_hit_level {
+            self.pwc_hits[l] += 1;
+        }
+    }
+
     pub fn add(&mut self, o: &MmuStats) {
         self.accesses += o.accesses;
         self.writes += o.writes;

@@ -94,6 +94,30 @@ fn simulate_static(
     })?)
 }
 
+/// Every size in `entries` of one L2 TLB structure (`structure`, or the
+/// machine's only one) over a static page map, in one pass
+/// (`hugescope_core::tlb_sizes`). Returns the JSON `TlbSizesReport`.
+#[pyfunction]
+#[pyo3(signature = (trace, entries, preset=None, config=None, overrides=Vec::new(), pages="4k".to_string(), structure=None, config_text=None, progress=None))]
+#[allow(clippy::too_many_arguments)]
+fn simulate_tlb_sizes(
+    py: Python<'_>,
+    trace: String,
+    entries: Vec<usize>,
+    preset: Option<String>,
+    config: Option<String>,
+    overrides: Vec<String>,
+    pages: String,
+    structure: Option<String>,
+    config_text: Option<String>,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<String> {
+    let cfg = machine(preset.as_deref(), config.as_deref(), config_text.as_deref(), &overrides)?;
+    json(&cancellable_progress(py, progress, |hook| {
+        hugescope_core::tlb_sizes::simulate_tlb_sizes(&trace, cfg, &pages, structure.as_deref(), &entries, hook).map_err(err)
+    })?)
+}
+
 /// Header and counts of a trace; `verify` decodes every chunk.
 #[pyfunction]
 #[pyo3(signature = (path, verify=false))]
@@ -362,6 +386,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(resolve_config, m)?)?;
     m.add_function(wrap_pyfunction!(os_knob_list, m)?)?;
     m.add_function(wrap_pyfunction!(simulate_static, m)?)?;
+    m.add_function(wrap_pyfunction!(simulate_tlb_sizes, m)?)?;
     m.add_function(wrap_pyfunction!(trace_info, m)?)?;
     m.add_function(wrap_pyfunction!(workloads, m)?)?;
     m.add_function(wrap_pyfunction!(simulate_policies, m)?)?;

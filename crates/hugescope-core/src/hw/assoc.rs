@@ -23,7 +23,7 @@
 /// 48-bit addresses shifted right and small ids; see `tlb.rs`).
 pub const EMPTY: u64 = u64::MAX;
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 enum Sets {
     W4(Vec<[u64; 4]>),
     W8(Vec<[u64; 8]>),
@@ -50,8 +50,9 @@ macro_rules! with_set {
 
 /// One set's operations, for fixed-width sets and for slices.
 trait Set {
-    /// Find `tag`; on a hit, move it to the front (most recently used).
-    fn touch(&mut self, tag: u64) -> bool;
+    /// Find `tag`; on a hit, move it to the front (most recently used) and
+    /// return the way it was in: its LRU stack distance within the set.
+    fn touch(&mut self, tag: u64) -> Option<usize>;
     /// Put `tag` at the front, shifting the others down; return the tag that
     /// fell off the end (`EMPTY` if the set had room).
     fn push_front(&mut self, tag: u64) -> u64;
@@ -96,16 +97,16 @@ impl<const W: usize> FixedSet for [u64; W] {
 
 impl<const W: usize> Set for [u64; W] {
     #[inline(always)]
-    fn touch(&mut self, tag: u64) -> bool {
+    fn touch(&mut self, tag: u64) -> Option<usize> {
         if self[0] == tag {
-            return true;
+            return Some(0);
         }
         let hit = self.find_after_mru(tag);
         if hit == 0 {
-            return false;
+            return None;
         }
         self.to_front(hit, tag);
-        true
+        Some(hit)
     }
 
     #[inline(always)]
@@ -133,15 +134,11 @@ impl<const W: usize> Set for [u64; W] {
 
 impl Set for [u64] {
     #[inline]
-    fn touch(&mut self, tag: u64) -> bool {
-        match self.iter().position(|&t| t == tag) {
-            Some(p) => {
-                self.copy_within(0..p, 1);
-                self[0] = tag;
-                true
-            }
-            None => false,
-        }
+    fn touch(&mut self, tag: u64) -> Option<usize> {
+        let p = self.iter().position(|&t| t == tag)?;
+        self.copy_within(0..p, 1);
+        self[0] = tag;
+        Some(p)
     }
 
     #[inline]
@@ -155,7 +152,7 @@ impl Set for [u64] {
 
     #[inline]
     fn touch_or_push(&mut self, tag: u64) -> (bool, u64) {
-        if self.touch(tag) {
+        if self.touch(tag).is_some() {
             (true, EMPTY)
         } else {
             (false, self.push_front(tag))
@@ -163,7 +160,7 @@ impl Set for [u64] {
     }
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SetAssoc {
     sets: Sets,
     ways: usize,
@@ -237,6 +234,17 @@ impl SetAssoc {
     /// most recently used entry.
     #[inline(always)]
     pub fn lookup(&mut self, index: u64, tag: u64) -> bool {
+        self.lookup_way(index, tag).is_some()
+    }
+
+    /// `lookup`, telling on a hit the way the tag was in before it moved to
+    /// the front: its LRU stack distance within the set. Every set of fewer
+    /// ways holds exactly the first ways of this one (LRU keeps the most
+    /// recent tags; Mattson et al. 1970), so a hit at way `d` is a hit in
+    /// the same sets with more than `d` ways and a miss with `d` or fewer
+    /// (`tlb_sizes`).
+    #[inline(always)]
+    pub fn lookup_way(&mut self, index: u64, tag: u64) -> Option<usize> {
         with_set!(self, self.set_of(index), set => set.touch(tag))
     }
 

@@ -52,6 +52,9 @@ pub struct Mmu<W: Walker = RadixWalker> {
     shifts: [u32; MAX_SIZES],
     /// `MachineConfig::l1_duplicate_fill`: the PCC artifact's second L1 fill.
     duplicate_fill: bool,
+    /// The way the last L2 hit was in before it moved to the front (its LRU
+    /// stack distance: `tlb_sizes`).
+    l2_way: usize,
     pub stats: MmuStats,
 }
 
@@ -118,6 +121,7 @@ impl<W: Walker> Mmu<W> {
             vm: 0,
             shifts,
             duplicate_fill: cfg.l1_duplicate_fill,
+            l2_way: 0,
             stats: MmuStats::default(),
         })
     }
@@ -207,9 +211,10 @@ impl<W: Walker> Mmu<W> {
         }
         let vpn = a.addr >> self.shifts[s];
         let tg = tag(vpn, s, self.space(a));
-        if !self.l2[t as usize].cache.lookup(vpn, tg) {
+        let Some(way) = self.l2[t as usize].cache.lookup_way(vpn, tg) else {
             return false;
-        }
+        };
+        self.l2_way = way;
         self.stats.l2_hits[s] += 1;
         let t1 = self.l1_of[s];
         if t1 != NONE {
@@ -230,12 +235,7 @@ impl<W: Walker> Mmu<W> {
         let s = leaf.tlb_size();
         debug_assert!(s < self.num_sizes && leaf.size() < self.num_sizes);
         let cost = self.walker.walk(self.space(a), a, leaf);
-        self.stats.walks[s] += 1;
-        self.stats.walk_refs += cost.refs as u64;
-        self.stats.walk_refs_mem += cost.mem_refs as u64;
-        if let Some(l) = cost.pwc_hit_level {
-            self.stats.pwc_hits[l] += 1;
-        }
+        self.stats.count_walk(s, &cost);
         if self.duplicate_fill {
             self.fill_duplicate(a);
         }
@@ -320,6 +320,12 @@ impl<W: Walker> Mmu<W> {
         self.stats.shootdowns += 1;
         self.stats.tlb_entries_invalidated += n as u64;
         n
+    }
+
+    /// The way of its set the last L2 hit was in (`SetAssoc::lookup_way`).
+    #[inline(always)]
+    pub fn last_l2_way(&self) -> usize {
+        self.l2_way
     }
 
     /// The VM this cpu runs (its VPID).

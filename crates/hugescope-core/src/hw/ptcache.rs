@@ -32,7 +32,7 @@ const ENTRIES_PER_LINE_BITS: u32 = 3;
 /// associative LRU of up to 4Mi lines would make a miss linear in C.
 pub const WAYS: usize = 16;
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PtCache {
     lines: SetAssoc,
     /// VA shift of each level's entries, root first (`Geometry::level_shifts`).

@@ -9,7 +9,7 @@ use super::space::{Space, SPACE_BITS};
 use crate::config::CacheConfig;
 use std::collections::BTreeMap;
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Pwc {
     /// Indexed by root-first level index; None where the level has no cache.
     levels: Vec<Option<SetAssoc>>,

@@ -61,7 +61,7 @@ pub trait Walker: Clone {
 }
 
 /// The native radix walk with per-level page-walk caches.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RadixWalker {
     pub pwc: Pwc,
     /// Root-first level index of the leaf entry of each page size.
