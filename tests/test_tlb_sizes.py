@@ -63,3 +63,14 @@ def test_cli_writes_table_and_figure_and_refuses_bad_sizes(trace, tmp_path):
         lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
         assert len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0], p.stderr
         assert not os.path.exists(bad / "tlb-sizes-bfs.json")
+
+
+def test_bench_measures_one_pass_against_separate_runs(trace):
+    from hugescope import bench_sweeps
+
+    m = bench_sweeps.measure_tlb_sizes(trace)
+    # The default 1..16 ways (the configured 8 among them), identical to one
+    # static run per size; the times are measurements, only their presence is checked.
+    assert m["sizes"] == 7 and m["identical"] is True
+    assert m["one_static_s"] > 0 and m["one_pass_ratio"] > 0 and m["separate_ratio"] > 0
+    assert 0 < m["walks_priced"] <= m["size_walks"]

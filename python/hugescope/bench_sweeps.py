@@ -13,6 +13,10 @@ the two give byte-identical results, which is checked here too.
   4..1024 at 32%, base, ideal);
 - curve: 9 budgets (PCC paper §4) x 4 policies (pcc, pcc with the artifact's
   read schedule, hawkeye, oracle), base and ideal.
+
+And ``tlb_sizes``: the default L2 TLB sizes of ``hugescope tlb-sizes`` over
+base pages in one pass against one static 4KB simulation, and against one
+static simulation per size (with a check that the results are identical).
 """
 
 from __future__ import annotations
@@ -92,6 +96,30 @@ def measure(trace: str, duration: Optional[float] = None, sizes: Optional[List[i
     return out
 
 
+def measure_tlb_sizes(trace: str) -> Dict[str, Any]:
+    """CPU time of ``tlb-sizes`` (default sizes, 4KB pages) and of one static
+    simulation per size, as ratios to one static simulation of ``trace``."""
+    from . import _core
+
+    one_s, _ = _timed(lambda: _core.simulate_static(trace, pages="4k"))
+    pass_s, text = _timed(lambda: _core.simulate_tlb_sizes(trace, []))
+    rep = json.loads(text)
+    key = rep["structure"][len("l2."):]
+
+    def separate():
+        return [json.loads(_core.simulate_static(trace, pages="4k", overrides=[
+            f"l2.{key}.entries={p['entries']}", f"l2.{key}.ways={p['result']['machine']['l2'][key]['ways']}"]))
+            for p in rep["points"]]
+
+    separate_s, runs = _timed(separate)
+    same = [json.dumps(p["result"], sort_keys=True) for p in rep["points"]] == \
+        [json.dumps(r, sort_keys=True) for r in runs]
+    return {"sizes": len(rep["points"]), "one_static_s": one_s, "one_pass_s": pass_s, "separate_s": separate_s,
+            "one_pass_ratio": pass_s / one_s, "separate_ratio": separate_s / one_s, "identical": same,
+            "walks_priced": rep["walks_priced"],
+            "size_walks": sum(p["result"]["translation"]["walks"] for p in rep["points"])}
+
+
 def report(traces: List[str], duration: Optional[float], console, json_out: Optional[dict] = None) -> None:
     """Measure each trace and print one table (``hugescope bench --sweeps``)."""
     from rich.table import Table
@@ -112,6 +140,18 @@ def report(traces: List[str], duration: Optional[float], console, json_out: Opti
                   f"{c['shared_ratio']:.2f}x", f"{c['separate_ratio']:.2f}x",
                   "yes" if s["identical"] and c["identical"] else "NO", first)
     console.print(t)
+    tt = Table(title="L2 TLB sizes in one pass vs one static 4KB simulation (measurements: CPU time of the process; "
+                     "hugescope tlb-sizes' default sizes)")
+    for c in ("trace", "sizes", "one static (s)", "one pass", "separate runs", "walks priced / size walks",
+              "identical"):
+        tt.add_column(c, justify="right")
+    for path, m in zip(traces, rows):
+        ts = measure_tlb_sizes(path)
+        m["tlb_sizes"] = ts
+        tt.add_row(m["trace"], str(ts["sizes"]), f"{ts['one_static_s']:.2f}", f"{ts['one_pass_ratio']:.2f}x",
+                   f"{ts['separate_ratio']:.2f}x", f"{ts['walks_priced'] / max(ts['size_walks'], 1):.2f}",
+                   "yes" if ts["identical"] else "NO")
+    console.print(tt)
     console.print(f"load average (1 min) at the end: {os.getloadavg()[0]:.2f}; virtual duration: "
                   f"{'the trace rate' if duration is None else f'{duration:g} s'}")
     if json_out is not None:
