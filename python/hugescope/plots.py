@@ -201,6 +201,15 @@ def plot_frag(data: Dict[str, Any]):
     return fig
 
 
+def _size_axis(ax, sizes, label: str, rotation: float = 0) -> None:
+    """A log2 x axis ticked at each of ``sizes`` (a structure's entries)."""
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(list(sizes))
+    ax.set_xticklabels([str(int(s)) for s in sizes], **({"rotation": rotation} if rotation else {}))
+    ax.set_xlabel(label)
+    ax.grid(alpha=0.3)
+
+
 def plot_sensitivity(data: Dict[str, Any]):
     """Fig. 6: speedup (estimate) and PTW rate vs PCC entries."""
     df = _rows(data)
@@ -217,11 +226,7 @@ def plot_sensitivity(data: Dict[str, Any]):
         a1.axhline(r["speedup_est"], color=colour[r["policy"]], linestyle=ls, label=r["policy"])
         a2.axhline(100 * r["ptw_rate"], color=colour[r["policy"]], linestyle=ls, label=r["policy"])
     for ax in (a1, a2):
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(list(cur["size"]))
-        ax.set_xticklabels([str(int(s)) for s in cur["size"]])
-        ax.set_xlabel(f"PCC entries ({opts.get('policy', 'pcc')} parameter '{opts.get('param', 'entries')}')")
-        ax.grid(alpha=0.3)
+        _size_axis(ax, cur["size"], f"PCC entries ({opts.get('policy', 'pcc')} parameter '{opts.get('param', 'entries')}')")
     a1.set_ylabel("speedup over 4KB pages (estimate)")
     a2.set_ylabel("PTW rate (% of accesses that walk)")
     a1.set_title("PCC size sensitivity: speedup (estimate, cost model)")
@@ -233,7 +238,7 @@ def plot_sensitivity(data: Dict[str, Any]):
 
 
 def plot_tlb_sizes(data: Dict[str, Any]):
-    """Walks per 1k accesses and translation share (estimate) vs L2 TLB entries."""
+    """Walks per 1k accesses and speedup over the configured size (estimate) vs L2 TLB entries."""
     df = _rows(data).sort_values("entries")
     opts = data.get("options", {})
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.2))
@@ -243,11 +248,8 @@ def plot_tlb_sizes(data: Dict[str, Any]):
     for ax, col in ((a1, "walks_per_1k_accesses"), (a2, "speedup_vs_configured")):
         ax.plot(conf["entries"], conf[col], marker="*", markersize=14, linestyle="none", color="tab:red",
                 label=f"configured ({int(opts.get('configured_entries', 0))} entries)")
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(list(df["entries"]))
-        ax.set_xticklabels([str(int(e)) for e in df["entries"]], rotation=45)
-        ax.set_xlabel(f"{opts.get('structure', 'L2')} entries ({opts.get('sets', '?')} sets; more ways)")
-        ax.grid(alpha=0.3)
+        _size_axis(ax, df["entries"], f"{opts.get('structure', 'L2')} entries ({opts.get('sets', '?')} sets; more ways)",
+                   rotation=45)
     a1.set_ylabel("page walks per 1000 accesses (simulated)")
     a2.set_ylabel("speedup over the configured size (estimate)")
     a1.set_title("L2 TLB size: page walks")
