@@ -55,10 +55,13 @@ struct Group {
     walker: RadixWalker,
 }
 
-/// One cpu's groups, covering every size, in order.
+/// One cpu's groups, covering every size, in order, and the walkers of
+/// merged groups kept for reuse (a split copies into one: no allocation on
+/// the access path once the pass has warmed up).
 #[derive(Clone)]
 struct CpuGroups {
     groups: Vec<Group>,
+    spare: Vec<RadixWalker>,
     accesses: u64,
 }
 
@@ -69,7 +72,10 @@ impl CpuGroups {
         let mut out: Vec<Group> = Vec::with_capacity(self.groups.len());
         for g in self.groups.drain(..) {
             match out.last_mut() {
-                Some(last) if last.walker == g.walker => last.hi = g.hi,
+                Some(last) if last.walker == g.walker => {
+                    last.hi = g.hi;
+                    self.spare.push(g.walker);
+                }
                 _ => out.push(g),
             }
         }
@@ -202,7 +208,7 @@ pub fn simulate_tlb_sizes(path: &str, cfg: MachineConfig, pages: &str, key: Opti
     let mut order: Vec<usize> = (0..ways.len()).collect();
     order.sort_by_key(|&i| ways[i]);
     let sorted_ways: Vec<usize> = order.iter().map(|&i| ways[i]).collect();
-    let start = CpuGroups { groups: vec![Group { lo: 0, hi: ways.len(), walker }], accesses: 0 };
+    let start = CpuGroups { groups: vec![Group { lo: 0, hi: ways.len(), walker }], spare: Vec::new(), accesses: 0 };
     let mut groups = vec![start.clone(); cpus];
     // Per size (sorted order) and cpu: the counters that differ by size.
     let mut stats = vec![vec![MmuStats::default(); cpus]; ways.len()];
@@ -243,10 +249,13 @@ pub fn simulate_tlb_sizes(path: &str, cfg: MachineConfig, pages: &str, key: Opti
             if lo < missed && missed < hi {
                 // The stack distance falls inside: the sizes that missed
                 // go on with a copy of the walker and walk.
-                let mut part = g.groups[i].clone();
-                part.hi = missed;
+                let mut walker = match g.spare.pop() {
+                    Some(w) => w,
+                    None => g.groups[i].walker.clone(),
+                };
+                walker.clone_from(&g.groups[i].walker);
                 g.groups[i].lo = missed;
-                g.groups.insert(i, part);
+                g.groups.insert(i, Group { lo, hi: missed, walker });
                 continue;
             }
             if hi <= missed {

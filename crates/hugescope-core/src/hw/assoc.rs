@@ -23,7 +23,7 @@
 /// 48-bit addresses shifted right and small ids; see `tlb.rs`).
 pub const EMPTY: u64 = u64::MAX;
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 enum Sets {
     W4(Vec<[u64; 4]>),
     W8(Vec<[u64; 8]>),
@@ -160,7 +160,7 @@ impl Set for [u64] {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub struct SetAssoc {
     sets: Sets,
     ways: usize,
@@ -171,6 +171,41 @@ pub struct SetAssoc {
     mask: u64,
     modulo: u64,
     valid: usize,
+}
+
+// Clone by hand for `clone_from`: copying a structure into one of the same
+// geometry reuses its arrays (the one-pass TLB-size sweep copies walkers
+// whenever sizes part, `tlb_sizes`), where the derived `clone_from`
+// allocates anew.
+impl Clone for Sets {
+    fn clone(&self) -> Self {
+        match self {
+            Sets::W4(v) => Sets::W4(v.clone()),
+            Sets::W8(v) => Sets::W8(v.clone()),
+            Sets::Any(v) => Sets::Any(v.clone()),
+        }
+    }
+
+    fn clone_from(&mut self, src: &Self) {
+        match (self, src) {
+            (Sets::W4(a), Sets::W4(b)) => a.clone_from(b),
+            (Sets::W8(a), Sets::W8(b)) => a.clone_from(b),
+            (Sets::Any(a), Sets::Any(b)) => a.clone_from(b),
+            (a, b) => *a = b.clone(),
+        }
+    }
+}
+
+impl Clone for SetAssoc {
+    fn clone(&self) -> Self {
+        SetAssoc { sets: self.sets.clone(), ..*self }
+    }
+
+    fn clone_from(&mut self, src: &Self) {
+        self.sets.clone_from(&src.sets);
+        let SetAssoc { ways, num_sets, mask, modulo, valid, .. } = *src;
+        (self.ways, self.num_sets, self.mask, self.modulo, self.valid) = (ways, num_sets, mask, modulo, valid);
+    }
 }
 
 impl SetAssoc {

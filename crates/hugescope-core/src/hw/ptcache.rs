@@ -32,11 +32,23 @@ const ENTRIES_PER_LINE_BITS: u32 = 3;
 /// associative LRU of up to 4Mi lines would make a miss linear in C.
 pub const WAYS: usize = 16;
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub struct PtCache {
     lines: SetAssoc,
     /// VA shift of each level's entries, root first (`Geometry::level_shifts`).
     shifts: Vec<u32>,
+}
+
+// `clone_from` reuses the cache's arrays (`SetAssoc`'s clone).
+impl Clone for PtCache {
+    fn clone(&self) -> Self {
+        PtCache { lines: self.lines.clone(), shifts: self.shifts.clone() }
+    }
+
+    fn clone_from(&mut self, src: &Self) {
+        self.lines.clone_from(&src.lines);
+        self.shifts.clone_from(&src.shifts);
+    }
 }
 
 impl PtCache {

@@ -9,7 +9,7 @@ use super::space::{Space, SPACE_BITS};
 use crate::config::CacheConfig;
 use std::collections::BTreeMap;
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub struct Pwc {
     /// Indexed by root-first level index; None where the level has no cache.
     levels: Vec<Option<SetAssoc>>,
@@ -32,6 +32,18 @@ pub struct WalkCost {
 #[inline(always)]
 fn pwc_tag(va: u64, shift: u32, space: Space) -> u64 {
     ((va >> shift) << SPACE_BITS) | space.bits()
+}
+
+// `clone_from` reuses the caches' arrays (`SetAssoc`'s clone).
+impl Clone for Pwc {
+    fn clone(&self) -> Self {
+        Pwc { levels: self.levels.clone(), shifts: self.shifts.clone() }
+    }
+
+    fn clone_from(&mut self, src: &Self) {
+        self.levels.clone_from(&src.levels);
+        self.shifts.clone_from(&src.shifts);
+    }
 }
 
 impl Pwc {

@@ -61,7 +61,7 @@ pub trait Walker: Clone {
 }
 
 /// The native radix walk with per-level page-walk caches.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub struct RadixWalker {
     pub pwc: Pwc,
     /// Root-first level index of the leaf entry of each page size.
@@ -69,6 +69,20 @@ pub struct RadixWalker {
     /// Where the walk's references hit in the data caches (`hw::ptcache`);
     /// None unless `cost.pt_cache_lines` > 0.
     ptc: Option<PtCache>,
+}
+
+// `clone_from` reuses the caches' arrays (`SetAssoc`'s clone): the
+// one-pass TLB-size sweep copies walkers on its access path.
+impl Clone for RadixWalker {
+    fn clone(&self) -> Self {
+        RadixWalker { pwc: self.pwc.clone(), leaf_level: self.leaf_level, ptc: self.ptc.clone() }
+    }
+
+    fn clone_from(&mut self, src: &Self) {
+        self.pwc.clone_from(&src.pwc);
+        self.leaf_level = src.leaf_level;
+        self.ptc.clone_from(&src.ptc);
+    }
 }
 
 impl RadixWalker {
