@@ -169,7 +169,9 @@ pub fn simulate_tlb_sizes(path: &str, cfg: MachineConfig, pages: &str, key: Opti
     for &e in &entries {
         if e == 0 || e % sets != 0 || e / sets > MAX_WAYS {
             return Err(Error::input(format!(
-                "tlb-sizes: {e} entries is not a multiple of the {sets} sets of l2.{key} between 1 and {MAX_WAYS} ways"
+                "tlb-sizes: {e} entries: not a multiple of the {sets} sets of l2.{key} from 1 to {MAX_WAYS} ways ({} to {} entries)",
+                sets,
+                sets * MAX_WAYS
             )));
         }
         ways.push(e / sets);
