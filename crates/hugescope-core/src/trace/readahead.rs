@@ -54,7 +54,7 @@ pub fn for_each_chunk_with(r: &mut HstReader, ahead: bool, mut f: impl FnMut(&[u
     let result = std::thread::scope(|s| {
         let (full_tx, full_rx) = mpsc::sync_channel::<Result<Option<Vec<u64>>>>(DEPTH);
         let (empty_tx, empty_rx) = mpsc::channel::<Vec<u64>>();
-        s.spawn(move || loop {
+        let decoder = std::thread::Builder::new().name("hst-readahead".into()).spawn_scoped(s, move || loop {
             let mut buf = empty_rx.try_recv().unwrap_or_default();
             let item = match reader.next_chunk() {
                 Ok(Some(chunk)) => {
@@ -71,6 +71,12 @@ pub fn for_each_chunk_with(r: &mut HstReader, ahead: bool, mut f: impl FnMut(&[u
                 return;
             }
         });
+        // A process at its thread limit: one clear error, not a panic.
+        if let Err(e) = decoder {
+            return Err(Error::input(format!(
+                "could not start the trace decoding thread ({e}); HUGESCOPE_READAHEAD=0 decodes on one thread"
+            )));
+        }
         loop {
             match full_rx.recv() {
                 Ok(Ok(Some(buf))) => {
