@@ -17,6 +17,14 @@
 //! states are equal. Deferring to the end of the access changes nothing:
 //! timers already ran last in it, and only MMU shootdowns (which the kernel
 //! never reads) happen in between.
+//!
+//! The banks are fed in batches: a walk is recorded (`RidingWalk`) and every
+//! bank replays the batch in order when it fills, before a shootdown reaches
+//! the banks, before a member joins and before the banks are taken out (at a
+//! decision or the end). Each bank sees the same walks and invalidations in
+//! the same order as when fed walk by walk, so its state is the same; one
+//! bank at a time stays in the cache while it replays, where feeding eight
+//! banks on every walk of a scattered workload went through all of them.
 
 use super::kernel::Kernel;
 use crate::hw::leaf::{PMD_A, PUD_A};
@@ -89,10 +97,26 @@ struct Bank {
     parts: MemberParts,
 }
 
+/// A walk the riding banks have not been fed yet: what `Pcc::on_walk` reads.
+#[derive(Clone, Copy, Debug)]
+struct RidingWalk {
+    addr: u64,
+    pid: u16,
+    cpu: u16,
+    leaf_shift: u32,
+    pmd_a_was_set: bool,
+    pud_a_was_set: bool,
+}
+
+/// Walks recorded before the banks replay them.
+const RIDING_BATCH: usize = 4096;
+
 /// The kernel's shared-pass state: extra members and the timer deferral.
 #[derive(Default)]
 pub struct Members {
     extra: Vec<Bank>,
+    /// Walks not yet fed to the banks (`feed_riding`), in order.
+    pending: Vec<RidingWalk>,
     pub(super) defer_timers: bool,
     pub(super) timers_due: bool,
 }
@@ -102,6 +126,7 @@ impl Clone for Members {
     fn clone(&self) -> Self {
         Members {
             extra: Vec::new(),
+            pending: Vec::new(),
             defer_timers: self.defer_timers,
             timers_due: self.timers_due,
         }
@@ -116,22 +141,15 @@ impl std::fmt::Debug for Members {
     }
 }
 
-/// Feed one bank's PCC of `a.cpu` (created on the cpu's first walk, as the
+/// Feed one bank's PCC of `w.cpu` (created on the cpu's first walk, as the
 /// installed bank is by `Kernel::pcc_mut`).
 #[inline]
-fn feed(
-    cfg: &PccConfig,
-    pccs: &mut Vec<Pcc>,
-    shifts: (u32, u32),
-    a: &Access,
-    leaf_shift: u32,
-    leaf: &Leaf,
-) {
-    let c = a.cpu as usize;
+fn feed(cfg: &PccConfig, pccs: &mut Vec<Pcc>, shifts: (u32, u32), w: &RidingWalk) {
+    let c = w.cpu as usize;
     if c >= pccs.len() {
         pccs.resize(c + 1, Pcc::new(cfg, shifts.0, shifts.1));
     }
-    pccs[c].on_walk(a.pid, a.addr, leaf_shift, leaf.was(PMD_A), leaf.was(PUD_A));
+    pccs[c].on_walk(w.pid, w.addr, w.leaf_shift, w.pmd_a_was_set, w.pud_a_was_set);
 }
 
 impl Kernel {
@@ -163,6 +181,8 @@ impl Kernel {
     /// Add `m` as a riding member: its PCC is fed, its policies wait. Only
     /// members whose policies act on timers alone may ride (the sweep checks).
     pub fn add_riding_member(&mut self, mut m: MemberParts) {
+        // The walks so far belong to the members already riding.
+        self.flush_riding();
         let cfg = m.pcc_cfg.take().expect("a riding member has a PCC");
         let pccs = std::mem::take(&mut m.pccs);
         let tables = if pcc_buckets::supports(&cfg) {
@@ -183,6 +203,7 @@ impl Kernel {
 
     /// Take every riding member out, in the order they were added.
     pub fn take_riding_members(&mut self) -> Vec<MemberParts> {
+        self.flush_riding();
         self.members
             .extra
             .drain(..)
@@ -232,31 +253,56 @@ impl Kernel {
     /// The riding members' walker update (PCC §3.2), as `feed_pcc` does for
     /// the installed one.
     pub(super) fn feed_riding(&mut self, a: &Access, leaf: &Leaf) {
-        let leaf_shift = self.geo.shifts[leaf.size()];
+        self.members.pending.push(RidingWalk {
+            addr: a.addr,
+            pid: a.pid,
+            cpu: a.cpu,
+            leaf_shift: self.geo.shifts[leaf.size()],
+            pmd_a_was_set: leaf.was(PMD_A),
+            pud_a_was_set: leaf.was(PUD_A),
+        });
+        if self.members.pending.len() >= RIDING_BATCH {
+            self.flush_riding();
+        }
+    }
+
+    /// Every bank replays the recorded walks, in order, one bank at a time.
+    fn flush_riding(&mut self) {
+        if self.members.pending.is_empty() {
+            return;
+        }
         let shifts = (self.shape.region_shift, self.shape.pud_shift);
+        let pending = std::mem::take(&mut self.members.pending);
         for b in self.members.extra.iter_mut() {
             match &mut b.tables {
-                Tables::Plain(v) => feed(&b.cfg, v, shifts, a, leaf_shift, leaf),
+                Tables::Plain(v) => pending.iter().for_each(|w| feed(&b.cfg, v, shifts, w)),
                 Tables::Buckets(v) => {
-                    // `Pcc::on_walk` for a 2MB table alone (`supports`: no 1GB table).
-                    let c = a.cpu as usize;
-                    if c >= v.len() {
-                        v.resize(c + 1, BucketTable::new(&b.cfg, shifts.0));
-                    }
-                    if leaf_shift <= shifts.0 {
-                        if leaf.was(PMD_A) {
-                            v[c].touch(a.pid, a.addr);
-                        } else {
-                            v[c].stats.filtered += 1;
+                    for w in &pending {
+                        // `Pcc::on_walk` for a 2MB table alone (`supports`: no 1GB table).
+                        let c = w.cpu as usize;
+                        if c >= v.len() {
+                            v.resize(c + 1, BucketTable::new(&b.cfg, shifts.0));
+                        }
+                        if w.leaf_shift <= shifts.0 {
+                            if w.pmd_a_was_set {
+                                v[c].touch(w.pid, w.addr);
+                            } else {
+                                v[c].stats.filtered += 1;
+                            }
                         }
                     }
                 }
             }
         }
+        // Keep the buffer's allocation for the next batch.
+        self.members.pending = pending;
+        self.members.pending.clear();
     }
 
     /// A shootdown reaches the riding members' PCCs too (PCC §3.3 step C).
     pub(super) fn invalidate_riding(&mut self, pid: u16, start: u64, end: u64) {
+        // The walks before the shootdown reach the banks before it.
+        self.flush_riding();
         for b in self.members.extra.iter_mut() {
             match &mut b.tables {
                 Tables::Plain(v) => v.iter_mut().for_each(|p| {
