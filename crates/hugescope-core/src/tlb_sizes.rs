@@ -233,17 +233,17 @@ pub fn simulate_tlb_sizes(path: &str, cfg: MachineConfig, pages: &str, key: Opti
                 let way = m.last_l2_way();
                 (sorted_ways.partition_point(|&w| w <= way), Some(s))
             }
-            Outcome::Miss => {
-                // The widest structure's own walk fills the TLBs (its cost
-                // stands for no size: each group prices its walks below).
-                let leaf = map.leaf(&a);
-                m.complete_walk(&a, &leaf);
-                (ways.len(), None)
-            }
+            Outcome::Miss => (ways.len(), None),
         };
         let space = m.space(&a);
         // Looked up once, by the first group that walks.
         let mut leaf: Option<Leaf> = None;
+        if hit_size.is_none() {
+            // The widest structure is filled as its walk would; the walk is
+            // priced by each group below, not here.
+            let l = *leaf.get_or_insert_with(|| map.leaf(&a));
+            m.fill(&a, l.tlb_size());
+        }
         let g = &mut groups[cpu];
         let mut i = 0;
         while i < g.groups.len() {

@@ -239,6 +239,15 @@ impl<W: Walker> Mmu<W> {
         if self.duplicate_fill {
             self.fill_duplicate(a);
         }
+        self.fill(a, s);
+        cost
+    }
+
+    /// Fill the TLBs holding size `s` with `a`'s translation, as a walk's
+    /// end does (`complete_walk`); also for a pass that prices its walks
+    /// elsewhere (`tlb_sizes`).
+    #[inline(always)]
+    pub fn fill(&mut self, a: &Access, s: usize) {
         let vpn = a.addr >> self.shifts[s];
         let tg = tag(vpn, s, self.space(a));
         let t1 = self.l1_of[s];
@@ -255,7 +264,6 @@ impl<W: Walker> Mmu<W> {
         if t1 != NONE || t2 != NONE {
             self.filled |= 1 << s;
         }
-        cost
     }
 
     /// Insert `tg` into L1 structure `t`. With duplicate fills, a dead
