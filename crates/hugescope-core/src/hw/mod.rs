@@ -14,6 +14,7 @@ pub mod ptcache;
 // shared pass: the 2MB table indexed for riding members (os/members.rs).
 pub mod pcc_buckets;
 pub mod pwc;
+pub mod region_ids;
 pub mod segment;
 pub mod space;
 pub mod tlb;

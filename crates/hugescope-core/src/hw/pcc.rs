@@ -213,9 +213,18 @@ impl PccTable {
         t
     }
 
+    /// The tag of region number `vpn` (VA >> shift) of `pid`: one u64 for
+    /// every form of the table (`hw::pcc_buckets`, `hw::region_ids`).
     #[inline(always)]
-    fn key(pid: u16, vpn: u64) -> u64 {
+    pub(crate) fn key(pid: u16, vpn: u64) -> u64 {
         ((pid as u64) << 48) | (vpn & VPN_MASK)
+    }
+    pub(crate) fn key_pid(key: u64) -> u16 {
+        (key >> 48) as u16
+    }
+    /// First address of a key's region of size 1 << `shift`.
+    pub(crate) fn key_start(key: u64, shift: u32) -> u64 {
+        (key & VPN_MASK) << shift
     }
 
     pub fn shift(&self) -> u32 {
@@ -447,7 +456,7 @@ impl PccTable {
     /// The entry in slot `i` as the OS reads it.
     fn entry(&self, i: usize) -> PccEntry {
         let k = self.keys[i];
-        PccEntry { pid: (k >> 48) as u16, start: (k & VPN_MASK) << self.shift, freq: self.freq[i], stamp: self.stamp[i] }
+        PccEntry { pid: Self::key_pid(k), start: Self::key_start(k, self.shift), freq: self.freq[i], stamp: self.stamp[i] }
     }
 
     /// Append the entries in priority order (frequency descending, then most

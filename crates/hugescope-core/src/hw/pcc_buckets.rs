@@ -4,8 +4,10 @@
 //!
 //! Same state and behaviour as `PccTable` under `lfu_lru` and `lru`: the
 //! entries as a set of (region, frequency, recency stamp), the touch counter
-//! and the statistics. Only the index differs: the key index both forms
-//! share (`hw::key_index`) finds a region, and entries sit in lists per frequency (one list under `lru`) in stamp
+//! and the statistics. Only the index differs. The caller numbers each
+//! walk's region once for all banks (`hw::region_ids`), and a table finds
+//! the region's slot at that number in its own array (evicting clears one
+//! cell). Entries sit in lists per frequency (one list under `lru`) in stamp
 //! order, so the victim (lowest frequency, then least recent; or least
 //! recent) is the head of the lowest non-empty list, as in the classic O(1)
 //! LFU. Stamps are unique (each touch stamps one entry with a new count), so
@@ -14,11 +16,13 @@
 //! `PccTable` stays the installed member's table; `to_table` and
 //! `from_table` move a table between the two forms, entry for entry.
 
-use super::key_index::KeyIndex;
-use super::pcc::{PccConfig, PccEntry, PccStats, PccTable, Replacement};
+use super::pcc::{PccConfig, PccEntry, PccStats, PccTable, Replacement, MAX_PCC_ENTRIES};
+use super::region_ids::RegionIds;
 
 const NIL: u32 = u32::MAX;
-const VPN_MASK: u64 = (1 << 48) - 1;
+/// No slot, in `slot_of` (slots are below `MAX_PCC_ENTRIES`).
+const NO_SLOT: u16 = u16::MAX;
+const _: () = assert!(MAX_PCC_ENTRIES < NO_SLOT as usize);
 
 /// Whether `cfg`'s 2MB table can take this form: `lfu_lru` or `lru`, counters
 /// of at most 8 bits (one list per value), no 1GB table.
@@ -34,6 +38,8 @@ pub struct BucketTable {
     max: u32,
     lru: bool,
     key: Vec<u64>,
+    /// The region number (`RegionIds`) of each slot's entry.
+    id: Vec<u32>,
     freq: Vec<u32>,
     stamp: Vec<u64>,
     prev: Vec<u32>,
@@ -43,7 +49,9 @@ pub struct BucketTable {
     live: Vec<bool>,
     /// Entries held.
     len: usize,
-    index: KeyIndex,
+    /// Region number to slot (`NO_SLOT`: not held); as long as the numbers
+    /// this table has seen.
+    slot_of: Vec<u16>,
     head: Vec<u32>,
     tail: Vec<u32>,
     /// Lowest list that may be non-empty (exact whenever the table is full).
@@ -69,6 +77,7 @@ impl BucketTable {
             max,
             lru: cfg.replacement == Replacement::Lru,
             key: Vec::new(),
+            id: Vec::new(),
             freq: Vec::new(),
             stamp: Vec::new(),
             prev: Vec::new(),
@@ -76,7 +85,7 @@ impl BucketTable {
             free: Vec::new(),
             live: Vec::new(),
             len: 0,
-            index: KeyIndex::new(cfg.entries),
+            slot_of: Vec::new(),
             head: vec![NIL; lists],
             tail: vec![NIL; lists],
             minf: 0,
@@ -132,14 +141,19 @@ impl BucketTable {
         self.tail[l] = s as u32;
     }
 
-    /// A walk that passed the filter: count it against the region of `va`
-    /// (`PccTable::touch`).
+    /// A walk that passed the filter: count it against the region of `va`,
+    /// numbered `id` (`PccTable::touch`).
     #[inline]
-    pub fn touch(&mut self, pid: u16, va: u64) {
-        let key = ((pid as u64) << 48) | ((va >> self.shift) & VPN_MASK);
+    pub fn touch(&mut self, id: u32, pid: u16, va: u64) {
         self.clock += 1;
         self.stats.updates += 1;
-        if let Some(s) = self.index.get(key, &self.key) {
+        let i = id as usize;
+        if i >= self.slot_of.len() {
+            self.slot_of.resize(i + 1, NO_SLOT);
+        }
+        let s = self.slot_of[i];
+        if s != NO_SLOT {
+            let s = s as usize;
             self.stats.hits += 1;
             self.stamp[s] = self.clock;
             let from = self.list(s);
@@ -156,11 +170,11 @@ impl BucketTable {
             }
             return;
         }
-        self.insert_new(key);
+        self.insert_new(id, PccTable::key(pid, va >> self.shift));
     }
 
     #[cold]
-    fn insert_new(&mut self, key: u64) {
+    fn insert_new(&mut self, id: u32, key: u64) {
         self.stats.inserts += 1;
         let s = if self.len < self.cap {
             self.len += 1;
@@ -173,22 +187,34 @@ impl BucketTable {
             let l = if self.lru { 0 } else { self.lowest() };
             let v = self.head[l] as usize;
             self.unlink(v);
-            self.index.remove(self.key[v], v, &self.key);
+            self.slot_of[self.id[v] as usize] = NO_SLOT;
             v
         };
-        self.live[s] = true;
+        self.fill(s, id, key);
         // A new candidate starts at frequency 0 (§3.2.1).
-        self.key[s] = key;
         self.freq[s] = 0;
         self.stamp[s] = self.clock;
-        self.index.insert(key, s);
         self.append(s);
         self.minf = 0;
+    }
+
+    /// Slot `s` now holds region `key`, numbered `id`.
+    #[inline]
+    fn fill(&mut self, s: usize, id: u32, key: u64) {
+        self.live[s] = true;
+        self.key[s] = key;
+        self.id[s] = id;
+        let i = id as usize;
+        if i >= self.slot_of.len() {
+            self.slot_of.resize(i + 1, NO_SLOT);
+        }
+        self.slot_of[i] = s as u16;
     }
 
     /// A slot past the last one, not yet holding an entry.
     fn new_slot(&mut self) -> usize {
         self.key.push(0);
+        self.id.push(0);
         self.freq.push(0);
         self.stamp.push(0);
         self.prev.push(NIL);
@@ -232,12 +258,11 @@ impl BucketTable {
         if self.len == 0 || end <= start {
             return 0;
         }
-        let lo = ((pid as u64) << 48) | ((start >> self.shift) & VPN_MASK);
-        let hi = ((pid as u64) << 48) | (((end - 1) >> self.shift) & VPN_MASK);
+        let (lo, hi) = (PccTable::key(pid, start >> self.shift), PccTable::key(pid, (end - 1) >> self.shift));
         let gone: Vec<usize> = (0..self.key.len()).filter(|&s| self.live[s] && self.key[s] >= lo && self.key[s] <= hi).collect();
         for &s in &gone {
             self.unlink(s);
-            self.index.remove(self.key[s], s, &self.key);
+            self.slot_of[self.id[s] as usize] = NO_SLOT;
             self.live[s] = false;
             self.len -= 1;
             self.free.push(s as u32);
@@ -260,8 +285,8 @@ impl BucketTable {
             .by_stamp()
             .into_iter()
             .map(|s| PccEntry {
-                pid: (self.key[s] >> 48) as u16,
-                start: (self.key[s] & VPN_MASK) << self.shift,
+                pid: PccTable::key_pid(self.key[s]),
+                start: PccTable::key_start(self.key[s], self.shift),
                 freq: self.freq[s],
                 stamp: self.stamp[s],
             })
@@ -277,19 +302,19 @@ impl BucketTable {
         )
     }
 
-    /// `t` in this form (`supports` its configuration `cfg`).
-    pub fn from_table(t: &PccTable, cfg: &PccConfig) -> BucketTable {
+    /// `t` in this form (`supports` its configuration `cfg`), its regions
+    /// numbered by `ids`.
+    pub fn from_table(t: &PccTable, cfg: &PccConfig, ids: &mut RegionIds) -> BucketTable {
         let mut b = BucketTable::new(cfg, t.shift());
         let mut entries = t.dump();
         entries.sort_unstable_by_key(|e| e.stamp);
         for e in entries {
             let s = b.new_slot();
-            b.key[s] = ((e.pid as u64) << 48) | ((e.start >> b.shift) & VPN_MASK);
+            let key = PccTable::key(e.pid, e.start >> b.shift);
+            b.fill(s, ids.id(key), key);
             b.freq[s] = e.freq;
             b.stamp[s] = e.stamp;
-            b.live[s] = true;
             b.len += 1;
-            b.index.insert(b.key[s], s);
             b.append(s);
         }
         b.clock = t.clock();
@@ -331,6 +356,11 @@ mod tests {
                 assert!(supports(&cfg));
                 let mut hw = PccTable::new(entries, bits, repl, 21);
                 let mut b = BucketTable::new(&cfg, 21);
+                let mut ids = RegionIds::default();
+                // The caller's part: number the region, then touch.
+                let mut touch = |b: &mut BucketTable, pid: u16, va: u64| {
+                    b.touch(ids.id(PccTable::key(pid, va >> 21)), pid, va)
+                };
                 for step in 0..20_000u64 {
                     let r = rnd();
                     // Skewed regions: some are hot (hits), most cold.
@@ -341,7 +371,7 @@ mod tests {
                         assert_eq!(hw.invalidate(pid, s, e), b.invalidate(pid, s, e));
                     } else {
                         hw.touch(pid, (region << 21) + (r >> 40) % (2 << 20));
-                        b.touch(pid, (region << 21) + (r >> 40) % (2 << 20));
+                        touch(&mut b, pid, (region << 21) + (r >> 40) % (2 << 20));
                     }
                     if step % 97 == 0 || step < 200 {
                         assert_eq!(
@@ -358,11 +388,12 @@ mod tests {
                 );
                 halvings += hw.stats.halvings;
                 // And back: a table rebuilt from its copy goes on the same way.
-                let mut again = BucketTable::from_table(&hw, &cfg);
+                let mut ids = RegionIds::default();
+                let mut again = BucketTable::from_table(&hw, &cfg, &mut ids);
                 for _ in 0..2000 {
                     let r = rnd();
                     hw.touch(0, (r % 50) << 21);
-                    again.touch(0, (r % 50) << 21);
+                    again.touch(ids.id(PccTable::key(0, r % 50)), 0, (r % 50) << 21);
                 }
                 assert_eq!(state(&hw), state(&again.to_table()));
             }

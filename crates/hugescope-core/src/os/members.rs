@@ -25,11 +25,15 @@
 //! the same order as when fed walk by walk, so its state is the same; one
 //! bank at a time stays in the cache while it replays, where feeding eight
 //! banks on every walk of a scattered workload went through all of them.
+//! A replay numbers each walk's region once (`hw::region_ids`); every bank
+//! in the constant-time form then finds its slot by that number.
 
 use super::kernel::Kernel;
 use crate::hw::leaf::{PMD_A, PUD_A};
 use crate::hw::pcc::{Pcc, PccConfig};
+use crate::hw::pcc::PccTable;
 use crate::hw::pcc_buckets::{self, BucketTable};
+use crate::hw::region_ids::RegionIds;
 use crate::hw::Leaf;
 use crate::policy::Policy;
 use crate::trace::Access;
@@ -117,6 +121,10 @@ pub struct Members {
     extra: Vec<Bank>,
     /// Walks not yet fed to the banks (`feed_riding`), in order.
     pending: Vec<RidingWalk>,
+    /// The numbers of the regions the constant-time banks have seen, and
+    /// the number of each pending walk's region (a buffer of `flush_riding`).
+    ids: RegionIds,
+    pending_ids: Vec<u32>,
     pub(super) defer_timers: bool,
     pub(super) timers_due: bool,
 }
@@ -127,6 +135,8 @@ impl Clone for Members {
         Members {
             extra: Vec::new(),
             pending: Vec::new(),
+            ids: RegionIds::default(),
+            pending_ids: Vec::new(),
             defer_timers: self.defer_timers,
             timers_due: self.timers_due,
         }
@@ -188,7 +198,7 @@ impl Kernel {
         let tables = if pcc_buckets::supports(&cfg) {
             Tables::Buckets(
                 pccs.iter()
-                    .map(|p| BucketTable::from_table(&p.pmd, &cfg))
+                    .map(|p| BucketTable::from_table(&p.pmd, &cfg, &mut self.members.ids))
                     .collect(),
             )
         } else {
@@ -204,6 +214,8 @@ impl Kernel {
     /// Take every riding member out, in the order they were added.
     pub fn take_riding_members(&mut self) -> Vec<MemberParts> {
         self.flush_riding();
+        // No bank is left to read the region numbers: start afresh.
+        self.members.ids = RegionIds::default();
         self.members
             .extra
             .drain(..)
@@ -272,31 +284,40 @@ impl Kernel {
             return;
         }
         let shifts = (self.shape.region_shift, self.shape.pud_shift);
-        let pending = std::mem::take(&mut self.members.pending);
-        for b in self.members.extra.iter_mut() {
+        let m = &mut self.members;
+        let pending = std::mem::take(&mut m.pending);
+        // The region of every walk a 2MB table counts, numbered once for all
+        // the constant-time banks (`Pcc::on_walk`: a walk to a leaf above
+        // 2MB or with the PMD's A bit clear does not reach the table).
+        let counted = |w: &RidingWalk| w.leaf_shift <= shifts.0 && w.pmd_a_was_set;
+        m.pending_ids.clear();
+        if m.extra.iter().any(|b| matches!(b.tables, Tables::Buckets(_))) {
+            let ids = &mut m.ids;
+            m.pending_ids
+                .extend(pending.iter().map(|w| if counted(w) { ids.id(PccTable::key(w.pid, w.addr >> shifts.0)) } else { 0 }));
+        }
+        for b in m.extra.iter_mut() {
             match &mut b.tables {
                 Tables::Plain(v) => pending.iter().for_each(|w| feed(&b.cfg, v, shifts, w)),
                 Tables::Buckets(v) => {
-                    for w in &pending {
+                    for (w, &id) in pending.iter().zip(&m.pending_ids) {
                         // `Pcc::on_walk` for a 2MB table alone (`supports`: no 1GB table).
                         let c = w.cpu as usize;
                         if c >= v.len() {
                             v.resize(c + 1, BucketTable::new(&b.cfg, shifts.0));
                         }
-                        if w.leaf_shift <= shifts.0 {
-                            if w.pmd_a_was_set {
-                                v[c].touch(w.pid, w.addr);
-                            } else {
-                                v[c].stats.filtered += 1;
-                            }
+                        if counted(w) {
+                            v[c].touch(id, w.pid, w.addr);
+                        } else if w.leaf_shift <= shifts.0 {
+                            v[c].stats.filtered += 1;
                         }
                     }
                 }
             }
         }
         // Keep the buffer's allocation for the next batch.
-        self.members.pending = pending;
-        self.members.pending.clear();
+        m.pending = pending;
+        m.pending.clear();
     }
 
     /// A shootdown reaches the riding members' PCCs too (PCC §3.3 step C).
