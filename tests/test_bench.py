@@ -48,3 +48,17 @@ def test_bench_refuses_bad_lists(argv, needle, capsys, monkeypatch):
     monkeypatch.setattr(workloads, "trace", lambda *a, **k: pytest.fail("traced before refusing"))
     assert cli.main(["bench", *argv]) == 2
     assert needle in capsys.readouterr().err
+
+
+def test_sweep_figures_are_the_least_cpu_time_of_their_runs(monkeypatch):
+    # The clock reads 0, 5 | 10, 12 | 20, 27: runs of 5, 2 and 7 seconds.
+    from hugescope import bench_sweeps
+
+    ticks = iter([0.0, 5.0, 10.0, 12.0, 20.0, 27.0])
+    monkeypatch.setattr(bench_sweeps.time, "process_time", lambda: next(ticks))
+    results = iter(["a", "b", "c"])
+    t, r = bench_sweeps._best(lambda: next(results), 3)
+    assert (t, r) == (2.0, "c")
+    # One run when asked for none.
+    ticks = iter([1.0, 4.0])
+    assert bench_sweeps._best(lambda: "x", 0) == (3.0, "x")

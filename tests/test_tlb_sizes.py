@@ -68,7 +68,7 @@ def test_cli_writes_table_and_figure_and_refuses_bad_sizes(trace, tmp_path):
 def test_bench_measures_one_pass_against_separate_runs(trace):
     from hugescope import bench_sweeps
 
-    m = bench_sweeps.measure_tlb_sizes(trace)
+    m = bench_sweeps.measure_tlb_sizes(trace, repeat=1)
     # The default 1..16 ways (the configured 8 among them), identical to one
     # static run per size; the times are measurements, only their presence is checked.
     assert m["sizes"] == 7 and m["identical"] is True

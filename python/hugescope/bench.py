@@ -114,7 +114,10 @@ def run(accesses: int, repeat: int, size: str, names: List[str], policies: List[
             if "gups" not in names:
                 raise ValueError("--sweeps measures on the GUPS trace: keep gups in --workloads")
             note("sweeps: sensitivity and a 9-budget x 4-policy curve vs one simulation, shared and separate")
-            bench_sweeps.report([os.path.join(d, "gups.hst"), *sweeps[0]], sweeps[1], console or _quiet(), report)
+            # At most 3 runs of each sweep: the separate curve alone is
+            # 20-25 simulations, and the best of 3 already steadies the ratio.
+            bench_sweeps.report([os.path.join(d, "gups.hst"), *sweeps[0]], sweeps[1], console or _quiet(), report,
+                                repeat=min(repeat, 3))
         # Trace generation, generator alone vs end to end (gups and bfs at
         # about the same access count; bench_tracegen.py).
         note(f"trace generation: gups and bfs, generator alone vs end to end ({repeat} alternating runs)")

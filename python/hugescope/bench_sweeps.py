@@ -1,8 +1,9 @@
 """What sweeps cost relative to one simulation (``hugescope bench --sweeps``).
 
 Measurements, never tests: CPU time of each sweep (every thread of the process:
-the trace is decoded on a second thread when two cpus are free), divided by
-the CPU time of one simulation of the same trace in the same run (one
+the trace is decoded on a second thread when two cpus are free), the best of
+``repeat`` runs, divided by the best CPU time of one simulation of the same
+trace in the same run (one
 configuration, pcc at the sensitivity's 32% budget, with the base reference
 every sweep point and every ``hugescope simulate`` carries). Each sweep runs
 twice: shared (configurations of one share class simulated as one until
@@ -39,6 +40,14 @@ def _timed(f: Callable[[], Any]):
     return time.process_time() - t, r
 
 
+def _best(f: Callable[[], Any], repeat: int):
+    """The least CPU time of ``repeat`` runs of ``f`` (a run costs a fraction
+    of a second to a few seconds: one run's figure moves by 10% with what
+    else the machine does), and the last run's result."""
+    runs = [_timed(f) for _ in range(max(1, repeat))]
+    return min(t for t, _ in runs), runs[-1][1]
+
+
 def _same(a, b) -> bool:
     return [json.dumps(x.to_dict(), sort_keys=True) for x in a] == [json.dumps(x.to_dict(), sort_keys=True) for x in b]
 
@@ -68,26 +77,27 @@ def divergence(results) -> Dict[str, Any]:
 
 
 def measure(trace: str, duration: Optional[float] = None, sizes: Optional[List[int]] = None,
-            budgets: Optional[List[float]] = None, which=("sensitivity", "curve")) -> Dict[str, Any]:
-    """CPU times (seconds) and ratios to one simulation of ``trace``, one
-    thread, ``duration`` seconds of virtual time (None: the trace's rate)."""
+            budgets: Optional[List[float]] = None, which=("sensitivity", "curve"), repeat: int = 3) -> Dict[str, Any]:
+    """CPU times (seconds, best of ``repeat`` runs) and ratios to one
+    simulation of ``trace``, one thread, ``duration`` seconds of virtual time
+    (None: the trace's rate)."""
     common: Dict[str, Any] = {"threads": 1}
     if duration is not None:
         common["duration"] = duration
     sizes = list(sizes or ex.DEFAULT_PCC_SIZES)
     budgets = list(budgets or ex.DEFAULT_BUDGETS)
-    one_s, _ = _timed(lambda: ex.run_configs(trace, [{"policy": "pcc", "budget": 0.32}], **common))
+    one_s, _ = _best(lambda: ex.run_configs(trace, [{"policy": "pcc", "budget": 0.32}], **common), repeat)
     sweeps = {
         "sensitivity": ex.sensitivity_configs(sizes, 32.0)[0],
         "curve": ex.curve_configs(CURVE_POLICIES, budgets, [])[0],
     }
     out: Dict[str, Any] = {"trace": os.path.basename(trace), "duration_s": duration, "one_simulation_s": one_s,
-                           "load_average_1min": os.getloadavg()[0]}
+                           "runs_each": max(1, repeat), "load_average_1min": os.getloadavg()[0]}
     for name, configs in sweeps.items():
         if name not in which:
             continue
-        shared_s, shared = _timed(lambda: ex.run_configs(trace, configs, share=True, **common))
-        separate_s, separate = _timed(lambda: ex.run_configs(trace, configs, share=False, **common))
+        shared_s, shared = _best(lambda: ex.run_configs(trace, configs, share=True, **common), repeat)
+        separate_s, separate = _best(lambda: ex.run_configs(trace, configs, share=False, **common), repeat)
         out[name] = {"configurations": len(configs), "shared_s": shared_s, "separate_s": separate_s,
                      "shared_ratio": shared_s / one_s, "separate_ratio": separate_s / one_s,
                      "identical": _same(shared, separate)}
@@ -96,13 +106,14 @@ def measure(trace: str, duration: Optional[float] = None, sizes: Optional[List[i
     return out
 
 
-def measure_tlb_sizes(trace: str) -> Dict[str, Any]:
-    """CPU time of ``tlb-sizes`` (default sizes, 4KB pages) and of one static
-    simulation per size, as ratios to one static simulation of ``trace``."""
+def measure_tlb_sizes(trace: str, repeat: int = 3) -> Dict[str, Any]:
+    """CPU time (best of ``repeat`` runs) of ``tlb-sizes`` (default sizes,
+    4KB pages) and of one static simulation per size, as ratios to one
+    static simulation of ``trace``."""
     from . import _core
 
-    one_s, _ = _timed(lambda: _core.simulate_static(trace, pages="4k"))
-    pass_s, text = _timed(lambda: _core.simulate_tlb_sizes(trace, []))
+    one_s, _ = _best(lambda: _core.simulate_static(trace, pages="4k"), repeat)
+    pass_s, text = _best(lambda: _core.simulate_tlb_sizes(trace, []), repeat)
     rep = json.loads(text)
     key = rep["structure"][len("l2."):]
 
@@ -111,7 +122,7 @@ def measure_tlb_sizes(trace: str) -> Dict[str, Any]:
             f"l2.{key}.entries={p['entries']}", f"l2.{key}.ways={p['result']['machine']['l2'][key]['ways']}"]))
             for p in rep["points"]]
 
-    separate_s, runs = _timed(separate)
+    separate_s, runs = _best(separate, repeat)
     same = [json.dumps(p["result"], sort_keys=True) for p in rep["points"]] == \
         [json.dumps(r, sort_keys=True) for r in runs]
     return {"sizes": len(rep["points"]), "one_static_s": one_s, "one_pass_s": pass_s, "separate_s": separate_s,
@@ -120,18 +131,20 @@ def measure_tlb_sizes(trace: str) -> Dict[str, Any]:
             "size_walks": sum(p["result"]["translation"]["walks"] for p in rep["points"])}
 
 
-def report(traces: List[str], duration: Optional[float], console, json_out: Optional[dict] = None) -> None:
+def report(traces: List[str], duration: Optional[float], console, json_out: Optional[dict] = None,
+           repeat: int = 3) -> None:
     """Measure each trace and print one table (``hugescope bench --sweeps``)."""
     from rich.table import Table
 
-    t = Table(title="sweeps vs one simulation (measurements: CPU time of the process, one run each; "
+    runs = f"best of {max(1, repeat)} runs" if repeat > 1 else "one run"
+    t = Table(title=f"sweeps vs one simulation (measurements: CPU time of the process, {runs} each; "
                     "one simulation = pcc at 32% with its base reference)")
     for c in ("trace", "one sim (s)", "sensitivity shared", "sensitivity separate", "curve shared",
               "curve separate", "identical", "sizes first differ"):
         t.add_column(c, justify="right")
     rows = []
     for path in traces:
-        m = measure(path, duration)
+        m = measure(path, duration, repeat=repeat)
         rows.append(m)
         s, c, dv = m["sensitivity"], m["curve"], m["sensitivity"]["divergence"]
         first = "never" if dv["first_divergent_read"] is None else \
@@ -140,13 +153,13 @@ def report(traces: List[str], duration: Optional[float], console, json_out: Opti
                   f"{c['shared_ratio']:.2f}x", f"{c['separate_ratio']:.2f}x",
                   "yes" if s["identical"] and c["identical"] else "NO", first)
     console.print(t)
-    tt = Table(title="L2 TLB sizes in one pass vs one static 4KB simulation (measurements: CPU time of the process; "
-                     "hugescope tlb-sizes' default sizes)")
+    tt = Table(title=f"L2 TLB sizes in one pass vs one static 4KB simulation (measurements: CPU time of the process, "
+                     f"{runs} each; hugescope tlb-sizes' default sizes)")
     for c in ("trace", "sizes", "one static (s)", "one pass", "separate runs", "walks priced / size walks",
               "identical"):
         tt.add_column(c, justify="right")
     for path, m in zip(traces, rows):
-        ts = measure_tlb_sizes(path)
+        ts = measure_tlb_sizes(path, repeat)
         m["tlb_sizes"] = ts
         tt.add_row(m["trace"], str(ts["sizes"]), f"{ts['one_static_s']:.2f}", f"{ts['one_pass_ratio']:.2f}x",
                    f"{ts['separate_ratio']:.2f}x", f"{ts['walks_priced'] / max(ts['size_walks'], 1):.2f}",
