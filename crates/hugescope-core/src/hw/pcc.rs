@@ -30,11 +30,14 @@
 //!   A walk ending at a 1GB leaf has no PMD entry and feeds only the 1GB table.
 //!
 //! Hot path: `touch` checks the slot of the previous hit, then finds the
-//! region's slot through a hash index of the keys (`hw::key_index`: the
-//! model's stand-in for the hardware's parallel tag compare); no allocation.
+//! region's slot by the region's number (`hw::region_ids`: the model's
+//! stand-in for the hardware's parallel tag compare). A region keeps its
+//! number while the table holds it and after, so an eviction (most walks of
+//! a scattered workload) clears one array cell instead of deleting a key
+//! from a hash index. No allocation once the regions have numbers.
 //! Recency is a per-table counter stamped on each touched entry.
 
-use super::key_index::KeyIndex;
+use super::region_ids::{RegionIds, SlotsById};
 use serde::Serialize;
 
 /// Victim choice when the table is full.
@@ -63,8 +66,8 @@ impl Replacement {
 
 /// Most entries of one PCC table. The paper's PCC has 128 (the sensitivity
 /// study goes to 1024); one table exists per simulated cpu (up to
-/// `trace::MAX_CPUS`), so this caps the tables at 36 bytes x 16384 x 256 =
-/// 144 MiB (20 bytes of entry, 16 of key index: `hw::key_index`).
+/// `trace::MAX_CPUS`), so this caps the tables' entries at 24 bytes x 16384
+/// x 256 = 96 MiB, plus their region numbering (`PccTable::numbering_bound`).
 pub const MAX_PCC_ENTRIES: usize = 1 << 14;
 
 /// Geometry of one core's PCCs.
@@ -150,8 +153,11 @@ pub struct PccTable {
     max: u32,
     repl: Replacement,
     keys: Vec<u64>,
-    /// Key to slot, for `find`.
-    index: KeyIndex,
+    /// The region number of each slot's key (`ids`).
+    id: Vec<u32>,
+    /// Region numbers, and the slot of each numbered region held: `find`.
+    ids: RegionIds,
+    slot_of: SlotsById,
     freq: Vec<u32>,
     stamp: Vec<u64>,
     clock: u64,
@@ -183,7 +189,10 @@ impl PccTable {
             max,
             repl,
             keys: Vec::with_capacity(entries),
-            index: KeyIndex::new(entries),
+            id: Vec::with_capacity(entries),
+            // Grows with the regions seen (up to `numbering_bound`).
+            ids: RegionIds::with_room(entries),
+            slot_of: SlotsById::default(),
             freq: Vec::with_capacity(entries),
             stamp: Vec::with_capacity(entries),
             clock: 0,
@@ -203,7 +212,9 @@ impl PccTable {
         let mut t = PccTable::new(entries, bits, repl, shift);
         for e in items {
             let k = Self::key(e.pid, e.start >> shift);
-            t.index.insert(k, t.keys.len());
+            let id = t.ids.id(k);
+            t.slot_of.set(id, t.keys.len());
+            t.id.push(id);
             t.keys.push(k);
             t.freq.push(e.freq);
             t.stamp.push(e.stamp);
@@ -248,6 +259,15 @@ impl PccTable {
         self.clock
     }
 
+    /// Regions numbered before the numbering starts afresh: a bound on the
+    /// numbering's memory (24-48 bytes a region) for footprints of many
+    /// regions; below it (512 regions per GiB), numbers are never given
+    /// twice. Starting afresh renumbers the entries held, so nothing else
+    /// changes.
+    fn numbering_bound(entries: usize) -> usize {
+        (entries * 8).max(4096)
+    }
+
     #[inline]
     fn find(&self, key: u64) -> Option<usize> {
         if self.keys.get(self.last) == Some(&key) {
@@ -256,7 +276,33 @@ impl PccTable {
         // Most walks of a scattered workload miss the table: a scan of all
         // the keys on every walk was the PCC's largest cost (22% of a GUPS
         // run at 128 entries, and linear in the sensitivity study's sizes).
-        self.index.get(key, &self.keys)
+        self.ids.get(key).and_then(|id| self.slot_of.get(id))
+    }
+
+    /// The number of region `key`, numbering it if needed.
+    #[inline]
+    fn number(&mut self, key: u64) -> u32 {
+        if self.ids.len() >= self.ids_bound() {
+            self.renumber();
+        }
+        self.ids.id(key)
+    }
+
+    #[inline(always)]
+    fn ids_bound(&self) -> usize {
+        Self::numbering_bound(self.cap)
+    }
+
+    /// Start the numbering afresh with the entries held.
+    #[cold]
+    fn renumber(&mut self) {
+        self.ids = RegionIds::with_room(self.cap);
+        self.slot_of.clear();
+        for (s, &k) in self.keys.iter().enumerate() {
+            let id = self.ids.id(k);
+            self.id[s] = id;
+            self.slot_of.set(id, s);
+        }
     }
 
     /// A walk that passed the filter: count it against the region of `va`.
@@ -265,7 +311,13 @@ impl PccTable {
         let key = Self::key(pid, va >> self.shift);
         self.clock += 1;
         self.stats.updates += 1;
-        if let Some(i) = self.find(key) {
+        let (found, id) = if self.keys.get(self.last) == Some(&key) {
+            (Some(self.last), 0)
+        } else {
+            let id = self.number(key);
+            (self.slot_of.get(id), id)
+        };
+        if let Some(i) = found {
             self.stats.hits += 1;
             self.stamp[i] = self.clock;
             self.last = i;
@@ -285,15 +337,16 @@ impl PccTable {
             }
             return;
         }
-        self.insert_new(key);
+        self.insert_new(key, id);
     }
 
     #[cold]
-    fn insert_new(&mut self, key: u64) {
+    fn insert_new(&mut self, key: u64, id: u32) {
         self.stats.inserts += 1;
         let i = if self.keys.len() < self.cap {
-            self.index.insert(key, self.keys.len());
+            self.slot_of.set(id, self.keys.len());
             self.keys.push(key);
+            self.id.push(id);
             self.freq.push(0);
             self.stamp.push(0);
             self.keys.len() - 1
@@ -303,9 +356,10 @@ impl PccTable {
                 Replacement::LfuLru => self.oldest_zero().unwrap_or_else(|| self.victim()),
                 _ => self.victim(),
             };
-            self.index.remove(self.keys[v], v, &self.keys);
+            self.slot_of.remove(self.id[v]);
             self.keys[v] = key;
-            self.index.insert(key, v);
+            self.id[v] = id;
+            self.slot_of.set(id, v);
             if self.repl == Replacement::LfuArtifact {
                 self.unlink(v);
             }
@@ -421,12 +475,13 @@ impl PccTable {
                         *s = i as u32;
                     }
                 }
-                self.index.remove(k, i, &self.keys);
+                self.slot_of.remove(self.id[i]);
                 let last = self.keys.len() - 1;
                 if i != last {
-                    self.index.moved(self.keys[last], last, i);
+                    self.slot_of.set(self.id[last], i);
                 }
                 self.keys.swap_remove(i);
+                self.id.swap_remove(i);
                 self.freq.swap_remove(i);
                 self.stamp.swap_remove(i);
                 n += 1;
@@ -445,7 +500,8 @@ impl PccTable {
     /// Drop every entry (the artifact's flush after a single-thread read).
     pub fn clear(&mut self) {
         self.keys.clear();
-        self.index.clear();
+        self.id.clear();
+        self.slot_of.clear();
         self.freq.clear();
         self.stamp.clear();
         self.order.clear();

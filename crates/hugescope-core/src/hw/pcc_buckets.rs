@@ -16,13 +16,10 @@
 //! `PccTable` stays the installed member's table; `to_table` and
 //! `from_table` move a table between the two forms, entry for entry.
 
-use super::pcc::{PccConfig, PccEntry, PccStats, PccTable, Replacement, MAX_PCC_ENTRIES};
-use super::region_ids::RegionIds;
+use super::pcc::{PccConfig, PccEntry, PccStats, PccTable, Replacement};
+use super::region_ids::{RegionIds, SlotsById};
 
 const NIL: u32 = u32::MAX;
-/// No slot, in `slot_of` (slots are below `MAX_PCC_ENTRIES`).
-const NO_SLOT: u16 = u16::MAX;
-const _: () = assert!(MAX_PCC_ENTRIES < NO_SLOT as usize);
 
 /// Whether `cfg`'s 2MB table can take this form: `lfu_lru` or `lru`, counters
 /// of at most 8 bits (one list per value), no 1GB table.
@@ -49,9 +46,8 @@ pub struct BucketTable {
     live: Vec<bool>,
     /// Entries held.
     len: usize,
-    /// Region number to slot (`NO_SLOT`: not held); as long as the numbers
-    /// this table has seen.
-    slot_of: Vec<u16>,
+    /// Region number to slot, for the regions held.
+    slot_of: SlotsById,
     head: Vec<u32>,
     tail: Vec<u32>,
     /// Lowest list that may be non-empty (exact whenever the table is full).
@@ -85,7 +81,7 @@ impl BucketTable {
             free: Vec::new(),
             live: Vec::new(),
             len: 0,
-            slot_of: Vec::new(),
+            slot_of: SlotsById::default(),
             head: vec![NIL; lists],
             tail: vec![NIL; lists],
             minf: 0,
@@ -147,13 +143,7 @@ impl BucketTable {
     pub fn touch(&mut self, id: u32, pid: u16, va: u64) {
         self.clock += 1;
         self.stats.updates += 1;
-        let i = id as usize;
-        if i >= self.slot_of.len() {
-            self.slot_of.resize(i + 1, NO_SLOT);
-        }
-        let s = self.slot_of[i];
-        if s != NO_SLOT {
-            let s = s as usize;
+        if let Some(s) = self.slot_of.get(id) {
             self.stats.hits += 1;
             self.stamp[s] = self.clock;
             let from = self.list(s);
@@ -187,7 +177,7 @@ impl BucketTable {
             let l = if self.lru { 0 } else { self.lowest() };
             let v = self.head[l] as usize;
             self.unlink(v);
-            self.slot_of[self.id[v] as usize] = NO_SLOT;
+            self.slot_of.remove(self.id[v]);
             v
         };
         self.fill(s, id, key);
@@ -204,11 +194,7 @@ impl BucketTable {
         self.live[s] = true;
         self.key[s] = key;
         self.id[s] = id;
-        let i = id as usize;
-        if i >= self.slot_of.len() {
-            self.slot_of.resize(i + 1, NO_SLOT);
-        }
-        self.slot_of[i] = s as u16;
+        self.slot_of.set(id, s);
     }
 
     /// A slot past the last one, not yet holding an entry.
@@ -262,7 +248,7 @@ impl BucketTable {
         let gone: Vec<usize> = (0..self.key.len()).filter(|&s| self.live[s] && self.key[s] >= lo && self.key[s] <= hi).collect();
         for &s in &gone {
             self.unlink(s);
-            self.slot_of[self.id[s] as usize] = NO_SLOT;
+            self.slot_of.remove(self.id[s]);
             self.live[s] = false;
             self.len -= 1;
             self.free.push(s as u32);
@@ -402,5 +388,43 @@ mod tests {
                 "narrow counters saturated somewhere ({repl:?})"
             );
         }
+    }
+
+    #[test]
+    fn same_state_past_the_numbering_bound() {
+        // 20,000 regions (40 GiB) against 16 entries: the hardware table
+        // starts its numbering afresh several times (bound 4096), the
+        // bucket form never; a hot set keeps some entries alive across it.
+        let cfg = PccConfig {
+            entries: 16,
+            counter_bits: 4,
+            ..Default::default()
+        };
+        let mut hw = PccTable::new(16, 4, Replacement::LfuLru, 21);
+        let mut b = BucketTable::new(&cfg, 21);
+        let mut ids = RegionIds::default();
+        let mut x = 0x9e37_79b9_u64;
+        for step in 0..200_000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let region = if x % 4 == 0 { x % 8 } else { (x >> 8) % 20_000 };
+            let va = region << 21;
+            if x % 1009 == 0 {
+                assert_eq!(hw.invalidate(0, va, va + (4 << 21)), b.invalidate(0, va, va + (4 << 21)));
+            } else {
+                hw.touch(0, va);
+                b.touch(ids.id(PccTable::key(0, region)), 0, va);
+            }
+            if step % 997 == 0 {
+                assert_eq!(state(&hw), state(&b.to_table()), "step {step}");
+                for r in 0..8 {
+                    assert_eq!(hw.get(0, r << 21), b.to_table().get(0, r << 21));
+                }
+            }
+        }
+        assert_eq!(state(&hw), state(&b.to_table()));
+        assert!(hw.stats.hits > 10_000 && hw.stats.evictions > 100_000, "{:?}", hw.stats);
+        assert!(ids.len() > 3 * 4096, "the numbering bound was passed several times");
     }
 }

@@ -8,7 +8,9 @@
 //!
 //! Numbers are given in first-seen order and never taken back: a region
 //! keeps its number for as long as banks ride (the banks' arrays are as long
-//! as the regions seen, two bytes a region per table; `BucketTable`).
+//! as the regions seen, two bytes a region per table; `BucketTable`). The
+//! installed PCC (`hw::pcc::PccTable`) numbers regions the same way for its
+//! own slots, and starts its numbering afresh when it grows past a bound.
 
 use super::key_index::KeyIndex;
 
@@ -29,8 +31,15 @@ impl Default for RegionIds {
 }
 
 impl RegionIds {
-    fn with_room(room: usize) -> RegionIds {
-        RegionIds { keys: Vec::with_capacity(room), index: KeyIndex::new(room), room }
+    /// An empty numbering sized for `room` regions before it grows.
+    pub fn with_room(room: usize) -> RegionIds {
+        RegionIds { keys: Vec::with_capacity(room), index: KeyIndex::new(room), room: room.max(1) }
+    }
+
+    /// The number of region `key`, if it has one.
+    #[inline]
+    pub fn get(&self, key: u64) -> Option<u32> {
+        self.index.get(key, &self.keys).map(|i| i as u32)
     }
 
     /// The number of region `key`, given one if it has none yet.
@@ -62,6 +71,45 @@ impl RegionIds {
     }
     pub fn is_empty(&self) -> bool {
         self.keys.is_empty()
+    }
+}
+
+/// No slot (slots of a PCC table are below `MAX_PCC_ENTRIES`).
+const NO_SLOT: u16 = u16::MAX;
+const _: () = assert!(super::pcc::MAX_PCC_ENTRIES < NO_SLOT as usize);
+
+/// One table's slot for each region number: where a numbered region sits
+/// in that table, if it does. Two bytes a number.
+#[derive(Clone, Debug, Default)]
+pub struct SlotsById(Vec<u16>);
+
+impl SlotsById {
+    #[inline(always)]
+    pub fn get(&self, id: u32) -> Option<usize> {
+        match self.0.get(id as usize) {
+            Some(&s) if s != NO_SLOT => Some(s as usize),
+            _ => None,
+        }
+    }
+    /// Region `id` now sits in `slot`.
+    #[inline(always)]
+    pub fn set(&mut self, id: u32, slot: usize) {
+        let i = id as usize;
+        if i >= self.0.len() {
+            self.0.resize(i + 1, NO_SLOT);
+        }
+        self.0[i] = slot as u16;
+    }
+    /// Region `id` is no longer in the table.
+    #[inline(always)]
+    pub fn remove(&mut self, id: u32) {
+        if let Some(s) = self.0.get_mut(id as usize) {
+            *s = NO_SLOT;
+        }
+    }
+    /// No region in the table (its numbers may be given afresh).
+    pub fn clear(&mut self) {
+        self.0.clear();
     }
 }
 
