@@ -66,8 +66,9 @@ impl Replacement {
 
 /// Most entries of one PCC table. The paper's PCC has 128 (the sensitivity
 /// study goes to 1024); one table exists per simulated cpu (up to
-/// `trace::MAX_CPUS`), so this caps the tables' entries at 24 bytes x 16384
-/// x 256 = 96 MiB, plus their region numbering (`PccTable::numbering_bound`).
+/// `trace::MAX_CPUS`). A table costs at most about 76 bytes an entry: 24 of
+/// entry and 52 of region numbering (at most 2 x entries regions numbered:
+/// `PccTable::numbering_bound`), so 16384 x 256 tables stay under 310 MiB.
 pub const MAX_PCC_ENTRIES: usize = 1 << 14;
 
 /// Geometry of one core's PCCs.
@@ -260,12 +261,13 @@ impl PccTable {
     }
 
     /// Regions numbered before the numbering starts afresh: a bound on the
-    /// numbering's memory (24-48 bytes a region) for footprints of many
-    /// regions; below it (512 regions per GiB), numbers are never given
-    /// twice. Starting afresh renumbers the entries held, so nothing else
-    /// changes.
+    /// numbering's memory (about 26 bytes a region) for footprints of many
+    /// regions; below it (4096 regions = 8 GiB at the default size),
+    /// numbers are never given twice. Starting afresh renumbers the entries
+    /// held (at most `entries`, so at least as many new numbers come before
+    /// the next time), and nothing else changes.
     fn numbering_bound(entries: usize) -> usize {
-        (entries * 8).max(4096)
+        (entries * 2).max(4096)
     }
 
     #[inline]
