@@ -66,9 +66,10 @@ impl Replacement {
 
 /// Most entries of one PCC table. The paper's PCC has 128 (the sensitivity
 /// study goes to 1024); one table exists per simulated cpu (up to
-/// `trace::MAX_CPUS`). A table costs at most about 76 bytes an entry: 24 of
-/// entry and 52 of region numbering (at most 2 x entries regions numbered:
-/// `PccTable::numbering_bound`), so 16384 x 256 tables stay under 310 MiB.
+/// `trace::MAX_CPUS`). A table costs 24 bytes an entry and about 26 a
+/// numbered region, at most max(2 x entries, 4096) regions
+/// (`PccTable::numbering_bound`): 1.25 MiB at 16384 entries, so 256 such
+/// tables stay under 330 MiB (about 110 KiB a table at the default 128).
 pub const MAX_PCC_ENTRIES: usize = 1 << 14;
 
 /// Geometry of one core's PCCs.
