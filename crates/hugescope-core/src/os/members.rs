@@ -30,8 +30,7 @@
 
 use super::kernel::Kernel;
 use crate::hw::leaf::{PMD_A, PUD_A};
-use crate::hw::pcc::{Pcc, PccConfig};
-use crate::hw::pcc::PccTable;
+use crate::hw::pcc::{Pcc, PccConfig, PccTable};
 use crate::hw::pcc_buckets::{self, BucketTable};
 use crate::hw::region_ids::RegionIds;
 use crate::hw::Leaf;
