@@ -25,8 +25,10 @@ pub struct RegionIds {
 }
 
 impl Default for RegionIds {
+    // Small: every kernel has one for the shared pass's banks (and its
+    // copies at a decision), most of them never numbering a region.
     fn default() -> Self {
-        RegionIds::with_room(1024)
+        RegionIds::with_room(64)
     }
 }
 
