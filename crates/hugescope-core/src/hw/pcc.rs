@@ -285,15 +285,10 @@ impl PccTable {
     /// The number of region `key`, numbering it if needed.
     #[inline]
     fn number(&mut self, key: u64) -> u32 {
-        if self.ids.len() >= self.ids_bound() {
+        if self.ids.len() >= Self::numbering_bound(self.cap) {
             self.renumber();
         }
         self.ids.id(key)
-    }
-
-    #[inline(always)]
-    fn ids_bound(&self) -> usize {
-        Self::numbering_bound(self.cap)
     }
 
     /// Start the numbering afresh with the entries held.
