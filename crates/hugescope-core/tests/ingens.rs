@@ -139,6 +139,31 @@ fn promoted_region() -> Simulator<Kernel> {
 }
 
 #[test]
+fn pages_freed_inside_a_kept_huge_page_count_again_when_touched_again() {
+    // The promoted region has all 512 pages touched, and an access inside
+    // the huge page remembers it as full (os/full_regions.rs). Freeing 40
+    // pages keeps the huge page (472 >= 461) but makes it not full: touching
+    // them again must count them again, so the region is full once more.
+    let mut s = promoted_region();
+    touch(&mut s, 0, BASE + 5 * PAGE);
+    s.progress(&free_label(0, BASE + 100 * PAGE, 40 * PAGE));
+    assert_eq!(leaf_size(&s.pt, 0, BASE), 1);
+    assert_eq!(s.pt.spaces()[0].touched_pages, 472);
+    s.pt.check_invariants().unwrap();
+    for i in 100..140 {
+        touch(&mut s, 0, BASE + i * PAGE);
+        assert_eq!(s.pt.spaces()[0].touched_pages, 472 + (i - 99), "page {i}");
+    }
+    assert_eq!(s.pt.spaces()[0].vmas[0].touched[0], 512);
+    // Full again: a second free of the same kind is seen as well.
+    touch(&mut s, 0, BASE);
+    s.progress(&free_label(0, BASE + 200 * PAGE, 10 * PAGE));
+    touch(&mut s, 0, BASE + 200 * PAGE);
+    assert_eq!(s.pt.spaces()[0].touched_pages, 503);
+    s.pt.check_invariants().unwrap();
+}
+
+#[test]
 fn demotion_frees_exactly_the_freed_base_pages() {
     // 40 pages freed: utilization 472 >= 461, the huge page stays whole and
     // keeps its frames (bloat: 512 resident for 472 used).

@@ -101,6 +101,19 @@ impl Vma {
     pub fn region_index(&self, addr: u64, region_shift: u32) -> usize {
         ((addr - self.region_base) >> region_shift) as usize
     }
+    /// Base page `i` (at `va`) no longer counts as used (freed, merged, or
+    /// split off and reclaimed): clear its first-touch mark and take it out
+    /// of the counts: its region's, its process's `touched_pages`, and the
+    /// process's known-full regions (`AddressSpace::full`).
+    pub fn untouch(&mut self, i: usize, va: u64, region_shift: u32, touched_pages: &mut u64, full: &mut super::full_regions::FullRegions) {
+        if self.flags[i] & TOUCHED != 0 {
+            self.flags[i] &= !TOUCHED;
+            *touched_pages -= 1;
+            let ri = self.region_index(va, region_shift);
+            self.touched[ri] -= 1;
+            full.forget(va >> region_shift);
+        }
+    }
     pub fn region_start(&self, ri: usize, region_shift: u32) -> u64 {
         self.region_base + ((ri as u64) << region_shift)
     }
@@ -196,6 +209,9 @@ pub struct AddressSpace {
     /// An entry is only a guess, checked against the VMA's bounds, so VMAs
     /// being added or grown can never make it return a wrong one.
     recent: [u32; VMA_CACHE],
+    /// Regions whose every base page is touched (`os/full_regions.rs`): what
+    /// lowers a region's `Vma::touched` count forgets it here.
+    pub full: super::full_regions::FullRegions,
     /// Frames (base pages) of physical memory held by this process.
     pub frames_held: u64,
     /// Base pages touched and not freed: the RSS it would have with base pages only.

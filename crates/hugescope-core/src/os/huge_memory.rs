@@ -258,11 +258,7 @@ impl Kernel {
         let mut freed = Vec::new();
         for j in (0..n).filter(|&j| !keep(j)) {
             let i = a + j;
-            if v.flags[i] & TOUCHED != 0 {
-                sp.touched_pages -= 1;
-                let ri = v.region_index(start + ((j as u64) << bs), rs);
-                v.touched[ri] -= 1;
-            }
+            v.untouch(i, start + ((j as u64) << bs), rs, &mut sp.touched_pages, &mut sp.full);
             freed.push(v.pfn.get(i) as u64);
             v.flags[i] = 0;
             v.pfn.set(i, NO_PFN);

@@ -620,6 +620,7 @@ impl Kernel {
         }
         self.check_sharing()?;
         self.check_reservations()?;
+        self.check_full_regions()?;
         if let Some(b) = self.budget_bytes {
             if self.huge_total > b {
                 return Err(format!("huge bytes {} exceed the budget {b}", self.huge_total));
@@ -628,6 +629,23 @@ impl Kernel {
         let sum: u64 = self.spaces.iter().map(|s| s.total_huge_bytes()).sum();
         if sum != self.huge_total {
             return Err(format!("huge total {} != sum over processes {sum}", self.huge_total));
+        }
+        Ok(())
+    }
+
+    /// Every region the per-access hint holds as full (os/full_regions.rs)
+    /// has every base page touched: a hint that outlived a lowered count
+    /// would stop first touches from being recorded.
+    fn check_full_regions(&self) -> std::result::Result<(), String> {
+        let (rs, full) = (self.shape.region_shift, self.shape.pages_per_region());
+        for sp in &self.spaces {
+            for r in sp.full.regions() {
+                let va = r << rs;
+                let touched = sp.find(va).map(|vi| sp.vmas[vi].touched[sp.vmas[vi].region_index(va, rs)] as usize);
+                if touched != Some(full) {
+                    return Err(format!("pid {}: region {va:#x} held as full has {touched:?} of {full} pages touched", sp.pid));
+                }
+            }
         }
         Ok(())
     }
@@ -769,18 +787,27 @@ impl PageTable for Kernel {
             // Coverage tracking (off by default) shares the VMA lookup.
             let shape = self.shape;
             let sp = &mut self.spaces[a.pid as usize];
-            let vi = sp.vma_index(a.addr, &shape);
-            let v = &sp.vmas[vi];
-            let pi = v.page_index(a.addr, shape.base_shift);
-            // A region whose every base page was touched has nothing left to
-            // record: its small count answers without loading the page's
-            // flags (a cache miss per access on a large scattered footprint).
-            let full = shape.pages_per_region();
-            if size > 0 && (v.touched[v.region_index(a.addr, shape.region_shift)] as usize) < full {
-                Self::touch(sp, vi, pi, a.addr, shape.region_shift);
-            }
-            if self.coverage_on {
-                sp.vmas[vi].cover(pi);
+            let region = a.addr >> shape.region_shift;
+            // A region known full (os/full_regions.rs) has nothing to record.
+            if self.coverage_on || !sp.full.holds(region) {
+                let vi = sp.vma_index(a.addr, &shape);
+                let v = &sp.vmas[vi];
+                let pi = v.page_index(a.addr, shape.base_shift);
+                // A region whose every base page was touched has nothing left
+                // to record: its small count answers without loading the
+                // page's flags (a cache miss per access on a large scattered
+                // footprint). Seen full, it is remembered from the next access.
+                let full = shape.pages_per_region();
+                if size > 0 {
+                    if (v.touched[v.region_index(a.addr, shape.region_shift)] as usize) < full {
+                        Self::touch(sp, vi, pi, a.addr, shape.region_shift);
+                    } else {
+                        sp.full.insert(region);
+                    }
+                }
+                if self.coverage_on {
+                    sp.vmas[vi].cover(pi);
+                }
             }
         }
         // Trapped writes: reservations' write-protect trap (Navarro §4.7),

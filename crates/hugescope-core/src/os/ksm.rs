@@ -623,11 +623,7 @@ impl Kernel {
         let size = size_of_flags(v.flags[a]);
         let kpfn = v.pfn.get(a) as u64;
         for j in 0..n {
-            if v.flags[a + j] & super::aspace::TOUCHED != 0 {
-                sp.touched_pages -= 1;
-                let ri = v.region_index(start + ((j as u64) << bs), rs);
-                v.touched[ri] -= 1;
-            }
+            v.untouch(a + j, start + ((j as u64) << bs), rs, &mut sp.touched_pages, &mut sp.full);
             v.flags[a + j] = 0;
             v.pfn.set(a + j, NO_PFN);
             v.content[a + j] = super::content::ZERO;

@@ -13,6 +13,7 @@ pub mod config;
 pub mod content;
 pub mod costs;
 pub mod fault;
+pub mod full_regions;
 pub mod huge_memory;
 pub mod kernel;
 pub mod members;

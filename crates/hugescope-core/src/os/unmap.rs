@@ -2,7 +2,7 @@
 //! MADV_DONTNEED, zap_pte_range): the program released a range; its frames go
 //! back to the allocator and the range is shot down.
 
-use super::aspace::{size_of_flags, NO_PFN, PRESENT, TOUCHED};
+use super::aspace::{size_of_flags, NO_PFN, PRESENT};
 use super::kernel::Kernel;
 
 impl Kernel {
@@ -71,12 +71,7 @@ impl Kernel {
                 if kept.iter().any(|&(ks, ke)| va >= ks && va < ke) {
                     // A page of a huge leaf that stays mapped: freed by the
                     // program, so no longer used, but still resident.
-                    if v.flags[i] & TOUCHED != 0 {
-                        v.flags[i] &= !TOUCHED;
-                        sp.touched_pages -= 1;
-                        let ri = v.region_index(va, rs);
-                        v.touched[ri] -= 1;
-                    }
+                    v.untouch(i, va, rs, &mut sp.touched_pages, &mut sp.full);
                     i += 1;
                     continue;
                 }
@@ -97,11 +92,8 @@ impl Kernel {
                     }
                 }
                 for j in i..i + pages {
-                    if v.flags[j] & TOUCHED != 0 {
-                        sp.touched_pages -= 1;
-                        let ri = v.region_index(v.start + ((j as u64) << bs), rs);
-                        v.touched[ri] -= 1;
-                    }
+                    let va = v.start + ((j as u64) << bs);
+                    v.untouch(j, va, rs, &mut sp.touched_pages, &mut sp.full);
                     v.flags[j] = 0;
                     v.pfn.set(j, NO_PFN);
                 }
