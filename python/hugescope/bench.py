@@ -148,7 +148,7 @@ def render(report: Dict, console) -> None:
 
     t = Table(title=f"hugescope bench: {report['preset']}, {report['accesses']:,} accesses per trace "
                     f"(measurements: wall time of {report['repeats']} interleaved passes each; decode on one thread, simulate "
-                    f"with the trace decoded on a second thread when two cpus are free; "
+                    f"with the trace decoded and the PCC updated on other threads when two cpus are free; "
                     f"M accesses/s, best and median)")
     for c in ("workload", "row", "decode best", "decode median", "simulate best", "simulate median",
               "ratio best", "ratio median"):

@@ -206,7 +206,8 @@ pub fn pipeline_throughput(path: &str, preset: &str, rows: &[String], repeats: u
         kind: "measurement",
         how: "wall time (std::time::Instant) of one pass over the file, passes interleaved (decode, then each row, repeated), \
               best and median of the repeats; the decode row on one thread, the simulate rows as hugescope simulate runs \
-              them (the trace decoded on a second thread when the process may use two cpus: trace::readahead)",
+              them (the trace decoded, and the PCC updates applied, on other threads when the process may use two cpus: \
+              trace::readahead, os::pcc_bank)",
         trace: path.into(),
         preset: machine.name.clone(),
         repeats,

@@ -364,7 +364,18 @@ pub(crate) fn prepare(path: &str, machine: &MachineConfig, os: &OsConfig, specs:
         runs.push(build(machine, &header, &os, s, p)?);
     }
     let base_index = add_base(&mut runs, machine, &header, &os, specs, opts)?;
+    // A second cpu that decodes ahead also takes the PCC updates (os/pcc_bank.rs).
+    for run in runs.iter_mut() {
+        run.sim.pt.update_pccs_in_background(uses_second_cpu(opts));
+    }
     Ok(Prepared { header, runs, base_index, model_bytes, model_limit })
+}
+
+/// Whether a single-trace pass puts work on a second cpu (decoding ahead,
+/// PCC updates): when the process may use one and the caller does not
+/// already run one simulation per cpu.
+fn uses_second_cpu(opts: &RunOptions) -> bool {
+    !opts.inline_decode && crate::trace::readahead::enabled()
 }
 
 /// What one decoding pass feeds: runs of accesses between progress markers,
@@ -385,8 +396,7 @@ pub(crate) fn pass(path: &str, opts: &RunOptions, sink: &mut impl PassSink) -> R
     let markers = r.markers().to_vec();
     let mut next_marker = 0usize;
     let mut n = 0u64;
-    let ahead = !opts.inline_decode && crate::trace::readahead::enabled();
-    crate::trace::readahead::for_each_chunk_with(&mut r, ahead, |chunk| {
+    crate::trace::readahead::for_each_chunk_with(&mut r, uses_second_cpu(opts), |chunk| {
         let end = n + chunk.len() as u64;
         let mut pos = 0usize;
         loop {

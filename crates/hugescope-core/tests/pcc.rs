@@ -353,7 +353,7 @@ fn one_gb_rule_promotes_a_gb_walked_512_times_more_than_its_hottest_2mb_region()
         run_to(&mut s, 1000);
         s
     };
-    let s = run(None);
+    let mut s = run(None);
     assert_eq!(s.pt.huge_bytes(), 1 << 30);
     assert_eq!(s.pt.executed_plan()[0].page_size, 1 << 30);
     assert_eq!(s.pt.policy_params()["totals"]["promoted_1g"], 1);

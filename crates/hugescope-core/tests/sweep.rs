@@ -215,3 +215,25 @@ fn budgets_share_until_a_read_tells_them_apart() {
     let budgets: Vec<serde_json::Value> = (0..4).map(|i| v[i]["budget_bytes"].clone()).collect();
     assert_eq!(budgets, [0, 3 * MB2, 8 * MB2, 32 * MB2].map(serde_json::Value::from).to_vec());
 }
+
+/// PCC updates applied in batches on a helper thread (`os/pcc_bank.rs`: a
+/// pass that decodes ahead also offloads them) give the results of updates
+/// applied walk by walk (`inline_decode`: neither), with reads in the middle
+/// of batches and the promotions' shootdowns invalidating PCC entries. On a
+/// machine with one cpu both runs are inline.
+#[test]
+fn pcc_updates_on_a_helper_thread_give_the_inline_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = trace(&dir, 12, 32);
+    let s = specs(&["pcc:interval_accesses=30000,entries=8", "pcc:interval_accesses=30000,pcc_1g=true"]);
+    let run = |inline_decode| {
+        let opts = RunOptions { with_base: false, inline_decode, ..Default::default() };
+        simulate_policies(&path, &machine(), &os(0.25), &s, &opts).unwrap()
+    };
+    let (inline, offloaded) = (run(true), run(false));
+    assert_eq!(serde_json::to_string(&offloaded).unwrap(), serde_json::to_string(&inline).unwrap());
+    // Not vacuous: several batches of walks (32768 each) and promotions.
+    assert!(inline.iter().all(|r| r.translation.walks > 3 * 32768), "{:?}", inline.iter().map(|r| r.translation.walks).collect::<Vec<_>>());
+    let v = serde_json::to_value(&inline).unwrap();
+    assert!(v[0]["policy_params"]["intervals"][0]["promoted"].as_u64().unwrap() > 0, "the first read promotes");
+}

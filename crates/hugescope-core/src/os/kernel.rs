@@ -16,7 +16,7 @@ use super::phys::{FragReport, Migration, PhysMem};
 use crate::bounded::BoundedLog;
 use crate::config::CostConfig;
 use crate::limits::DAEMON_STOP_S;
-use crate::hw::pcc::{Pcc, PccConfig};
+use crate::hw::pcc::PccConfig;
 use crate::hw::pwc::WalkCost;
 use crate::hw::leaf::{LEAF_A, LEAF_D, NO_PA, PMD_A, PUD_A};
 use crate::hw::{Geometry, Leaf, Outcome};
@@ -96,7 +96,7 @@ pub struct Kernel {
     /// hardware the kernel models because the walker feeds it. None: no PCC
     /// (the default), which costs one branch per walk.
     pub(super) pcc_cfg: Option<PccConfig>,
-    pub(super) pccs: Vec<Pcc>,
+    pub(super) pccs: super::pcc_bank::PccBank,
     /// Per-base-page coverage bits are being set on every access (HawkEye's
     /// access-coverage source, as the PCC artifact models it).
     pub(super) coverage_on: bool,
@@ -262,7 +262,7 @@ impl Kernel {
             last: LastWalk::default(),
             scratch: Vec::new(),
             pcc_cfg: None,
-            pccs: Vec::new(),
+            pccs: Default::default(),
             coverage_on: false,
             // direct segments: the regions the primary regions are made of.
             segments: super::segment::SegmentTable::new(&header.regions),

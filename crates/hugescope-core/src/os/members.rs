@@ -171,7 +171,7 @@ impl Kernel {
             walkers: std::mem::take(&mut self.walkers),
             keep_huge_on_free: std::mem::replace(&mut self.keep_huge_on_free, false),
             pcc_cfg: self.pcc_cfg.take(),
-            pccs: std::mem::take(&mut self.pccs),
+            pccs: self.pccs.take_pccs(),
             budget_bytes: self.budget_bytes.take(),
         }
     }
@@ -182,8 +182,9 @@ impl Kernel {
         self.names = m.names;
         self.walkers = m.walkers;
         self.keep_huge_on_free = m.keep_huge_on_free;
+        let template = m.pcc_cfg.as_ref().map(|c| self.empty_pcc(c));
+        self.pccs.install(template, m.pccs);
         self.pcc_cfg = m.pcc_cfg;
-        self.pccs = m.pccs;
         self.budget_bytes = m.budget_bytes;
     }
 

@@ -3,6 +3,7 @@
 //! (the default), a walk pays one branch for it.
 
 use super::kernel::Kernel;
+use super::pcc_bank::WalkRecord;
 use crate::hw::leaf::{PMD_A, PUD_A};
 use crate::hw::pcc::{Pcc, PccConfig};
 use crate::hw::Leaf;
@@ -14,39 +15,47 @@ impl Kernel {
     /// it again replaces the PCCs (empty).
     pub fn enable_pcc(&mut self, cfg: PccConfig) -> std::result::Result<(), String> {
         cfg.validate()?;
-        self.pccs.clear();
+        self.pccs.install(Some(self.empty_pcc(&cfg)), Vec::new());
         self.pcc_cfg = Some(cfg);
         Ok(())
     }
     pub fn pcc_config(&self) -> Option<&PccConfig> {
         self.pcc_cfg.as_ref()
     }
-    /// The PCCs, indexed by cpu id (cpus that never walked may be missing).
-    pub fn pccs(&self) -> &[Pcc] {
-        &self.pccs
+    /// Apply the PCC updates in batches on a helper thread (`on`) or walk by
+    /// walk; results are the same (`os/pcc_bank.rs`). Off by default.
+    pub fn update_pccs_in_background(&mut self, on: bool) {
+        self.pccs.allow_offload(on);
+    }
+    /// An empty PCC of configuration `cfg` for this page table's levels.
+    pub(super) fn empty_pcc(&self, cfg: &PccConfig) -> Pcc {
+        Pcc::new(cfg, self.shape.region_shift, self.shape.pud_shift)
+    }
+    /// The PCCs, indexed by cpu id (cpus that never walked may be missing),
+    /// every walk so far applied (`os/pcc_bank.rs`).
+    pub fn pccs(&mut self) -> &[Pcc] {
+        self.pccs.get()
     }
     pub fn pccs_mut(&mut self) -> &mut [Pcc] {
-        &mut self.pccs
+        self.pccs.get()
     }
     /// The PCC of `cpu`, created if needed; None if no PCC is enabled.
     pub fn pcc_mut(&mut self, cpu: u16) -> Option<&mut Pcc> {
-        let cfg = self.pcc_cfg.as_ref()?;
-        let c = cpu as usize;
-        if c >= self.pccs.len() {
-            let (rs, ps) = (self.shape.region_shift, self.shape.pud_shift);
-            let template = Pcc::new(cfg, rs, ps);
-            self.pccs.resize(c + 1, template);
-        }
-        Some(&mut self.pccs[c])
+        self.pcc_cfg.as_ref()?;
+        self.pccs.of_cpu(cpu)
     }
 
     /// The walker's PCC update (PCC §3.2): off the hot path of walks when no
     /// PCC is enabled (the caller tests `pcc_cfg`).
     #[inline(never)]
     pub(super) fn feed_pcc(&mut self, a: &Access, leaf: &Leaf) {
-        let leaf_shift = self.geo.shifts[leaf.size()];
-        if let Some(p) = self.pcc_mut(a.cpu) {
-            p.on_walk(a.pid, a.addr, leaf_shift, leaf.was(PMD_A), leaf.was(PUD_A));
-        }
+        self.pccs.record(WalkRecord {
+            addr: a.addr,
+            pid: a.pid,
+            cpu: a.cpu,
+            leaf_shift: self.geo.shifts[leaf.size()] as u8,
+            pmd_a_was_set: leaf.was(PMD_A),
+            pud_a_was_set: leaf.was(PUD_A),
+        });
     }
 }

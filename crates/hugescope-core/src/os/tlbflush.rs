@@ -34,7 +34,7 @@ impl Kernel {
             self.pending.push(Shootdown { pid, start, end, keeps_mapping: self.keep_mappings, vm: 0 });
             // Any shootdown of a region invalidates its PCC entries on every
             // cpu (PCC §3.3 step C; pcc.md §3.6).
-            for p in self.pccs.iter_mut() {
+            for p in self.pccs.get().iter_mut() {
                 p.invalidate(pid, start, end);
             }
             self.invalidate_riding(pid, start, end);
