@@ -18,7 +18,7 @@
 //! timers already ran last in it, and only MMU shootdowns (which the kernel
 //! never reads) happen in between.
 //!
-//! The banks are fed in batches: a walk is recorded (`RidingWalk`) and every
+//! The banks are fed in batches: a walk is recorded (`WalkRecord`) and every
 //! bank replays the batch in order when it fills, before a shootdown reaches
 //! the banks, before a member joins and before the banks are taken out (at a
 //! decision or the end). Each bank sees the same walks and invalidations in
@@ -29,7 +29,7 @@
 //! in the constant-time form then finds its slot by that number.
 
 use super::kernel::Kernel;
-use crate::hw::leaf::{PMD_A, PUD_A};
+use super::pcc_bank::{feed, WalkRecord};
 use crate::hw::pcc::{Pcc, PccConfig, PccTable};
 use crate::hw::pcc_buckets::{self, BucketTable};
 use crate::hw::region_ids::RegionIds;
@@ -100,17 +100,6 @@ struct Bank {
     parts: MemberParts,
 }
 
-/// A walk the riding banks have not been fed yet: what `Pcc::on_walk` reads.
-#[derive(Clone, Copy, Debug)]
-struct RidingWalk {
-    addr: u64,
-    pid: u16,
-    cpu: u16,
-    leaf_shift: u32,
-    pmd_a_was_set: bool,
-    pud_a_was_set: bool,
-}
-
 /// Walks recorded before the banks replay them.
 const RIDING_BATCH: usize = 4096;
 
@@ -119,7 +108,7 @@ const RIDING_BATCH: usize = 4096;
 pub struct Members {
     extra: Vec<Bank>,
     /// Walks not yet fed to the banks (`feed_riding`), in order.
-    pending: Vec<RidingWalk>,
+    pending: Vec<WalkRecord>,
     /// The numbers of the regions the constant-time banks have seen, and
     /// the number of each pending walk's region (a buffer of `flush_riding`).
     ids: RegionIds,
@@ -148,17 +137,6 @@ impl std::fmt::Debug for Members {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Members")
     }
-}
-
-/// Feed one bank's PCC of `w.cpu` (created on the cpu's first walk, as the
-/// installed bank is by `Kernel::pcc_mut`).
-#[inline]
-fn feed(cfg: &PccConfig, pccs: &mut Vec<Pcc>, shifts: (u32, u32), w: &RidingWalk) {
-    let c = w.cpu as usize;
-    if c >= pccs.len() {
-        pccs.resize(c + 1, Pcc::new(cfg, shifts.0, shifts.1));
-    }
-    pccs[c].on_walk(w.pid, w.addr, w.leaf_shift, w.pmd_a_was_set, w.pud_a_was_set);
 }
 
 impl Kernel {
@@ -265,14 +243,8 @@ impl Kernel {
     /// The riding members' walker update (PCC §3.2), as `feed_pcc` does for
     /// the installed one.
     pub(super) fn feed_riding(&mut self, a: &Access, leaf: &Leaf) {
-        self.members.pending.push(RidingWalk {
-            addr: a.addr,
-            pid: a.pid,
-            cpu: a.cpu,
-            leaf_shift: self.geo.shifts[leaf.size()],
-            pmd_a_was_set: leaf.was(PMD_A),
-            pud_a_was_set: leaf.was(PUD_A),
-        });
+        let w = self.walk_record(a, leaf);
+        self.members.pending.push(w);
         if self.members.pending.len() >= RIDING_BATCH {
             self.flush_riding();
         }
@@ -289,7 +261,7 @@ impl Kernel {
         // The region of every walk a 2MB table counts, numbered once for all
         // the constant-time banks (`Pcc::on_walk`: a walk to a leaf above
         // 2MB or with the PMD's A bit clear does not reach the table).
-        let counted = |w: &RidingWalk| w.leaf_shift <= shifts.0 && w.pmd_a_was_set;
+        let counted = |w: &WalkRecord| w.leaf_shift <= shifts.0 && w.pmd_a_was_set;
         m.pending_ids.clear();
         if m.extra.iter().any(|b| matches!(b.tables, Tables::Buckets(_))) {
             let ids = &mut m.ids;
@@ -298,7 +270,7 @@ impl Kernel {
         }
         for b in m.extra.iter_mut() {
             match &mut b.tables {
-                Tables::Plain(v) => pending.iter().for_each(|w| feed(&b.cfg, v, shifts, w)),
+                Tables::Plain(v) => pending.iter().for_each(|w| feed(v, || Pcc::new(&b.cfg, shifts.0, shifts.1), w)),
                 Tables::Buckets(v) => {
                     for (w, &id) in pending.iter().zip(&m.pending_ids) {
                         // `Pcc::on_walk` for a 2MB table alone (`supports`: no 1GB table).

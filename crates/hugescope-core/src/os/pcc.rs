@@ -49,13 +49,19 @@ impl Kernel {
     /// PCC is enabled (the caller tests `pcc_cfg`).
     #[inline(never)]
     pub(super) fn feed_pcc(&mut self, a: &Access, leaf: &Leaf) {
-        self.pccs.record(WalkRecord {
+        self.pccs.record(self.walk_record(a, leaf));
+    }
+
+    /// Walk `a` to `leaf` as the PCCs see it.
+    #[inline]
+    pub(super) fn walk_record(&self, a: &Access, leaf: &Leaf) -> WalkRecord {
+        WalkRecord {
             addr: a.addr,
             pid: a.pid,
             cpu: a.cpu,
-            leaf_shift: self.geo.shifts[leaf.size()] as u8,
+            leaf_shift: self.geo.shifts[leaf.size()],
             pmd_a_was_set: leaf.was(PMD_A),
             pud_a_was_set: leaf.was(PUD_A),
-        });
+        }
     }
 }

@@ -4,20 +4,21 @@
 //! Why: on a scattered workload the walker feeds the PCC on every other
 //! access, and that update (find the region's entry, or evict the LFU one
 //! and insert) took about a fifth of a GUPS simulation's time under pcc (29
-//! against 35 M accesses/s with the updates left out, on the 2-cpu test VM). Nothing reads a
-//! PCC between its updates except a policy's read, a shootdown and the end
-//! of the run, so the updates can run behind the simulation: walks are
-//! recorded in a batch, and a full batch is applied to the PCCs on a helper
-//! thread while the simulation goes on recording the next one.
+//! against 35 M accesses/s with the updates left out, on the 2-cpu test
+//! VM). Nothing reads a PCC between its updates except a policy's read, a
+//! shootdown and the end of the run, so the updates can run behind the
+//! simulation: walks are recorded in a batch, and a full batch is applied to
+//! the PCCs on a helper thread while the simulation records the next one.
 //!
 //! Results cannot change. The records are applied in walk order, one batch
 //! after the other, and every way to the PCCs (`get`, `of_cpu`,
-//! `take_pccs`, `install`, cloning the kernel) first waits for the batch in flight and applies the
-//! walks recorded since, so whoever looks sees exactly the state of feeding
-//! walk by walk. A simulation offloads when it also decodes ahead (one cpu
-//! available, `HUGESCOPE_READAHEAD=0` or a sweep running one simulation per
-//! cpu do neither: `run::uses_second_cpu`); otherwise, and in every kernel
-//! built directly, each walk updates its PCC at once.
+//! `take_pccs`, `install`, cloning the kernel) first waits for the batch in
+//! flight and applies the walks recorded since, so whoever looks sees
+//! exactly the state of feeding walk by walk. A simulation offloads when it
+//! also decodes ahead (one cpu available, `HUGESCOPE_READAHEAD=0` or a sweep
+//! running one simulation per cpu do neither: `run::uses_second_cpu`);
+//! otherwise, and in every kernel built directly, each walk updates its PCC
+//! at once.
 
 use crate::hw::pcc::Pcc;
 use crate::trace::ADDR_MASK;
@@ -29,13 +30,14 @@ use std::thread::JoinHandle;
 /// read waiting for it waits little.
 const BATCH: usize = 1 << 15;
 
-/// One walk as the PCC sees it (`Pcc::on_walk`'s arguments and the cpu).
+/// One walk as a PCC sees it (`Pcc::on_walk`'s arguments and the cpu): what
+/// the installed bank and the shared pass's riding banks (`members.rs`) record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct WalkRecord {
     pub addr: u64,
     pub pid: u16,
     pub cpu: u16,
-    pub leaf_shift: u8,
+    pub leaf_shift: u32,
     pub pmd_a_was_set: bool,
     pub pud_a_was_set: bool,
 }
@@ -64,7 +66,7 @@ impl WalkRecord {
             addr: p & ADDR_MASK & !PAGE_BITS,
             cpu: (p >> 48) as u16 & 0xff,
             pid: (p >> 56) as u16,
-            leaf_shift: (p & 63) as u8,
+            leaf_shift: (p & 63) as u32,
             pmd_a_was_set: p & (1 << 6) != 0,
             pud_a_was_set: p & (1 << 7) != 0,
         }
@@ -126,15 +128,21 @@ fn held(m: &mut Mutex<Held>) -> &mut Held {
     m.get_mut().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Apply walk `w` to `pccs`, creating a cpu's PCC from `template` at its
-/// first walk.
+/// Feed walk `w` to its cpu's PCC in `pccs`, one made by `new` at the cpu's
+/// first walk (the installed bank and the riding ones alike).
 #[inline]
-fn apply(pccs: &mut Vec<Pcc>, template: &Pcc, w: &WalkRecord) {
+pub(super) fn feed(pccs: &mut Vec<Pcc>, new: impl FnOnce() -> Pcc, w: &WalkRecord) {
     let c = w.cpu as usize;
     if c >= pccs.len() {
-        pccs.resize(c + 1, template.clone());
+        pccs.resize(c + 1, new());
     }
-    pccs[c].on_walk(w.pid, w.addr, w.leaf_shift as u32, w.pmd_a_was_set, w.pud_a_was_set);
+    pccs[c].on_walk(w.pid, w.addr, w.leaf_shift, w.pmd_a_was_set, w.pud_a_was_set);
+}
+
+/// `feed`, with new PCCs cloned from `template`.
+#[inline]
+fn apply(pccs: &mut Vec<Pcc>, template: &Pcc, w: &WalkRecord) {
+    feed(pccs, || template.clone(), w);
 }
 
 /// Apply the packed walks of a batch, in order.
@@ -335,7 +343,7 @@ mod tests {
         /// A packed walk unpacks to itself, less the page offset no PCC reads.
         #[test]
         fn packed_walks_round_trip(addr in 0..=ADDR_MASK, cpu in 0u16..256, pid in 0u16..256,
-                                   leaf_shift in 0u8..64, pmd_a: bool, pud_a: bool) {
+                                   leaf_shift in 0u32..64, pmd_a: bool, pud_a: bool) {
             let w = WalkRecord { addr, pid, cpu, leaf_shift, pmd_a_was_set: pmd_a, pud_a_was_set: pud_a };
             let back = WalkRecord::unpack(w.pack().expect("fits"));
             proptest::prop_assert_eq!(back, WalkRecord { addr: addr & !PAGE_BITS, ..w });
