@@ -157,8 +157,8 @@ impl PccBank {
     /// yet; replaces what the bank held.
     pub(super) fn install(&mut self, template: Option<Pcc>, pccs: Vec<Pcc>) {
         self.take_pccs();
-        self.offload = self.may_offload && template.is_some();
         self.template = template;
+        self.set_offload(self.may_offload && self.template.is_some());
         held(&mut self.held).pccs = pccs;
     }
 
@@ -166,7 +166,16 @@ impl PccBank {
     pub(super) fn allow_offload(&mut self, on: bool) {
         self.get();
         self.may_offload = on;
-        self.offload = on && self.template.is_some();
+        self.set_offload(on && self.template.is_some());
+    }
+
+    /// Offload or not; offloading, the first batch's buffer is allocated
+    /// now, not by a walk's push.
+    fn set_offload(&mut self, on: bool) {
+        self.offload = on;
+        if on {
+            self.pending.reserve_exact(BATCH);
+        }
     }
 
     /// The PCCs by cpu (cpus that never walked may be missing), with every
@@ -233,7 +242,11 @@ impl PccBank {
         let template = self.template.clone().expect("offloading needs a PCC");
         let held = held(&mut self.held);
         held.settle();
-        let batch = std::mem::replace(&mut self.pending, std::mem::take(&mut held.spare));
+        // The next batch's buffer is allocated here, once (later batches
+        // reuse the one the helper gives back), never by a walk's push.
+        let mut next = std::mem::take(&mut held.spare);
+        next.reserve_exact(BATCH);
+        let batch = std::mem::replace(&mut self.pending, next);
         // Through a shared slot, so that if no thread starts the PCCs and
         // the batch are still here.
         let slot = Arc::new(Mutex::new(Some((std::mem::take(&mut held.pccs), batch))));
