@@ -116,10 +116,8 @@ pub struct PccBank {
     /// An empty PCC, what a cpu's first walk starts from; None: no PCC.
     template: Option<Pcc>,
     /// Batches may go to a helper thread (`allow_offload`); they do while a
-    /// PCC is installed.
+    /// PCC is installed (`offloading`).
     may_offload: bool,
-    /// Batches go to a helper thread (else each walk is applied at once).
-    offload: bool,
 }
 
 /// The held part, borrowed alone (the other fields stay free to borrow).
@@ -128,15 +126,21 @@ fn held(m: &mut Mutex<Held>) -> &mut Held {
     m.get_mut().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The PCC of `cpu` in `pccs`, one made by `new` if the cpu has none yet.
+#[inline]
+fn pcc_of(pccs: &mut Vec<Pcc>, cpu: u16, new: impl FnOnce() -> Pcc) -> &mut Pcc {
+    let c = cpu as usize;
+    if c >= pccs.len() {
+        pccs.resize(c + 1, new());
+    }
+    &mut pccs[c]
+}
+
 /// Feed walk `w` to its cpu's PCC in `pccs`, one made by `new` at the cpu's
 /// first walk (the installed bank and the riding ones alike).
 #[inline]
 pub(super) fn feed(pccs: &mut Vec<Pcc>, new: impl FnOnce() -> Pcc, w: &WalkRecord) {
-    let c = w.cpu as usize;
-    if c >= pccs.len() {
-        pccs.resize(c + 1, new());
-    }
-    pccs[c].on_walk(w.pid, w.addr, w.leaf_shift, w.pmd_a_was_set, w.pud_a_was_set);
+    pcc_of(pccs, w.cpu, new).on_walk(w.pid, w.addr, w.leaf_shift, w.pmd_a_was_set, w.pud_a_was_set);
 }
 
 /// `feed`, with new PCCs cloned from `template`.
@@ -158,7 +162,7 @@ impl PccBank {
     pub(super) fn install(&mut self, template: Option<Pcc>, pccs: Vec<Pcc>) {
         self.take_pccs();
         self.template = template;
-        self.set_offload(self.may_offload && self.template.is_some());
+        self.reserve_batch();
         held(&mut self.held).pccs = pccs;
     }
 
@@ -166,14 +170,19 @@ impl PccBank {
     pub(super) fn allow_offload(&mut self, on: bool) {
         self.get();
         self.may_offload = on;
-        self.set_offload(on && self.template.is_some());
+        self.reserve_batch();
     }
 
-    /// Offload or not; offloading, the first batch's buffer is allocated
-    /// now, not by a walk's push.
-    fn set_offload(&mut self, on: bool) {
-        self.offload = on;
-        if on {
+    /// Whether batches go to a helper thread (else each walk is applied at
+    /// once).
+    #[inline]
+    fn offloading(&self) -> bool {
+        self.may_offload && self.template.is_some()
+    }
+
+    /// Offloading, allocate the first batch's buffer now, not by a walk's push.
+    fn reserve_batch(&mut self) {
+        if self.offloading() {
             self.pending.reserve_exact(BATCH);
         }
     }
@@ -194,12 +203,7 @@ impl PccBank {
     /// without a PCC.
     pub(super) fn of_cpu(&mut self, cpu: u16) -> Option<&mut Pcc> {
         let template = self.template.clone()?;
-        let pccs = self.get();
-        let c = cpu as usize;
-        if c >= pccs.len() {
-            pccs.resize(c + 1, template);
-        }
-        Some(&mut pccs[c])
+        Some(pcc_of(self.get(), cpu, || template))
     }
 
     /// Take the PCCs out with every walk applied; the bank is left empty,
@@ -207,7 +211,6 @@ impl PccBank {
     pub(super) fn take_pccs(&mut self) -> Vec<Pcc> {
         let pccs = std::mem::take(self.get());
         self.template = None;
-        self.offload = false;
         pccs
     }
 
@@ -215,22 +218,19 @@ impl PccBank {
     /// batch goes to the helper thread.
     #[inline]
     pub(super) fn record(&mut self, w: WalkRecord) {
-        if !self.offload {
-            if let Some(template) = self.template.as_ref() {
-                let held = held(&mut self.held);
-                apply(&mut held.pccs, template, &w);
+        if self.offloading() {
+            if let Some(p) = w.pack() {
+                self.pending.push(p);
+                if self.pending.len() >= BATCH {
+                    self.send_batch();
+                }
+                return;
             }
-            return;
+            // Not a trace's walk (see `pack`): applied now, after the pending ones.
+            self.get();
         }
-        let Some(p) = w.pack() else {
-            // Not a trace's walk (see `pack`): applied after the pending ones.
-            let template = self.template.clone().expect("offloading needs a PCC");
-            apply(self.get(), &template, &w);
-            return;
-        };
-        self.pending.push(p);
-        if self.pending.len() >= BATCH {
-            self.send_batch();
+        if let Some(template) = self.template.as_ref() {
+            apply(&mut held(&mut self.held).pccs, template, &w);
         }
     }
 
@@ -268,7 +268,7 @@ impl PccBank {
                 held.pccs = pccs;
                 batch.clear();
                 held.spare = batch;
-                self.offload = false;
+                self.may_offload = false;
             }
         }
     }
@@ -286,7 +286,6 @@ impl Clone for PccBank {
             pending: self.pending.clone(),
             template: self.template.clone(),
             may_offload: self.may_offload,
-            offload: self.offload,
         }
     }
 }
@@ -317,7 +316,7 @@ mod tests {
             b
         };
         let (mut now, mut later) = (bank(false), bank(true));
-        assert!(later.offload && !now.offload);
+        assert!(later.offloading() && !now.offloading());
         let mut x = 0x2545_f491_4f6c_dd1du64;
         let mut copies = Vec::new();
         for i in 0..(3 * BATCH + 123) {
