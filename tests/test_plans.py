@@ -140,14 +140,17 @@ def test_the_performance_engineers_path(traced, tmp_path, capsys):
 def test_seconds_entries_all_come_due_and_wait_for_their_range(traced, tmp_path, capsys):
     # At --duration 0.05 the recorded first touches fall within the first
     # 50 ms, while the program runs for longer: every entry comes due, and
-    # one due before the program has touched its range waits for it.
+    # one due before the program has touched its range waits for it. The
+    # program gets 30M reads (about 0.35 s here), not the 3M it was traced
+    # with (about 50 ms, as long as the plan's span: an entry due at its
+    # end could find the program gone).
     prog, trace = traced
     plan = tmp_path / "plan.json"
     code, _, err = run_cli("simulate", trace, "--policy", "linux", "--duration", "0.05", "-q",
                            "--emit-plan", plan, "--timing", "seconds", capsys=capsys)
     assert code == 0, err
     p = load(plan)
-    res = linux.run([str(prog), "3000000"], plan=plan, repeat=1, warmup=0).check()
+    res = linux.run([str(prog), "30000000"], plan=plan, repeat=1, warmup=0).check()
     outs = res.outcomes
     assert len(outs) == len(p["entries"])
     assert all(o["status"] == "collapsed" for o in outs), [(o["status"], o["reason"]) for o in outs]
