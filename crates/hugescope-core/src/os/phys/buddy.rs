@@ -245,7 +245,7 @@ impl PhysMem {
             }
         }
         let k = (order..=self.max_order).find(|&k| self.lists[k as usize].len() > 0)?;
-        let p = (self.lists[k as usize].next_from(0)? as u64) << k;
+        let p = (self.lists[k as usize].first()? as u64) << k;
         self.take_free(p, k);
         let mut k = k;
         while k > order {
