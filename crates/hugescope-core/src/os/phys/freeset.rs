@@ -23,8 +23,8 @@ pub(crate) struct FreeSet {
     low: usize,
 }
 
-// By hand: the hint is left out (the shared pass compares states as text,
-// and `PartialEq` would have to agree).
+// By hand, without the hint: the shared pass compares kernel states as text
+// (`sweep::state_text`), and equal free lists may carry different hints.
 impl std::fmt::Debug for FreeSet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FreeSet").field("levels", &self.levels).field("len", &self.len).field("cap", &self.cap).finish()
