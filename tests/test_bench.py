@@ -20,6 +20,7 @@ def test_bench_rows_counts_and_ratios(tmp_path):
         # Every row simulated exactly the accesses the trace holds (the cap).
         n = g["accesses"]
         assert n == 3000
+        assert g["how"] == "wall time of one run"
         assert w["decode_only"]["accesses"] == n
         for row in w["rows"]:
             s = row["simulate"]
