@@ -6,7 +6,7 @@
 //! Each on hand-worked sequences; off, nothing changes.
 
 use hugescope_core::config::MachineConfig;
-use hugescope_core::hw::pcc::{PccTable, Replacement};
+use hugescope_core::hw::pcc_table::{PccTable, Replacement};
 use hugescope_core::os::kernel::OsConfig;
 use hugescope_core::pagemap::StaticMap;
 use hugescope_core::plan::When;

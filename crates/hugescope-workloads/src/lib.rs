@@ -26,7 +26,7 @@ pub mod microbench;
 pub mod mysql;
 pub mod pointer_chase;
 pub mod process;
-pub mod psr;
+pub mod psr_bench;
 pub mod rbtree;
 pub mod registry;
 pub mod rng;

@@ -16,7 +16,7 @@ use crate::{adversary, cmp, dirtyfile, fftw, mapdummy, matrix, rbtree, stride4m}
 // The FHPM paper's page-sharing microbenchmark (Table 2).
 use crate::sharemicro;
 // The FHPM paper's PSR microbenchmark (§2.2 Fig 2, §6.3 Fig 8).
-use crate::psr;
+use crate::psr_bench;
 
 /// One documented parameter of a workload.
 #[derive(Clone, Debug, Serialize)]
@@ -254,7 +254,7 @@ pub(crate) enum Prepared {
     Dirtyfile(dirtyfile::Cfg),
     Mapdummy(mapdummy::Cfg),
     Sharemicro(sharemicro::Cfg),
-    Psr(psr::Cfg),
+    Psr(psr_bench::Cfg),
     Hotcold(hotcold::Cfg),
 }
 
@@ -283,7 +283,7 @@ impl Prepared {
             Prepared::Dirtyfile(c) => dirtyfile::layout(c),
             Prepared::Mapdummy(c) => mapdummy::layout(c),
             Prepared::Sharemicro(c) => sharemicro::layout(c),
-            Prepared::Psr(c) => psr::layout(c),
+            Prepared::Psr(c) => psr_bench::layout(c),
             Prepared::Hotcold(c) => hotcold::layout(c),
         }
     }
@@ -328,7 +328,7 @@ impl Prepared {
             Prepared::Dirtyfile(c) => dirtyfile::run(c, l, m),
             Prepared::Mapdummy(c) => mapdummy::run(c, l, m),
             Prepared::Sharemicro(c) => sharemicro::run(c, l, m),
-            Prepared::Psr(c) => psr::run(c, l, m),
+            Prepared::Psr(c) => psr_bench::run(c, l, m),
             Prepared::Hotcold(c) => hotcold::run(c, l, m),
         }
     }
@@ -348,7 +348,7 @@ pub fn list() -> Vec<WorkloadInfo> {
     v.extend([cmp::info(), dirtyfile::info(), mapdummy::info()]);
     v.push(sharemicro::info());
     // The FHPM paper's PSR microbenchmark (§2.2, §6.3).
-    v.push(psr::info());
+    v.push(psr_bench::info());
     // A hot set of a few percent beside a large cold table: the daemon study's case (issue #14).
     v.push(hotcold::info());
     v
@@ -383,7 +383,7 @@ fn prepare(name: &str, params: &Params) -> Result<(Prepared, Resolved)> {
         "dirtyfile" => Prepared::Dirtyfile(dirtyfile::config(&r)?),
         "mapdummy" => Prepared::Mapdummy(mapdummy::config(&r)?),
         "sharemicro" => Prepared::Sharemicro(sharemicro::config(&r)?),
-        "psr" => Prepared::Psr(psr::config(&r)?),
+        "psr" => Prepared::Psr(psr_bench::config(&r)?),
         "hotcold" => Prepared::Hotcold(hotcold::config(&r)?),
         other => return Err(Error::input(format!("workload '{other}' is listed but not wired up"))),
     };

@@ -1,5 +1,5 @@
 //! A region key to number index: the hash index behind `hw::region_ids`,
-//! which numbers the regions the PCC tables see (`hw::pcc`,
+//! which numbers the regions the PCC tables see (`hw::pcc_table`,
 //! `hw::pcc_buckets`). Hardware compares a walk's region tag with every
 //! entry at once (PCC §3.2: a CAM); the model finds the region's number in
 //! constant time and its slot by that number, instead of scanning the keys,

@@ -9,7 +9,7 @@ pub mod key_index;
 pub mod leaf;
 pub mod mmu;
 pub mod nested;
-pub mod pcc;
+pub mod pcc_table;
 pub mod ptcache;
 // shared pass: the 2MB table indexed for riding members (os/members.rs).
 pub mod pcc_buckets;

@@ -1,4 +1,4 @@
-//! The PCC's 2MB table (`hw::pcc::PccTable`, PCC §3.2) in constant time per
+//! The PCC's 2MB table (`hw::pcc_table::PccTable`, PCC §3.2) in constant time per
 //! walk, for the shared pass's riding members (`os::members`), which feed
 //! several tables on every walk.
 //!
@@ -16,7 +16,7 @@
 //! `PccTable` stays the installed member's table; `to_table` and
 //! `from_table` move a table between the two forms, entry for entry.
 
-use super::pcc::{PccConfig, PccEntry, PccStats, PccTable, Replacement};
+use super::pcc_table::{PccConfig, PccEntry, PccStats, PccTable, Replacement};
 use super::region_ids::{RegionIds, SlotsById};
 
 const NIL: u32 = u32::MAX;

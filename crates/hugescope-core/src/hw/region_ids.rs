@@ -9,7 +9,7 @@
 //! Numbers are given in first-seen order and never taken back: a region
 //! keeps its number for as long as banks ride (the banks' arrays are as long
 //! as the regions seen, two bytes a region per table; `BucketTable`). The
-//! installed PCC (`hw::pcc::PccTable`) numbers regions the same way for its
+//! installed PCC (`hw::pcc_table::PccTable`) numbers regions the same way for its
 //! own slots, and starts its numbering afresh when it grows past a bound.
 
 use super::key_index::KeyIndex;
@@ -78,7 +78,7 @@ impl RegionIds {
 
 /// No slot (slots of a PCC table are below `MAX_PCC_ENTRIES`).
 const NO_SLOT: u16 = u16::MAX;
-const _: () = assert!(super::pcc::MAX_PCC_ENTRIES < NO_SLOT as usize);
+const _: () = assert!(super::pcc_table::MAX_PCC_ENTRIES < NO_SLOT as usize);
 
 /// One table's slot for each region number: where a numbered region sits
 /// in that table, if it does. Two bytes a number.

@@ -16,7 +16,7 @@ use super::phys::{FragReport, Migration, PhysMem};
 use crate::bounded::BoundedLog;
 use crate::config::CostConfig;
 use crate::limits::DAEMON_STOP_S;
-use crate::hw::pcc::PccConfig;
+use crate::hw::pcc_table::PccConfig;
 use crate::hw::pwc::WalkCost;
 use crate::hw::leaf::{LEAF_A, LEAF_D, NO_PA, PMD_A, PUD_A};
 use crate::hw::{Geometry, Leaf, Outcome};
@@ -417,7 +417,7 @@ impl Kernel {
     // ------------------------------------------------------------ mechanisms
     // Each mechanism lives in the file Linux would hold it in (docs/kernel.md):
     // fault.rs, huge_memory.rs, migrate.rs, unmap.rs, tlbflush.rs, accessed.rs;
-    // the PCC hardware the walker feeds is hosted in pcc.rs.
+    // the PCC hardware the walker feeds is hosted in pcc_feed.rs.
 
     /// The physical allocator's owner tag of a base page: the process and the
     /// virtual page, so a migration can find the mapping to update.

@@ -30,7 +30,7 @@
 
 use super::kernel::Kernel;
 use super::pcc_bank::{feed, WalkRecord};
-use crate::hw::pcc::{Pcc, PccConfig, PccTable};
+use crate::hw::pcc_table::{Pcc, PccConfig, PccTable};
 use crate::hw::pcc_buckets::{self, BucketTable};
 use crate::hw::region_ids::RegionIds;
 use crate::hw::Leaf;

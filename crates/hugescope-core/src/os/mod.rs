@@ -21,7 +21,7 @@ pub mod ksm;
 pub mod metrics;
 pub mod migrate;
 pub mod pagedaemon;
-pub mod pcc;
+pub mod pcc_feed;
 pub mod pcc_bank;
 // a VMA's frame numbers, zero bytes while unmapped (no resident cost).
 pub mod pfns;

@@ -20,7 +20,7 @@
 //! otherwise, and in every kernel built directly, each walk updates its PCC
 //! at once.
 
-use crate::hw::pcc::Pcc;
+use crate::hw::pcc_table::Pcc;
 use crate::trace::ADDR_MASK;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -301,7 +301,7 @@ impl std::fmt::Debug for PccBank {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hw::pcc::PccConfig;
+    use crate::hw::pcc_table::PccConfig;
 
     /// A bank fed in batches on the helper thread, looked at and copied at
     /// odd points, ends with the PCCs of a bank fed walk by walk.

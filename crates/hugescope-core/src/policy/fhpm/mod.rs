@@ -6,7 +6,7 @@
 //! - `frequency.rs`: per-4KB access frequency from A-bit rounds (Table 4);
 //! - `scan.rs`: the A-bit scanner every monitor shares (stage 1, and the
 //!   single stage-2 read of a companion page);
-//! - `psr.rs`: the Page Skew Ratio and Table 1's bins (§3.1);
+//! - `page_skew.rs`: the Page Skew Ratio and Table 1's bins (§3.1);
 //! - `hp.rs`: the hot-page-pressure policy and the fixed-threshold baselines
 //!   (§4.4, §6.3);
 //! - `remap.rs`: split and collapse, VM-friendly or Linux's (§4.5);
@@ -34,7 +34,7 @@ pub mod conflicts;
 pub mod consumer;
 pub mod frequency;
 pub mod hp;
-pub mod psr;
+pub mod page_skew;
 pub mod remap;
 pub mod scan;
 pub mod stats;
@@ -309,7 +309,7 @@ impl Fhpm {
                 let bits = scan::read_companion(k, pid, s);
                 k.restore_companion(pid, s);
                 let ns = scan::ones(&bits);
-                measured.push((Measured { pid, start: s, ns, psr: psr::psr(ns, self.pages) }, Some(bits)));
+                measured.push((Measured { pid, start: s, ns, psr: page_skew::psr(ns, self.pages) }, Some(bits)));
             } else {
                 self.stats.lost_samples += 1;
                 measured.push((Measured { pid, start: s, ns: self.pages, psr: 0.0 }, None));
@@ -328,10 +328,10 @@ impl Fhpm {
             let c = self.fine_count(&measured, pid, addr, c, bs);
             hist[freq_bin(c, rounds)] += 1 << bs;
         }
-        let mut psr_hist = [0u64; psr::PSR_BINS];
+        let mut psr_hist = [0u64; page_skew::PSR_BINS];
         for (m, bits) in &measured {
             if bits.is_some() {
-                psr_hist[psr::psr_bin(m.ns, self.pages)] += self.huge;
+                psr_hist[page_skew::psr_bin(m.ns, self.pages)] += self.huge;
             }
         }
         // The decision, per VM. FHPM-TMM's f_use is the fast tier's share of
@@ -444,7 +444,7 @@ impl Fhpm {
                 continue;
             }
             let ns = (0..self.pages as u64).filter(|&j| self.win.freq.count(pid, s + (j << bs)) > 0).count() as u32;
-            out.push(Measured { pid, start: s, ns, psr: psr::psr(ns, self.pages) });
+            out.push(Measured { pid, start: s, ns, psr: page_skew::psr(ns, self.pages) });
         }
         out
     }

@@ -6,7 +6,7 @@
 //! frequency bin).
 
 use super::frequency::{FREQ_BINS, FREQ_BIN_LABELS};
-use super::psr::{PSR_BINS, PSR_BIN_LABELS};
+use super::page_skew::{PSR_BINS, PSR_BIN_LABELS};
 use serde::Serialize;
 
 /// Periods kept in the result (a 20 s period fills it after 55 hours).

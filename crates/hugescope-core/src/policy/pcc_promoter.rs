@@ -1,5 +1,5 @@
 //! `pcc`: the OS side of the Promotion Candidate Cache (Manocha et al.,
-//! MICRO'23, §3.3). The hardware (`hw::pcc`, one per cpu, owned by the kernel
+//! MICRO'23, §3.3). The hardware (`hw::pcc_table`, one per cpu, owned by the kernel
 //! because the walker feeds it) ranks 2MB regions by page walks; every
 //! interval this policy reads all PCCs, selects candidates and promotes them
 //! through `Kernel::promote`, so budget, fragmentation, compaction and costs
@@ -53,7 +53,7 @@
 
 use super::{pmd_size, Params, Policy};
 use crate::bounded::BoundedLog;
-use crate::hw::pcc::{PccConfig, PccEntry, PccStats, Replacement};
+use crate::hw::pcc_table::{PccConfig, PccEntry, PccStats, Replacement};
 use crate::os::kernel::Refusal;
 use crate::os::{AllocMode, Kernel};
 use crate::{Error, Result};
@@ -161,7 +161,7 @@ fn parse_pids(s: &str) -> Result<Vec<u16>> {
 
 pub fn new(p: &mut Params) -> Result<Box<dyn Policy>> {
     let d = PccConfig::default();
-    use crate::hw::pcc::MAX_PCC_ENTRIES;
+    use crate::hw::pcc_table::MAX_PCC_ENTRIES;
     use super::params::{MAX_COMPACT_PAGES, MAX_PERIOD_ACCESSES, MAX_PERIOD_S, MAX_PROMOTIONS_PER_ROUND, MIN_PERIOD_ACCESSES, MIN_PERIOD_S};
     let entries = p.u64_in("entries", d.entries as u64, 1, MAX_PCC_ENTRIES as u64)? as usize;
     let repl_s = p.choice("replacement", "lfu_lru", &["lfu_lru", "lru", "lfu_artifact"])?;

@@ -5,7 +5,7 @@
 use super::kernel::Kernel;
 use super::pcc_bank::WalkRecord;
 use crate::hw::leaf::{PMD_A, PUD_A};
-use crate::hw::pcc::{Pcc, PccConfig};
+use crate::hw::pcc_table::{Pcc, PccConfig};
 use crate::hw::Leaf;
 use crate::trace::Access;
 
