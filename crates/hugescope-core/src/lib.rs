@@ -17,6 +17,7 @@ pub mod os;
 pub mod output;
 pub mod pagemap;
 pub mod plan;
+pub mod profile;
 pub mod run;
 pub mod sched;
 pub mod policy;

@@ -30,9 +30,9 @@
 //! the process's own stream. Everything is deterministic: the choice depends
 //! only on the processes' times and pids.
 
-use crate::hw::{SegmentUnit, Walker};
+use crate::hw::{PageTable, SegmentUnit, Walker};
 use crate::os::kernel::Kernel;
-use crate::sim::{PageTable, Simulator};
+use crate::sim::Simulator;
 use crate::trace::merge::Input;
 use crate::trace::{Access, AccessSink};
 use crate::{Error, Result};

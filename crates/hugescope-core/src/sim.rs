@@ -12,138 +12,14 @@
 
 use crate::config::MachineConfig;
 use crate::cost::{self, CostEstimate};
-use crate::hw::pwc::WalkCost;
 use crate::hw::segment::ProcessSegment;
-use crate::hw::{DirectSegment, Geometry, Leaf, Mmu, NoSegment, Outcome, RadixWalker, SegmentUnit, Segments, Space, Walker};
+use crate::hw::{DirectSegment, Geometry, Leaf, Mmu, NoSegment, Outcome, PageTable, RadixWalker, SegmentUnit, Segments, Shootdown, Walker, ALL_SPACES};
 use crate::pagemap::StaticMap;
 use crate::stats::{MmuStats, TranslationCounters};
 use crate::trace::hst::HstReader;
 use crate::trace::{Access, AccessSink, TraceHeader};
 use crate::Result;
 use serde::Serialize;
-
-/// A range whose translations must leave every TLB (and PWC) of every cpu.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Shootdown {
-    pub pid: u16,
-    pub start: u64,
-    pub end: u64,
-    /// The translation's successor is already in place: only cached copies
-    /// must go (an accessed-bit clear, which changes no mapping; a
-    /// VM-friendly split or collapse, FHPM §4.5, that rewrites the EPT
-    /// eagerly). False for an ordinary remap or unmap. Native runs ignore it;
-    /// a hypervisor model zaps its EPT entries for the range only when it is
-    /// false, so the guest's next touch of each page exits (EPT violation).
-    pub keeps_mapping: bool,
-    /// The VM whose address space `pid` is: 0 (the host) for every native
-    /// page table; a guest kernel's shootdowns carry their VM's id
-    /// (`virt::hypervisor`).
-    pub vm: u8,
-}
-
-/// `Shootdown::pid` of a flush of every address space of a VM.
-pub const ALL_SPACES: u16 = u16::MAX;
-
-impl Shootdown {
-    /// A shootdown after a remap or unmap of [start, end) of `pid`.
-    #[inline]
-    pub fn remap(pid: u16, start: u64, end: u64) -> Shootdown {
-        Shootdown { pid, start, end, keeps_mapping: false, vm: 0 }
-    }
-
-    /// Every translation of VM `vm` must go (KVM flushes a VM's TLB entries
-    /// by VPID after any host change of its EPT).
-    #[inline]
-    pub fn whole_vm(vm: u8) -> Shootdown {
-        Shootdown { pid: ALL_SPACES, start: 0, end: u64::MAX, keeps_mapping: true, vm }
-    }
-
-    /// The address space the range belongs to.
-    #[inline]
-    pub fn space(&self) -> Space {
-        Space { vm: self.vm, asid: self.pid }
-    }
-}
-
-/// What the simulator needs from a page table.
-pub trait PageTable {
-    /// A virtualized page table (`virt::Hypervisor`): each access runs in a
-    /// VM (`vm_of`), and a walk needs the nested path (`nested_path`). A
-    /// constant, so native page tables compile the per-access VM switch
-    /// away.
-    const VIRTUAL: bool = false;
-
-    /// The VM id access `a` runs in (virtualized page tables only).
-    #[inline(always)]
-    fn vm_of(&self, _a: &Access) -> u8 {
-        0
-    }
-
-    /// What the nested walk to the leaf just returned needs besides it
-    /// (virtualized page tables only; called right after `leaf`).
-    #[inline(always)]
-    fn nested_path(&self) -> Option<&crate::hw::NestedPath> {
-        None
-    }
-
-    /// Called on every TLB miss: the leaf translating `a`, as a walk of the
-    /// tables finds it (with its accessed/dirty bits as they were before this
-    /// walk). May fault, map and remap; remaps must queue shootdowns.
-    fn leaf(&mut self, a: &Access) -> Leaf;
-
-    /// `leaf` as the simulator's own walk asks for it: the same entry and
-    /// bits, but `Leaf::pa` may be left `NO_PA`, because nothing on a native
-    /// walk reads the frame (the walker prices levels, the TLBs hold sizes).
-    /// An OS model overrides it to skip that load: on a scattered workload
-    /// the frame array is a cache miss on most walks. A virtualized page
-    /// table keeps the default (its nested walk needs the guest's frames).
-    #[inline(always)]
-    fn walk_leaf(&mut self, a: &Access) -> Leaf {
-        self.leaf(a)
-    }
-
-    /// Called after the walker priced the walk to `leaf` (and the TLBs were
-    /// filled): `set` are the bits the walk wrote (`hw::leaf::{LEAF_A,
-    /// LEAF_D, PMD_A, PUD_A}`), for a page table that keeps them. The walker
-    /// decides them (hardware does, SDM vol. 3A §4.8); the page table stores
-    /// them. Default: nothing (a static map has no bits).
-    #[inline]
-    fn walked(&mut self, _a: &Access, _leaf: &Leaf, _set: u8) {}
-
-    /// Move shootdowns queued since the last call into `out`.
-    #[inline]
-    fn take_shootdowns(&mut self, _out: &mut Vec<Shootdown>) {}
-
-    /// Whether shootdowns are queued (checked after every access).
-    #[inline]
-    fn has_shootdowns(&self) -> bool {
-        false
-    }
-
-    /// Called after every access with its outcome and, for a miss, the cost of
-    /// its page walk (the OS model advances its virtual clock and runs due
-    /// daemons here). Default: nothing.
-    #[inline]
-    fn after_access(&mut self, _a: &Access, _outcome: Outcome, _walk: Option<WalkCost>) {}
-
-    /// Called after an access the cpu's direct segment translated (no TLB
-    /// outcome, no walk, no bits written; it costs
-    /// `CostConfig::segment_hit_cycles`). Default: nothing, which is right
-    /// for a static map; the OS model advances its clock here.
-    #[inline]
-    fn segment_hit(&mut self, _a: &Access) {}
-
-    /// Move what the OS changed about processes' direct segments (their
-    /// registers, primary regions) since the last call into `out`. Polled
-    /// with the shootdowns (`has_shootdowns` must be true while any are
-    /// queued), and applied before them: a revert installs page-table
-    /// entries, then rewrites the registers, then shoots down (reference §9.8).
-    #[inline]
-    fn take_segment_updates(&mut self, _out: &mut Vec<ProcessSegment>) {}
-
-    /// A progress point of the workload was reached.
-    fn progress(&mut self, _label: &str) {}
-}
 
 impl PageTable for StaticMap {
     #[inline]

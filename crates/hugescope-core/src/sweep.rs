@@ -24,11 +24,11 @@
 //! promote regions, which changes later walks (docs/assumptions.md).
 
 use crate::config::MachineConfig;
-use crate::hw::{RadixWalker, Segments};
+use crate::hw::{PageTable, RadixWalker, Segments};
 use crate::os::kernel::{Kernel, OsConfig};
 use crate::os::members::MemberParts;
 use crate::run::{self, PassSink, PolicyResult, PolicySpec, Prepared, Run, RunOptions};
-use crate::sim::{PageTable, Simulator, TraceInfo};
+use crate::sim::{Simulator, TraceInfo};
 use crate::Result;
 
 type Sim = Simulator<Kernel, RadixWalker, Segments>;

@@ -31,9 +31,9 @@
 //! L1 fill on walks only, so the L1 would differ by size).
 
 use crate::config::{CacheConfig, MachineConfig};
-use crate::hw::{Geometry, Leaf, Mmu, Outcome, RadixWalker, Walker};
+use crate::hw::{Geometry, Leaf, Mmu, Outcome, PageTable, RadixWalker, Walker};
 use crate::pagemap::StaticMap;
-use crate::sim::{counters_of, PageTable, StaticResult, TraceInfo};
+use crate::sim::{counters_of, StaticResult, TraceInfo};
 use crate::stats::MmuStats;
 use crate::trace::hst::HstReader;
 use crate::{cost, Error, Result};

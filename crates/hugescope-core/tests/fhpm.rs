@@ -13,7 +13,8 @@ use hugescope_core::os::clock::TimeBase;
 use hugescope_core::os::costs::OsCosts;
 use hugescope_core::os::kernel::{Kernel, OsConfig};
 use hugescope_core::policy;
-use hugescope_core::sim::{PageTable, Shootdown, Simulator};
+use hugescope_core::sim::Simulator;
+use hugescope_core::hw::{PageTable, Shootdown};
 use hugescope_core::trace::Access;
 
 const PAGE: u64 = 4096;

@@ -9,7 +9,8 @@ use common::{header, sim, BASE, MB2};
 use hugescope_core::os::clock::TimeBase;
 use hugescope_core::os::kernel::{Kernel, OsConfig, Refusal};
 use hugescope_core::os::AllocMode;
-use hugescope_core::sim::{PageTable, Shootdown, Simulator};
+use hugescope_core::sim::Simulator;
+use hugescope_core::hw::{PageTable, Shootdown};
 use hugescope_core::trace::Access;
 
 const PAGES: u64 = 512;

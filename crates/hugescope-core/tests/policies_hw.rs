@@ -15,13 +15,13 @@
 mod common;
 
 use common::{machine, sim, sim_with, Rng, BASE, MB2};
-use hugescope_core::hw::Geometry;
+use hugescope_core::hw::{Geometry, PageTable};
 use hugescope_core::os::clock::TimeBase;
 use hugescope_core::os::costs::OsCosts;
 use hugescope_core::os::kernel::{Kernel, OsConfig};
 use hugescope_core::policy;
-use hugescope_core::run::WalkProfiler;
-use hugescope_core::sim::{PageTable, Simulator};
+use hugescope_core::profile::WalkProfiler;
+use hugescope_core::sim::Simulator;
 use hugescope_core::trace::{Access, TraceHeader};
 use std::sync::OnceLock;
 
@@ -289,7 +289,8 @@ fn oracle_without_budget_promotes_every_region_that_walked() {
 
 #[test]
 fn simulate_policies_runs_the_profiling_pass_for_the_oracle() {
-    use hugescope_core::run::{profile_walks, simulate_policies, PolicySpec, RunOptions};
+    use hugescope_core::run::{simulate_policies, PolicySpec, RunOptions};
+    use hugescope_core::profile::profile_walks;
     use hugescope_core::trace::hst::HstWriter;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("hub.hst");

@@ -293,7 +293,7 @@ fn writeback_writes_dirty_leaves_whole_unless_the_write_demoted_them() {
             s.step(Access::read(BASE + i * PAGE));
         }
         s.step(Access::write(BASE + 3 * PAGE));
-        use hugescope_core::sim::PageTable;
+        use hugescope_core::hw::PageTable;
         s.pt.progress("msync");
         ok(&s.pt);
         s.pt.stats.writeback_bytes

@@ -4,16 +4,15 @@
 //! translation cost, and the single-trace path left unchanged.
 
 use hugescope_core::config::MachineConfig;
-use hugescope_core::hw::Leaf;
+use hugescope_core::hw::{Leaf, Outcome, PageTable};
 use hugescope_core::os::clock::{Clock, TimeBase};
 use hugescope_core::os::kernel::OsConfig;
 use hugescope_core::run::{simulate_concurrent, simulate_policies, PolicyResult, PolicySpec, RunOptions};
 use hugescope_core::sched::{self, ProcessClock, SchedOptions};
-use hugescope_core::sim::{PageTable, Simulator};
+use hugescope_core::sim::Simulator;
 use hugescope_core::trace::hst::HstWriter;
 use hugescope_core::trace::merge::{combine, Input};
 use hugescope_core::trace::{free_label, Access, Region, TraceHeader};
-use hugescope_core::hw::Outcome;
 use hugescope_core::hw::pwc::WalkCost;
 use std::path::Path;
 

@@ -258,7 +258,7 @@ fn virtualized_the_tiers_are_the_hosts_and_price_each_guest_access_by_its_host_f
 #[test]
 fn virtualized_set_up_data_is_backed_by_host_frames_fast_first_in_the_order_written() {
     use hugescope_core::run::PolicySpec;
-    use hugescope_core::sim::PageTable;
+    use hugescope_core::hw::PageTable;
     use hugescope_core::virt::run::hypervisor_for;
     let m = common::machine();
     let o = OsConfig { tiers: TierConfig { fast_bytes: Some(MB2), ..Default::default() }, ..Default::default() };

@@ -9,10 +9,10 @@ use common::{header, BASE};
 use hugescope_core::config::MachineConfig;
 use hugescope_core::hw::leaf::{LEAF_A, LEAF_D, NATIVE, NO_PA, PMD_A, PUD_A};
 use hugescope_core::hw::pwc::WalkCost;
-use hugescope_core::hw::{Geometry, Leaf, RadixWalker, Space, Walker};
+use hugescope_core::hw::{Geometry, Leaf, PageTable, RadixWalker, Space, Walker};
 use hugescope_core::os::kernel::{Kernel, OsConfig};
 use hugescope_core::pagemap::StaticMap;
-use hugescope_core::sim::{PageTable, Simulator};
+use hugescope_core::sim::Simulator;
 use hugescope_core::trace::Access;
 
 const KB4: u64 = 4 << 10;

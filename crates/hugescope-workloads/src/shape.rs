@@ -12,9 +12,9 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use hugescope_core::config::MachineConfig;
-use hugescope_core::hw::{Geometry, Leaf};
+use hugescope_core::hw::{Geometry, Leaf, PageTable};
 use hugescope_core::pagemap::StaticMap;
-use hugescope_core::sim::{PageTable, Simulator};
+use hugescope_core::sim::Simulator;
 use hugescope_core::trace::{Access, AccessSink, Region};
 use hugescope_core::Result;
 

@@ -82,6 +82,24 @@ impl Leaf {
     }
 }
 
+/// Most radix levels a machine may have (`MachineConfig::validate`).
+pub const MAX_LEVELS: usize = 6;
+
+/// What a nested walk needs besides the leaf, as the hypervisor found it
+/// (`Walker::prepare` hands it to the walker before the walk is priced).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NestedPath {
+    /// GPA of the guest page-table page read at each root-first level.
+    pub pt_gpa: [u64; MAX_LEVELS],
+    /// Page-size index of the host leaf mapping that page.
+    pub pt_host_size: [u8; MAX_LEVELS],
+    /// GPA the access translates to in the guest (`Leaf::pa` is the host's).
+    pub data_gpa: u64,
+    /// The GVA lies in the guest's direct segment (ISCA'13 §3.3, extension):
+    /// no guest level is read.
+    pub guest_segment: bool,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -40,7 +40,7 @@
 
 use super::assoc::SetAssoc;
 use super::geometry::{Geometry, MAX_SIZES};
-use super::leaf::{Leaf, LEAF_A, LEAF_D, PMD_A, PUD_A};
+use super::leaf::{Leaf, NestedPath, LEAF_A, LEAF_D, PMD_A, PUD_A};
 use super::pwc::{Pwc, WalkCost};
 use super::space::Space;
 use super::tlb::tag;
@@ -48,9 +48,6 @@ use super::walker::Walker;
 use crate::config::CacheConfig;
 use crate::trace::Access;
 use std::collections::BTreeMap;
-
-/// Most radix levels a machine may have (`MachineConfig::validate`).
-pub const MAX_LEVELS: usize = 6;
 
 /// Bits of `Walker::writes`' result above the A/D bits: the root-first index
 /// of the first guest level the walk read (levels above it were skipped by a
@@ -63,20 +60,6 @@ pub const FIRST_LEVEL_MASK: u8 = 0x70;
 #[inline(always)]
 pub fn first_level_read(set: u8) -> usize {
     ((set & FIRST_LEVEL_MASK) >> FIRST_LEVEL_SHIFT) as usize
-}
-
-/// What a nested walk needs besides the leaf, as the hypervisor found it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct NestedPath {
-    /// GPA of the guest page-table page read at each root-first level.
-    pub pt_gpa: [u64; MAX_LEVELS],
-    /// Page-size index of the host leaf mapping that page.
-    pub pt_host_size: [u8; MAX_LEVELS],
-    /// GPA the access translates to in the guest (`Leaf::pa` is the host's).
-    pub data_gpa: u64,
-    /// The GVA lies in the guest's direct segment (ISCA'13 §3.3, extension):
-    /// no guest level is read.
-    pub guest_segment: bool,
 }
 
 /// Nested-walk cache sizes (each empty or None: no such cache).
@@ -213,6 +196,7 @@ impl Walker for NestedWalker {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hw::leaf::MAX_LEVELS;
     use crate::config::MachineConfig;
     use crate::hw::leaf::NO_PA;
 

@@ -71,6 +71,8 @@ impl Replacement {
 /// (`PccTable::numbering_bound`): 1.25 MiB at 16384 entries, so 256 such
 /// tables stay under 330 MiB (about 110 KiB a table at the default 128).
 pub const MAX_PCC_ENTRIES: usize = 1 << 14;
+// Every slot number fits the slot maps of `hw/region_ids.rs` beside their "no slot".
+const _: () = assert!(MAX_PCC_ENTRIES < super::region_ids::NO_SLOT as usize);
 
 /// Geometry of one core's PCCs.
 #[derive(Clone, Debug, PartialEq, Serialize)]

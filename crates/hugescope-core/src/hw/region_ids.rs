@@ -76,9 +76,9 @@ impl RegionIds {
     }
 }
 
-/// No slot (slots of a PCC table are below `MAX_PCC_ENTRIES`).
-const NO_SLOT: u16 = u16::MAX;
-const _: () = assert!(super::pcc_table::MAX_PCC_ENTRIES < NO_SLOT as usize);
+/// No slot (slots of a PCC table are below `MAX_PCC_ENTRIES`, which
+/// `hw/pcc_table.rs` checks against this at compile time).
+pub(super) const NO_SLOT: u16 = u16::MAX;
 
 /// One table's slot for each region number: where a numbered region sits
 /// in that table, if it does. Two bytes a number.

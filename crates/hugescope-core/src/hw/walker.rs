@@ -17,7 +17,7 @@
 //! inlined: no dynamic dispatch, no allocation.
 
 use super::geometry::Geometry;
-use super::leaf::{Leaf, LEAF_A, LEAF_D, PMD_A, PUD_A};
+use super::leaf::{Leaf, NestedPath, LEAF_A, LEAF_D, PMD_A, PUD_A};
 use super::geometry::MAX_SIZES;
 use super::ptcache::PtCache;
 use super::pwc::{Pwc, WalkCost};
@@ -57,7 +57,7 @@ pub trait Walker: Clone {
     /// table is a virtualized one (`PageTable::VIRTUAL`); a native walker
     /// ignores it.
     #[inline(always)]
-    fn prepare(&mut self, _path: &super::nested::NestedPath) {}
+    fn prepare(&mut self, _path: &NestedPath) {}
 }
 
 /// The native radix walk with per-level page-walk caches.

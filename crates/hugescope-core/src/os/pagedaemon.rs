@@ -615,7 +615,7 @@ impl Kernel {
             None => return,
         };
         for (start, len) in ranges {
-            crate::sim::PageTable::progress(self, &crate::trace::free_label(pid, start, len));
+            crate::hw::PageTable::progress(self, &crate::trace::free_label(pid, start, len));
         }
         if let Some(d) = self.daemon.as_mut() {
             d.stats.exits += 1;

@@ -5,7 +5,7 @@
 //! (PCC §3.3 step C) and charges the IPI cost to the program's critical path.
 
 use super::kernel::Kernel;
-use crate::sim::Shootdown;
+use crate::hw::Shootdown;
 
 impl Kernel {
     /// Run `f` with every shootdown it queues marked `keeps_mapping`: the

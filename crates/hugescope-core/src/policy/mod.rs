@@ -19,7 +19,7 @@
 //!   policy to demote, instead of Linux's immediate split);
 //! - `wants_profile` / `set_profile`: offline policies (the oracle) get the
 //!   walks per region of a base-page profiling pass over the whole trace
-//!   before the run starts (`run::profile_walks`).
+//!   before the run starts (`profile::profile_walks`).
 //!
 //! Mechanisms available to policies: `promote` (collapse by copy),
 //! `collapse_in_place`, `demote`, `compact`, `clear_accessed`, `free_range`,
@@ -111,7 +111,7 @@ pub trait Policy {
         false
     }
     /// The profile, given before the kernel is built (so before `init`).
-    fn set_profile(&mut self, _p: &crate::run::WalkProfile) {}
+    fn set_profile(&mut self, _p: &crate::profile::WalkProfile) {}
 }
 
 type Ctor = fn(&mut Params) -> Result<Box<dyn Policy>>;

@@ -1,5 +1,5 @@
 //! `oracle`: an offline, two-pass upper bound for budgeted promotion. The
-//! first pass (`run::profile_walks`) simulates the whole trace with base pages
+//! first pass (`profile::profile_walks`) simulates the whole trace with base pages
 //! and counts page walks per 2MB region: the walks promoting that region would
 //! remove (up to the few misses its 2MB entry still takes). This policy then
 //! maps the top-ranked regions huge at their first touch, so they never walk
@@ -24,7 +24,7 @@
 
 use super::{pmd_size, Fault, FaultAction, Params, Policy};
 use crate::os::{AllocMode, Kernel};
-use crate::run::WalkProfile;
+use crate::profile::WalkProfile;
 use crate::Result;
 
 pub struct Oracle {

@@ -17,6 +17,7 @@ use crate::os::kernel::{Kernel, OsConfig};
 use crate::os::metrics::OsStats;
 use crate::os::phys::FragReport;
 use crate::policy;
+use crate::profile;
 use crate::run::{self, PolicyResult, PolicySpec, RunOptions};
 use crate::sched::{self, SchedOptions};
 use crate::sim::{Simulator, TraceInfo};
@@ -249,9 +250,9 @@ pub fn simulate_virtual(
     run::check_memory(machine, &inputs.combined, &os, &doubled, inputs.combined.cpus.max(1) as u64)?;
     let pols = run::make_policies(specs, || {
         if paths.len() == 1 {
-            run::profile_walks(&paths[0], machine)
+            profile::profile_walks(&paths[0], machine)
         } else {
-            run::profile_concurrent(paths, &inputs.placements, machine)
+            profile::pass::profile_concurrent(paths, &inputs.placements, machine)
         }
     })?;
     let mut all: Vec<(PolicySpec, PolicySpec, Vec<Box<dyn policy::Policy>>)> =

@@ -7,7 +7,7 @@ use hugescope_core::config::MachineConfig;
 use hugescope_core::hw::Geometry;
 use hugescope_core::os::kernel::{Kernel, OsConfig};
 use hugescope_core::policy::{self, Policy};
-use hugescope_core::run::WalkProfile;
+use hugescope_core::profile::WalkProfile;
 use hugescope_core::sim::Simulator;
 use hugescope_core::trace::{Region, TraceHeader};
 
