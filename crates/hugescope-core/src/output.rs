@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{Error, Result};
-use crate::trace::hst::MAGIC;
+use crate::trace::frames::MAGIC;
 
 /// What a file holds, as far as its first bytes tell.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -19,7 +19,8 @@ use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use super::hst::{Layout, Tally, CHUNK_TAG, FRAME_HEADER_LEN, ZSTD_LEVEL};
+use super::frames::{Layout, CHUNK_TAG, FRAME_HEADER_LEN, ZSTD_LEVEL};
+use super::summary::Tally;
 use crate::error::{Error, Result};
 
 /// Encodes chunks into frames and appends them (and anything else) to the file.

@@ -22,59 +22,18 @@ use std::io::{ErrorKind, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use serde::{Deserialize, Serialize};
-
 use super::encode::{Encoder, Pipeline};
+use super::readahead::{for_each_chunk, ChunkSource};
+use super::summary::Tally;
 use super::{Access, AccessSink, TraceHeader, ADDR_MASK, MAX_CPUS, MAX_PIDS};
 use crate::error::{Error, Result};
 
-/// First eight bytes of every `.hst` file. The high-bit byte and the CR LF / ^Z / LF
-/// sequence (the trick PNG uses) make a text-mode transfer or a 7-bit channel
-/// visibly corrupt the magic instead of silently mangling the records.
-pub const MAGIC: [u8; 8] = *b"\x89HST\r\n\x1a\n";
-/// Last eight bytes of a complete file: its presence means `finish()` ran.
-pub const END_MAGIC: [u8; 8] = *b"\x89HSTEND\n";
-/// Format version written by this code; readers reject versions they do not know.
-/// Version 2 stores each chunk's records as byte planes; version 1 stored them
-/// whole, one after another, and is still read.
-pub const VERSION: u16 = 2;
-/// Oldest version this code reads.
-pub const MIN_READ_VERSION: u16 = 1;
-
-/// How a chunk's uncompressed payload holds its records.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Layout {
-    /// Version 1: each record's 8 little-endian bytes in turn.
-    Records,
-    /// Version 2: byte p of every record, for p = 0..8 (see `planes.rs`).
-    Planes,
-}
-
-impl Layout {
-    fn of_version(v: u16) -> Layout {
-        if v == MIN_READ_VERSION {
-            Layout::Records
-        } else {
-            Layout::Planes
-        }
-    }
-    fn version(self) -> u16 {
-        match self {
-            Layout::Records => MIN_READ_VERSION,
-            Layout::Planes => VERSION,
-        }
-    }
-}
-
-pub const CHUNK_TAG: [u8; 4] = *b"CHNK";
-pub const FOOTER_TAG: [u8; 4] = *b"FOOT";
-
-/// Bytes before the header JSON.
-pub const PREAMBLE_LEN: u64 = 20;
-/// Bytes of a chunk or footer frame header.
-pub const FRAME_HEADER_LEN: u64 = 16;
-/// Bytes of the trailer.
-pub const TRAILER_LEN: u64 = 16;
+// The container's fixed bytes and the footer's summary, under the names the
+// rest of hugescope has always used for them (`hst::MAGIC`, `hst::TraceSummary`).
+pub use super::frames::{
+    Layout, CHUNK_TAG, END_MAGIC, FOOTER_TAG, FRAME_HEADER_LEN, MAGIC, MIN_READ_VERSION, PREAMBLE_LEN, TRAILER_LEN, VERSION,
+};
+pub use super::summary::{Marker, TraceSummary};
 
 /// Records per chunk written by default: 512 KiB uncompressed, large enough that
 /// per-chunk costs (a syscall, a checksum finalisation, zstd frame setup) vanish,
@@ -87,99 +46,6 @@ pub const MAX_CHUNK_RECORDS: usize = 1 << 20;
 pub const MAX_HEADER_BYTES: usize = 16 << 20;
 pub const MAX_FOOTER_BYTES: usize = 64 << 20;
 
-/// zstd level -1, the first of zstd's fast levels. Traces are written once and
-/// read by every simulation pass (a utility curve reads its trace dozens of
-/// times), so decoding speed matters most. Fast levels store literals raw
-/// instead of Huffman-coding them; the varying low bytes of addresses are
-/// nearly random and gain little from Huffman coding, while decoding it was
-/// the largest cost left. Measured against level 1 on byte planes (one
-/// thread): decode 1.5-1.8x faster (GUPS 289 -> 516M records/s, bfs 237 ->
-/// 361M), files 6-8% larger, compression no slower.
-pub(super) const ZSTD_LEVEL: i32 = -1;
-
-/// A progress point of the generator: `index` accesses had been written when it
-/// was reached (so it sits just before record `index`).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Marker {
-    pub index: u64,
-    pub label: String,
-}
-
-/// Counts kept in the footer, so tools can describe a trace without decoding it.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct TraceSummary {
-    pub accesses: u64,
-    pub reads: u64,
-    pub writes: u64,
-    /// Accesses per cpu id; length = highest cpu id seen + 1 (empty if no accesses).
-    pub per_cpu: Vec<u64>,
-    /// Accesses per pid; length = highest pid seen + 1 (empty if no accesses).
-    pub per_pid: Vec<u64>,
-    pub chunks: u64,
-    /// Sum of the zstd payload lengths (frame headers not included).
-    pub compressed_bytes: u64,
-    /// Lowest and highest address accessed (both 0 when there are no accesses).
-    pub min_addr: u64,
-    pub max_addr: u64,
-    pub markers: Vec<Marker>,
-}
-
-/// Running tallies behind a [`TraceSummary`]; fixed arrays so the per-record
-/// update is a few adds with no allocation and no bounds growth.
-pub(super) struct Tally {
-    accesses: u64,
-    writes: u64,
-    per_cpu: Box<[u64; MAX_CPUS as usize]>,
-    per_pid: Box<[u64; MAX_PIDS as usize]>,
-    min_addr: u64,
-    max_addr: u64,
-}
-
-impl Tally {
-    pub(super) fn new() -> Self {
-        Tally {
-            accesses: 0,
-            writes: 0,
-            per_cpu: Box::new([0; MAX_CPUS as usize]),
-            per_pid: Box::new([0; MAX_PIDS as usize]),
-            min_addr: u64::MAX,
-            max_addr: 0,
-        }
-    }
-
-    /// Count one packed record. Working on the packed form lets the verifying
-    /// reader tally without unpacking, and the masks keep every index in range.
-    #[inline(always)]
-    pub(super) fn add_packed(&mut self, r: u64) {
-        let addr = r & ADDR_MASK;
-        self.accesses += 1;
-        self.writes += r >> 63;
-        self.per_cpu[((r >> 48) & 0xff) as usize] += 1;
-        self.per_pid[((r >> 56) & 0x7f) as usize] += 1;
-        self.min_addr = self.min_addr.min(addr);
-        self.max_addr = self.max_addr.max(addr);
-    }
-
-    pub(super) fn summary(&self, chunks: u64, compressed_bytes: u64, markers: Vec<Marker>) -> TraceSummary {
-        fn trim(v: &[u64]) -> Vec<u64> {
-            let len = v.iter().rposition(|&c| c != 0).map_or(0, |i| i + 1);
-            v[..len].to_vec()
-        }
-        let empty = self.accesses == 0;
-        TraceSummary {
-            accesses: self.accesses,
-            reads: self.accesses - self.writes,
-            writes: self.writes,
-            per_cpu: trim(&self.per_cpu[..]),
-            per_pid: trim(&self.per_pid[..]),
-            chunks,
-            compressed_bytes,
-            min_addr: if empty { 0 } else { self.min_addr },
-            max_addr: if empty { 0 } else { self.max_addr },
-            markers,
-        }
-    }
-}
 
 fn le_u16(b: &[u8], at: usize) -> u16 {
     u16::from_le_bytes([b[at], b[at + 1]])
@@ -773,12 +639,6 @@ impl HstReader {
         self.progress = hook;
     }
 
-    /// The progress hook, for a pass that reports progress itself
-    /// (`trace::readahead`, where decoding runs ahead of the consumer).
-    pub(crate) fn progress_mut(&mut self) -> &mut crate::progress::ProgressHook {
-        &mut self.progress
-    }
-
     /// Records decoded so far.
     pub fn records_decoded(&self) -> u64 {
         self.seen_records
@@ -787,7 +647,7 @@ impl HstReader {
     /// Call `f` on every remaining access; returns how many.
     pub fn for_each(&mut self, mut f: impl FnMut(Access)) -> Result<u64> {
         let mut n = 0u64;
-        super::readahead::for_each_chunk(self, |chunk| {
+        for_each_chunk(self, |chunk| {
             for &r in chunk {
                 f(Access::unpack(r));
             }
@@ -805,7 +665,7 @@ impl HstReader {
         let mut mi = markers.partition_point(|m| m.index < self.seen_records);
         let mut idx = self.seen_records;
         let start = idx;
-        super::readahead::for_each_chunk(self, |chunk| {
+        for_each_chunk(self, |chunk| {
             let mut rest = chunk;
             loop {
                 while mi < markers.len() && markers[mi].index <= idx {
@@ -1001,6 +861,22 @@ impl HstReader {
     }
 }
 
+// A pass over the reader may decode ahead of its consumer (`readahead.rs`).
+impl ChunkSource for HstReader {
+    fn next_chunk(&mut self) -> Result<Option<&[u64]>> {
+        HstReader::next_chunk(self)
+    }
+    fn records_decoded(&self) -> u64 {
+        self.seen_records
+    }
+    fn records_total(&self) -> u64 {
+        self.summary().map_or(0, |s| s.accesses)
+    }
+    fn progress_mut(&mut self) -> &mut crate::progress::ProgressHook {
+        &mut self.progress
+    }
+}
+
 impl std::fmt::Debug for HstReader {
     // Manual: the buffers and the zstd context are noise in a debug print.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -1100,26 +976,4 @@ pub fn read_all(path: impl AsRef<Path>) -> Result<(TraceHeader, Vec<Access>)> {
     let mut v = Vec::with_capacity(hint);
     r.for_each(|a| v.push(a))?;
     Ok((r.header, v))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tally_trims_and_handles_empty() {
-        let t = Tally::new();
-        let s = t.summary(0, 0, vec![]);
-        assert_eq!(s, TraceSummary::default());
-        let mut t = Tally::new();
-        t.add_packed(Access::write(0x1000).on_cpu(3).in_pid(2).pack());
-        t.add_packed(Access::read(0x500).pack());
-        let s = t.summary(1, 10, vec![]);
-        assert_eq!(s.per_cpu, vec![1, 0, 0, 1]);
-        assert_eq!(s.per_pid, vec![1, 0, 1]);
-        assert_eq!(
-            (s.reads, s.writes, s.min_addr, s.max_addr),
-            (1, 1, 0x500, 0x1000)
-        );
-    }
 }

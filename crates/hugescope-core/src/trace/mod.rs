@@ -2,11 +2,13 @@
 //! trace header, and the `.hst` on-disk format (see `docs/trace-format.md`).
 
 mod encode;
+pub mod frames;
 pub mod hst;
 pub mod import;
 pub mod merge;
 pub mod planes;
 pub mod readahead;
+pub mod summary;
 
 use serde::{Deserialize, Serialize};
 

@@ -15,9 +15,22 @@
 //! shows what reached the simulation, not what was decoded ahead of it. With one cpu available (or
 //! `HUGESCOPE_READAHEAD=0`) the chunks are decoded inline, as before.
 
-use super::hst::HstReader;
+use crate::progress::ProgressHook;
 use crate::{Error, Result};
 use std::sync::mpsc;
+
+/// What a pass decodes ahead from: chunks of packed records in order, how
+/// many were decoded so far and in all, and the progress hook the consumer
+/// reports to while decoding runs ahead of it (`HstReader`, `hst.rs`).
+pub trait ChunkSource: Send {
+    /// The next chunk, None at the end.
+    fn next_chunk(&mut self) -> Result<Option<&[u64]>>;
+    /// Records decoded so far.
+    fn records_decoded(&self) -> u64;
+    /// Records of the whole stream (0 if not known).
+    fn records_total(&self) -> u64;
+    fn progress_mut(&mut self) -> &mut ProgressHook;
+}
 
 /// Decoded chunks waiting for the consumer at most.
 const DEPTH: usize = 2;
@@ -34,12 +47,12 @@ pub fn enabled() -> bool {
 
 /// Call `f` on every remaining chunk of `r`, in order, decoding ahead on a
 /// second thread when `enabled()`. Stops at the first error of either side.
-pub fn for_each_chunk(r: &mut HstReader, f: impl FnMut(&[u64]) -> Result<()>) -> Result<()> {
+pub fn for_each_chunk(r: &mut impl ChunkSource, f: impl FnMut(&[u64]) -> Result<()>) -> Result<()> {
     for_each_chunk_with(r, enabled(), f)
 }
 
 /// `for_each_chunk`, decoding on a second thread if `ahead`, inline if not.
-pub fn for_each_chunk_with(r: &mut HstReader, ahead: bool, mut f: impl FnMut(&[u64]) -> Result<()>) -> Result<()> {
+pub fn for_each_chunk_with(r: &mut impl ChunkSource, ahead: bool, mut f: impl FnMut(&[u64]) -> Result<()>) -> Result<()> {
     if !ahead {
         while let Some(chunk) = r.next_chunk()? {
             f(chunk)?;
@@ -48,7 +61,7 @@ pub fn for_each_chunk_with(r: &mut HstReader, ahead: bool, mut f: impl FnMut(&[u
     }
     // Progress is reported by the consumer, as it takes each chunk.
     let progress = std::mem::take(r.progress_mut());
-    let total = r.summary().map_or(0, |s| s.accesses);
+    let total = r.records_total();
     let mut done = r.records_decoded();
     let reader = &mut *r;
     let result = std::thread::scope(|s| {
