@@ -2,7 +2,7 @@
 the policies (``docs/configuration.md``).
 
 Thin by design: the core parses, checks and resolves (``Config::load`` in
-``hugescope-core/src/config.rs``); this module holds its answer. The fields of
+``hugescope-core/src/configuration.rs``); this module holds its answer. The fields of
 ``Config.os`` are not written here either: they are made from the core's knob
 declarations (``os_knobs()`` in ``os/config.rs``), so a knob declared there
 appears here with no edit.

@@ -160,7 +160,7 @@ pub const STATIC_ROW: &str = "static 4k";
 /// --no-base` runs it. `repeats` rounds, each one pass of every row in turn.
 pub fn pipeline_throughput(path: &str, preset: &str, rows: &[String], repeats: u32) -> Result<PipelineReport> {
     type Pass<'a> = Box<dyn FnMut() -> Result<u64> + 'a>;
-    let machine = crate::config::Config::load(Some(preset), None, &[], &[])?.machine;
+    let machine = crate::configuration::Config::load(Some(preset), None, &[], &[])?.machine;
     let mut passes: Vec<(String, Pass)> = vec![("decode only".into(), Box::new(|| decode_pass(path)))];
     for what in rows {
         if what == STATIC_ROW {
@@ -169,7 +169,7 @@ pub fn pipeline_throughput(path: &str, preset: &str, rows: &[String], repeats: u
             continue;
         }
         // The configuration `hugescope simulate --policy WHAT --no-base` builds.
-        let cfg = crate::config::Config::load(Some(preset), None, &[], std::slice::from_ref(what))?;
+        let cfg = crate::configuration::Config::load(Some(preset), None, &[], std::slice::from_ref(what))?;
         let specs = cfg.specs()?;
         let os = cfg.os.os_config();
         let opts = cfg.run_options(false);

@@ -1,12 +1,16 @@
-//! Configuration as data. The machine (page sizes, TLB hierarchy, page-walk
-//! caches, radix walker geometry and cost-model latencies, with presets for
-//! the machines of the papers) and `Config`, the whole configuration of a
-//! run: the machine, the OS (`os::config`) and the policies. A preset is the
-//! starting point; a TOML or JSON file and `key=value` overrides are merged
-//! on top (see `docs/configuration.md`, `docs/config.md`).
+//! The machine as plain data: page sizes, TLB hierarchy, page-walk caches,
+//! radix walker geometry, cost-model latencies and the `virt` section
+//! (`config/virt.rs`), with presets for the machines of the papers. A preset
+//! is the starting point; a TOML or JSON file and `key=value` overrides are
+//! merged on top (`docs/config.md`). Below everything it configures: it
+//! imports nothing of the crate but its utilities. The whole configuration of
+//! a run (machine, OS, policies) is `configuration.rs`.
 
-use crate::os::config::OsSettings;
-use crate::run::{PolicySpec, RunOptions};
+pub mod presets;
+pub mod virt;
+
+pub use presets::PRESETS;
+
 use crate::units::{fmt_num, page_label, parse_size};
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
@@ -125,10 +129,10 @@ pub struct MachineConfig {
     #[serde(default = "yes", skip_serializing_if = "is_true")]
     pub gb_pages: bool,
     /// virt: nested-walk caches and VM-exit cost of virtualized runs
-    /// (`virt::config`). Absent: the defaults there; omitted from the
+    /// (`config/virt.rs`). Absent: the defaults there; omitted from the
     /// serialized machine when absent, so results keep their bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub virt: Option<crate::virt::VirtMachineConfig>,
+    pub virt: Option<virt::VirtMachineConfig>,
 }
 
 /// TLB coalescing of base-PTE-level leaves (`MachineConfig::coalesce`).
@@ -172,43 +176,12 @@ fn is_true(b: &bool) -> bool {
 /// The 1GB page size `gb_pages=false` removes.
 const GB: u64 = 1 << 30;
 
-pub const PRESETS: &[&str] = &["haswell-pcc", "sandybridge-ds", "alpha-21264", "modern-x86", "pcc-artifact", "x86-mthp", "arm64-mthp"];
-
-fn cc(entries: usize, ways: usize) -> CacheConfig {
-    CacheConfig { entries, ways }
-}
-
-fn x86_walker() -> WalkerConfig {
-    WalkerConfig { va_bits: 48, level_shifts: vec![39, 30, 21, 12] }
-}
-
-/// Intel does not document page-walk-cache sizes; these follow the sizes
-/// reported by microbenchmark studies of Sandy Bridge/Haswell-era cores
-/// (a 32-entry PDE cache, a few PDPTE and PML4E entries). Estimates.
-fn intel_pwc() -> BTreeMap<String, CacheConfig> {
-    BTreeMap::from([("l2".into(), cc(32, 4)), ("l3".into(), cc(4, 0)), ("l4".into(), cc(2, 0))])
-}
-
 fn is_zero_u64(x: &u64) -> bool {
     *x == 0
 }
 
 fn is_zero_f64(x: &f64) -> bool {
     *x == 0.0
-}
-
-fn default_cost(ghz: f64) -> CostConfig {
-    CostConfig {
-        base_cycles_per_access: 20.0,
-        l1_hit_cycles: 0.0,
-        l2_hit_cycles: 7.0,
-        walk_ref_cycles: 50.0,
-        pwc_hit_cycles: 1.0,
-        pt_cache_lines: 0,
-        walk_ref_mem_cycles: 0.0,
-        cpu_ghz: ghz,
-        source: "preset estimate (see docs/assumptions.md, 'Cost model')".into(),
-    }
 }
 
 impl MachineConfig {
@@ -225,29 +198,6 @@ impl MachineConfig {
         cfg.apply_gb_pages();
         cfg.validate()?;
         Ok(cfg)
-    }
-
-    /// The knobs the multi-size presets added, at the values that leave a
-    /// machine as it was before them: no folio sizes, no coalescing, 1GB
-    /// pages as `page_sizes` says. The older presets take these, so they
-    /// serialize (and simulate) byte for byte as before.
-    fn plain() -> MachineConfig {
-        MachineConfig {
-            name: String::new(),
-            description: String::new(),
-            page_sizes: Vec::new(),
-            l1: BTreeMap::new(),
-            l2: BTreeMap::new(),
-            walker: x86_walker(),
-            pwc: BTreeMap::new(),
-            cost: default_cost(1.0),
-            l1_duplicate_fill: false,
-            folio_sizes: Vec::new(),
-            coalesce: Coalesce::None,
-            coalesce_size: String::new(),
-            gb_pages: true,
-            virt: None,
-        }
     }
 
     /// `gb_pages=false`: drop the 1GB size from `page_sizes`, `folio_sizes`
@@ -280,138 +230,12 @@ impl MachineConfig {
         }
     }
 
-    /// The preset as written below, before `gb_pages` is applied.
+    /// The preset as its data file (`presets/NAME.toml`) writes it, before
+    /// `gb_pages` is applied.
     fn preset_raw(name: &str) -> Result<MachineConfig> {
-        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-        let cfg = match name {
-            // PCC paper, Table 2: Xeon E5-2667 v3 (Haswell) at 3.2 GHz.
-            "haswell-pcc" => MachineConfig {
-                name: name.into(),
-                description: "Haswell Xeon E5-2667 v3 (PCC paper, MICRO'23, Table 2)".into(),
-                page_sizes: s(&["4k", "2m", "1g"]),
-                l1: BTreeMap::from([("4k".into(), cc(64, 4)), ("2m".into(), cc(32, 4)), ("1g".into(), cc(4, 4))]),
-                l2: BTreeMap::from([("4k+2m".into(), cc(1024, 8))]),
-                walker: x86_walker(),
-                pwc: intel_pwc(),
-                cost: default_cost(3.2),
-                l1_duplicate_fill: false,
-                ..MachineConfig::plain()
-            },
-            // The PCC authors' simulator: 6-way L2 whose index uses 7 bits, so
-            // only 128 of its 170 sets (768 entries) are reachable; no PWC, no 1GB TLB.
-            "pcc-artifact" => MachineConfig {
-                name: name.into(),
-                description: "PCC authors' Pin simulator TLB model (768 reachable L2 entries, no PWC)".into(),
-                page_sizes: s(&["4k", "2m"]),
-                l1: BTreeMap::from([("4k".into(), cc(64, 4)), ("2m".into(), cc(32, 4))]),
-                l2: BTreeMap::from([("4k+2m".into(), cc(768, 6))]),
-                walker: x86_walker(),
-                pwc: BTreeMap::new(),
-                cost: default_cost(3.2),
-                l1_duplicate_fill: false,
-                ..MachineConfig::plain()
-            },
-            // Direct segments paper, Table 1: Xeon E5-2430 (Sandy Bridge) at 2.2 GHz.
-            // The L2 TLB holds 4KB translations only.
-            "sandybridge-ds" => MachineConfig {
-                name: name.into(),
-                description: "Sandy Bridge Xeon E5-2430 (direct segments, ISCA'13, Table 1)".into(),
-                page_sizes: s(&["4k", "2m", "1g"]),
-                l1: BTreeMap::from([("4k".into(), cc(64, 4)), ("2m".into(), cc(32, 4)), ("1g".into(), cc(4, 0))]),
-                l2: BTreeMap::from([("4k".into(), cc(512, 4))]),
-                walker: x86_walker(),
-                pwc: intel_pwc(),
-                cost: default_cost(2.2),
-                l1_duplicate_fill: false,
-                ..MachineConfig::plain()
-            },
-            // Navarro et al. OSDI'02: Alpha 21264, 8KB base pages, superpages of
-            // 64KB, 512KB and 4MB, one 128-entry fully associative data TLB.
-            // Three-level table of 10 index bits per level (43-bit VA).
-            "alpha-21264" => MachineConfig {
-                name: name.into(),
-                description: "Alpha 21264 (Navarro et al., OSDI'02): 8KB base, 64KB/512KB/4MB superpages".into(),
-                page_sizes: s(&["8k", "64k", "512k", "4m"]),
-                l1: BTreeMap::from([("8k+64k+512k+4m".into(), cc(128, 0))]),
-                l2: BTreeMap::new(),
-                walker: WalkerConfig { va_bits: 43, level_shifts: vec![33, 23, 13] },
-                pwc: BTreeMap::new(),
-                cost: CostConfig { l2_hit_cycles: 0.0, ..default_cost(0.5) },
-                l1_duplicate_fill: false,
-                ..MachineConfig::plain()
-            },
-            // A current core (Golden Cove class): larger L1 and STLB, a 1GB STLB.
-            // Sizes from vendor optimization manuals, rounded; treat as estimates.
-            "modern-x86" => MachineConfig {
-                name: name.into(),
-                description: "Recent x86 core (Golden Cove class, approximate)".into(),
-                page_sizes: s(&["4k", "2m", "1g"]),
-                l1: BTreeMap::from([("4k".into(), cc(96, 6)), ("2m".into(), cc(32, 4)), ("1g".into(), cc(8, 0))]),
-                l2: BTreeMap::from([("4k+2m".into(), cc(2048, 16)), ("1g".into(), cc(1024, 8))]),
-                walker: x86_walker(),
-                pwc: intel_pwc(),
-                cost: CostConfig { l2_hit_cycles: 8.0, ..default_cost(3.0) },
-                l1_duplicate_fill: false,
-                ..MachineConfig::plain()
-            },
-            // modern-x86's TLBs with Linux's multi-size THP (6.8+, anonymous
-            // memory) at 16KB-64KB, and 1GB pages behind `gb_pages`, off as
-            // for Linux THP, which never maps a PUD leaf. Intel cores do not
-            // coalesce PTEs: `coalesce=amd` models an AMD-style core over
-            // the same TLBs (its entries join the 4KB structures).
-            "x86-mthp" => MachineConfig {
-                name: name.into(),
-                description: "Recent x86 core (Golden Cove class, approximate) with mTHP folios of 16KB-64KB; 1GB pages off (gb_pages)".into(),
-                page_sizes: s(&["4k", "16k", "32k", "64k", "2m", "1g"]),
-                l1: BTreeMap::from([("4k".into(), cc(96, 6)), ("2m".into(), cc(32, 4)), ("1g".into(), cc(8, 0))]),
-                l2: BTreeMap::from([("4k+2m".into(), cc(2048, 16)), ("1g".into(), cc(1024, 8))]),
-                walker: x86_walker(),
-                pwc: intel_pwc(),
-                cost: CostConfig { l2_hit_cycles: 8.0, ..default_cost(3.0) },
-                l1_duplicate_fill: false,
-                folio_sizes: s(&["16k", "32k", "64k"]),
-                coalesce: Coalesce::None,
-                coalesce_size: "16k".into(),
-                gb_pages: false,
-                virt: None,
-            },
-            // arm64 with 4KB granules and Linux mTHP. TLBs of the Cortex-A76
-            // TRM (r4p1, §A5.2), whose MMU the Neoverse N1 shares: a 48-entry
-            // fully associative L1 data TLB and a 1280-entry 5-way L2 TLB,
-            // both holding 4KB, 64KB (contiguous) and 2MB entries; an L2 TLB
-            // access "usually takes three cycles". The clock is Graviton2's
-            // N1 (2.5 GHz). Walk caches and the other latencies are the x86
-            // estimates: the TRM gives no walk-cache size. mTHP sizes: the
-            // five orders below 2MB that Linux tests most (16KB-256KB; the
-            // 8-size limit leaves no room for all of 16KB-1MB beside 2MB).
-            "arm64-mthp" => MachineConfig {
-                name: name.into(),
-                description: "arm64 Neoverse N1 / Cortex-A76 TLBs (TRM), 4KB granule, mTHP 16KB-256KB, contpte 64KB".into(),
-                page_sizes: s(&["4k", "16k", "32k", "64k", "128k", "256k", "2m"]),
-                l1: BTreeMap::from([("4k+64k+2m".into(), cc(48, 0))]),
-                l2: BTreeMap::from([("4k+64k+2m".into(), cc(1280, 5))]),
-                walker: x86_walker(),
-                pwc: intel_pwc(),
-                cost: CostConfig {
-                    l2_hit_cycles: 3.0,
-                    source: "L2 TLB hit: Cortex-A76 TRM §A5.2.3; the rest preset estimates (see docs/assumptions.md, 'Cost model')".into(),
-                    ..default_cost(2.5)
-                },
-                l1_duplicate_fill: false,
-                folio_sizes: s(&["16k", "32k", "64k", "128k", "256k"]),
-                coalesce: Coalesce::Contpte,
-                coalesce_size: "64k".into(),
-                gb_pages: true,
-                virt: None,
-            },
-            other => {
-                return Err(Error::config(format!(
-                    "unknown preset '{other}'; available: {}",
-                    PRESETS.join(", ")
-                )))
-            }
-        };
-        Ok(cfg)
+        let text = presets::text(name)
+            .ok_or_else(|| Error::config(format!("unknown preset '{name}'; available: {}", PRESETS.join(", "))))?;
+        toml::from_str(text).map_err(|e| Error::config(format!("preset {name}: {}", e.to_string().split_whitespace().collect::<Vec<_>>().join(" "))))
     }
 
     /// Byte sizes of `folio_sizes`, ascending as given.
@@ -630,299 +454,10 @@ fn check_cache(what: &str, c: &CacheConfig) -> Result<()> {
 /// The preset a configuration starts from when none is named.
 pub const DEFAULT_PRESET: &str = "haswell-pcc";
 
-/// The sections of a configuration file. A file with none of them is a
-/// machine file (the format from before `[os]` and `[[policy]]`), so every
-/// existing `--config` file keeps its meaning.
-pub const SECTIONS: &[&str] = &["machine", "os", "policy"];
-
-/// The content of a configuration file and the name its errors use.
-#[derive(Clone, Copy, Debug)]
-pub struct Source<'a> {
-    pub name: &'a str,
-    pub text: &'a str,
-}
-
-impl Source<'_> {
-    /// JSON by extension or by content (a TOML document cannot start with
-    /// '{'); TOML otherwise.
-    fn is_json(&self) -> bool {
-        self.name.to_ascii_lowercase().ends_with(".json") || self.text.trim_start().starts_with('{')
-    }
-}
-
-/// One `[[policy]]` entry: a registered policy (or several joined by '+',
-/// written as one spec in `name`) with its parameters, validated by the
-/// policy's own parameter getters (`policy::params`) when loaded.
-#[derive(Clone, Debug, PartialEq)]
-pub struct PolicyEntry {
-    pub name: String,
-    /// Sorted by key (a file's tables have no order; the label keeps the
-    /// order a flag was typed in).
-    pub params: Vec<(String, String)>,
-    /// Label in tables and results (`--policy` text as typed, by default).
-    pub label: String,
-}
-
-impl PolicyEntry {
-    /// From `--policy` text (`pcc:entries=64`, `linux:enabled=never+pcc`).
-    pub fn from_spec(text: &str) -> Result<PolicyEntry> {
-        let spec = PolicySpec::parse(text)?;
-        if spec.parts.len() == 1 {
-            let mut params = spec.params.clone();
-            params.sort();
-            Ok(PolicyEntry { name: spec.name, params, label: spec.label })
-        } else {
-            Ok(PolicyEntry { name: text.to_string(), params: Vec::new(), label: spec.label })
-        }
-    }
-
-    /// The label a file entry without `label` gets: `name:k=v,...`.
-    fn default_label(&self) -> String {
-        if self.params.is_empty() {
-            return self.name.clone();
-        }
-        let kv: Vec<String> = self.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        format!("{}:{}", self.name, kv.join(","))
-    }
-
-    /// From a file's `[[policy]]` table (`where_` names it in errors).
-    fn from_table(v: &Value, where_: &str) -> Result<PolicyEntry> {
-        let obj = v.as_object().ok_or_else(|| Error::config(format!("{where_}: expected a table with name = \"POLICY\"")))?;
-        let text = |key: &str| -> Result<Option<String>> {
-            match obj.get(key) {
-                None => Ok(None),
-                Some(Value::String(s)) => Ok(Some(s.clone())),
-                Some(other) => Err(Error::config(format!("{where_}.{key}={other}: expected text"))),
-            }
-        };
-        let name = text("name")?.ok_or_else(|| Error::config(format!("{where_}: no name (name = \"pcc\", ...)")))?;
-        let label = text("label")?;
-        let mut params = Vec::new();
-        for (k, v) in obj.iter().filter(|(k, _)| *k != "name" && *k != "label") {
-            let s = match v {
-                Value::String(s) => s.clone(),
-                Value::Number(n) => n.to_string(),
-                Value::Bool(b) => b.to_string(),
-                other => return Err(Error::config(format!("{where_}.{k}={other}: expected a number, text or boolean"))),
-            };
-            params.push((k.clone(), s));
-        }
-        params.sort();
-        if !params.is_empty() && name.contains([':', '+']) {
-            return Err(Error::config(format!(
-                "{where_}: name '{name}' carries parameters of its own; give them as keys or in the name, not both"
-            )));
-        }
-        let mut e = PolicyEntry { name, params, label: String::new() };
-        e.label = label.unwrap_or_else(|| e.default_label());
-        Ok(e)
-    }
-
-    /// The entry as a `[[policy]]` table; `label` only where a reload would
-    /// not produce it by itself.
-    fn to_json(&self) -> Value {
-        let mut m = Map::new();
-        m.insert("name".into(), Value::from(self.name.clone()));
-        for (k, v) in &self.params {
-            m.insert(k.clone(), Value::from(v.clone()));
-        }
-        if self.label != self.default_label() {
-            m.insert("label".into(), Value::from(self.label.clone()));
-        }
-        Value::Object(m)
-    }
-
-    /// The run spec this entry describes.
-    pub fn spec(&self) -> Result<PolicySpec> {
-        let mut spec = PolicySpec::parse(&self.name)?;
-        if !self.params.is_empty() {
-            spec.params = self.params.clone();
-            spec.parts[0].params = self.params.clone();
-        }
-        spec.label = self.label.clone();
-        Ok(spec)
-    }
-}
-
-/// A whole configuration: the machine, the OS and the policies to run.
-/// Loaded from a preset, a TOML or JSON file (`[machine]`, `[os]`,
-/// `[[policy]]`) and `--set` overrides; written back as TOML or JSON that
-/// loads to the same configuration.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Config {
-    /// The preset the machine started from.
-    pub preset: String,
-    pub machine: MachineConfig,
-    pub os: OsSettings,
-    pub policies: Vec<PolicyEntry>,
-}
-
-impl Config {
-    /// Resolve a configuration. Precedence, lowest first: the preset
-    /// (`preset`, else the file's `preset`, else `DEFAULT_PRESET`), the
-    /// file, the overrides (`os.KEY=VALUE` for the OS, `KEY=VALUE` or
-    /// `machine.KEY=VALUE` for the machine). `policies` (`--policy` texts),
-    /// when given, replace the file's `[[policy]]` entries.
-    pub fn load(preset: Option<&str>, file: Option<Source>, overrides: &[String], policies: &[String]) -> Result<Config> {
-        let mut file_preset = None;
-        let (mut machine_val, mut os_val, mut policy_val) = (None, None, None);
-        if let Some(f) = file {
-            let mut top = match parse_text(Some(f.name), f.text, f.is_json())? {
-                Value::Object(m) => m,
-                _ => return Err(Error::config(format!("{}: expected a table of sections ({})", f.name, SECTIONS.join(", ")))),
-            };
-            file_preset = take_preset(&mut top, f.name)?;
-            if SECTIONS.iter().any(|s| top.contains_key(*s)) {
-                if let Some(k) = top.keys().find(|k| !SECTIONS.contains(&k.as_str())) {
-                    return Err(Error::config(format!(
-                        "{}: unknown key '{k}' beside the sections {} (machine keys go under [machine])",
-                        f.name,
-                        SECTIONS.join(", ")
-                    )));
-                }
-                if let Some(m) = top.remove("machine") {
-                    let mut m = match m {
-                        Value::Object(m) => m,
-                        _ => return Err(Error::config(format!("{}: machine: expected a table", f.name))),
-                    };
-                    if let Some(p) = take_preset(&mut m, f.name)? {
-                        if let Some(q) = &file_preset {
-                            return Err(Error::config(format!("{}: preset given twice ('{q}' and machine.preset '{p}')", f.name)));
-                        }
-                        file_preset = Some(p);
-                    }
-                    machine_val = Some(Value::Object(m));
-                }
-                os_val = match top.remove("os") {
-                    None => None,
-                    Some(Value::Object(m)) => Some(m),
-                    Some(_) => return Err(Error::config(format!("{}: os: expected a table", f.name))),
-                };
-                policy_val = match top.remove("policy") {
-                    None => None,
-                    Some(Value::Array(a)) => Some(a),
-                    Some(_) => return Err(Error::config(format!("{}: policy: expected [[policy]] tables", f.name))),
-                };
-            } else {
-                machine_val = Some(Value::Object(top));
-            }
-        }
-        let origin = file.map(|f| f.name);
-        let mut machine_overrides = Vec::new();
-        let mut os_overrides = Vec::new();
-        for (k, v) in split_overrides(overrides)? {
-            if let Some(key) = k.strip_prefix("os.") {
-                os_overrides.push((key.to_string(), v));
-            } else if k == "policy" || k.starts_with("policy.") {
-                return Err(Error::config(format!("override {k}: policies are given with --policy or [[policy]] entries")));
-            } else {
-                machine_overrides.push((k, v));
-            }
-        }
-        let start = preset.map(str::to_string).or(file_preset).unwrap_or_else(|| DEFAULT_PRESET.into());
-        let machine = resolve_machine(&start, machine_val, &machine_overrides).map_err(|e| with_origin(e, origin))?;
-        let mut os = OsSettings::default();
-        if let (Some(t), Some(name)) = (&os_val, origin) {
-            os.set_table(t, name)?;
-        }
-        for (k, v) in &os_overrides {
-            os.set(k, &Value::String(v.clone()), "override")?;
-        }
-        os.check(if os_overrides.is_empty() { origin.unwrap_or("override") } else { "override" })?;
-        // The file's entries are checked even when --policy replaces them:
-        // a broken file is reported, not silently skipped.
-        let mut entries = Vec::new();
-        if let (Some(list), Some(name)) = (&policy_val, origin) {
-            for (i, v) in list.iter().enumerate() {
-                let at = format!("{name}: policy[{}]", i + 1);
-                let e = PolicyEntry::from_table(v, &at)?;
-                check_policy(&e, &machine).map_err(|err| Error::config(format!("{at}: {err}")))?;
-                entries.push(e);
-            }
-        }
-        if !policies.is_empty() {
-            entries = policies.iter().map(|p| PolicyEntry::from_spec(p)).collect::<Result<_>>()?;
-            for e in &entries {
-                check_policy(e, &machine)?;
-            }
-        }
-        Ok(Config { preset: start, machine, os, policies: entries })
-    }
-
-    /// The run specs of the policies, in order.
-    pub fn specs(&self) -> Result<Vec<PolicySpec>> {
-        self.policies.iter().map(PolicyEntry::spec).collect()
-    }
-
-    /// Options of a run of these policies (the time base of `[os]`).
-    pub fn run_options(&self, with_base: bool) -> RunOptions {
-        RunOptions { duration_s: self.os.duration(), accesses_per_second: self.os.rate(), with_base, ..Default::default() }
-    }
-
-    /// The configuration as JSON: `{"machine": {...}, "os": {...}, "policy": [...]}`,
-    /// every OS knob present (null: auto). Loads back (`Source` named *.json).
-    pub fn to_json(&self) -> Value {
-        let mut machine = serde_json::to_value(&self.machine).expect("machine serializes");
-        if let Value::Object(m) = &mut machine {
-            m.insert("preset".into(), Value::from(self.preset.clone()));
-        }
-        serde_json::json!({
-            "machine": machine,
-            "os": self.os.to_json(),
-            "policy": self.policies.iter().map(PolicyEntry::to_json).collect::<Vec<_>>(),
-        })
-    }
-
-    /// The configuration as a TOML document with the three sections.
-    pub fn to_toml(&self) -> Result<String> {
-        let bad = |e: &dyn std::fmt::Display| Error::config(format!("cannot write TOML: {e}"));
-        let mut machine = toml::Table::new();
-        machine.insert("preset".into(), toml::Value::String(self.preset.clone()));
-        match toml::Value::try_from(&self.machine).map_err(|e| bad(&e))? {
-            toml::Value::Table(t) => machine.extend(t),
-            _ => unreachable!("a struct serializes as a table"),
-        }
-        let mut top = toml::Table::new();
-        top.insert("machine".into(), toml::Value::Table(machine));
-        top.insert("os".into(), toml::Value::Table(self.os.to_toml()));
-        let policies = self
-            .policies
-            .iter()
-            .map(|p| toml::Value::try_from(p.to_json()).map_err(|e| bad(&e)))
-            .collect::<Result<Vec<_>>>()?;
-        if !policies.is_empty() {
-            top.insert("policy".into(), toml::Value::Array(policies));
-        }
-        toml::to_string_pretty(&top).map_err(|e| bad(&e))
-    }
-}
-
-/// Build an entry's policies once: their own getters check every parameter
-/// (a misspelt key is an error there), so a configuration never holds a
-/// policy that would fail to start.
-fn check_policy(e: &PolicyEntry, machine: &MachineConfig) -> Result<()> {
-    let spec = e.spec()?;
-    spec.make()?;
-    // mthp: its per-size knobs name sizes the machine must have as folio
-    // sizes; said here, before any work, rather than ignored in the run.
-    for part in spec.parts.iter().filter(|p| p.name == "mthp") {
-        crate::policy::mthp::check_machine(&part.params, machine)?;
-    }
-    Ok(())
-}
-
-/// Prefix a configuration error with the file it came from (once).
-fn with_origin(e: Error, origin: Option<&str>) -> Error {
-    match (e, origin) {
-        (Error::Config(msg), Some(name)) if !msg.starts_with(name) => Error::Config(format!("{name}: {msg}")),
-        (e, _) => e,
-    }
-}
-
 /// Parse a file's text (JSON or TOML) into one JSON value; `name` prefixes
 /// errors. TOML's errors span lines (a snippet with a caret): joined into
 /// one, as every error is one line.
-fn parse_text(name: Option<&str>, text: &str, json: bool) -> Result<Value> {
+pub(crate) fn parse_text(name: Option<&str>, text: &str, json: bool) -> Result<Value> {
     let at = name.map(|n| format!("{n}: ")).unwrap_or_default();
     if json {
         return serde_json::from_str(text).map_err(|e| Error::config(format!("{at}JSON: {e}")));
@@ -936,7 +471,7 @@ fn parse_text(name: Option<&str>, text: &str, json: bool) -> Result<Value> {
 }
 
 /// Remove and return a table's `preset = "..."`.
-fn take_preset(obj: &mut Map<String, Value>, name: &str) -> Result<Option<String>> {
+pub(crate) fn take_preset(obj: &mut Map<String, Value>, name: &str) -> Result<Option<String>> {
     match obj.remove("preset") {
         None => Ok(None),
         Some(Value::String(p)) => Ok(Some(p)),
@@ -947,7 +482,7 @@ fn take_preset(obj: &mut Map<String, Value>, name: &str) -> Result<Option<String
 /// Split `KEY=VALUE` overrides; a key given twice is refused rather than
 /// letting the last one win silently (one of the two is a mistake).
 /// `machine.KEY` names the same key as `KEY`.
-fn split_overrides(overrides: &[String]) -> Result<Vec<(String, String)>> {
+pub(crate) fn split_overrides(overrides: &[String]) -> Result<Vec<(String, String)>> {
     let mut out: Vec<(String, String)> = Vec::with_capacity(overrides.len());
     for o in overrides {
         let (key, val) = o.split_once('=').ok_or_else(|| Error::config(format!("override '{o}' is not key=value")))?;
@@ -963,7 +498,7 @@ fn split_overrides(overrides: &[String]) -> Result<Vec<(String, String)>> {
 
 /// The machine: the preset `start`, the file's machine keys merged over it,
 /// then the overrides; validated.
-fn resolve_machine(start: &str, file_val: Option<Value>, overrides: &[(String, String)]) -> Result<MachineConfig> {
+pub(crate) fn resolve_machine(start: &str, file_val: Option<Value>, overrides: &[(String, String)]) -> Result<MachineConfig> {
     // The raw preset: `gb_pages` is applied once, after the file and the
     // overrides had their say (`gb_pages=true` restores the 1GB structures).
     let mut v = serde_json::to_value(MachineConfig::preset_raw(start)?).expect("config serializes");
@@ -1040,7 +575,43 @@ mod tests {
         for p in PRESETS {
             MachineConfig::preset(p).unwrap();
         }
-        assert!(MachineConfig::preset("pentium").is_err());
+        let e = MachineConfig::preset("pentium").unwrap_err().to_string();
+        assert!(e.contains("unknown preset 'pentium'; available: haswell-pcc, sandybridge-ds"), "{e}");
+    }
+
+    /// Each data file holds the numbers its source gives (the comments of
+    /// `presets/*.toml` cite them): TLB entries and ways, and the clock.
+    #[test]
+    fn presets_hold_their_cited_values() {
+        let tlbs = |m: &MachineConfig| -> Vec<(String, usize, usize)> {
+            let mut v: Vec<_> = m.l1.iter().map(|(k, c)| (format!("l1.{k}"), c.entries, c.ways)).collect();
+            v.extend(m.l2.iter().map(|(k, c)| (format!("l2.{k}"), c.entries, c.ways)));
+            v
+        };
+        let t = |k: &str, e, w| (k.to_string(), e, w);
+        // PCC paper Table 2 (Xeon E5-2667 v3, 3.20 GHz).
+        let m = MachineConfig::preset("haswell-pcc").unwrap();
+        assert_eq!(tlbs(&m), [t("l1.1g", 4, 4), t("l1.2m", 32, 4), t("l1.4k", 64, 4), t("l2.4k+2m", 1024, 8)]);
+        assert_eq!(m.cost.cpu_ghz, 3.2);
+        // The PCC artifact: 128 reachable sets of a 6-way L2, no PWC.
+        let m = MachineConfig::preset("pcc-artifact").unwrap();
+        assert_eq!(tlbs(&m), [t("l1.2m", 32, 4), t("l1.4k", 64, 4), t("l2.4k+2m", 768, 6)]);
+        assert!(m.pwc.is_empty());
+        // Direct segments Table 1 (Xeon E5-2430, 2.2 GHz): L2 for 4KB only.
+        let m = MachineConfig::preset("sandybridge-ds").unwrap();
+        assert_eq!(tlbs(&m), [t("l1.1g", 4, 0), t("l1.2m", 32, 4), t("l1.4k", 64, 4), t("l2.4k", 512, 4)]);
+        assert_eq!(m.cost.cpu_ghz, 2.2);
+        // Navarro §6.1: Alpha 21264 at 500 MHz, one 128-entry fully associative DTLB.
+        let m = MachineConfig::preset("alpha-21264").unwrap();
+        assert_eq!(tlbs(&m), [t("l1.8k+64k+512k+4m", 128, 0)]);
+        assert_eq!((m.cost.cpu_ghz, m.walker.level_shifts.clone()), (0.5, vec![33, 23, 13]));
+        // Cortex-A76 TRM §A5.2: 48-entry L1, 1280-entry 5-way L2, 3-cycle L2 hit.
+        let m = MachineConfig::preset("arm64-mthp").unwrap();
+        assert_eq!(tlbs(&m), [t("l1.4k+64k+2m", 48, 0), t("l2.4k+64k+2m", 1280, 5)]);
+        assert_eq!((m.cost.l2_hit_cycles, m.cost.cpu_ghz, m.coalesce), (3.0, 2.5, Coalesce::Contpte));
+        // x86-mthp: 1GB off as Linux THP has it, the folio sizes of its file.
+        let m = MachineConfig::preset("x86-mthp").unwrap();
+        assert!(!m.gb_pages && !m.page_sizes.contains(&"1g".to_string()) && m.folio_sizes == ["16k", "32k", "64k"]);
     }
 
     #[test]
@@ -1068,3 +639,4 @@ mod tests {
         assert!(MachineConfig::load(None, None, &["pwc.l1.entries=4".into()]).is_err());
     }
 }
+

@@ -9,6 +9,7 @@ pub mod bench;
 pub mod bounded;
 pub mod cancel;
 pub mod config;
+pub mod configuration;
 pub mod cost;
 pub mod error;
 pub mod hw;

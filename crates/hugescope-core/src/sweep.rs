@@ -33,39 +33,22 @@ use crate::Result;
 
 type Sim = Simulator<Kernel, RadixWalker, Segments>;
 
-/// Parameters of the `pcc` policy that only change what it decides at a
-/// read or what its PCC holds, never when it acts: configurations differing
-/// only in these may share a pass. Its schedule (`interval_s`,
-/// `interval_accesses`, `artifact_phase`) and anything else must match.
-pub const DECISION_ONLY: &[&str] = &[
-    "entries",
-    "counter_bits",
-    "replacement",
-    "regions_to_promote",
-    "promotion_policy",
-    "promotion_bias_process",
-    "min_freq",
-    "flush_on_read",
-    "demotion",
-    "compact_pages",
-];
-
 /// The share class of `spec` under the run's OS configuration `os`: specs
 /// with the same class may ride one pass; None for one that runs alone.
-/// Only a lone `pcc` qualifies: it acts on timers alone (no fault-time or
-/// per-walk decisions), so its PCC is its only state between reads. Its
-/// huge-page budget may differ (the utility curve's N%: PCC §4).
+/// Only a lone policy that declares decision-only parameters qualifies
+/// (`Policy::decision_only_params`, the `pcc` policy's): it acts on timers
+/// alone (no fault-time or per-walk decisions), so its PCC is its only
+/// state between reads. Its huge-page budget may differ (the utility
+/// curve's N%: PCC §4).
 pub fn share_class(spec: &PolicySpec, os: &OsConfig) -> Option<String> {
     let [part] = spec.parts.as_slice() else {
         return None;
     };
-    if part.name != "pcc" {
-        return None;
-    }
+    let decision_only = spec.make().ok()?.first()?.decision_only_params()?;
     let mut fixed: Vec<&(String, String)> = part
         .params
         .iter()
-        .filter(|(k, _)| !DECISION_ONLY.contains(&k.as_str()))
+        .filter(|(k, _)| !decision_only.contains(&k.as_str()))
         .collect();
     fixed.sort();
     // The configuration's OS settings as `run::build` resolves them, less
@@ -78,7 +61,7 @@ pub fn share_class(spec: &PolicySpec, os: &OsConfig) -> Option<String> {
         budget: None,
         ..own.unwrap_or_else(|| os.clone())
     };
-    Some(format!("pcc {fixed:?} {shared:?}"))
+    Some(format!("{} {fixed:?} {shared:?}", part.name))
 }
 
 /// A group of configurations sharing one simulation: `members[0]` is

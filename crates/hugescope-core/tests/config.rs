@@ -4,7 +4,9 @@
 //! knob reachable by `--set` (the test walks the declarations, so a new knob
 //! is covered without editing it).
 
-use hugescope_core::config::{Config, MachineConfig, Source, PRESETS};
+use hugescope_core::config::{MachineConfig, PRESETS};
+
+use hugescope_core::configuration::{Config, Source};
 use hugescope_core::os::config::{os_knobs, KnobKind, OsSettings};
 use proptest::prelude::*;
 

@@ -6,7 +6,8 @@
 mod common;
 
 use common::{header, sim_on, Rng, BASE, MB2};
-use hugescope_core::config::{Config, MachineConfig, PRESETS};
+use hugescope_core::config::{MachineConfig, PRESETS};
+use hugescope_core::configuration::Config;
 use hugescope_core::os::clock::TimeBase;
 use hugescope_core::os::config::Fragmentation;
 use hugescope_core::os::kernel::{Kernel, OsConfig};

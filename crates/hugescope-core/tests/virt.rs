@@ -12,7 +12,8 @@ use hugescope_core::run::PolicySpec;
 use hugescope_core::sim::Simulator;
 use hugescope_core::trace::{Access, TraceHeader};
 use hugescope_core::virt::run::{hypervisor_for, nested_walker};
-use hugescope_core::virt::{Hypervisor, VirtMachineConfig};
+use hugescope_core::config::virt::VirtMachineConfig;
+use hugescope_core::virt::Hypervisor;
 use std::collections::BTreeMap;
 
 const KB4: u64 = 4 << 10;

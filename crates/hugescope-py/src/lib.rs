@@ -4,7 +4,8 @@
 //! boundary as JSON text that `python/hugescope` turns into result objects and
 //! DataFrames. All logic lives in the Rust crates; nothing is computed here.
 
-use hugescope_core::config::{Config, MachineConfig, Source, PRESETS};
+use hugescope_core::config::{MachineConfig, PRESETS};
+use hugescope_core::configuration::{Config, Source};
 use hugescope_core::os::config::os_knobs;
 use hugescope_core::trace::hst;
 use pyo3::prelude::*;
@@ -34,7 +35,7 @@ fn params(text: &str) -> PyResult<hugescope_workloads::Params> {
     }
 }
 
-/// Resolve a configuration (`hugescope_core::config::Config::load`): a
+/// Resolve a configuration (`hugescope_core::configuration::Config::load`): a
 /// preset, a TOML or JSON file read from `path`, `KEY=VALUE` overrides
 /// (`os.KEY` for the OS) and `--policy` texts. All parsing and checking is
 /// the core's; this only reads the file.

@@ -9,7 +9,7 @@
 //! (Bhargava et al., ASPLOS'08 §2-3; FHPM §1 and §2.1).
 //!
 //! Caches (Bhargava et al. §4, facts only; sizes are machine knobs,
-//! `virt::config::VirtMachineConfig`):
+//! `config::virt::VirtMachineConfig`):
 //! - a guest page-walk cache over GVA prefixes, per guest level: a hit at
 //!   level i skips guest levels 0..=i *and* the host walks of their table
 //!   pages (the cached entry already holds the next table's host address);
@@ -45,6 +45,7 @@ use super::pwc::{Pwc, WalkCost};
 use super::space::Space;
 use super::tlb::tag;
 use super::walker::Walker;
+use crate::config::virt::VirtResolved;
 use crate::config::CacheConfig;
 use crate::trace::Access;
 use std::collections::BTreeMap;
@@ -68,6 +69,13 @@ pub struct NestedCaches {
     pub guest_pwc: BTreeMap<String, CacheConfig>,
     pub host_pwc: BTreeMap<String, CacheConfig>,
     pub nested_tlb: Option<CacheConfig>,
+}
+
+impl NestedCaches {
+    /// The caches of a machine's resolved `virt` section.
+    pub fn of(v: &VirtResolved) -> NestedCaches {
+        NestedCaches { guest_pwc: v.guest_pwc.clone(), host_pwc: v.host_pwc.clone(), nested_tlb: v.nested_tlb.clone() }
+    }
 }
 
 #[derive(Clone, Debug)]

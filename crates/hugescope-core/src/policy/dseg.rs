@@ -59,6 +59,12 @@ impl Policy for Dseg {
         "dseg"
     }
 
+    /// The segment registers of this OS model are the native MMU's; under
+    /// virtualization the machine's own keys model both kinds of segment.
+    fn refuses_virtualization(&self) -> Option<&'static str> {
+        Some("the dseg OS model runs natively only; a virtualized run models direct segments with the machine keys virt.guest_segment=on and virt.vmm_segment=on")
+    }
+
     fn describe(&self) -> serde_json::Value {
         let (provision, per_gb) = match self.provision {
             Provision::Boot => ("boot", 0.0),

@@ -32,6 +32,7 @@ pub mod khugepaged;
 pub mod ksmd;
 pub mod params;
 
+use crate::config::MachineConfig;
 use crate::os::{AllocMode, Kernel};
 use crate::{Error, Result};
 pub use params::Params;
@@ -112,6 +113,30 @@ pub trait Policy {
     }
     /// The profile, given before the kernel is built (so before `init`).
     fn set_profile(&mut self, _p: &crate::profile::WalkProfile) {}
+
+    // What a policy declares about itself, read before any kernel is built,
+    // so no other file needs to know a policy by name.
+
+    /// Check the machine against what the policy needs, before any work (a
+    /// configuration is refused when it is resolved: `configuration.rs`).
+    /// Default: any machine.
+    fn check_machine(&self, _machine: &MachineConfig) -> Result<()> {
+        Ok(())
+    }
+    /// The parameters that change only what the policy decides when its
+    /// timers fire, and what the PCC it enabled holds, never when it acts:
+    /// configurations of it that differ only in these may share one
+    /// simulation until their decisions differ (`sweep.rs`). Only for a
+    /// policy that acts on timers alone, with its PCC as its only state
+    /// between them. None (the default): it always runs alone.
+    fn decision_only_params(&self) -> Option<&'static [&'static str]> {
+        None
+    }
+    /// Why the policy cannot run in a virtualized run, as one sentence
+    /// (`virt/run.rs` refuses it with this reason). None (the default): it can.
+    fn refuses_virtualization(&self) -> Option<&'static str> {
+        None
+    }
 }
 
 type Ctor = fn(&mut Params) -> Result<Box<dyn Policy>>;

@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 
 /// Sizes a per-size knob may name: `enabled_8k` .. `enabled_1g`. Which of
 /// them the machine has as folio sizes is checked against the machine
-/// (`check_machine`), as the sysfs directory of a size exists only then.
+/// (`Policy::check_machine`), as the sysfs directory of a size exists only then.
 const KNOB_SHIFTS: std::ops::RangeInclusive<u32> = 13..=30;
 const SETTINGS: &[&str] = &["always", "madvise", "inherit", "never"];
 
@@ -84,27 +84,6 @@ pub fn new(p: &mut Params) -> Result<Box<dyn Policy>> {
     Ok(Box::new(Mthp { pmd, enabled, defrag, compact_pages, light_compact_pages, given, orders: Vec::new(), stats: BTreeMap::new() }))
 }
 
-/// Check an `mthp` entry's per-size knobs against the machine: each must
-/// name one of its folio sizes (`folio_sizes`), as Linux has a
-/// `hugepages-<size>kB` directory only for the orders the architecture
-/// supports. Called when a configuration is resolved, before any work.
-pub fn check_machine(params: &[(String, String)], machine: &MachineConfig) -> Result<()> {
-    let mut p = Params::new("mthp", params)?;
-    let folios = machine.folio_size_bytes()?;
-    for (bytes, v) in size_knobs(&mut p)? {
-        if !folios.contains(&bytes) {
-            let have = if machine.folio_sizes.is_empty() { "none".to_string() } else { machine.folio_sizes.join(", ") };
-            return Err(Error::input(format!(
-                "policy mthp: enabled_{}={v}: the machine '{}' has no {} mTHP size (its folio_sizes: {have}; the PMD size follows `enabled`)",
-                page_label(bytes),
-                machine.name,
-                page_label(bytes)
-            )));
-        }
-    }
-    Ok(())
-}
-
 impl Mthp {
     fn eligible(setting: &str, advised: bool) -> bool {
         setting == "always" || (setting == "madvise" && advised)
@@ -156,6 +135,26 @@ impl Policy for Mthp {
         serde_json::json!({ "enabled": self.enabled, "defrag": self.defrag, "sizes": sizes, "linux": self.pmd.describe() })
     }
 
+    /// Each per-size knob must name one of the machine's folio sizes
+    /// (`folio_sizes`), as Linux has a `hugepages-<size>kB` directory only
+    /// for the orders the architecture supports. Checked when a
+    /// configuration is resolved, before any work.
+    fn check_machine(&self, machine: &MachineConfig) -> Result<()> {
+        let folios = machine.folio_size_bytes()?;
+        for (&bytes, v) in &self.given {
+            if !folios.contains(&bytes) {
+                let have = if machine.folio_sizes.is_empty() { "none".to_string() } else { machine.folio_sizes.join(", ") };
+                return Err(Error::input(format!(
+                    "policy mthp: enabled_{}={v}: the machine '{}' has no {} mTHP size (its folio_sizes: {have}; the PMD size follows `enabled`)",
+                    page_label(bytes),
+                    machine.name,
+                    page_label(bytes)
+                )));
+            }
+        }
+        Ok(())
+    }
+
     fn init(&mut self, k: &mut Kernel) {
         let g = k.geometry().clone();
         let mut orders = Vec::new();
@@ -165,7 +164,7 @@ impl Policy for Mthp {
                 Some(s) if resolved != "never" => orders.push((s, resolved)),
                 Some(_) => {}
                 // Configurations are checked against the machine when
-                // resolved (`check_machine`); a kernel built directly may
+                // resolved (`Policy::check_machine`); a kernel built directly may
                 // still name a size the machine lacks: said, then ignored.
                 None => k.note(format!("policy mthp: enabled_{}: not an mTHP size of this machine, ignored", page_label(bytes))),
             }

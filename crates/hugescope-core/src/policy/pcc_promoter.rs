@@ -66,6 +66,23 @@ const READ: u32 = 0x5043_4301;
 /// than an ordinary run; beyond, the middle is dropped and counted.
 const INTERVALS_KEPT: usize = 10_000;
 
+/// Parameters that only change what this policy decides at a read or what
+/// its PCC holds, never when it acts: configurations differing only in
+/// these may share a pass (`sweep.rs`). Its schedule (`interval_s`,
+/// `interval_accesses`, `artifact_phase`) and anything else must match.
+const DECISION_ONLY: &[&str] = &[
+    "entries",
+    "counter_bits",
+    "replacement",
+    "regions_to_promote",
+    "promotion_policy",
+    "promotion_bias_process",
+    "min_freq",
+    "flush_on_read",
+    "demotion",
+    "compact_pages",
+];
+
 /// What one read did.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct IntervalRecord {
@@ -479,6 +496,9 @@ impl PccPolicy {
 impl Policy for PccPolicy {
     fn name(&self) -> &'static str {
         "pcc"
+    }
+    fn decision_only_params(&self) -> Option<&'static [&'static str]> {
+        Some(DECISION_ONLY)
     }
     fn describe(&self) -> serde_json::Value {
         let mut v = serde_json::json!({

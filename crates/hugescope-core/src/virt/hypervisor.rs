@@ -23,9 +23,9 @@
 //! asynchronous, but their remaps cost the guest VM-wide TLB flushes and,
 //! unless `keeps_mapping`, EPT-violation exits on the next touches.
 
-use super::config::VirtResolved;
 use super::ept::{Ept, ExitCause, VmExits};
 use super::guest_pt::GuestPtArea;
+use crate::config::virt::VirtResolved;
 use crate::hw::geometry::MAX_SIZES;
 use crate::hw::leaf::{LEAF_A, LEAF_D, NO_PA, PMD_A, PUD_A};
 use crate::hw::nested::first_level_read;

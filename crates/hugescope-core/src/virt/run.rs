@@ -4,18 +4,19 @@
 //! `base` in the guest over `base` in the host (hB/gB) is the reference of
 //! the speedups.
 
-use super::config::{VirtOptions, VirtResolved, MAX_VMS};
+use super::options::{VirtOptions, MAX_VMS};
 use super::ept::{Ept, VmExits};
 use super::guest_pt::GuestPtArea;
-use super::hypervisor::{Hypervisor, PairWalks, Vm};
+use super::hypervisor::{Hypervisor, Vm};
+use super::report::{VirtReport, VmReport};
+use crate::config::virt::VirtResolved;
 use crate::config::MachineConfig;
 use crate::cost;
 use crate::hw::segment::ProcessSegment;
+use crate::hw::nested::NestedCaches;
 use crate::hw::{Geometry, NestedWalker, NoSegment};
 use crate::os::clock::TimeBase;
 use crate::os::kernel::{Kernel, OsConfig};
-use crate::os::metrics::OsStats;
-use crate::os::phys::FragReport;
 use crate::policy;
 use crate::profile;
 use crate::run::{self, PolicyResult, PolicySpec, RunOptions};
@@ -25,63 +26,15 @@ use crate::trace::hst::{self, HstReader};
 use crate::trace::merge::Placement;
 use crate::trace::{Region, RegionKind, TraceHeader};
 use crate::{Error, Result};
-use serde::Serialize;
 
-/// One VM's counters in a result.
-#[derive(Clone, Debug, Serialize)]
-pub struct VmReport {
-    pub vm: u8,
-    pub host_pid: u16,
-    pub memory_bytes: u64,
-    pub page_table_area_bytes: u64,
-    pub page_table_pages: u64,
-    pub page_table_overflow: u64,
-    pub vm_exits: VmExits,
-    /// Guest-visible seconds of VM exits (vm_exit_us each).
-    pub vm_exit_seconds: f64,
-    /// Guest-visible seconds of host faults behind EPT violations.
-    pub host_fault_seconds: f64,
-    pub host_shootdowns: u64,
-    /// VM-wide TLB flushes (by VPID) the host's changes caused.
-    pub vm_flushes: u64,
-    pub ept_zapped_pages: u64,
-    pub guest_huge_bytes: u64,
-    pub host_huge_bytes: u64,
-    pub guest_os_stats: OsStats,
-}
-
-/// The hypervisor's side of a virtualized result (`PolicyResult::virt`).
-#[derive(Clone, Debug, Serialize)]
-pub struct VirtReport {
-    pub host_policy: String,
-    pub host_policy_params: serde_json::Value,
-    pub nested: VirtResolved,
-    /// VM exits of all VMs, by cause.
-    pub vm_exits: VmExits,
-    pub vm_exit_seconds: f64,
-    /// Walks and walk references by (guest leaf size, host leaf size).
-    pub walks_by_pair: Vec<PairWalks>,
-    /// Huge-page bytes mapped at the end in the guests (GVA) and the host (GPA).
-    pub guest_huge_bytes: u64,
-    pub host_huge_bytes: u64,
-    pub host_huge_bytes_peak: u64,
-    pub host_memory_bytes: u64,
-    pub host_fragmentation: Option<FragReport>,
-    pub host_os_stats: OsStats,
-    pub vms: Vec<VmReport>,
-    /// Walks inside a guest direct segment (present when
-    /// `virt.guest_segment` is on; ISCA'13 §3.3, extension).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub guest_segment_walks: Option<u64>,
-}
-
-/// Policies that need hardware the virtualized model does not give a guest.
+/// Policies that need hardware the virtualized model does not give a guest
+/// (`Policy::refuses_virtualization`). A spec whose policies cannot be built
+/// is refused where the run builds them.
 fn check_supported(spec: &PolicySpec, role: &str) -> Result<()> {
-    if let Some(p) = spec.parts.iter().find(|p| p.name == "dseg") {
-        return Err(Error::input(format!(
-            "{role} policy '{}': the dseg OS model runs natively only; a virtualized run models direct segments with the machine keys virt.guest_segment=on and virt.vmm_segment=on",
-            p.name
-        )));
+    for p in spec.make().unwrap_or_default() {
+        if let Some(why) = p.refuses_virtualization() {
+            return Err(Error::input(format!("{role} policy '{}': {why}", p.name())));
+        }
     }
     Ok(())
 }
@@ -130,7 +83,7 @@ pub fn hypervisor_for(machine: &MachineConfig, headers: &[TraceHeader], os: &OsC
 /// The nested walker of `machine` (its `virt` section, defaults filled in).
 pub fn nested_walker(machine: &MachineConfig) -> Result<NestedWalker> {
     let virt = machine.virt.clone().unwrap_or_default().resolve(&machine.pwc);
-    Ok(NestedWalker::new(&Geometry::new(machine)?, &virt.caches()).with_vmm_segment(virt.vmm_segment))
+    Ok(NestedWalker::new(&Geometry::new(machine)?, &NestedCaches::of(&virt)).with_vmm_segment(virt.vmm_segment))
 }
 
 /// Build the hypervisor for one guest spec: guest kernels (fragmentation is
@@ -265,7 +218,7 @@ pub fn simulate_virtual(
     let mut results = Vec::with_capacity(all.len());
     for (guest, host, p) in all {
         let hv = build(machine, &resolved, &inputs, &os, &guest, &host, p)?;
-        let walker = NestedWalker::new(&Geometry::new(machine)?, &resolved.caches()).with_vmm_segment(resolved.vmm_segment);
+        let walker = NestedWalker::new(&Geometry::new(machine)?, &NestedCaches::of(&resolved)).with_vmm_segment(resolved.vmm_segment);
         let mut sim: VirtSim = Simulator::with_walker_and_unit(machine.clone(), inputs.combined.cpus.max(1) as usize, hv, walker)?;
         let finishes = if paths.len() == 1 {
             let mut r = HstReader::open(&paths[0])?;

@@ -1,6 +1,5 @@
-//! Configuration of a virtualized run: the machine's nested-walk caches and
-//! VM-exit cost (the `virt` section of a machine configuration), and what a
-//! run asks of the hypervisor (its host policy).
+//! The `virt` section of a machine configuration: the machine's nested-walk
+//! caches and VM-exit cost in virtualized runs (`virt/`), as plain data.
 //!
 //! Cache defaults (Bhargava et al., ASPLOS'08 §4 describe a page-walk cache
 //! over guest-virtual prefixes, one over guest-physical prefixes and a nested
@@ -9,9 +8,7 @@
 //! `pwc` (one structure per level, as sized for native walks), and the nested
 //! TLB to 16 fully associative entries.
 
-use crate::config::CacheConfig;
-use crate::hw::nested::NestedCaches;
-use crate::run::PolicySpec;
+use super::CacheConfig;
 use crate::units::fmt_num;
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
@@ -23,8 +20,6 @@ pub const NESTED_TLB_ENTRIES: usize = 16;
 /// reference §11 "VM-exit cost" (about 0.7 us, derived from FHPM Fig. 9 and
 /// Table 6).
 pub const VM_EXIT_US: f64 = 0.7;
-/// Most VMs a run may have: VM ids 1..=15 (4-bit VPIDs, `hw::space`; 0 is the host).
-pub const MAX_VMS: usize = 15;
 
 /// The `virt` section of a machine configuration. Every field is optional;
 /// absent ones take the defaults above.
@@ -122,28 +117,5 @@ impl VirtMachineConfig {
             guest_segment: self.guest_segment == Some(Switch::On),
             vmm_segment: self.vmm_segment == Some(Switch::On),
         }
-    }
-}
-
-impl VirtResolved {
-    pub fn caches(&self) -> NestedCaches {
-        NestedCaches { guest_pwc: self.guest_pwc.clone(), host_pwc: self.host_pwc.clone(), nested_tlb: self.nested_tlb.clone() }
-    }
-}
-
-/// What a run asks of the hypervisor: the host kernel's policy (the guests'
-/// are the run's ordinary policy specs).
-#[derive(Clone, Debug)]
-pub struct VirtOptions {
-    pub host_policy: PolicySpec,
-}
-
-impl VirtOptions {
-    /// `host` parsed as a policy spec (`linux`, `base`, `ingens:...`).
-    pub fn new(host: &str) -> Result<VirtOptions> {
-        let host_policy = PolicySpec::parse(host).map_err(|e| Error::input(format!("--host-policy: {e}")))?;
-        // Build once to refuse unknown names and parameters up front.
-        host_policy.make().map_err(|e| Error::input(format!("--host-policy: {e}")))?;
-        Ok(VirtOptions { host_policy })
     }
 }
