@@ -560,10 +560,10 @@ pub fn simulate_concurrent_staggered(
             None => open_concurrent(paths)?.0,
         };
         finishes.push(sched::run_staggered(&mut run.sim, &mut inputs, sched, start_s, |k| {
-            let now = per_run * i as u64 + k.clock.accesses;
+            let now = per_run * i as u64 + k.clock().accesses;
             opts.progress.advanced(last, now, total);
             last = now;
-            check_inferred_pages(done_pages + k.inferred_pages(), model_bytes, model_limit, k.clock.accesses)
+            check_inferred_pages(done_pages + k.inferred_pages(), model_bytes, model_limit, k.clock().accesses)
         })?);
         opts.progress.advanced(last, per_run * (i as u64 + 1), total);
         done_pages += run.sim.pt.inferred_pages();
@@ -619,10 +619,10 @@ pub(crate) fn finish(run: &mut Run, info: &TraceInfo) -> PolicyResult {
         warnings.push(format!("internal invariant violated, do not trust this result: {e}"));
     }
     warnings.extend(k.notes().iter().cloned());
-    if k.stats.out_of_memory > 0 {
+    if k.stats().out_of_memory > 0 {
         warnings.push(format!(
             "{} base-page allocations found no free memory: the simulated memory ({} bytes) is too small for this trace",
-            k.stats.out_of_memory,
+            k.stats().out_of_memory,
             k.phys().total_frames() * k.geometry().sizes[0]
         ));
     }
@@ -634,7 +634,7 @@ pub(crate) fn finish(run: &mut Run, info: &TraceInfo) -> PolicyResult {
         trace: Some(info.clone()),
         machine: run.sim.cfg.clone(),
         os: run.os.clone(),
-        time_base: k.clock.base,
+        time_base: k.clock().base,
         virtual_seconds: k.now(),
         budget_bytes: k.budget_bytes(),
         footprint_bytes: k.footprint(),
@@ -646,7 +646,7 @@ pub(crate) fn finish(run: &mut Run, info: &TraceInfo) -> PolicyResult {
         speedup_vs_base: None,
         translation_speedup_vs_base: None,
         walk_reduction_vs_base: None,
-        os_stats: k.stats.clone(),
+        os_stats: k.stats().clone(),
         processes,
         huge_bytes_peak: k.peak_huge_bytes(),
         timeline: k.timeline().to_vec(),

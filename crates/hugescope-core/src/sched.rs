@@ -102,17 +102,17 @@ pub trait ProcessClock {
 
 impl ProcessClock for Kernel {
     fn seconds_of(&self, ctx: usize) -> f64 {
-        self.clock.seconds_of(ctx)
+        self.clock().seconds_of(ctx)
     }
     fn switch_process(&mut self, ctx: usize) {
         Kernel::switch_process(self, ctx)
     }
     #[inline]
     fn now(&self) -> f64 {
-        self.clock.now()
+        self.clock().now()
     }
     fn start_at(&mut self, ctx: usize, seconds: f64) {
-        self.clock.start_context_at(ctx, seconds);
+        self.start_process_at(ctx, seconds);
     }
     fn exited(&mut self, pids: std::ops::Range<u16>) {
         for pid in pids {

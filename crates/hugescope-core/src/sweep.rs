@@ -104,10 +104,10 @@ fn fingerprint(sim: &Sim) -> String {
     let k = &sim.pt;
     format!(
         "{:?} {} {} {:?}",
-        k.stats,
+        k.stats(),
         k.huge_bytes(),
         k.executed_plan().len(),
-        k.clock
+        k.clock()
     )
 }
 

@@ -27,8 +27,8 @@ fn folio_walks(set: &[&str]) -> (u64, u64) {
         s.step(Access::read(BASE + i * K4));
     }
     s.pt.finish();
-    assert_eq!(s.pt.stats.faults_base, 0);
-    let served = s.pt.stats.faults_huge.iter().find(|(l, _)| l == "64k").map_or(0, |x| x.1);
+    assert_eq!(s.pt.stats().faults_base, 0);
+    let served = s.pt.stats().faults_huge.iter().find(|(l, _)| l == "64k").map_or(0, |x| x.1);
     (s.counters().walks, served)
 }
 

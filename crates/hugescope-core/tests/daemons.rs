@@ -9,7 +9,7 @@ use common::{header, machine, BASE, MB2};
 use hugescope_core::hw::Geometry;
 use hugescope_core::os::clock::TimeBase;
 use hugescope_core::os::kernel::{AllocMode, Fragmentation, Kernel, OsConfig};
-use hugescope_core::policy::{self, pmd_size, Fault, FaultAction, Policy};
+use hugescope_core::policy::{self, Ctx, Fault, FaultAction, Policy};
 use hugescope_core::run::PolicySpec;
 use hugescope_core::sim::Simulator;
 use hugescope_core::trace::{Access, TraceHeader};
@@ -35,14 +35,14 @@ impl Policy for Ticker {
     fn name(&self) -> &'static str {
         self.name
     }
-    fn init(&mut self, k: &mut Kernel) {
+    fn init(&mut self, k: &mut Ctx<'_>) {
         if self.cancel {
             k.schedule_in(self.period / 2.0, self.id);
-            k.clock.cancel(self.id);
+            k.cancel_timer(self.id);
         }
         k.schedule_in(self.period, self.id);
     }
-    fn on_timer(&mut self, k: &mut Kernel, id: u32) {
+    fn on_timer(&mut self, k: &mut Ctx<'_>, id: u32) {
         self.log.borrow_mut().push((self.name, id, k.now()));
         k.schedule_in(self.period, self.id);
     }
@@ -56,9 +56,9 @@ impl Policy for FirstRegion {
     fn name(&self) -> &'static str {
         "first-region"
     }
-    fn on_fault(&mut self, k: &mut Kernel, f: &Fault) -> FaultAction {
+    fn on_fault(&mut self, k: &mut Ctx<'_>, f: &Fault) -> FaultAction {
         if f.region_start == BASE && f.region_empty {
-            FaultAction::Huge { size: pmd_size(k), alloc: AllocMode::FreeOnly }
+            FaultAction::Huge { size: k.pmd_size(), alloc: AllocMode::FreeOnly }
         } else {
             FaultAction::Base
         }
@@ -74,13 +74,13 @@ impl Policy for PromoteAt {
     fn name(&self) -> &'static str {
         "promote-at"
     }
-    fn init(&mut self, k: &mut Kernel) {
+    fn init(&mut self, k: &mut Ctx<'_>) {
         k.schedule_at(self.at, 1);
     }
-    fn on_timer(&mut self, k: &mut Kernel, _id: u32) {
+    fn on_timer(&mut self, k: &mut Ctx<'_>, _id: u32) {
         let view = k.view();
         let regions: Vec<u64> = view.vma(0, 0).map(|v| (0..v.regions()).map(|ri| v.region_start(ri)).collect()).unwrap_or_default();
-        let size = pmd_size(k);
+        let size = k.pmd_size();
         for r in regions {
             if k.view().region(0, r).is_some_and(|s| s.touched > 0 && s.leaf_size == 0) {
                 let _ = k.promote(0, r, size, AllocMode::FreeOnly);
@@ -154,7 +154,7 @@ fn first_fault_decider_wins_and_plan_entries_name_their_policy() {
     let names: Vec<&str> = plan.iter().map(|e| e.note.as_deref().unwrap().split(' ').next().unwrap()).collect();
     assert_eq!(names, ["first-region", "linux", "linux", "linux"]);
     assert_eq!(plan[0].start, BASE);
-    assert_eq!(s.pt.stats.promotions, 0, "fault-time huge pages are not promotions");
+    assert_eq!(s.pt.stats().promotions, 0, "fault-time huge pages are not promotions");
     s.pt.check_invariants().unwrap();
 }
 
@@ -176,7 +176,7 @@ fn a_fault_time_decider_and_a_daemon_cooperate() {
         assert!(n.starts_with("promote-at at 1.0"), "{notes:?}");
         assert_eq!(plan[i + 1].start, BASE + (i as u64 + 1) * MB2);
     }
-    assert_eq!(s.pt.stats.promotions, 3);
+    assert_eq!(s.pt.stats().promotions, 3);
     assert_eq!(s.pt.huge_bytes(), 4 * MB2);
     s.pt.check_invariants().unwrap();
 }

@@ -69,16 +69,15 @@ fn companion_redirect_and_restore_keep_the_frames_and_flush_the_tlb() {
         s.step(Access::read(BASE + j * PAGE));
     }
     let k = &mut s.pt;
-    let v = &k.spaces()[0].vmas[0];
-    let pfns: Vec<u32> = v.pfn.to_vec(0..512);
-    let (free0, held0, huge0) = (k.phys().free_frames(), k.spaces()[0].frames_held, k.huge_bytes());
-    let (promo0, demo0) = (k.stats.promotions, k.stats.demotions);
+    let pfns: Vec<u32> = common::vma_frames(k, 0, 0, 0..512);
+    let (free0, held0, huge0) = (k.phys().free_frames(), k.spaces()[0].frames_held(), k.huge_bytes());
+    let (promo0, demo0) = (k.stats().promotions, k.stats().demotions);
     k.redirect_companion(0, BASE).unwrap();
     // One 4KB companion page of host memory, the leaf's frames untouched.
     assert_eq!(k.phys().free_frames(), free0 - 1);
     assert_eq!(k.companion_pages(), 1);
-    assert_eq!(k.spaces()[0].vmas[0].pfn.to_vec(0..512), pfns);
-    assert_eq!(k.spaces()[0].frames_held, held0);
+    assert_eq!(common::vma_frames(&k, 0, 0, 0..512), pfns);
+    assert_eq!(k.spaces()[0].frames_held(), held0);
     assert_eq!(k.huge_bytes(), huge0);
     assert_eq!(k.region_state(0, BASE).unwrap().leaf_size, 0);
     k.check_invariants().unwrap();
@@ -104,9 +103,9 @@ fn companion_redirect_and_restore_keep_the_frames_and_flush_the_tlb() {
     assert!(!k.restore_companion(0, BASE));
     assert_eq!(k.phys().free_frames(), free0);
     assert_eq!(k.region_state(0, BASE).unwrap().leaf_size, 1);
-    assert_eq!(k.spaces()[0].vmas[0].pfn.to_vec(0..512), pfns);
+    assert_eq!(common::vma_frames(&k, 0, 0, 0..512), pfns);
     // Neither step is a promotion or a demotion.
-    assert_eq!((k.stats.promotions, k.stats.demotions), (promo0, demo0));
+    assert_eq!((k.stats().promotions, k.stats().demotions), (promo0, demo0));
     let cs = k.companion_stats();
     assert_eq!((cs.redirects, cs.restores, cs.peak_pages), (1, 1, 1));
     k.check_invariants().unwrap();
@@ -284,22 +283,25 @@ fn the_hp_policy_demotes_only_what_the_pressure_needs() {
         let p = &s.pt.policy_params()["stats"]["periods"][0];
         let f: f64 = f_use.parse().unwrap();
         assert!((p["hp_start_bytes"].as_f64().unwrap() - 4.0 * MB2 as f64 * (1.0 - f)).abs() < 1.0);
-        assert_eq!(s.pt.stats.demotions, demoted as u64);
+        assert_eq!(s.pt.stats().demotions, demoted as u64);
     }
 }
 
 #[test]
 fn friendly_splits_keep_the_mapping_linux_splits_do_not() {
-    use hugescope_core::policy::fhpm::remap;
+    // What `policy/fhpm/remap.rs` does: the split or collapse inside
+    // `with_eager_refill` when VM-friendly, plain otherwise.
     for friendly in [true, false] {
         let mut s = sim(&header(2 * MB2, false), os(), "ideal", &[]);
         s.step(Access::read(BASE));
         let k = &mut s.pt;
         drain(k);
-        assert!(remap::split(k, 0, BASE, friendly));
+        let split = |k: &mut Kernel| k.demote(0, BASE);
+        assert!(if friendly { k.with_eager_refill(split) } else { split(k) });
         let sd = drain(k);
         assert!(!sd.is_empty() && sd.iter().all(|d| d.keeps_mapping == friendly));
-        assert_eq!(remap::collapse(k, 0, BASE, 1, friendly), Ok(true));
+        let collapse = |k: &mut Kernel| k.collapse_in_place(0, BASE, 1);
+        assert_eq!(if friendly { k.with_eager_refill(collapse) } else { collapse(k) }, Ok(()));
         let sd = drain(k);
         assert!(!sd.is_empty() && sd.iter().all(|d| d.keeps_mapping == friendly));
         k.check_invariants().unwrap();

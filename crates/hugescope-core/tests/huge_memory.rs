@@ -27,9 +27,7 @@ fn populated() -> Simulator<Kernel> {
 }
 
 fn frames(k: &Kernel, start: u64) -> Vec<u32> {
-    let v = &k.spaces()[0].vmas[0];
-    let a = ((start - v.start) >> 12) as usize;
-    v.pfn.to_vec(a..a + PAGES as usize)
+    common::frames(k, 0, start, PAGES as usize)
 }
 
 fn drain(k: &mut Kernel) -> Vec<Shootdown> {
@@ -39,7 +37,7 @@ fn drain(k: &mut Kernel) -> Vec<Shootdown> {
 }
 
 fn sync_us(k: &Kernel) -> f64 {
-    k.clock.os_sync_seconds * 1e6
+    k.clock().os_sync_seconds * 1e6
 }
 
 #[test]
@@ -57,20 +55,20 @@ fn collapse_in_place_installs_the_leaf_over_the_same_frames() {
     let mut s = populated();
     let k = &mut s.pt;
     drain(k);
-    let (free0, us0, shoot0) = (k.phys().free_frames(), sync_us(k), k.stats.shootdowns);
+    let (free0, us0, shoot0) = (k.phys().free_frames(), sync_us(k), k.stats().shootdowns);
     k.collapse_in_place(0, BASE + MB2, 1).unwrap();
     // No frame allocated, copied or freed; the same frames, now one block.
     assert_eq!(k.phys().free_frames(), free0);
     assert_eq!(frames(k, BASE + MB2), (512..1024).collect::<Vec<u32>>());
     let b = k.phys().allocated_block(700).unwrap();
     assert_eq!((b.pfn, b.order), (512, 9));
-    assert_eq!(k.stats.pages_copied, 0);
-    assert_eq!((k.stats.promotions, k.stats.in_place_collapses), (1, 1));
+    assert_eq!(k.stats().pages_copied, 0);
+    assert_eq!((k.stats().promotions, k.stats().in_place_collapses), (1, 1));
     assert_eq!(k.huge_bytes(), MB2);
     assert_eq!(k.region_state(0, BASE + MB2).unwrap().leaf_size, 1);
     // Cost: one PMD update (20 us) and one shootdown (4 us), nothing per page.
     assert!((sync_us(k) - us0 - 24.0).abs() < 1e-6, "{}", sync_us(k) - us0);
-    assert_eq!(k.stats.shootdowns, shoot0 + 1);
+    assert_eq!(k.stats().shootdowns, shoot0 + 1);
     assert_eq!(drain(k), vec![Shootdown::remap(0, BASE + MB2, BASE + 2 * MB2)]);
     k.check_invariants().unwrap();
     // Freeing the range returns the one block whole: memory back to empty.
@@ -90,7 +88,7 @@ fn collapse_by_copy_moves_to_a_new_block_and_frees_the_old_frames() {
     assert_eq!(frames(k, BASE), (1024..1536).collect::<Vec<u32>>());
     assert_eq!(k.phys().free_frames(), free0);
     assert!(k.phys().allocated_block(0).is_none());
-    assert_eq!(k.stats.pages_copied, PAGES);
+    assert_eq!(k.stats().pages_copied, PAGES);
     // Daemon-free promote from outside a callback is synchronous: 512 copies + a shootdown.
     assert!((sync_us(k) - us0 - (512.0 + 4.0)).abs() < 1e-6, "{}", sync_us(k) - us0);
     assert_eq!(drain(k), vec![Shootdown::remap(0, BASE, BASE + MB2)]);
@@ -112,7 +110,7 @@ fn collapse_in_place_refuses_scattered_or_partial_frames() {
     assert_eq!(k.collapse_in_place(0, BASE, 1), Err(Refusal::NotContiguous));
     assert_eq!(k.phys().free_frames(), free0);
     assert_eq!(k.huge_bytes(), 0);
-    assert_eq!(k.stats.promotion_failures.ineligible, 1);
+    assert_eq!(k.stats().promotion_failures.ineligible, 1);
     // A region with one page not mapped is refused too (a copy would zero it).
     let mut p = populated();
     p.pt.free_range(0, BASE + 4096, 4096);
@@ -139,7 +137,7 @@ fn split_keeps_the_frames_and_hands_back_base_blocks() {
     let b = k.phys().allocated_block(300).unwrap();
     assert_eq!((b.pfn, b.order), (300, 0));
     assert_eq!(k.huge_bytes(), 0);
-    assert_eq!(k.stats.demotions, 1);
+    assert_eq!(k.stats().demotions, 1);
     assert!((sync_us(k) - us0 - 24.0).abs() < 1e-6);
     assert_eq!(drain(k), vec![Shootdown::remap(0, BASE, BASE + MB2)]);
     k.check_invariants().unwrap();
@@ -189,13 +187,13 @@ fn a_partly_freed_huge_page_is_freed_whole_when_its_last_page_goes() {
     // one unit (Linux's deferred split): no frame comes back yet.
     s.progress(&free_label(0, BASE, 100 * 4096));
     assert_eq!(s.pt.phys().free_frames(), free0 - 512);
-    assert_eq!(s.pt.spaces()[0].frames_held, 512);
+    assert_eq!(s.pt.spaces()[0].frames_held(), 512);
     s.progress(&free_label(0, BASE + 100 * 4096, 400 * 4096));
     assert_eq!(s.pt.phys().free_frames(), free0 - 512, "12 pages still mapped");
     s.pt.check_invariants().unwrap();
     // The last 12 pages unmapped: the whole block is freed.
     s.progress(&free_label(0, BASE + 500 * 4096, 12 * 4096));
     assert_eq!(s.pt.phys().free_frames(), free0);
-    assert_eq!(s.pt.spaces()[0].frames_held, 0);
+    assert_eq!(s.pt.spaces()[0].frames_held(), 0);
     s.pt.check_invariants().unwrap();
 }

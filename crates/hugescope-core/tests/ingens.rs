@@ -66,9 +66,9 @@ fn a_region_crossing_90_percent_is_promoted_by_the_daemon_not_at_fault() {
     // daemon promotes it once woken, at the end of that same access.
     touch(&mut s, 0, BASE + 460 * PAGE);
     let k = &s.pt;
-    assert_eq!(k.stats.faults_base, 461);
+    assert_eq!(k.stats().faults_base, 461);
     assert!(
-        k.stats.faults_huge.iter().all(|(_, n)| *n == 0),
+        k.stats().faults_huge.iter().all(|(_, n)| *n == 0),
         "no huge page at fault"
     );
     assert_eq!(leaf_size(k, 0, BASE), 1, "promoted by Promote-kth");
@@ -79,7 +79,7 @@ fn a_region_crossing_90_percent_is_promoted_by_the_daemon_not_at_fault() {
     // Not every page is mapped, so not in place: the 461 present pages are
     // copied into a new block and the 51 others zero-filled (§5.1).
     assert_eq!(stat(k, "promotions_in_place"), 0.0);
-    assert_eq!((k.stats.pages_copied, k.stats.pages_zeroed), (461, 51));
+    assert_eq!((k.stats().pages_copied, k.stats().pages_zeroed), (461, 51));
     k.check_invariants().unwrap();
 }
 
@@ -134,7 +134,7 @@ fn promoted_region() -> Simulator<Kernel> {
     s.progress(&populate_label(0, BASE, MB2));
     touch(&mut s, 0, BASE);
     assert_eq!(leaf_size(&s.pt, 0, BASE), 1);
-    assert_eq!(s.pt.spaces()[0].frames_held, 512);
+    assert_eq!(s.pt.spaces()[0].frames_held(), 512);
     s
 }
 
@@ -148,18 +148,18 @@ fn pages_freed_inside_a_kept_huge_page_count_again_when_touched_again() {
     touch(&mut s, 0, BASE + 5 * PAGE);
     s.progress(&free_label(0, BASE + 100 * PAGE, 40 * PAGE));
     assert_eq!(leaf_size(&s.pt, 0, BASE), 1);
-    assert_eq!(s.pt.spaces()[0].touched_pages, 472);
+    assert_eq!(s.pt.spaces()[0].touched_pages(), 472);
     s.pt.check_invariants().unwrap();
     for i in 100..140 {
         touch(&mut s, 0, BASE + i * PAGE);
-        assert_eq!(s.pt.spaces()[0].touched_pages, 472 + (i - 99), "page {i}");
+        assert_eq!(s.pt.spaces()[0].touched_pages(), 472 + (i - 99), "page {i}");
     }
-    assert_eq!(s.pt.spaces()[0].vmas[0].touched[0], 512);
+    assert_eq!(s.pt.view().region(0, BASE).unwrap().touched, 512);
     // Full again: a second free of the same kind is seen as well.
     touch(&mut s, 0, BASE);
     s.progress(&free_label(0, BASE + 200 * PAGE, 10 * PAGE));
     touch(&mut s, 0, BASE + 200 * PAGE);
-    assert_eq!(s.pt.spaces()[0].touched_pages, 503);
+    assert_eq!(s.pt.spaces()[0].touched_pages(), 503);
     s.pt.check_invariants().unwrap();
 }
 
@@ -171,26 +171,26 @@ fn demotion_frees_exactly_the_freed_base_pages() {
     s.progress(&free_label(0, BASE + 100 * PAGE, 40 * PAGE));
     let k = &s.pt;
     assert_eq!(leaf_size(k, 0, BASE), 1);
-    assert_eq!(k.spaces()[0].frames_held, 512);
-    assert_eq!(k.spaces()[0].touched_pages, 472);
+    assert_eq!(k.spaces()[0].frames_held(), 512);
+    assert_eq!(k.spaces()[0].touched_pages(), 472);
     assert_eq!(stat(k, "demotions"), 0.0);
     // 60 more (utilization 412 < 461): split, and exactly the 100 freed
     // pages go back to the allocator; the 412 others keep their frames.
     let free_before = s.pt.phys().free_frames();
-    let frames_before: Vec<u32> = s.pt.spaces()[0].vmas[0].pfn.to_vec(0..512);
+    let frames_before: Vec<u32> = common::vma_frames(&s.pt, 0, 0, 0..512);
     s.progress(&free_label(0, BASE + 300 * PAGE, 60 * PAGE));
     let k = &s.pt;
     assert_eq!(leaf_size(k, 0, BASE), 0);
     assert_eq!(stat(k, "demotions"), 1.0);
     assert_eq!(stat(k, "reclaimed_pages"), 100.0);
-    assert_eq!(k.spaces()[0].frames_held, 412);
+    assert_eq!(k.spaces()[0].frames_held(), 412);
     assert_eq!(k.phys().free_frames(), free_before + 100);
-    let v = &k.spaces()[0].vmas[0];
+    let frames = common::vma_frames(k, 0, 0, 0..512);
     for i in 0..512usize {
         let freed = (100..140).contains(&i) || (300..360).contains(&i);
-        assert_eq!(v.pfn.get(i) == u32::MAX, freed, "page {i}");
+        assert_eq!(frames[i] == u32::MAX, freed, "page {i}");
         if !freed {
-            assert_eq!(v.pfn.get(i), frames_before[i], "page {i} kept its frame");
+            assert_eq!(frames[i], frames_before[i], "page {i} kept its frame");
         }
     }
     k.check_invariants().unwrap();
@@ -210,7 +210,7 @@ fn hot_pages_on_fragmented_memory(
     for i in 0..300 {
         touch(&mut s, 0, BASE + i * PAGE);
     }
-    let frames = s.pt.spaces()[0].vmas[0].pfn.to_vec(0..300);
+    let frames = common::vma_frames(&s.pt, 0, 0, 0..300);
     let mut i = 0;
     while s.pt.now() < seconds as f64 {
         touch(&mut s, 0, BASE + (i % 300) * PAGE);
@@ -235,7 +235,7 @@ fn proactive_compaction_never_moves_a_hot_page_nor_more_than_its_cap() {
         Some(300.0)
     );
     assert_eq!(
-        k.spaces()[0].vmas[0].pfn.to_vec(0..300),
+        common::vma_frames(&k, 0, 0, 0..300),
         frames,
         "a hot page moved"
     );
@@ -267,13 +267,13 @@ fn the_compaction_mechanism_skips_every_block_holding_a_vetoed_page() {
     // address (block 0), is emptied: its 128 pages move, one free 2MB block
     // out of 1536 free frames gives FMFI 1024/1536 <= 0.8, and it stops.
     let mut s = sparse_blocks();
-    let v0 = &s.pt.spaces()[0].vmas[0];
-    let frames: Vec<u32> = v0.pfn.to_vec(0..v0.pfn.len());
+    let pages = s.pt.view().vma(0, 0).unwrap().pages() as usize;
+    let frames: Vec<u32> = common::vma_frames(&s.pt, 0, 0, 0..pages);
     let r = s.pt.compact_proactive(9, 25_600, 0.8, &mut |_, _, _| true);
     assert!(r.success);
     assert_eq!(r.migrated_pages, 128);
     let moved: Vec<usize> = (0..2048)
-        .filter(|&i| s.pt.spaces()[0].vmas[0].pfn.get(i) != frames[i])
+        .filter(|&i| common::vma_frame(&s.pt, 0, 0, i) != frames[i])
         .collect();
     assert_eq!(moved.len(), 128);
     assert!(
@@ -286,12 +286,12 @@ fn the_compaction_mechanism_skips_every_block_holding_a_vetoed_page() {
     let r =
         s.pt.compact_proactive(9, 25_600, 0.8, &mut |pid, va, _| !(pid == 0 && va == hot));
     assert_eq!(r.migrated_pages, 128);
-    let v = &s.pt.spaces()[0].vmas[0];
+    let now = common::vma_frames(&s.pt, 0, 0, 0..2048);
     assert!((0..2048)
-        .filter(|&i| v.pfn.get(i) != frames[i])
+        .filter(|&i| now[i] != frames[i])
         .all(|i| (512..1024).contains(&frames[i])));
     assert!(
-        moved.iter().all(|&i| v.pfn.get(i) == frames[i]),
+        moved.iter().all(|&i| now[i] == frames[i]),
         "no page of the vetoed block moved"
     );
     // A cap below one block's 128 pages: nothing is started.

@@ -29,8 +29,8 @@ fn os() -> OsConfig {
 /// Faults served by page-size label after `finish` (base pages under "4k").
 fn faults(s: &mut Simulator<Kernel>) -> Vec<(String, u64)> {
     s.pt.finish();
-    let mut out = vec![("4k".to_string(), s.pt.stats.faults_base)];
-    out.extend(s.pt.stats.faults_huge.iter().filter(|(_, n)| *n > 0).cloned());
+    let mut out = vec![("4k".to_string(), s.pt.stats().faults_base)];
+    out.extend(s.pt.stats().faults_huge.iter().filter(|(_, n)| *n > 0).cloned());
     out
 }
 
@@ -45,7 +45,7 @@ fn enabled_64k_serves_every_fault_of_a_region_with_64k_folios() {
         s.step(Access::read(BASE + i * K4));
     }
     assert_eq!(faults(&mut s), f(&[("4k", 0), ("64k", 32)]));
-    assert_eq!(s.pt.spaces()[0].huge_bytes[3], MB2);
+    assert_eq!(s.pt.spaces()[0].huge_bytes()[3], MB2);
     s.pt.check_invariants().unwrap();
 }
 
@@ -94,7 +94,7 @@ fn mthp_rescues_faults_when_2mb_blocks_are_fragmented() {
         l.step(Access::read(BASE + i * K4));
     }
     assert_eq!(faults(&mut l), f(&[("4k", 512)]));
-    assert_eq!(l.pt.stats.fault_fallbacks, 1);
+    assert_eq!(l.pt.stats().fault_fallbacks, 1);
 }
 
 #[test]
@@ -137,7 +137,7 @@ fn run_json(cfg: &MachineConfig, name: &str, params: &[(&str, &str)]) -> String 
         }
     }
     let procs = s.pt.finish();
-    serde_json::to_string(&(s.counters(), &s.pt.stats, procs, s.pt.executed_plan().len())).unwrap()
+    serde_json::to_string(&(s.counters(), s.pt.stats(), procs, s.pt.executed_plan().len())).unwrap()
 }
 
 #[test]

@@ -70,7 +70,7 @@ fn linux_falls_back_to_base_pages_under_unmovable_fragmentation() {
     // With 90% of 1GiB blocked and a 64MiB footprint, ~51 free blocks remain:
     // more than the 32 the footprint needs, so every region still gets one.
     assert_eq!(k.huge_bytes(), 64 << 20);
-    assert_eq!(k.stats.fault_fallbacks, 0);
+    assert_eq!(k.stats().fault_fallbacks, 0);
     k.check_invariants().unwrap();
     // Shrink memory so the free blocks do not suffice.
     let tight = OsConfig { memory_bytes: Some(256 << 20), ..frag };
@@ -79,7 +79,7 @@ fn linux_falls_back_to_base_pages_under_unmovable_fragmentation() {
     random(&mut t, 64 << 20, 100_000, 3);
     random(&mut b, 64 << 20, 100_000, 3);
     assert!(t.pt.huge_bytes() <= 13 * MB2, "{}", t.pt.huge_bytes());
-    assert!(t.pt.stats.fault_fallbacks > 0);
+    assert!(t.pt.stats().fault_fallbacks > 0);
     let (wt, wb) = (t.counters().walks as f64, b.counters().walks as f64);
     assert!(wt > 0.5 * wb, "fragmented linux should stay close to base: {wt} vs {wb}");
 }
@@ -97,12 +97,12 @@ fn khugepaged_collapses_at_its_scan_speed() {
     for p in 0..(256u64 << 20) / 4096 {
         s.step(Access::write(BASE + p * 4096));
     }
-    let before = s.pt.stats.promotions;
-    assert!(s.pt.stats.fault_fallbacks > 100, "fragmentation should defeat fault-time huge pages");
+    let before = s.pt.stats().promotions;
+    assert!(s.pt.stats().fault_fallbacks > 100, "fragmentation should defeat fault-time huge pages");
     let t0 = s.pt.now();
     random(&mut s, 256 << 20, 1_000_000, 11);
     let elapsed = s.pt.now() - t0;
-    let collapsed = s.pt.stats.promotions - before;
+    let collapsed = s.pt.stats().promotions - before;
     let passes = (elapsed / 10.0).ceil() as u64 + 1;
     assert!(collapsed > 0, "khugepaged never collapsed");
     assert!(collapsed <= 8 * passes, "{collapsed} collapses in {elapsed:.1} s");
@@ -125,7 +125,7 @@ fn budget_is_never_exceeded() {
             }
         }
         assert_eq!(s.pt.huge_bytes(), 8 * MB2, "{pol} should fill its budget of 8 regions");
-        assert!(s.pt.stats.fault_failures.budget > 0);
+        assert!(s.pt.stats().fault_failures.budget > 0);
     }
 }
 
@@ -167,7 +167,7 @@ fn promotion_shoots_down_stale_base_translations() {
             s.step(Access::read(BASE + p * 4096).on_cpu(0));
         }
     }
-    assert_eq!(s.pt.stats.promotions, 1);
+    assert_eq!(s.pt.stats().promotions, 1);
     // No TLB may hold a 4KB translation of the promoted region.
     for m in &s.mmus {
         for t in m.l1.iter().chain(m.l2.iter()) {

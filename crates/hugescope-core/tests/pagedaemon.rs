@@ -103,12 +103,12 @@ fn eviction_frees_to_the_target_in_lru_order_writing_dirty_pages_back() {
     let st = k.daemon_stats().unwrap();
     assert_eq!((st.wakeups, st.pages_evicted), (1, 665));
     assert_eq!(st.bytes_written_back, 665 * PAGE);
-    let v = &k.spaces()[0].vmas[0];
-    assert!(v.pfn.iter(0..665).all(|p| p == u32::MAX));
-    assert_eq!(v.pfn.get(665), 665);
+    let frames = common::vma_frames(k, 0, 0, 0..666);
+    assert!(frames[..665].iter().all(|&p| p == u32::MAX));
+    assert_eq!(frames[665], 665);
     // Evicted pages still count as used by the program (base RSS), not held.
-    assert_eq!(k.spaces()[0].frames_held, 768 - 665);
-    assert_eq!(k.spaces()[0].touched_pages, 768);
+    assert_eq!(k.spaces()[0].frames_held(), 768 - 665);
+    assert_eq!(k.spaces()[0].touched_pages(), 768);
     // The inactive list is refilled 64 pages at a time (1/32 of memory, at
     // least 64): 11 refills moved 704 pages, 665 of them evicted.
     let (active, inactive, cached) = k.page_daemon().unwrap().list_lengths();
@@ -121,18 +121,18 @@ fn a_cached_page_referenced_before_reuse_is_a_soft_refault_else_hard() {
     // Page 0's frame 0 is free and still holds its contents: soft.
     s.step(Access::read(BASE));
     s.pt.check_invariants().unwrap();
-    assert_eq!(s.pt.spaces()[0].vmas[0].pfn.get(0), 0);
+    assert_eq!(common::vma_frame(&s.pt, 0, 0, 0), 0);
     let st = s.pt.daemon_stats().unwrap().clone();
     assert_eq!((st.refaults_soft, st.refaults_hard), (1, 0));
     // A first touch of an unpopulated page takes the lowest free frame,
     // frame 1, which held page 1: page 1 now needs the disk.
     s.step(Access::read(BASE + (6 << 20)));
-    assert_eq!(s.pt.spaces()[0].vmas[0].pfn.get(768), 1);
+    assert_eq!(common::vma_frame(&s.pt, 0, 0, 768), 1);
     s.step(Access::read(BASE + PAGE));
     s.pt.check_invariants().unwrap();
     let st = s.pt.daemon_stats().unwrap();
     assert_eq!((st.refaults_soft, st.refaults_hard), (1, 1));
-    assert_ne!(s.pt.spaces()[0].vmas[0].pfn.get(1), 1);
+    assert_ne!(common::vma_frame(&s.pt, 0, 0, 1), 1);
     // A page the program freed after its eviction faults as a new page.
     s.pt.free_range(0, BASE + 2 * PAGE, PAGE);
     s.step(Access::read(BASE + 2 * PAGE));
@@ -163,7 +163,7 @@ fn random_faults_under_pressure_conserve_frames_after_every_step() {
         assert!(st.wakeups > 0 && st.pages_evicted > 0, "{mode:?}: {st:?}");
         assert!(st.refaults_soft + st.refaults_hard > 0, "{mode:?}: {st:?}");
         assert!(st.wired_frames > 0);
-        assert_eq!(s.pt.stats.out_of_memory, 0, "{mode:?}");
+        assert_eq!(s.pt.stats().out_of_memory, 0, "{mode:?}");
     }
 }
 

@@ -59,7 +59,7 @@ fn inject(s: &mut Simulator<Kernel>, cpu: u16, pid: u16, r: u64, freq: u32) {
 /// Step hits on one mapped page until `n` accesses were made in total.
 fn run_to(s: &mut Simulator<Kernel>, n: u64) {
     let page = region(63) + 8;
-    while s.pt.clock.accesses < n {
+    while s.pt.clock().accesses < n {
         s.step(Access::read(page));
     }
 }
@@ -153,7 +153,7 @@ fn at_most_regions_to_promote_per_interval_and_the_rest_stay() {
         inject(&mut s, 0, 0, r, 10 + r as u32); // region 7 hottest
     }
     run_to(&mut s, 999);
-    assert_eq!(s.pt.stats.promotions, 0, "the first read comes after one full interval");
+    assert_eq!(s.pt.stats().promotions, 0, "the first read comes after one full interval");
     run_to(&mut s, 1000);
     assert_eq!(promoted_regions(&s), vec![(0, 7), (0, 6), (0, 5)]);
     // Not promoted entries stay in the PCC (pcc.md §8 rec. 7); promoted ones left it.
@@ -219,7 +219,7 @@ fn a_region_in_several_pccs_is_promoted_once_at_its_largest_count() {
     inject(&mut s, 1, 0, 3, 6);
     run_to(&mut s, 1000);
     assert_eq!(promoted_regions(&s), vec![(0, 1), (0, 2)]);
-    assert_eq!(s.pt.stats.promotion_failures.already_huge, 0);
+    assert_eq!(s.pt.stats().promotion_failures.already_huge, 0);
 }
 
 #[test]
@@ -245,12 +245,12 @@ fn a_promoted_region_is_not_promoted_again() {
     touch_regions(&mut s, 0, &[1]);
     inject(&mut s, 0, 0, 1, 3);
     run_to(&mut s, 1000);
-    assert_eq!(s.pt.stats.promotions, 1);
+    assert_eq!(s.pt.stats().promotions, 1);
     // The huge page keeps walking and re-enters the PCC (demotion candidate).
     inject(&mut s, 0, 0, 1, 9);
     run_to(&mut s, 3000);
-    assert_eq!(s.pt.stats.promotions, 1);
-    assert_eq!(s.pt.stats.promotion_failures.already_huge, 0, "the policy must skip huge regions, not ask the kernel");
+    assert_eq!(s.pt.stats().promotions, 1);
+    assert_eq!(s.pt.stats().promotion_failures.already_huge, 0, "the policy must skip huge regions, not ask the kernel");
     // ...and on a real stream: one hot region walked for many intervals.
     let mut s = sim(&h, os(), &[("interval_accesses", "5000")], 1);
     let mut x = 12345u64;
@@ -284,7 +284,7 @@ fn the_budget_is_respected_and_refusals_are_counted_and_retried() {
     let d = s.pt.policy_params();
     assert_eq!(d["totals"]["failed_budget"], 2, "{d}");
     assert_eq!(d["intervals"][1]["failed"], 1);
-    assert_eq!(s.pt.stats.promotions, 2);
+    assert_eq!(s.pt.stats().promotions, 2);
     s.pt.check_invariants().unwrap();
 }
 
@@ -297,7 +297,7 @@ fn no_free_huge_frame_keeps_the_entry() {
     touch_regions(&mut s, 0, &[1]);
     inject(&mut s, 0, 0, 1, 4);
     run_to(&mut s, 2000);
-    assert_eq!(s.pt.stats.promotions, 0);
+    assert_eq!(s.pt.stats().promotions, 0);
     assert_eq!(s.pt.pccs()[0].pmd.get(0, region(1)), Some(4));
     let d = s.pt.policy_params();
     assert_eq!(d["totals"]["failed_no_memory"], 2, "{d}");
@@ -322,7 +322,7 @@ fn demotion_under_budget_pressure_swaps_in_a_hotter_candidate() {
     assert_eq!(promoted_regions(&off), vec![(0, 1)]);
     let on = run("true");
     assert_eq!(promoted_regions(&on), vec![(0, 1), (0, 2)]);
-    assert_eq!(on.pt.stats.demotions, 1);
+    assert_eq!(on.pt.stats().demotions, 1);
     assert!(on.pt.huge_bytes() <= MB2);
     on.pt.check_invariants().unwrap();
 }

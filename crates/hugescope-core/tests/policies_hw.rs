@@ -211,7 +211,7 @@ fn hawkeye_promotes_eight_per_round_from_the_highest_bucket_fifo() {
         // Full tracking (the artifact's mode): every region's coverage is read each window.
         let mut s = sim(&h, os_free(100_000.0), "hawkeye", &[("coverage_source", src), ("scan_pages", "0")]);
         coverage_stream(&mut s, 0, 99_999);
-        assert_eq!(s.pt.stats.promotions, 0, "{src}: promoted before the window ended");
+        assert_eq!(s.pt.stats().promotions, 0, "{src}: promoted before the window ended");
         coverage_stream(&mut s, 99_999, 100_001);
         let plan: Vec<u64> = s.pt.executed_plan().iter().map(|e| (e.start - BASE) / MB2).collect();
         // Coverage 476 and 452 (bucket 9), 428, 404 (8), 380, 356 (7), 332, 308 (6):
@@ -219,7 +219,7 @@ fn hawkeye_promotes_eight_per_round_from_the_highest_bucket_fifo() {
         assert_eq!(plan, vec![18, 19, 16, 17, 14, 15, 12, 13], "{src}");
         // Asleep for 30 windows: nothing until the next window ends at 32 s.
         coverage_stream(&mut s, 100_001, 3_199_000);
-        assert_eq!(s.pt.stats.promotions, 8, "{src}");
+        assert_eq!(s.pt.stats().promotions, 8, "{src}");
         coverage_stream(&mut s, 3_199_000, 3_200_100);
         let plan: Vec<u64> = s.pt.executed_plan().iter().map(|e| (e.start - BASE) / MB2).collect();
         // Coverage 284, 260 (5), 236, 212 (4), 188, 164 (3), 140, 116 (2).
@@ -238,7 +238,7 @@ fn hawkeye_coverage_costs_nothing_when_off_and_is_exact_when_on() {
     let mut s = sim(&h, os(1e9, None), "base", &[]);
     assert!(!s.pt.coverage_tracking());
     s.step(Access::read(BASE));
-    assert!(s.pt.spaces()[0].vmas[0].cov.is_empty(), "no bitset unless tracking is on");
+    assert_eq!(s.pt.spaces()[0].tracking_bytes(), 0, "no bitset unless tracking is on");
     s.pt.track_coverage(true);
     for p in [0u64, 1, 1, 2, 600, 601] {
         // TLB hits count too: coverage is over all accesses.
@@ -274,7 +274,7 @@ fn oracle_without_budget_promotes_every_region_that_walked() {
     let mut o = sim_with(&h, os(1e6, None), policy::make("oracle", &[]).unwrap(), Some(&profile), 1);
     stream(&mut |a| o.step(a));
     assert_eq!(o.pt.huge_bytes(), 10 * MB2);
-    assert_eq!(o.pt.stats.promotions, 0, "the oracle maps at first touch, it never collapses");
+    assert_eq!(o.pt.stats().promotions, 0, "the oracle maps at first touch, it never collapses");
     // With a 3.2% budget of 32 regions (1 region): the most-walked one.
     let mut o = sim_with(&h, os(1e6, Some(0.032)), policy::make("oracle", &[]).unwrap(), Some(&profile), 1);
     stream(&mut |a| o.step(a));

@@ -11,7 +11,6 @@ mod common;
 use common::{header, BASE};
 use hugescope_core::config::MachineConfig;
 use hugescope_core::hw::Geometry;
-use hugescope_core::os::aspace::{size_of_flags, DIRTY};
 use hugescope_core::os::clock::TimeBase;
 use hugescope_core::os::kernel::{Kernel, OsConfig};
 use hugescope_core::policy;
@@ -40,7 +39,7 @@ fn alpha(h: &TraceHeader, memory: u64) -> Simulator<Kernel> {
 
 /// The leaf size index of every page of the first VMA.
 fn sizes(k: &Kernel) -> Vec<usize> {
-    k.spaces()[0].vmas[0].flags.iter().map(|&f| size_of_flags(f)).collect()
+    common::vma_leaf_sizes(k, 0, 0)
 }
 
 fn ok(k: &Kernel) {
@@ -55,8 +54,8 @@ fn a_reservation_fills_in_place_and_promotes_at_full_population_only() {
     s.step(Access::read(BASE));
     let k = &s.pt;
     // One 4MB extent reserved, one frame of it mapped, 511 reserved.
-    assert_eq!((k.stats.reservations, k.reservation_count(), k.reserved_frames()), (1, 1, 511));
-    let f0 = k.spaces()[0].vmas[0].pfn.get(0);
+    assert_eq!((k.stats().reservations, k.reservation_count(), k.reserved_frames()), (1, 1, 511));
+    let f0 = common::vma_frame(&k, 0, 0, 0);
     assert_eq!(f0 % 512, 0, "the extent is 4MB-aligned");
     for i in 1..512u64 {
         s.step(Access::read(BASE + i * PAGE));
@@ -64,7 +63,7 @@ fn a_reservation_fills_in_place_and_promotes_at_full_population_only() {
         let sz = sizes(&s.pt);
         let i = i as usize;
         // Each page maps its own frame of the extent.
-        assert_eq!(s.pt.spaces()[0].vmas[0].pfn.get(i), f0 + i as u32);
+        assert_eq!(common::vma_frame(&s.pt, 0, 0, i), f0 + i as u32);
         // Exactly at the 8th, 64th and 512th page a node fills: 64KB, 512KB, 4MB.
         let want = if i == 511 { 3 } else if i % 64 == 63 { 2 } else if i % 8 == 7 { 1 } else { 0 };
         assert_eq!(sz[i], want, "leaf of page {i} just after it was touched");
@@ -77,11 +76,11 @@ fn a_reservation_fills_in_place_and_promotes_at_full_population_only() {
     assert!(sizes(k).iter().all(|&x| x == 3));
     // The largest full node is promoted: the last 64KB node of each 512KB
     // node goes straight to 512KB, the last 512KB node straight to 4MB.
-    assert_eq!(k.stats.promotions, 8 * 7 + 7 + 1);
-    assert_eq!(k.stats.in_place_collapses, 64);
-    assert_eq!((k.reserved_frames(), k.stats.pages_copied), (0, 0));
-    assert_eq!(k.spaces()[0].huge_bytes[3], MB4);
-    assert_eq!(k.spaces()[0].huge_bytes[1..3], [0, 0]);
+    assert_eq!(k.stats().promotions, 8 * 7 + 7 + 1);
+    assert_eq!(k.stats().in_place_collapses, 64);
+    assert_eq!((k.reserved_frames(), k.stats().pages_copied), (0, 0));
+    assert_eq!(k.spaces()[0].huge_bytes()[3], MB4);
+    assert_eq!(k.spaces()[0].huge_bytes()[1..3], [0, 0]);
 }
 
 /// A 4MB superpage promoted from clean reads.
@@ -97,7 +96,7 @@ fn clean_4mb() -> Simulator<Kernel> {
 #[test]
 fn a_write_to_a_clean_superpage_demotes_exactly_along_the_written_page() {
     let mut s = clean_4mb();
-    let (d0, us0) = (s.pt.stats.demotions, s.pt.clock.os_sync_seconds);
+    let (d0, us0) = (s.pt.stats().demotions, s.pt.clock().os_sync_seconds);
     s.step(Access::write(BASE + 100 * PAGE));
     ok(&s.pt);
     let sz = sizes(&s.pt);
@@ -113,19 +112,20 @@ fn a_write_to_a_clean_superpage_demotes_exactly_along_the_written_page() {
         assert_eq!(got, want, "leaf of page {i}");
     }
     let k = &s.pt;
-    assert_eq!(k.stats.wp_traps, 1);
-    assert_eq!(k.stats.demotions - d0, 3, "three levels split: 4MB, 512KB, 64KB");
-    let h = &k.spaces()[0].huge_bytes;
+    assert_eq!(k.stats().wp_traps, 1);
+    assert_eq!(k.stats().demotions - d0, 3, "three levels split: 4MB, 512KB, 64KB");
+    let h = k.spaces()[0].huge_bytes();
     assert_eq!((h[1], h[2], h[3]), (7 * (64 << 10), 7 * (512 << 10), 0));
-    let v = &k.spaces()[0].vmas[0];
-    assert!(v.flags[100] & DIRTY != 0);
-    assert!((0..512).filter(|&i| i != 100).all(|i| v.flags[i] & DIRTY == 0), "only the written page is dirty");
+    let start = k.view().vma(0, 0).unwrap().start();
+    let dirty = |i: u64| k.view().page(0, start + i * PAGE).unwrap().dirty;
+    assert!(dirty(100));
+    assert!((0..512).filter(|&i| i != 100).all(|i| !dirty(i)), "only the written page is dirty");
     // The trap plus 512 replicated PTEs rewritten (defaults: 1 us, 0.01 us each).
-    let us = (k.clock.os_sync_seconds - us0) * 1e6;
+    let us = (k.clock().os_sync_seconds - us0) * 1e6;
     assert!(us >= 1.0 + 5.12 - 1e-9, "charged {us} us");
     // A second write to the same page: a base page now, no trap.
     s.step(Access::write(BASE + 100 * PAGE));
-    assert_eq!(s.pt.stats.wp_traps, 1);
+    assert_eq!(s.pt.stats().wp_traps, 1);
     // Writing the other 7 pages of the 64KB node makes it all dirty: re-promoted.
     for i in (96..104).filter(|&i| i != 100) {
         assert_eq!(sizes(&s.pt)[100], 0);
@@ -136,7 +136,7 @@ fn a_write_to_a_clean_superpage_demotes_exactly_along_the_written_page() {
     // A write to a clean 512KB sibling traps and splits it along its own path.
     s.step(Access::write(BASE + 5 * PAGE));
     let sz = sizes(&s.pt);
-    assert_eq!(s.pt.stats.wp_traps, 2);
+    assert_eq!(s.pt.stats().wp_traps, 2);
     assert!((0..64).all(|i| sz[i] == if i < 8 { 0 } else { 1 }));
 }
 
@@ -149,28 +149,27 @@ fn preemption_takes_the_least_recently_populated_reservation_one_level_down() {
     s.step(Access::read(b));
     // A is allocated into again: B is now the least recently populated.
     s.step(Access::read(a + PAGE));
-    let fb = s.pt.spaces()[0].vmas[0].pfn.get((MB4 / PAGE) as usize);
+    let fb = common::vma_frame(&s.pt, 0, 0, (MB4 / PAGE) as usize);
     assert_eq!(s.pt.phys().free_frames(), 0);
     s.step(Access::read(c));
     ok(&s.pt);
     let k = &s.pt;
-    assert_eq!(k.stats.preemptions, 1);
-    assert_eq!(k.stats.preferred_failures, 1);
+    assert_eq!(k.stats().preemptions, 1);
+    assert_eq!(k.stats().preferred_failures, 1);
     // B broke into eight 512KB pieces: its populated one stays reserved,
     // one went to C, six are free.
     assert_eq!(k.phys().free_frames(), 6 * 64);
     assert_eq!(k.reservation_count(), 3);
     assert_eq!(k.reserved_frames(), 510 + 63 + 63);
-    let v = &k.spaces()[0].vmas[0];
-    assert_eq!(v.pfn.get((MB4 / PAGE) as usize), fb, "B's page keeps its frame");
-    let fc = v.pfn.get((2 * MB4 / PAGE) as usize);
+    assert_eq!(common::vma_frame(k, 0, 0, (MB4 / PAGE) as usize), fb, "B's page keeps its frame");
+    let fc = common::vma_frame(k, 0, 0, (2 * MB4 / PAGE) as usize);
     assert!(fc >= fb + 64 && fc < fb + 512 && fc.is_multiple_of(64), "C got a 512KB piece of B's extent");
     // A was not touched: faulting its page 2 still maps its own frame.
     s.step(Access::read(a + 2 * PAGE));
-    assert_eq!(s.pt.spaces()[0].vmas[0].pfn.get(2), s.pt.spaces()[0].vmas[0].pfn.get(0) + 2);
+    assert_eq!(common::vma_frame(&s.pt, 0, 0, 2), common::vma_frame(&s.pt, 0, 0, 0) + 2);
     // B's remaining 512KB piece still fills in place.
     s.step(Access::read(b + PAGE));
-    assert_eq!(s.pt.spaces()[0].vmas[0].pfn.get((MB4 / PAGE) as usize + 1), fb + 1);
+    assert_eq!(common::vma_frame(&s.pt, 0, 0, (MB4 / PAGE) as usize + 1), fb + 1);
     ok(&s.pt);
 }
 
@@ -182,15 +181,15 @@ fn one_free_4mb_extent_and_4mb_stride_touches_give_one_preemption_per_seven_allo
     let mut s = alpha(&header(n * MB4, false), MB4);
     for i in 0..n {
         s.step(Access::read(BASE + i * MB4));
-        let pre = s.pt.stats.preemptions;
+        let pre = s.pt.stats().preemptions;
         assert_eq!(pre, i.div_ceil(7), "after {} allocations", i + 1);
         if i == 1 {
             assert_eq!(s.pt.phys().free_frames(), 6 * 64);
         }
     }
     ok(&s.pt);
-    assert_eq!(s.pt.stats.preferred_failures, n - 1);
-    assert_eq!(s.pt.stats.out_of_memory, 0);
+    assert_eq!(s.pt.stats().preferred_failures, n - 1);
+    assert_eq!(s.pt.stats().out_of_memory, 0);
 }
 
 #[test]
@@ -206,14 +205,14 @@ fn freeing_depopulates_and_an_empty_reservation_returns_its_extent() {
     ok(&s.pt);
     assert_eq!((s.pt.reserved_frames(), s.pt.reservation_count()), (510, 1));
     // Refaulting a freed page maps the same reserved frame again.
-    let f0 = s.pt.spaces()[0].vmas[0].pfn.get(9) - 9;
+    let f0 = common::vma_frame(&s.pt, 0, 0, 9) - 9;
     s.step(Access::read(BASE));
-    assert_eq!(s.pt.spaces()[0].vmas[0].pfn.get(0), f0);
+    assert_eq!(common::vma_frame(&s.pt, 0, 0, 0), f0);
     s.pt.free_range(0, BASE, MB4);
     ok(&s.pt);
     assert_eq!((s.pt.reserved_frames(), s.pt.reservation_count()), (0, 0));
     assert_eq!(s.pt.phys().free_frames(), free0);
-    assert_eq!(s.pt.stats.peak_reserved_frames, 511);
+    assert_eq!(s.pt.stats().peak_reserved_frames, 511);
 }
 
 #[test]
@@ -223,7 +222,7 @@ fn freeing_part_of_a_superpage_in_a_reservation_keeps_the_rest_mapped() {
     ok(&s.pt);
     let k = &s.pt;
     assert_eq!(k.reserved_frames(), 8);
-    assert_eq!(k.spaces()[0].frames_held, 504);
+    assert_eq!(k.spaces()[0].frames_held(), 504);
     assert!(k.phys().free_frames() < k.phys().total_frames() - 504);
 }
 
@@ -232,14 +231,14 @@ fn on_x86_a_2mb_reservation_promotes_with_one_pmd_write_at_the_512th_page() {
     let mut s = sim_on("haswell-pcc", &header(2 << 20, false), 64 << 20, &[]);
     for i in 0..512u64 {
         s.step(Access::write(BASE + i * 4096));
-        let sz = size_of_flags(s.pt.spaces()[0].vmas[0].flags[i as usize]);
+        let sz = s.pt.view().page(0, BASE + i * 4096).unwrap().leaf_size;
         assert_eq!(sz, if i == 511 { 1 } else { 0 }, "page {i}");
     }
     ok(&s.pt);
-    assert_eq!((s.pt.stats.promotions, s.pt.stats.reservations), (1, 1));
+    assert_eq!((s.pt.stats().promotions, s.pt.stats().reservations), (1, 1));
     // Written pages: a dirty superpage, not write-protected.
     s.step(Access::write(BASE));
-    assert_eq!(s.pt.stats.wp_traps, 0);
+    assert_eq!(s.pt.stats().wp_traps, 0);
     // 1GB is not reserved unless asked (ref §10.13).
     assert_eq!(s.pt.policy_params()["sizes"], serde_json::json!(["2m"]));
 }
@@ -250,16 +249,16 @@ fn on_x86_the_first_write_to_a_clean_2mb_page_traps_once_and_splits_it() {
     for i in 0..512u64 {
         s.step(Access::read(BASE + i * 4096));
     }
-    assert_eq!(size_of_flags(s.pt.spaces()[0].vmas[0].flags[0]), 1);
-    let us0 = s.pt.clock.os_sync_seconds;
+    assert_eq!(s.pt.view().page(0, BASE).unwrap().leaf_size, 1);
+    let us0 = s.pt.clock().os_sync_seconds;
     s.step(Access::write(BASE + 77 * 4096));
     ok(&s.pt);
     let k = &s.pt;
     // No size between 4KB and 2MB: one level, every page a base page again.
-    assert_eq!((k.stats.wp_traps, k.stats.demotions), (1, 1));
-    assert!(k.spaces()[0].vmas[0].flags.iter().all(|&f| size_of_flags(f) == 0));
+    assert_eq!((k.stats().wp_traps, k.stats().demotions), (1, 1));
+    assert!(common::vma_leaf_sizes(k, 0, 0).iter().all(|&s| s == 0));
     // The trap (1 us), one table rebuilt (split_us 20) and the shootdown (4).
-    let us = (k.clock.os_sync_seconds - us0) * 1e6;
+    let us = (k.clock().os_sync_seconds - us0) * 1e6;
     assert!((us - 25.0).abs() < 1e-6, "charged {us} us");
 }
 
@@ -271,7 +270,7 @@ fn single_size_variant_promotes_only_that_size() {
     }
     ok(&s.pt);
     assert!(sizes(&s.pt).iter().all(|&x| x == 1));
-    assert_eq!(s.pt.stats.reservations, 64);
+    assert_eq!(s.pt.stats().reservations, 64);
 }
 
 #[test]
@@ -296,7 +295,7 @@ fn writeback_writes_dirty_leaves_whole_unless_the_write_demoted_them() {
         use hugescope_core::hw::PageTable;
         s.pt.progress("msync");
         ok(&s.pt);
-        s.pt.stats.writeback_bytes
+        s.pt.stats().writeback_bytes
     };
     assert_eq!(run("true"), PAGE, "demoted on write: one 8KB page written back");
     assert_eq!(run("false"), MB4, "no demote-on-write: the whole 4MB superpage");
@@ -318,7 +317,7 @@ fn demote_path_without_reservations_walks_every_smaller_size() {
     assert_eq!(sz.iter().filter(|&&x| x == 2).count(), 7 * 64);
     assert_eq!(sz.iter().filter(|&&x| x == 1).count(), 7 * 8);
     assert_eq!(sz.iter().filter(|&&x| x == 0).count(), 8);
-    assert_eq!(s.pt.spaces()[0].huge_bytes[1..4], [7 * (64 << 10), 7 * (512 << 10), 0]);
+    assert_eq!(s.pt.spaces()[0].huge_bytes()[1..4], [7 * (64 << 10), 7 * (512 << 10), 0]);
     ok(&s.pt);
     assert!(!s.pt.demote_path(0, BASE + 511 * PAGE), "a base page now: nothing to demote");
 }
@@ -377,7 +376,7 @@ proptest! {
             }
         }
         if std::env::var("RSV_DEBUG").is_ok() {
-            let st = &s.pt.stats;
+            let st = s.pt.stats();
             eprintln!("pre {} res {} oom {} prom {} dem {} wp {}", st.preemptions, st.reservations, st.out_of_memory, st.promotions, st.demotions, st.wp_traps);
         }
     }

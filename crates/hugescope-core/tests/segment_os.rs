@@ -4,7 +4,6 @@
 use hugescope_core::config::MachineConfig;
 use hugescope_core::hw::{Geometry, RadixWalker, Segments, Space};
 use hugescope_core::os::kernel::{Fragmentation, Kernel, OsConfig};
-use hugescope_core::os::segment;
 use hugescope_core::policy;
 use hugescope_core::sim::Simulator;
 use hugescope_core::trace::{Access, Region, RegionKind, TraceHeader};
@@ -49,12 +48,12 @@ fn a_full_segment_takes_every_access_of_the_primary_region() {
     // 2048 segment hits, 2 walks (the stack), no fault inside the segment.
     assert_eq!((c.accesses, c.walks, g.hits, g.covered_bytes, g.primary_bytes), (2050, 2, 2048, 4 * MB2, 4 * MB2));
     assert_eq!((g.walks_outside.stack, g.walks_in_primary, g.compaction_seconds), (2, 0, 0.0));
-    assert_eq!(s.pt.stats.faults_base, 2);
+    assert_eq!(s.pt.stats().faults_base, 2);
     // PA congruent to VA modulo 2MB, and the frames are held by the process.
     assert_eq!(g.base.wrapping_add(g.offset) % MB2, 0);
-    assert_eq!(s.pt.spaces()[0].frames_held, 1024 * 2 + 2);
+    assert_eq!(s.pt.spaces()[0].frames_held(), 1024 * 2 + 2);
     // Every held frame was used: the segment's pages count as touched.
-    assert_eq!(s.pt.spaces()[0].touched_pages, 1024 * 2 + 2);
+    assert_eq!(s.pt.spaces()[0].touched_pages(), 1024 * 2 + 2);
     s.pt.check_invariants().unwrap();
 }
 
@@ -82,9 +81,9 @@ fn revert_installs_ptes_then_clears_registers_with_no_stale_translation() {
     for cpu in 0..2 {
         s.step(Access::read(BASE).on_cpu(cpu));
     }
-    let regs = s.pt.segments.segment(0);
+    let regs = s.pt.segments().segment(0);
     assert!(regs.is_enabled());
-    segment::revert(&mut s.pt, 0, 5.0);
+    s.pt.revert_segment(0, 5.0);
     s.apply_shootdowns();
     // Registers cleared on both contexts, the range shot down everywhere.
     assert_eq!((s.seg.loaded(0), s.seg.loaded(1)), (None, None));
@@ -93,10 +92,10 @@ fn revert_installs_ptes_then_clears_registers_with_no_stale_translation() {
     }
     // The PTEs translate to the segment's frames: four 2MB leaves (VA and PA
     // are congruent), so touching every page walks four times, no fault.
-    let faults = s.pt.stats.faults_base;
+    let faults = s.pt.stats().faults_base;
     sweep(&mut s, 0, BASE, 4 * MB2);
     let c = s.counters();
-    assert_eq!((c.segment.unwrap().hits, c.walks, s.pt.stats.faults_base - faults), (2, 4, 0));
+    assert_eq!((c.segment.unwrap().hits, c.walks, s.pt.stats().faults_base - faults), (2, 4, 0));
     for r in 0..4 {
         assert_eq!(s.pt.region_state(0, BASE + r * MB2).unwrap().leaf_size, 1);
     }
@@ -111,7 +110,7 @@ fn partial_coverage_beside_linux_never_overlaps_a_huge_page() {
     h.regions.push(Region { hugepage_advised: true, ..Region::new("data", BASE, 32 * MB2) });
     let o = OsConfig { fragmentation: Some(Fragmentation::Pcc { share: 0.3 }), ..Default::default() };
     let mut s = sim(&h, o, &[("dseg", &[("grow_every", "0")]), ("linux", &[("enabled", "always")])], 1);
-    let regs = s.pt.segments.segment(0);
+    let regs = s.pt.segments().segment(0);
     let covered = regs.limit - regs.base;
     assert!(regs.is_enabled() && covered < 32 * MB2, "covered {covered}");
     assert_eq!(regs.base, BASE);
@@ -142,14 +141,14 @@ fn growth_in_place_over_freed_adjacent_frames() {
     sweep(&mut s, 0, BASE, 4 * MB2);
     let c = s.counters();
     assert_eq!((c.segment.unwrap().hits, c.walks), (512, 1536));
-    assert_eq!(segment::grow(&mut s.pt, 0), 0, "the frames after the segment are in use");
+    assert_eq!(s.pt.grow_segment(0), 0, "the frames after the segment are in use");
     // The program frees the second 2MB: its frames, right after the
     // segment's, become free, and the segment grows over them.
     s.pt.free_range(0, BASE + MB2, MB2);
     s.apply_shootdowns();
-    assert_eq!(segment::grow(&mut s.pt, 0), MB2);
+    assert_eq!(s.pt.grow_segment(0), MB2);
     s.apply_shootdowns();
-    let regs = s.pt.segments.segment(0);
+    let regs = s.pt.segments().segment(0);
     assert_eq!(regs.limit, BASE + 2 * MB2);
     assert!(!s.mmus[0].holds(Space::native(0), BASE, regs.limit));
     let (hits, walks) = (s.counters().segment.unwrap().hits, s.counters().walks);
@@ -173,19 +172,19 @@ fn growth_copies_paged_data_in_and_leaves_no_stale_translation() {
     s.apply_shootdowns();
     // The pages just past LIMIT were touched last: their entries are cached.
     assert!(s.mmus[0].holds(Space::native(0), BASE + MB2, BASE + 2 * MB2));
-    let copied = s.pt.stats.pages_copied;
-    assert_eq!(segment::grow(&mut s.pt, 0), MB2);
+    let copied = s.pt.stats().pages_copied;
+    assert_eq!(s.pt.grow_segment(0), MB2);
     s.apply_shootdowns();
     // Registers first, then the shootdown: no stale paged translation of
     // the newly covered range is left, and its accesses hit the segment.
     assert!(!s.mmus[0].holds(Space::native(0), BASE, BASE + 2 * MB2));
-    assert_eq!(s.pt.segments.segment(0).limit, BASE + 2 * MB2);
+    assert_eq!(s.pt.segments().segment(0).limit, BASE + 2 * MB2);
     let (hits, walks) = (s.counters().segment.unwrap().hits, s.counters().walks);
     sweep(&mut s, 0, BASE + MB2, MB2);
     let c = s.counters();
     assert_eq!((c.segment.unwrap().hits - hits, c.walks - walks), (512, 0));
     // 512 pages were present there; the copy is not a promotion's copy.
-    assert_eq!(s.pt.stats.pages_copied, copied);
+    assert_eq!(s.pt.stats().pages_copied, copied);
     s.pt.check_invariants().unwrap();
 }
 
@@ -203,7 +202,7 @@ fn two_processes_with_their_own_segments() {
             }
         }
     }
-    let (r0, r1) = (s.pt.segments.segment(0), s.pt.segments.segment(1));
+    let (r0, r1) = (s.pt.segments().segment(0), s.pt.segments().segment(1));
     assert_eq!((r0.limit - r0.base, r1.limit - r1.base), (MB2, 2 * MB2));
     // Disjoint backing.
     let (p0, p1) = (r0.base.wrapping_add(r0.offset), r1.base.wrapping_add(r1.offset));
@@ -220,9 +219,9 @@ fn revert_at_a_time_runs_paged_afterwards() {
     // 2MB leaf per 2MB region, VA and PA congruent), none is a segment hit.
     let mut s = sim(&header(), OsConfig::default(), &[("dseg", &[("revert_at", "0"), ("grow_every", "0")])], 1);
     s.step(Access::read(BASE));
-    assert!(!s.pt.segments.segment(0).is_enabled());
+    assert!(!s.pt.segments().segment(0).is_enabled());
     sweep(&mut s, 0, BASE, 4 * MB2);
     let c = s.counters();
-    assert_eq!((c.segment.unwrap().hits, c.walks, s.pt.stats.faults_base), (1, 4, 0));
+    assert_eq!((c.segment.unwrap().hits, c.walks, s.pt.stats().faults_base), (1, 4, 0));
     s.pt.check_invariants().unwrap();
 }

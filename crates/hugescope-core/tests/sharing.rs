@@ -67,13 +67,11 @@ fn idle(s: &mut Simulator<Kernel>, n: u64, addr: u64) {
 }
 
 fn pfn(k: &Kernel, pid: u16, page: u64) -> u32 {
-    let sp = k.space(pid).unwrap();
-    let vi = sp.find(BASE + page * PAGE).unwrap();
-    sp.vmas[vi].pfn.get(sp.vmas[vi].page_index(BASE + page * PAGE, 12))
+    common::frame(k, pid, BASE + page * PAGE)
 }
 
 fn leaf(k: &Kernel, pid: u16, region: u64) -> usize {
-    k.region_state(pid, BASE + region * MB2).unwrap().leaf_size
+    k.view().region(pid, BASE + region * MB2).unwrap().leaf_size
 }
 
 fn stats(k: &Kernel) -> SharingStats {
@@ -136,7 +134,7 @@ fn a_write_breaks_copy_on_write_into_a_private_copy_at_its_cost() {
     let shared = pfn(&s.pt, 0, 2);
     assert_eq!(pfn(&s.pt, 1, 2), shared);
     assert_eq!(stats(&s.pt).pages_sharing, 4);
-    let (sync0, used0) = (s.pt.clock.os_sync_seconds, used_frames(&s.pt));
+    let (sync0, used0) = (s.pt.clock().os_sync_seconds, used_frames(&s.pt));
     // pid 1 writes its page 2: a new frame, the content private, the
     // writer pays cow_us (every other OS cost is zero here).
     s.step(Access::write(BASE + 2 * PAGE).in_pid(1));
@@ -148,7 +146,7 @@ fn a_write_breaks_copy_on_write_into_a_private_copy_at_its_cost() {
     assert_eq!(k.shared_mappers(shared as u64), Some(1));
     assert_eq!(k.content_of(1, BASE + 2 * PAGE), PRIVATE);
     assert_eq!(k.content_of(0, BASE + 2 * PAGE), declared_id(1, 2));
-    assert!((k.clock.os_sync_seconds - sync0 - 100e-6).abs() < 1e-12, "charged {}", k.clock.os_sync_seconds - sync0);
+    assert!((k.clock().os_sync_seconds - sync0 - 100e-6).abs() < 1e-12, "charged {}", k.clock().os_sync_seconds - sync0);
     assert_eq!(used_frames(k), used0 + 1);
     k.check_invariants().unwrap();
     // A second write to the now-private page costs nothing more; pid 0's
@@ -366,7 +364,7 @@ fn content_markers_round_trip_through_hst_and_change_nothing_without_sharing() {
     s.progress(&content_label(&d));
     assert!(s.pt.sharing_stats().is_none());
     assert_eq!(s.pt.content_word(0, BASE + 4 * PAGE), ZERO);
-    assert!(s.pt.space(0).unwrap().vmas[0].content.is_empty());
+    assert_eq!(s.pt.space(0).unwrap().tracking_bytes(), 0, "no content words");
     std::fs::remove_dir_all(dir).ok();
 }
 

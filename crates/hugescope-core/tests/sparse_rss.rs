@@ -63,13 +63,13 @@ fn kernel_state() {
         k.populate(0, BASE + g * GIB, MB2);
     }
     let grown = rss_bytes().saturating_sub(before);
-    let v = &k.spaces()[0].vmas[0];
+    let v = k.view().vma(0, 0).unwrap();
     assert_eq!(
-        v.end - v.start,
+        v.end() - v.start(),
         64 * GIB,
         "one VMA over the whole declaration"
     );
-    assert_eq!(k.spaces()[0].touched_pages, 64 * 512);
+    assert_eq!(k.spaces()[0].touched_pages(), 64 * 512);
     // A frame-number array filled with a non-zero "no frame" is resident at
     // once: 4 bytes per 4KB page, 64 MiB for 64 GiB. Zero-filled arrays leave
     // the untouched pages unbacked: what is written (64 runs of 512 pages, a
@@ -97,7 +97,7 @@ fn kernel_state() {
     for g in 0..64 {
         k.populate(0, BASE + g * GIB + MB2, MB2);
     }
-    assert_eq!(k.spaces()[0].touched_pages, 2 * 64 * 512);
+    assert_eq!(k.spaces()[0].touched_pages(), 2 * 64 * 512);
     let grown = rss_bytes().saturating_sub(before);
     assert!(
         grown < 8 * MIB,

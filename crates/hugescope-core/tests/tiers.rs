@@ -99,14 +99,14 @@ fn placement_fills_the_fast_tier_in_rank_order_and_conserves_frames_per_tier() {
 fn migration_costs_bandwidth_and_recopies_a_leaf_written_during_its_copy() {
     let mut s = sim(&header(8 * MB2, false), os(Some(MB2)), "base", &[]);
     s.pt.populate(0, BASE, 1024 * PAGE);
-    let shootdowns = s.pt.stats.shootdowns;
+    let shootdowns = s.pt.stats().shootdowns;
     let ranked: Vec<TierUnit> = (512..1024u64).map(|i| TierUnit { pid: 0, addr: BASE + i * PAGE }).collect();
     s.pt.place_tiers(&ranked);
     // 2MiB each way at 2 GB/s per direction, in parallel: 1048.576 us.
     let copy = (MB2 as f64) / 2e9;
     assert_eq!(s.pt.tier_stats().unwrap().copy_seconds, copy);
     // One batched shootdown for the placement.
-    assert_eq!(s.pt.stats.shootdowns, shootdowns + 1);
+    assert_eq!(s.pt.stats().shootdowns, shootdowns + 1);
     // Inside the window (1 us per access): a write to a migrated page is
     // recopied once; a second write, a read, or a write to a page that did
     // not move recopy nothing.
@@ -142,7 +142,7 @@ fn huge_leaves_migrate_whole_and_count_toward_the_fast_huge_ratio() {
     }
     assert_eq!(s.pt.huge_bytes(), 8 * MB2, "migration keeps huge leaves huge");
     s.pt.finish();
-    let t = s.pt.stats.tiers.clone().unwrap();
+    let t = s.pt.stats().tiers.clone().unwrap();
     assert_eq!((t.fast_mapped_bytes, t.fast_huge_bytes, t.fast_huge_ratio), (2 * MB2, 2 * MB2, 1.0));
     ok(&s.pt);
 }
@@ -207,7 +207,7 @@ fn tiers_off_change_nothing() {
             s.step(Access::read(BASE + (x >> 40) % (8 * MB2)));
         }
         s.pt.finish();
-        (s.counters(), s.pt.stats.clone(), s.pt.now())
+        (s.counters(), s.pt.stats().clone(), s.pt.now())
     };
     let (c0, o0, t0) = run(TierConfig::default());
     let (c1, mut o1, t1) = run(TierConfig { fast_bytes: Some(64 << 20), fast_ns: 0.0, slow_ns: 0.0, ..Default::default() });
@@ -269,6 +269,6 @@ fn virtualized_set_up_data_is_backed_by_host_frames_fast_first_in_the_order_writ
     let (first, last) = (gpa(&hv, BASE), gpa(&hv, BASE + 4 * MB2 - PAGE));
     assert_eq!(hv.host.tier_of(0, first), Some(Tier::Fast));
     assert_eq!(hv.host.tier_of(0, last), Some(Tier::Slow));
-    assert_eq!(hv.host.spaces()[0].frames_held, 2048, "every populated guest page (8MiB) is backed");
+    assert_eq!(hv.host.spaces()[0].frames_held(), 2048, "every populated guest page (8MiB) is backed");
     assert!(hv.vms[0].ept.present(first) && hv.vms[0].ept.present(last));
 }

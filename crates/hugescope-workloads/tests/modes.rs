@@ -308,7 +308,7 @@ fn ingens_runs_on_every_workload() {
             trace(name, &p, &mut sim).unwrap();
             sim.pt.finish();
             sim.pt.check_invariants().unwrap_or_else(|e| panic!("{name} under {pol}: {e}"));
-            assert_eq!(sim.pt.stats.out_of_memory, 0, "{name} under {pol}");
+            assert_eq!(sim.pt.stats().out_of_memory, 0, "{name} under {pol}");
             if pol == "ingens" {
                 let t = &sim.pt.policy_params()["tracking"];
                 assert!(t["passes"].as_u64().unwrap() >= 1, "{name}: no tracking pass in {} s", sim.pt.now());

@@ -14,59 +14,59 @@
 
 use crate::trace::Region;
 
-pub use super::pfns::{Pfns, NO_PFN};
+pub(in crate::os) use super::pfns::{Pfns, NO_PFN};
 
 /// Base page is mapped (a leaf translation exists).
-pub const PRESENT: u8 = 1 << 0;
+pub(in crate::os) const PRESENT: u8 = 1 << 0;
 /// The program has touched the base page since it was mapped (cleared by free).
 /// Under base pages it would be resident: the basis of the bloat metric.
-pub const TOUCHED: u8 = 1 << 1;
+pub(in crate::os) const TOUCHED: u8 = 1 << 1;
 /// Hardware accessed bit of the leaf (set by walks; cleared by the OS).
-pub const ACCESSED: u8 = 1 << 2;
+pub(in crate::os) const ACCESSED: u8 = 1 << 2;
 /// Hardware dirty bit of the leaf.
-pub const DIRTY: u8 = 1 << 3;
+pub(in crate::os) const DIRTY: u8 = 1 << 3;
 /// Page-size index of the leaf mapping this base page, in bits 4-6.
-pub const SIZE_SHIFT: u32 = 4;
-pub const SIZE_MASK: u8 = 0b111 << SIZE_SHIFT;
+pub(in crate::os) const SIZE_SHIFT: u32 = 4;
+pub(in crate::os) const SIZE_MASK: u8 = 0b111 << SIZE_SHIFT;
 /// The frame belongs to a huge block that was split while partly freed: it
 /// stays allocated as one unit (Linux's deferred split), so freeing this base
 /// page does not return its frame.
-pub const LEAKED: u8 = 1 << 7;
+pub(in crate::os) const LEAKED: u8 = 1 << 7;
 
 #[inline(always)]
-pub fn size_of_flags(f: u8) -> usize {
+pub(in crate::os) fn size_of_flags(f: u8) -> usize {
     ((f & SIZE_MASK) >> SIZE_SHIFT) as usize
 }
 
 #[derive(Clone, Debug)]
-pub struct Vma {
-    pub name: String,
-    pub start: u64,
-    pub end: u64,
+pub(in crate::os) struct Vma {
+    pub(in crate::os) name: String,
+    pub(in crate::os) start: u64,
+    pub(in crate::os) end: u64,
     /// madvise(MADV_HUGEPAGE) on this range (VM_HUGEPAGE).
-    pub advised: bool,
+    pub(in crate::os) advised: bool,
     /// Created from accesses outside any declared region (imported traces).
-    pub inferred: bool,
+    pub(in crate::os) inferred: bool,
     /// Frame per base page (`NO_PFN`: none).
-    pub pfn: Pfns,
-    pub flags: Vec<u8>,
+    pub(in crate::os) pfn: Pfns,
+    pub(in crate::os) flags: Vec<u8>,
     /// First PMD-level region overlapping the VMA (start rounded down).
-    pub region_base: u64,
+    pub(in crate::os) region_base: u64,
     /// Touched base pages per PMD-level region.
-    pub touched: Vec<u16>,
+    pub(in crate::os) touched: Vec<u16>,
     /// PMD accessed bit per PMD-level region.
-    pub pmd_a: Vec<bool>,
+    pub(in crate::os) pmd_a: Vec<bool>,
     /// PUD accessed bit per PUD-level region, from `start` rounded down.
-    pub pud_a: Vec<bool>,
+    pub(in crate::os) pud_a: Vec<bool>,
     /// "Accessed in the current window" bit per base page, for coverage
     /// tracking (HawkEye as the PCC artifact models it: every access counts).
     /// Empty unless `Kernel::track_coverage` turned tracking on, so it costs
     /// no memory otherwise.
-    pub cov: Vec<u64>,
+    pub(in crate::os) cov: Vec<u64>,
     /// Page contents (os/content.rs): one content word per base page. Empty
     /// unless a sharing policy turned content tracking on, so it costs no
     /// memory otherwise.
-    pub content: Vec<u64>,
+    pub(in crate::os) content: Vec<u64>,
 }
 
 impl Vma {
@@ -164,7 +164,7 @@ impl Vma {
 /// Grow a lazily allocated per-page array (coverage bits, content words) to
 /// `n` zero entries. From empty it is allocated zeroed, where `resize` would
 /// write every zero and make the whole array resident at once.
-pub fn grow_zeroed(v: &mut Vec<u64>, n: usize) {
+pub(in crate::os) fn grow_zeroed(v: &mut Vec<u64>, n: usize) {
     if v.is_empty() {
         *v = vec![0; n];
     } else if v.len() < n {
@@ -198,10 +198,13 @@ impl Shape {
 const VMA_CACHE: usize = 16;
 
 #[derive(Clone, Debug, Default)]
+/// One process's address space. Its page tables are the OS model's own:
+/// outside `os/` they are read through `MmView` (`Kernel::view`) and the
+/// counters below.
 pub struct AddressSpace {
-    pub pid: u16,
-    pub name: String,
-    pub vmas: Vec<Vma>,
+    pub(in crate::os) pid: u16,
+    pub(in crate::os) name: String,
+    pub(in crate::os) vmas: Vec<Vma>,
     /// Recently found VMA indices, direct-mapped by 2MB region of the address
     /// (`VMA_CACHE` slots). A program alternating between a few arrays (bfs:
     /// offsets, neighbors, parent) finds each in its own slot, where a single
@@ -211,31 +214,31 @@ pub struct AddressSpace {
     recent: [u32; VMA_CACHE],
     /// Regions whose every base page is touched (`os/full_regions.rs`): what
     /// lowers a region's `Vma::touched` count forgets it here.
-    pub full: super::full_regions::FullRegions,
+    pub(in crate::os) full: super::full_regions::FullRegions,
     /// Frames (base pages) of physical memory held by this process.
-    pub frames_held: u64,
+    pub(in crate::os) frames_held: u64,
     /// Base pages touched and not freed: the RSS it would have with base pages only.
-    pub touched_pages: u64,
+    pub(in crate::os) touched_pages: u64,
     /// Bytes mapped by leaves larger than the base page, by page-size index.
-    pub huge_bytes: [u64; 8],
+    pub(in crate::os) huge_bytes: [u64; 8],
     /// Peak of `frames_held`.
-    pub peak_frames: u64,
+    pub(in crate::os) peak_frames: u64,
     /// Base pages of VMAs inferred from accesses outside every declared
     /// region: model memory that grows with the trace's content, checked
     /// against the limit while the run goes (`Kernel::inferred_pages`).
-    pub inferred_pages: u64,
+    pub(in crate::os) inferred_pages: u64,
     /// The shared scan cursor (`view::MmView::scan_cursor`): the address the
     /// next khugepaged-like scan of this process resumes at.
-    pub scan_next: u64,
+    pub(in crate::os) scan_next: u64,
 }
 
 impl AddressSpace {
-    pub fn new(pid: u16, name: String) -> Self {
+    pub(in crate::os) fn new(pid: u16, name: String) -> Self {
         AddressSpace { pid, name, ..Default::default() }
     }
 
     /// Add a VMA for a declared region; page-aligns its bounds outward.
-    pub fn add_region(&mut self, r: &Region, g: &Shape) {
+    pub(in crate::os) fn add_region(&mut self, r: &Region, g: &Shape) {
         let mask = (1u64 << g.base_shift) - 1;
         let start = r.base & !mask;
         let end = (r.base + r.len + mask) & !mask;
@@ -250,7 +253,7 @@ impl AddressSpace {
     /// Index of the VMA holding `addr`, creating an inferred 2MB-aligned VMA
     /// (merged with an adjacent inferred one) when no declared region holds it.
     #[inline]
-    pub fn vma_index(&mut self, addr: u64, g: &Shape) -> usize {
+    pub(in crate::os) fn vma_index(&mut self, addr: u64, g: &Shape) -> usize {
         let slot = ((addr >> g.region_shift) as usize) % VMA_CACHE;
         let guess = self.recent[slot] as usize;
         if let Some(v) = self.vmas.get(guess) {
@@ -307,6 +310,34 @@ impl AddressSpace {
         i
     }
 
+    pub fn pid(&self) -> u16 {
+        self.pid
+    }
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    /// Frames (base pages) of physical memory the process holds.
+    pub fn frames_held(&self) -> u64 {
+        self.frames_held
+    }
+    /// The most frames it held at once.
+    pub fn peak_frames(&self) -> u64 {
+        self.peak_frames
+    }
+    /// Base pages touched and not freed: its RSS with base pages only.
+    pub fn touched_pages(&self) -> u64 {
+        self.touched_pages
+    }
+    /// Bytes mapped by leaves of each page-size index (index 0 unused).
+    pub fn huge_bytes(&self) -> &[u64; 8] {
+        &self.huge_bytes
+    }
+    /// Bytes the per-page coverage bits and content words hold (both
+    /// allocated only once coverage or content tracking is on).
+    pub fn tracking_bytes(&self) -> usize {
+        self.vmas.iter().map(|v| (v.cov.len() + v.content.len()) * std::mem::size_of::<u64>()).sum()
+    }
+
     pub fn footprint_declared(&self) -> u64 {
         self.vmas.iter().filter(|v| !v.inferred).map(|v| v.end - v.start).sum()
     }
@@ -316,7 +347,7 @@ impl AddressSpace {
     }
 
     /// Find the VMA index holding `addr` without creating one.
-    pub fn find(&self, addr: u64) -> Option<usize> {
+    pub(in crate::os) fn find(&self, addr: u64) -> Option<usize> {
         let i = self.vmas.partition_point(|v| v.start <= addr);
         (i > 0 && addr < self.vmas[i - 1].end).then(|| i - 1)
     }

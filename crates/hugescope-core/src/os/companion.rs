@@ -27,8 +27,8 @@
 use super::aspace::{size_of_flags, ACCESSED, DIRTY, LEAKED, PRESENT, SIZE_MASK, SIZE_SHIFT};
 use super::huge_memory::Refusal;
 use super::kernel::Kernel;
+pub use super::metrics::CompanionStats;
 use super::phys::Mobility;
-use serde::Serialize;
 use std::collections::BTreeMap;
 
 /// The redirected leaves and the companion mechanism's counters.
@@ -37,25 +37,6 @@ pub struct Companions {
     /// (pid, leaf start) -> the companion table page's frame.
     redirected: BTreeMap<(u16, u64), u64>,
     pub stats: CompanionStats,
-}
-
-/// Counters of companion redirection, reported in the result's `os_stats`
-/// only by runs that redirect (`OsStats::companion`).
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct CompanionStats {
-    pub redirects: u64,
-    /// Restores by the monitor at the end of its window (not conflicts).
-    pub restores: u64,
-    /// Redirects refused: no frame for the companion page, or no 2MB leaf.
-    pub redirect_failures: u64,
-    /// Host page-table updates that found a redirected page (FHPM §4.3):
-    /// the page was restored early and its stage-2 sample lost.
-    pub conflicts: u64,
-    /// Host page-table updates that found an ordinary leaf (the rest of the
-    /// EPT violations `tdp_page_fault` handles; Table 5's first column).
-    pub tdp_page_faults: u64,
-    /// Most companion pages held at once (4KB of host memory each).
-    pub peak_pages: u64,
 }
 
 impl Companions {

@@ -11,9 +11,7 @@
 
 use super::clock::TimeBase;
 use super::costs::{OsCosts, MAX_COST_US};
-use super::pagedaemon::{DaemonConfig, DaemonMode};
 use super::phys::WiredMode;
-use super::tier::TierConfig;
 use crate::limits::{MAX_DURATION_S, MAX_RATE, MIN_RATE};
 use crate::units::{fmt_num, parse_count, parse_size};
 use crate::{Error, Result};
@@ -102,6 +100,103 @@ impl OsConfig {
                 if matches!(self.fragmentation, Some(Fragmentation::Ingens { .. })) { m.saturating_mul(2) } else { m }
             }
         }
+    }
+}
+
+// page daemon (os/pagedaemon.rs): its part of the configuration.
+/// Which daemon runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DaemonMode {
+    /// No daemon: an allocation that finds no frame counts `out_of_memory`.
+    Off,
+    /// FreeBSD's daemon: evict in approximate-LRU order.
+    Alru,
+    /// Navarro's contiguity-aware daemon (§5).
+    Contiguity,
+}
+
+/// The memory-pressure part of the OS configuration (`[os]` keys
+/// `pagedaemon`, `free_min`, `free_target`, `spec_demote`, `pagein_us`,
+/// `soft_refault_us`, `writeback_us`, `wired`, `wired_rate`, `wired_share`,
+/// `exit_frees`). Left out of the result's `os` when every field has its
+/// default, so results of runs without it are unchanged.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DaemonConfig {
+    pub mode: DaemonMode,
+    /// Low watermark: the daemon wakes below this share of memory free + cache.
+    pub free_min: f64,
+    /// The daemon works until this share of memory is free + cache.
+    pub free_target: f64,
+    /// Probability of a speculative demotion when the daemon clears the
+    /// reference bit of a page inside a superpage (§4.6: 1).
+    pub spec_demote: f64,
+    /// Reading an evicted page back from disk (hard refault), us.
+    pub pagein_us: f64,
+    /// Taking a page back from the cache (soft refault), us.
+    pub soft_refault_us: f64,
+    /// Writing one dirty base page back before eviction, us.
+    pub writeback_us: f64,
+    pub wired: WiredMode,
+    /// Wired frames per base-page fault of the program.
+    pub wired_rate: f64,
+    /// The wired stream stops at this share of memory.
+    pub wired_share: f64,
+    /// In a concurrent run, a process whose trace ends exits and frees its memory.
+    pub exit_frees: bool,
+}
+
+impl Default for DaemonConfig {
+    fn default() -> Self {
+        DaemonConfig {
+            mode: DaemonMode::Off,
+            free_min: 0.02,
+            free_target: 0.05,
+            spec_demote: 1.0,
+            pagein_us: 5000.0,
+            soft_refault_us: 2.0,
+            writeback_us: 5000.0,
+            wired: WiredMode::None,
+            wired_rate: 0.01,
+            wired_share: 0.05,
+            exit_frees: false,
+        }
+    }
+}
+
+impl DaemonConfig {
+    /// Every field at its default: nothing of this model runs.
+    pub fn is_default(&self) -> bool {
+        *self == DaemonConfig::default()
+    }
+}
+
+// memory tiers (os/tier.rs): their part of the configuration.
+/// The tier configuration (`os.tier_*` knobs).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TierConfig {
+    /// Bytes of the fast tier; None: one tier (no tier model runs).
+    pub fast_bytes: Option<u64>,
+    /// Memory time of an access to a fast frame, ns (DRAM; spec §11: 90).
+    pub fast_ns: f64,
+    /// Memory time of an access to a slow frame, ns (PMem; spec §11: 300).
+    pub slow_ns: f64,
+    /// Migration copy bandwidth per direction, GB/s (spec §11: 2).
+    pub bandwidth_gbs: f64,
+    /// One page-table (EPT) entry update per migrated leaf, us. Estimate.
+    pub remap_us: f64,
+}
+
+impl Default for TierConfig {
+    fn default() -> Self {
+        TierConfig { fast_bytes: None, fast_ns: 90.0, slow_ns: 300.0, bandwidth_gbs: 2.0, remap_us: 0.1 }
+    }
+}
+
+impl TierConfig {
+    /// No fast tier configured: nothing of this model runs.
+    pub fn is_off(&self) -> bool {
+        self.fast_bytes.is_none()
     }
 }
 
@@ -539,6 +634,33 @@ pub fn parse_cost(key: &str, val: &str) -> Result<f64> {
         Ok(Some(KnobValue::Real(x))) => Ok(x),
         Ok(_) => Err(Error::config(format!("OS cost {key}={val}: not a number of microseconds"))),
         Err(why) => Err(Error::config(format!("OS cost {key}={val}: {why}"))),
+    }
+}
+
+// Here, not in costs.rs: a cost override is parsed through its knob declaration.
+impl OsCosts {
+    /// Apply `key=value` overrides (microseconds), e.g. `fault_base_us=2.5`:
+    /// the `--os` flag, read through the same knob declarations as `[os]`.
+    pub fn with_overrides(&self, overrides: &[String]) -> crate::Result<OsCosts> {
+        let mut out = self.clone();
+        let mut seen: Vec<&str> = Vec::new();
+        for o in overrides {
+            let (k, val) = o
+                .split_once('=')
+                .ok_or_else(|| crate::Error::config(format!("OS cost override '{o}' is not key=value")))?;
+            let k = k.trim();
+            if seen.contains(&k) {
+                return Err(crate::Error::config(format!("OS cost {k} given twice")));
+            }
+            seen.push(k);
+            if out.get(k).is_none() {
+                let known: Vec<&str> = Self::KNOBS.iter().map(|c| c.0).collect();
+                return Err(crate::Error::config(format!("unknown OS cost '{k}'; known: {}", known.join(", "))));
+            }
+            let x = parse_cost(k, val)?;
+            out.set(k, x);
+        }
+        Ok(out)
     }
 }
 

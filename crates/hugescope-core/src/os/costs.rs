@@ -111,32 +111,6 @@ os_costs! {
     companion_restore_us = 0.5;
 }
 
-impl OsCosts {
-    /// Apply `key=value` overrides (microseconds), e.g. `fault_base_us=2.5`:
-    /// the `--os` flag, read through the same knob declarations as `[os]`.
-    pub fn with_overrides(&self, overrides: &[String]) -> crate::Result<OsCosts> {
-        let mut out = self.clone();
-        let mut seen: Vec<&str> = Vec::new();
-        for o in overrides {
-            let (k, val) = o
-                .split_once('=')
-                .ok_or_else(|| crate::Error::config(format!("OS cost override '{o}' is not key=value")))?;
-            let k = k.trim();
-            if seen.contains(&k) {
-                return Err(crate::Error::config(format!("OS cost {k} given twice")));
-            }
-            seen.push(k);
-            if out.get(k).is_none() {
-                let known: Vec<&str> = Self::KNOBS.iter().map(|c| c.0).collect();
-                return Err(crate::Error::config(format!("unknown OS cost '{k}'; known: {}", known.join(", "))));
-            }
-            let x = super::config::parse_cost(k, val)?;
-            out.set(k, x);
-        }
-        Ok(out)
-    }
-}
-
 #[cfg(test)]
 mod echo_tests {
     use super::*;

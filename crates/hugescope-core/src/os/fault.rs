@@ -8,7 +8,7 @@
 use super::aspace::{DIRTY, NO_PFN, PRESENT};
 use super::kernel::Kernel;
 use super::phys::Mobility;
-use crate::policy::{Fault, FaultAction};
+use super::hooks::{Fault, FaultAction};
 use crate::trace::Access;
 
 impl Kernel {

@@ -10,6 +10,8 @@
 use super::aspace::{size_of_flags, AddressSpace, Shape, ACCESSED, DIRTY, NO_PFN, PRESENT, TOUCHED};
 use super::clock::{Clock, TimeBase};
 use super::costs::OsCosts;
+use super::ctx::Ctx;
+use super::hooks::{Policy, Walk};
 pub use super::config::{AllocMode, Fragmentation, OsConfig};
 use super::metrics::{OsStats, ProcessStats, Sample};
 use super::phys::{FragReport, Migration, PhysMem};
@@ -21,7 +23,6 @@ use crate::hw::pwc::WalkCost;
 use crate::hw::leaf::{LEAF_A, LEAF_D, NO_PA, PMD_A, PUD_A};
 use crate::hw::{Geometry, Leaf, Outcome, PageTable, Shootdown};
 use crate::plan::{PlanEntry, When};
-use crate::policy::{Policy, Walk};
 use crate::trace::{Access, TraceHeader};
 use crate::units::page_label;
 use crate::{Error, Result};
@@ -47,7 +48,7 @@ pub struct Kernel {
     pub(super) shape: Shape,
     pub(super) phys: PhysMem,
     pub(super) spaces: Vec<AddressSpace>,
-    pub clock: Clock,
+    pub(super) clock: Clock,
     pub(super) costs: OsCosts,
     pub(super) cost: CostConfig,
     pub(super) budget_bytes: Option<u64>,
@@ -55,7 +56,7 @@ pub struct Kernel {
     pub(super) pending: Vec<Shootdown>,
     /// Shootdowns queued now keep their mapping (`with_eager_refill`).
     pub(super) keep_mappings: bool,
-    pub stats: OsStats,
+    pub(super) stats: OsStats,
     pub(super) faults_huge: [u64; 8],
     /// The policies on this kernel, in order (see `new_multi` for how hooks
     /// are dispatched). A slot is None while its policy's callback runs.
@@ -100,7 +101,7 @@ pub struct Kernel {
     /// access-coverage source, as the PCC artifact models it).
     pub(super) coverage_on: bool,
     // direct segments: per-process primary regions and segments (os/segment.rs).
-    pub segments: super::segment::SegmentTable,
+    pub(super) segments: super::segment::SegmentTable,
     // reservations (Navarro §4): os/reserv.rs; empty unless a policy enables them.
     pub(super) reserv: super::reserv::Reservations,
     // page daemon: lists, wired stream, counters (os/pagedaemon.rs); None
@@ -300,6 +301,18 @@ impl Kernel {
     pub fn now(&self) -> f64 {
         self.clock.now()
     }
+    /// Virtual time and its totals (accesses, OS seconds by kind).
+    pub fn clock(&self) -> &Clock {
+        &self.clock
+    }
+    /// The OS counters of the run so far.
+    pub fn stats(&self) -> &OsStats {
+        &self.stats
+    }
+    /// Direct segments: the primary regions and segments (os/segment.rs).
+    pub fn segments(&self) -> &super::segment::SegmentTable {
+        &self.segments
+    }
     pub fn footprint(&self) -> u64 {
         self.footprint
     }
@@ -333,6 +346,12 @@ impl Kernel {
     /// Index of the page size equal to the PMD-level region, if the machine has one.
     pub fn region_size_index(&self) -> Option<usize> {
         self.geo.size_index_of(self.region_bytes())
+    }
+    /// The page-size index of the PMD-level huge page (2MB on x86-64): the
+    /// size most policies promote to. Falls back to the largest size below it.
+    pub fn pmd_size(&self) -> usize {
+        let (g, rb) = (&self.geo, self.region_bytes());
+        self.region_size_index().unwrap_or_else(|| g.sizes.iter().rposition(|&s| s <= rb).unwrap_or(0))
     }
     pub fn executed_plan(&self) -> &[PlanEntry] {
         self.plan.head()
@@ -392,6 +411,11 @@ impl Kernel {
     pub fn switch_process(&mut self, ctx: usize) {
         self.clock.switch_to(ctx);
     }
+    /// sched: process context `ctx` starts at `seconds` of virtual time
+    /// (`Clock::start_context_at`: a staggered start, or a VM's guest).
+    pub fn start_process_at(&mut self, ctx: usize, seconds: f64) {
+        self.clock.start_context_at(ctx, seconds);
+    }
 
     pub fn schedule_in(&mut self, delay: f64, id: u32) {
         let now = self.clock.now();
@@ -421,12 +445,12 @@ impl Kernel {
     /// The physical allocator's owner tag of a base page: the process and the
     /// virtual page, so a migration can find the mapping to update.
     // direct segments: the parts os/segment.rs changes, borrowed together.
-    pub(crate) fn segment_parts(&mut self) -> (&mut super::segment::SegmentTable, &mut PhysMem, &mut [AddressSpace], &OsCosts) {
+    pub(super) fn segment_parts(&mut self) -> (&mut super::segment::SegmentTable, &mut PhysMem, &mut [AddressSpace], &OsCosts) {
         (&mut self.segments, &mut self.phys, &mut self.spaces, &self.costs)
     }
 
     // direct segments: huge bytes changed outside install_huge (a revert's 2MB PTEs).
-    pub(crate) fn recount_huge(&mut self) {
+    pub(super) fn recount_huge(&mut self) {
         self.huge_total = self.spaces.iter().map(|s| s.total_huge_bytes()).sum();
         self.peak_huge_total = self.peak_huge_total.max(self.huge_total);
     }
@@ -485,11 +509,11 @@ impl Kernel {
     /// Run `f` on policy `i`, lent out of its slot, as the acting policy and
     /// the owner of the timers it schedules. None if the policy is already
     /// in a callback (a mechanism it called re-entered the dispatch).
-    pub(super) fn with_policy<R>(&mut self, i: usize, f: impl FnOnce(&mut dyn Policy, &mut Kernel) -> R) -> Option<R> {
+    pub(super) fn with_policy<R>(&mut self, i: usize, f: impl FnOnce(&mut dyn Policy, &mut Ctx<'_>) -> R) -> Option<R> {
         let mut p = self.policies[i].take()?;
         let acting = self.acting.replace(i);
         let owner = self.clock.set_owner(i as u32);
-        let r = f(p.as_mut(), self);
+        let r = f(p.as_mut(), &mut Ctx::new(self));
         self.clock.set_owner(owner);
         self.acting = acting;
         self.policies[i] = Some(p);
@@ -497,7 +521,7 @@ impl Kernel {
     }
 
     /// Run `f` on every policy, in kernel order.
-    fn for_each_policy(&mut self, mut f: impl FnMut(&mut dyn Policy, &mut Kernel)) {
+    fn for_each_policy(&mut self, mut f: impl FnMut(&mut dyn Policy, &mut Ctx<'_>)) {
         for i in 0..self.policies.len() {
             self.with_policy(i, &mut f);
         }

@@ -38,6 +38,7 @@ use serde::Serialize;
 use super::aspace::{size_of_flags, NO_PFN, PRESENT};
 use super::content::{declared_id, ID_MASK, MERGED, PRIVATE};
 use super::kernel::Kernel;
+pub use super::metrics::SharingStats;
 use super::AllocMode;
 
 /// Costs of the mechanism, set by the sharing policy that enables it.
@@ -51,38 +52,6 @@ pub struct KsmConfig {
     /// Scanning one candidate page: its checksum and the tree comparisons
     /// (ksmd's CPU time, charged as daemon time).
     pub scan_page_us: f64,
-}
-
-/// Counters of the sharing mechanism (the result's `os.sharing`).
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct SharingStats {
-    pub pages_scanned: u64,
-    /// Full passes over every candidate (each empties the unstable tree).
-    pub full_scans: u64,
-    /// Base pages mapped to a shared frame (their own frame freed).
-    pub merges: u64,
-    /// Huge pages mapped to a shared huge frame (`hpshare`).
-    pub huge_merges: u64,
-    /// Huge pages split so that a base page of theirs could be merged.
-    pub huge_splits: u64,
-    pub cow_breaks: u64,
-    /// Copy-on-write breaks that found no free frame (the page stays shared).
-    pub cow_failures: u64,
-    /// Frames returned to the allocator by merges.
-    pub frames_freed: u64,
-    /// Frames allocated by copy-on-write breaks.
-    pub frames_copied: u64,
-    /// At the end: shared frames, in base pages (Linux `pages_shared`).
-    pub pages_shared: u64,
-    /// At the end: mappings beyond the first of each shared frame, in base
-    /// pages (Linux `pages_sharing`): the memory saved.
-    pub pages_sharing: u64,
-    pub saved_bytes: u64,
-    /// Memory the processes use with sharing (their frames + shared frames).
-    pub in_use_bytes: u64,
-    /// saved / (in use + saved): the share of the memory they would use
-    /// without sharing (FHPM Table 2's percentages).
-    pub saved_share: f64,
 }
 
 /// A page the scanner is about to consider, for the policy's `admit`.

@@ -34,7 +34,7 @@ use crate::hw::pcc_table::{Pcc, PccConfig, PccTable};
 use crate::hw::pcc_buckets::{self, BucketTable};
 use crate::hw::region_ids::RegionIds;
 use crate::hw::Leaf;
-use crate::policy::Policy;
+use super::hooks::Policy;
 use crate::trace::Access;
 
 /// A kernel's policies in order. A slot is None while its policy's callback

@@ -71,20 +71,20 @@ pub struct OsStats {
     pub writeback_bytes: u64,
     // memory tiers (os/tier.rs): present only when they are configured.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub tiers: Option<super::tier::TierStats>,
+    pub tiers: Option<TierStats>,
     // page daemon (os/pagedaemon.rs): present only when it is configured.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub pagedaemon: Option<super::pagedaemon::DaemonStats>,
+    pub pagedaemon: Option<DaemonStats>,
     /// The contiguity metric at the end (Navarro Fig. 5), with the daemon.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub contiguity: Option<super::phys::Contiguity>,
     /// Page sharing (os/ksm.rs): present only under a sharing policy.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub sharing: Option<super::ksm::SharingStats>,
+    pub sharing: Option<SharingStats>,
     /// FHPM companion-page redirection (os/companion.rs): present only in
     /// runs that redirected a leaf or saw a host page-table update.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub companion: Option<super::companion::CompanionStats>,
+    pub companion: Option<CompanionStats>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -134,4 +134,122 @@ pub struct ProcessStats {
     /// Concurrent runs only: accesses the process made.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub accesses: Option<u64>,
+}
+
+// page daemon (os/pagedaemon.rs)
+/// What the daemon did, in the result's `os_stats.pagedaemon` (present only
+/// when the daemon, the wired stream or process exit is configured).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct DaemonStats {
+    /// Wakes on the low watermark or a failed allocation.
+    pub wakeups: u64,
+    /// Wakes on a failed preferred-size allocation (contiguity mode).
+    pub contiguity_wakeups: u64,
+    /// Contiguity goals met (a free extent of the failed size appeared).
+    pub contiguity_goals_met: u64,
+    pub pages_evicted: u64,
+    /// Evicted pages referenced again while their frame still held them.
+    pub refaults_soft: u64,
+    /// Evicted pages read back from disk.
+    pub refaults_hard: u64,
+    /// Inactive pages found referenced and moved back to the active list.
+    pub reactivations: u64,
+    /// Superpages demoted because a base page of theirs was evicted.
+    pub eviction_demotions: u64,
+    /// Superpages demoted speculatively (reference bit cleared under pressure).
+    pub speculative_demotions: u64,
+    pub bytes_written_back: u64,
+    /// Frames wired by the wired-allocation stream.
+    pub wired_frames: u64,
+    /// Processes that exited and freed their memory (concurrent runs).
+    pub exits: u64,
+}
+
+// memory tiers (os/tier.rs)
+/// What the tiers did, in the result's `os_stats.tiers` (present only when
+/// tiers are configured). Memory cycles are an estimate.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct TierStats {
+    /// Always "estimate": the memory time comes from the 2-latency model.
+    pub kind: &'static str,
+    pub fast_bytes: u64,
+    pub slow_bytes: u64,
+    /// Accesses served by each tier.
+    pub fast_accesses: u64,
+    pub slow_accesses: u64,
+    /// fast / (fast + slow) accesses (FHPM Fig 11's "accessed bytes served from the fast tier").
+    pub fast_access_share: f64,
+    /// Memory time of all accesses, cycles (also in `cost.memory_cycles`).
+    pub memory_cycles: f64,
+    /// `place_tiers` calls.
+    pub placements: u64,
+    /// Bytes migrated slow -> fast and fast -> slow.
+    pub promoted_bytes: u64,
+    pub demoted_bytes: u64,
+    /// Leaves migrated (base or huge), either way.
+    pub migrated_leaves: u64,
+    /// Leaves written during their copy window and copied again, and their bytes.
+    pub recopied_leaves: u64,
+    pub recopied_bytes: u64,
+    /// Migrations that found no free block of the leaf's size in the target tier.
+    pub migration_failures: u64,
+    /// Background copy time, seconds (bytes / bandwidth, both directions in parallel, plus recopies).
+    pub copy_seconds: f64,
+    /// At the end: bytes mapped in the fast tier, those mapped by huge leaves, and their ratio.
+    pub fast_mapped_bytes: u64,
+    pub fast_huge_bytes: u64,
+    pub fast_huge_ratio: f64,
+}
+
+// companion pages (os/companion.rs)
+/// Counters of companion redirection, reported in the result's `os_stats`
+/// only by runs that redirect (`OsStats::companion`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct CompanionStats {
+    pub redirects: u64,
+    /// Restores by the monitor at the end of its window (not conflicts).
+    pub restores: u64,
+    /// Redirects refused: no frame for the companion page, or no 2MB leaf.
+    pub redirect_failures: u64,
+    /// Host page-table updates that found a redirected page (FHPM §4.3):
+    /// the page was restored early and its stage-2 sample lost.
+    pub conflicts: u64,
+    /// Host page-table updates that found an ordinary leaf (the rest of the
+    /// EPT violations `tdp_page_fault` handles; Table 5's first column).
+    pub tdp_page_faults: u64,
+    /// Most companion pages held at once (4KB of host memory each).
+    pub peak_pages: u64,
+}
+
+// page sharing (os/ksm.rs)
+/// Counters of the sharing mechanism (the result's `os.sharing`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct SharingStats {
+    pub pages_scanned: u64,
+    /// Full passes over every candidate (each empties the unstable tree).
+    pub full_scans: u64,
+    /// Base pages mapped to a shared frame (their own frame freed).
+    pub merges: u64,
+    /// Huge pages mapped to a shared huge frame (`hpshare`).
+    pub huge_merges: u64,
+    /// Huge pages split so that a base page of theirs could be merged.
+    pub huge_splits: u64,
+    pub cow_breaks: u64,
+    /// Copy-on-write breaks that found no free frame (the page stays shared).
+    pub cow_failures: u64,
+    /// Frames returned to the allocator by merges.
+    pub frames_freed: u64,
+    /// Frames allocated by copy-on-write breaks.
+    pub frames_copied: u64,
+    /// At the end: shared frames, in base pages (Linux `pages_shared`).
+    pub pages_shared: u64,
+    /// At the end: mappings beyond the first of each shared frame, in base
+    /// pages (Linux `pages_sharing`): the memory saved.
+    pub pages_sharing: u64,
+    pub saved_bytes: u64,
+    /// Memory the processes use with sharing (their frames + shared frames).
+    pub in_use_bytes: u64,
+    /// saved / (in use + saved): the share of the memory they would use
+    /// without sharing (FHPM Table 2's percentages).
+    pub saved_share: f64,
 }

@@ -12,8 +12,11 @@ pub mod companion;
 pub mod config;
 pub mod content;
 pub mod costs;
+// the policy seam: what a policy may do (`Ctx`) and the hooks it answers.
+pub mod ctx;
 pub mod fault;
 pub mod full_regions;
+pub mod hooks;
 pub mod huge_memory;
 pub mod kernel;
 pub mod members;
@@ -34,5 +37,6 @@ pub mod tlbflush;
 pub mod unmap;
 pub mod view;
 
+pub use huge_memory::Refusal;
 pub use kernel::{AllocMode, Kernel, OsConfig};
-pub use view::{MmView, RegionState, VmaView};
+pub use view::{MmView, PageState, RegionState, VmaView};

@@ -40,104 +40,12 @@
 
 use super::aspace::{size_of_flags, ACCESSED, DIRTY, NO_PFN, PRESENT, TOUCHED};
 use super::kernel::Kernel;
-use super::phys::{Mobility, WiredMode, WiredStream, FRAG_OWNER, WIRED_OWNER};
-use serde::Serialize;
+// Its configuration and counters are plain data of the OS configuration
+// and the result (`config.rs`, `metrics.rs`).
+pub use super::config::{DaemonConfig, DaemonMode};
+pub use super::metrics::DaemonStats;
+use super::phys::{Mobility, WiredStream, FRAG_OWNER, WIRED_OWNER};
 use std::collections::{HashMap, VecDeque};
-
-/// Which daemon runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DaemonMode {
-    /// No daemon: an allocation that finds no frame counts `out_of_memory`.
-    Off,
-    /// FreeBSD's daemon: evict in approximate-LRU order.
-    Alru,
-    /// Navarro's contiguity-aware daemon (§5).
-    Contiguity,
-}
-
-/// The memory-pressure part of the OS configuration (`[os]` keys
-/// `pagedaemon`, `free_min`, `free_target`, `spec_demote`, `pagein_us`,
-/// `soft_refault_us`, `writeback_us`, `wired`, `wired_rate`, `wired_share`,
-/// `exit_frees`). Left out of the result's `os` when every field has its
-/// default, so results of runs without it are unchanged.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct DaemonConfig {
-    pub mode: DaemonMode,
-    /// Low watermark: the daemon wakes below this share of memory free + cache.
-    pub free_min: f64,
-    /// The daemon works until this share of memory is free + cache.
-    pub free_target: f64,
-    /// Probability of a speculative demotion when the daemon clears the
-    /// reference bit of a page inside a superpage (§4.6: 1).
-    pub spec_demote: f64,
-    /// Reading an evicted page back from disk (hard refault), us.
-    pub pagein_us: f64,
-    /// Taking a page back from the cache (soft refault), us.
-    pub soft_refault_us: f64,
-    /// Writing one dirty base page back before eviction, us.
-    pub writeback_us: f64,
-    pub wired: WiredMode,
-    /// Wired frames per base-page fault of the program.
-    pub wired_rate: f64,
-    /// The wired stream stops at this share of memory.
-    pub wired_share: f64,
-    /// In a concurrent run, a process whose trace ends exits and frees its memory.
-    pub exit_frees: bool,
-}
-
-impl Default for DaemonConfig {
-    fn default() -> Self {
-        DaemonConfig {
-            mode: DaemonMode::Off,
-            free_min: 0.02,
-            free_target: 0.05,
-            spec_demote: 1.0,
-            pagein_us: 5000.0,
-            soft_refault_us: 2.0,
-            writeback_us: 5000.0,
-            wired: WiredMode::None,
-            wired_rate: 0.01,
-            wired_share: 0.05,
-            exit_frees: false,
-        }
-    }
-}
-
-impl DaemonConfig {
-    /// Every field at its default: nothing of this model runs.
-    pub fn is_default(&self) -> bool {
-        *self == DaemonConfig::default()
-    }
-}
-
-/// What the daemon did, in the result's `os_stats.pagedaemon` (present only
-/// when the daemon, the wired stream or process exit is configured).
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct DaemonStats {
-    /// Wakes on the low watermark or a failed allocation.
-    pub wakeups: u64,
-    /// Wakes on a failed preferred-size allocation (contiguity mode).
-    pub contiguity_wakeups: u64,
-    /// Contiguity goals met (a free extent of the failed size appeared).
-    pub contiguity_goals_met: u64,
-    pub pages_evicted: u64,
-    /// Evicted pages referenced again while their frame still held them.
-    pub refaults_soft: u64,
-    /// Evicted pages read back from disk.
-    pub refaults_hard: u64,
-    /// Inactive pages found referenced and moved back to the active list.
-    pub reactivations: u64,
-    /// Superpages demoted because a base page of theirs was evicted.
-    pub eviction_demotions: u64,
-    /// Superpages demoted speculatively (reference bit cleared under pressure).
-    pub speculative_demotions: u64,
-    pub bytes_written_back: u64,
-    /// Frames wired by the wired-allocation stream.
-    pub wired_frames: u64,
-    /// Processes that exited and freed their memory (concurrent runs).
-    pub exits: u64,
-}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum List {

@@ -154,136 +154,138 @@ fn take_frames(phys: &mut PhysMem, pid: u16, mut pfn: u64, n: u64, va: u64, bs: 
     }
 }
 
-/// Create `pid`'s segment over its primary region: `requested` bytes (None:
-/// the whole region) or as much as the largest free chunk allows. Returns the
-/// bytes covered (0: no primary region or no free memory; the process runs
-/// paged, and the reason is noted in the result).
-pub fn create(k: &mut Kernel, pid: u16, requested: Option<u64>, how: Provision) -> u64 {
-    let bs = k.shape().base_shift;
-    let pmd_order = k.shape().region_shift - bs;
-    let mut desc = {
-        let (t, _, _, _) = k.segment_parts();
-        ProcessSegment::from_regions(pid, &t.regions)
-    };
-    let (base, end) = desc.primary;
-    if end <= base {
-        k.note(format!("dseg: pid {pid} has no anonymous region for a primary region; it runs paged"));
-        return 0;
-    }
-    let want = requested.unwrap_or(end - base).min(end - base) >> bs;
-    if let Provision::Compaction { .. } = how {
-        // Compaction as THP does it, aimed at the largest block the allocator
-        // knows; the time charged is the paper's figure, not the migrations'.
-        let order = k.phys().max_order();
-        k.compact(order, u64::MAX);
-    }
-    let (_, phys, spaces, _) = k.segment_parts();
-    let (run_pfn, run_len) = largest_free_run(phys);
-    let frames = want.min(run_len);
-    if frames == 0 {
-        k.note(format!("dseg: pid {pid}: no free contiguous memory; it runs paged"));
-        return 0;
-    }
-    // Place the backing so PA is congruent to VA modulo 2MB when the run has
-    // room: a later revert can then use 2MB PTEs (reference §9.8).
-    let ppr = 1u64 << pmd_order;
-    let want_mod = (base >> bs) % ppr;
-    let shift = (want_mod + ppr - run_pfn % ppr) % ppr;
-    let pfn = if run_len - frames >= shift { run_pfn + shift } else { run_pfn };
-    take_frames(phys, pid, pfn, frames, base, bs, pmd_order);
-    if let Some(sp) = spaces.get_mut(pid as usize) {
-        sp.frames_held += frames;
-        sp.peak_frames = sp.peak_frames.max(sp.frames_held);
-    }
-    let covered = frames << bs;
-    let pa = pfn << bs;
-    desc.regs = DirectSegment::new(base, base + covered, pa.wrapping_sub(base)).expect("page-aligned by construction");
-    if let Provision::Compaction { seconds_per_gb } = how {
-        desc.compaction_seconds = seconds_per_gb * covered as f64 / (1u64 << 30) as f64;
-        k.clock.charge_sync(desc.compaction_seconds);
-    }
-    if frames < want {
-        k.note(format!(
-            "dseg: pid {pid}: partial coverage, {} of {} bytes of the primary region (largest free chunk)",
-            covered,
-            want << bs
-        ));
-    }
-    let (t, _, _, _) = k.segment_parts();
-    t.set(Held { desc, pfn, frames });
-    covered
-}
-
-/// Tell the hardware `pid`'s primary region without giving it a segment, so
-/// the run counts the walks a segment would have removed (f_DS).
-pub fn account(k: &mut Kernel, pid: u16) {
-    let (t, _, _, _) = k.segment_parts();
-    let desc = ProcessSegment::from_regions(pid, &t.regions);
-    if desc.primary_bytes() > 0 {
-        t.set(Held { desc, pfn: 0, frames: 0 });
-    }
-}
-
-/// Grow `pid`'s segment in place over free frames right after its backing,
-/// up to the end of the primary region, stopping at the first huge page the
-/// policy beside it made (that memory stays paged). Returns the bytes added.
-pub fn grow(k: &mut Kernel, pid: u16) -> u64 {
-    let bs = k.shape().base_shift;
-    let pmd_order = k.shape().region_shift - bs;
-    let (t, phys, spaces, costs) = k.segment_parts();
-    let Some(h) = t.get(pid).cloned() else { return 0 };
-    if !h.desc.regs.is_enabled() {
-        return 0;
-    }
-    let (limit, pend) = (h.desc.regs.limit, h.desc.primary.1);
-    let mut n = 0u64;
-    let sp = spaces.get(pid as usize);
-    while limit + (n << bs) < pend && phys.allocated_block(h.pfn + h.frames + n).is_none() && h.pfn + h.frames + n < phys.total_frames() {
-        let va = limit + (n << bs);
-        if huge_at(sp, va, bs) {
-            break;
+impl Kernel {
+    /// Create `pid`'s segment over its primary region: `requested` bytes (None:
+    /// the whole region) or as much as the largest free chunk allows. Returns the
+    /// bytes covered (0: no primary region or no free memory; the process runs
+    /// paged, and the reason is noted in the result).
+    pub fn create_segment(&mut self, pid: u16, requested: Option<u64>, how: Provision) -> u64 {
+        let bs = self.shape().base_shift;
+        let pmd_order = self.shape().region_shift - bs;
+        let mut desc = {
+            let (t, _, _, _) = self.segment_parts();
+            ProcessSegment::from_regions(pid, &t.regions)
+        };
+        let (base, end) = desc.primary;
+        if end <= base {
+            self.note(format!("dseg: pid {pid} has no anonymous region for a primary region; it runs paged"));
+            return 0;
         }
-        n += 1;
+        let want = requested.unwrap_or(end - base).min(end - base) >> bs;
+        if let Provision::Compaction { .. } = how {
+            // Compaction as THP does it, aimed at the largest block the allocator
+            // knows; the time charged is the paper's figure, not the migrations'.
+            let order = self.phys().max_order();
+            self.compact(order, u64::MAX);
+        }
+        let (_, phys, spaces, _) = self.segment_parts();
+        let (run_pfn, run_len) = largest_free_run(phys);
+        let frames = want.min(run_len);
+        if frames == 0 {
+            self.note(format!("dseg: pid {pid}: no free contiguous memory; it runs paged"));
+            return 0;
+        }
+        // Place the backing so PA is congruent to VA modulo 2MB when the run has
+        // room: a later revert can then use 2MB PTEs (reference §9.8).
+        let ppr = 1u64 << pmd_order;
+        let want_mod = (base >> bs) % ppr;
+        let shift = (want_mod + ppr - run_pfn % ppr) % ppr;
+        let pfn = if run_len - frames >= shift { run_pfn + shift } else { run_pfn };
+        take_frames(phys, pid, pfn, frames, base, bs, pmd_order);
+        if let Some(sp) = spaces.get_mut(pid as usize) {
+            sp.frames_held += frames;
+            sp.peak_frames = sp.peak_frames.max(sp.frames_held);
+        }
+        let covered = frames << bs;
+        let pa = pfn << bs;
+        desc.regs = DirectSegment::new(base, base + covered, pa.wrapping_sub(base)).expect("page-aligned by construction");
+        if let Provision::Compaction { seconds_per_gb } = how {
+            desc.compaction_seconds = seconds_per_gb * covered as f64 / (1u64 << 30) as f64;
+            self.clock.charge_sync(desc.compaction_seconds);
+        }
+        if frames < want {
+            self.note(format!(
+                "dseg: pid {pid}: partial coverage, {} of {} bytes of the primary region (largest free chunk)",
+                covered,
+                want << bs
+            ));
+        }
+        let (t, _, _, _) = self.segment_parts();
+        t.set(Held { desc, pfn, frames });
+        covered
     }
-    if n == 0 {
-        return 0;
+
+    /// Tell the hardware `pid`'s primary region without giving it a segment, so
+    /// the run counts the walks a segment would have removed (f_DS).
+    pub fn account_segment(&mut self, pid: u16) {
+        let (t, _, _, _) = self.segment_parts();
+        let desc = ProcessSegment::from_regions(pid, &t.regions);
+        if desc.primary_bytes() > 0 {
+            t.set(Held { desc, pfn: 0, frames: 0 });
+        }
     }
-    take_frames(phys, pid, h.pfn + h.frames, n, limit, bs, pmd_order);
-    // The paged data of the newly covered range moves into the segment's
-    // frames: copy each present page, free its frame, drop its PTE.
-    let mut copied = 0u64;
-    if let Some(sp) = spaces.get_mut(pid as usize) {
-        sp.frames_held += n;
-        for i in 0..n {
-            let va = limit + (i << bs);
-            let Some(vi) = sp.find(va) else { continue };
-            let v = &mut sp.vmas[vi];
-            let pi = v.page_index(va, bs);
-            if v.flags[pi] & PRESENT != 0 {
-                let p = v.pfn.get(pi);
-                if p != NO_PFN && !v.leaked(pi) {
-                    phys.free(p as u64, 0);
-                    sp.frames_held -= 1;
-                }
-                v.pfn.set(pi, NO_PFN);
-                v.flags[pi] &= !PRESENT;
-                copied += 1;
+
+    /// Grow `pid`'s segment in place over free frames right after its backing,
+    /// up to the end of the primary region, stopping at the first huge page the
+    /// policy beside it made (that memory stays paged). Returns the bytes added.
+    pub fn grow_segment(&mut self, pid: u16) -> u64 {
+        let bs = self.shape().base_shift;
+        let pmd_order = self.shape().region_shift - bs;
+        let (t, phys, spaces, costs) = self.segment_parts();
+        let Some(h) = t.get(pid).cloned() else { return 0 };
+        if !h.desc.regs.is_enabled() {
+            return 0;
+        }
+        let (limit, pend) = (h.desc.regs.limit, h.desc.primary.1);
+        let mut n = 0u64;
+        let sp = spaces.get(pid as usize);
+        while limit + (n << bs) < pend && phys.allocated_block(h.pfn + h.frames + n).is_none() && h.pfn + h.frames + n < phys.total_frames() {
+            let va = limit + (n << bs);
+            if huge_at(sp, va, bs) {
+                break;
             }
+            n += 1;
         }
-        sp.peak_frames = sp.peak_frames.max(sp.frames_held);
+        if n == 0 {
+            return 0;
+        }
+        take_frames(phys, pid, h.pfn + h.frames, n, limit, bs, pmd_order);
+        // The paged data of the newly covered range moves into the segment's
+        // frames: copy each present page, free its frame, drop its PTE.
+        let mut copied = 0u64;
+        if let Some(sp) = spaces.get_mut(pid as usize) {
+            sp.frames_held += n;
+            for i in 0..n {
+                let va = limit + (i << bs);
+                let Some(vi) = sp.find(va) else { continue };
+                let v = &mut sp.vmas[vi];
+                let pi = v.page_index(va, bs);
+                if v.flags[pi] & PRESENT != 0 {
+                    let p = v.pfn.get(pi);
+                    if p != NO_PFN && !v.leaked(pi) {
+                        phys.free(p as u64, 0);
+                        sp.frames_held -= 1;
+                    }
+                    v.pfn.set(pi, NO_PFN);
+                    v.flags[pi] &= !PRESENT;
+                    copied += 1;
+                }
+            }
+            sp.peak_frames = sp.peak_frames.max(sp.frames_held);
+        }
+        let copy_us = copied as f64 * costs.copy_base_page_us;
+        let mut desc = h.desc.clone();
+        let added = n << bs;
+        desc.regs = DirectSegment::new(desc.regs.base, limit + added, desc.regs.offset).expect("page-aligned by construction");
+        t.set(Held { desc, pfn: h.pfn, frames: h.frames + n });
+        self.charge_us(copy_us);
+        // Registers first (queued above, applied before this), then the stale
+        // translations of the newly covered range leave every TLB.
+        if copied > 0 {
+            self.shootdown(pid, limit, limit + added);
+        }
+        added
     }
-    let copy_us = copied as f64 * costs.copy_base_page_us;
-    let mut desc = h.desc.clone();
-    let added = n << bs;
-    desc.regs = DirectSegment::new(desc.regs.base, limit + added, desc.regs.offset).expect("page-aligned by construction");
-    t.set(Held { desc, pfn: h.pfn, frames: h.frames + n });
-    k.charge_us(copy_us);
-    // Registers first (queued above, applied before this), then the stale
-    // translations of the newly covered range leave every TLB.
-    if copied > 0 {
-        k.shootdown(pid, limit, limit + added);
-    }
-    added
 }
 
 fn huge_at(sp: Option<&AddressSpace>, va: u64, bs: u32) -> bool {
@@ -294,71 +296,73 @@ fn huge_at(sp: Option<&AddressSpace>, va: u64, bs: u32) -> bool {
     f & PRESENT != 0 && super::aspace::size_of_flags(f) > 0
 }
 
-/// Revert `pid`'s segment to paging (reference §9.8): PTEs over the
-/// segment's own frames first (one 2MB PTE per 2MB-aligned range whose
-/// physical address is 2MB-aligned too, 4KB PTEs elsewhere), then the
-/// registers are cleared, then a shootdown (the kernel's IPI round, plus
-/// `ipi_us`). Frames backing addresses outside every VMA are freed.
-pub fn revert(k: &mut Kernel, pid: u16, ipi_us: f64) {
-    let bs = k.shape().base_shift;
-    let pmd_order = k.shape().region_shift - bs;
-    let pmd_size = (0..k.geometry().num_sizes()).find(|&s| k.geometry().shifts[s] == k.shape().region_shift);
-    let (t, phys, spaces, _) = k.segment_parts();
-    let Some(h) = t.get(pid).cloned() else { return };
-    let regs = h.desc.regs;
-    if !regs.is_enabled() {
-        return;
-    }
-    let Some(sp) = spaces.get_mut(pid as usize) else { return };
-    let ppr = 1u64 << pmd_order;
-    let mut i = 0u64;
-    while i < h.frames {
-        let va = regs.base + (i << bs);
-        let pfn = h.pfn + i;
-        let vma = sp.find(va);
-        // A whole 2MB page: VA and PA 2MB-aligned, all inside the segment and
-        // one VMA, and one order-9 block behind it (`take_frames` made it so).
-        let whole = pmd_size.is_some()
-            && pfn % ppr == 0
-            && (va >> bs) % ppr == 0
-            && i + ppr <= h.frames
-            && vma.is_some_and(|vi| sp.vmas[vi].covers(va, ppr << bs));
-        if whole {
-            let (s, vi) = (pmd_size.unwrap_or(0), vma.unwrap_or(0));
-            let v = &mut sp.vmas[vi];
-            let a = v.page_index(va, bs);
-            for j in 0..ppr as usize {
-                v.pfn.set(a + j, (pfn + j as u64) as u32);
-                v.flags[a + j] = (v.flags[a + j] & !PRESENT) | PRESENT | ((s as u8) << SIZE_SHIFT);
-            }
-            sp.huge_bytes[s] += ppr << bs;
-            i += ppr;
-            continue;
+impl Kernel {
+    /// Revert `pid`'s segment to paging (reference §9.8): PTEs over the
+    /// segment's own frames first (one 2MB PTE per 2MB-aligned range whose
+    /// physical address is 2MB-aligned too, 4KB PTEs elsewhere), then the
+    /// registers are cleared, then a shootdown (the kernel's IPI round, plus
+    /// `ipi_us`). Frames backing addresses outside every VMA are freed.
+    pub fn revert_segment(&mut self, pid: u16, ipi_us: f64) {
+        let bs = self.shape().base_shift;
+        let pmd_order = self.shape().region_shift - bs;
+        let pmd_size = (0..self.geometry().num_sizes()).find(|&s| self.geometry().shifts[s] == self.shape().region_shift);
+        let (t, phys, spaces, _) = self.segment_parts();
+        let Some(h) = t.get(pid).cloned() else { return };
+        let regs = h.desc.regs;
+        if !regs.is_enabled() {
+            return;
         }
-        // A 4KB PTE (or no PTE at all): the frame becomes a block of its own.
-        if let Some(b) = phys.allocated_block(pfn) {
-            if b.order > 0 {
-                phys.split_to(b.pfn, b.order, 0);
-            }
-        }
-        match vma {
-            Some(vi) => {
+        let Some(sp) = spaces.get_mut(pid as usize) else { return };
+        let ppr = 1u64 << pmd_order;
+        let mut i = 0u64;
+        while i < h.frames {
+            let va = regs.base + (i << bs);
+            let pfn = h.pfn + i;
+            let vma = sp.find(va);
+            // A whole 2MB page: VA and PA 2MB-aligned, all inside the segment and
+            // one VMA, and one order-9 block behind it (`take_frames` made it so).
+            let whole = pmd_size.is_some()
+                && pfn % ppr == 0
+                && (va >> bs) % ppr == 0
+                && i + ppr <= h.frames
+                && vma.is_some_and(|vi| sp.vmas[vi].covers(va, ppr << bs));
+            if whole {
+                let (s, vi) = (pmd_size.unwrap_or(0), vma.unwrap_or(0));
                 let v = &mut sp.vmas[vi];
                 let a = v.page_index(va, bs);
-                v.pfn.set(a, pfn as u32);
-                v.flags[a] |= PRESENT;
+                for j in 0..ppr as usize {
+                    v.pfn.set(a + j, (pfn + j as u64) as u32);
+                    v.flags[a + j] = (v.flags[a + j] & !PRESENT) | PRESENT | ((s as u8) << SIZE_SHIFT);
+                }
+                sp.huge_bytes[s] += ppr << bs;
+                i += ppr;
+                continue;
             }
-            None => {
-                phys.free(pfn, 0);
-                sp.frames_held -= 1;
+            // A 4KB PTE (or no PTE at all): the frame becomes a block of its own.
+            if let Some(b) = phys.allocated_block(pfn) {
+                if b.order > 0 {
+                    phys.split_to(b.pfn, b.order, 0);
+                }
             }
+            match vma {
+                Some(vi) => {
+                    let v = &mut sp.vmas[vi];
+                    let a = v.page_index(va, bs);
+                    v.pfn.set(a, pfn as u32);
+                    v.flags[a] |= PRESENT;
+                }
+                None => {
+                    phys.free(pfn, 0);
+                    sp.frames_held -= 1;
+                }
+            }
+            i += 1;
         }
-        i += 1;
+        let mut desc = h.desc.clone();
+        desc.regs = DirectSegment::DISABLED;
+        t.set(Held { desc, pfn: 0, frames: 0 });
+        self.recount_huge();
+        self.clock.charge_sync(ipi_us * 1e-6);
+        self.shootdown(pid, regs.base, regs.limit);
     }
-    let mut desc = h.desc.clone();
-    desc.regs = DirectSegment::DISABLED;
-    t.set(Held { desc, pfn: 0, frames: 0 });
-    k.recount_huge();
-    k.clock.charge_sync(ipi_us * 1e-6);
-    k.shootdown(pid, regs.base, regs.limit);
 }

@@ -30,72 +30,13 @@ use serde::Serialize;
 
 use super::aspace::{size_of_flags, NO_PFN, PRESENT};
 use super::kernel::Kernel;
+// Its configuration and counters are plain data of the OS configuration
+// and the result (`config.rs`, `metrics.rs`).
+pub use super::config::TierConfig;
+pub use super::metrics::TierStats;
 use super::phys::{Migration, PhysMem};
 use crate::trace::Access;
 use crate::{Error, Result};
-
-/// The tier configuration (`os.tier_*` knobs).
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct TierConfig {
-    /// Bytes of the fast tier; None: one tier (no tier model runs).
-    pub fast_bytes: Option<u64>,
-    /// Memory time of an access to a fast frame, ns (DRAM; spec §11: 90).
-    pub fast_ns: f64,
-    /// Memory time of an access to a slow frame, ns (PMem; spec §11: 300).
-    pub slow_ns: f64,
-    /// Migration copy bandwidth per direction, GB/s (spec §11: 2).
-    pub bandwidth_gbs: f64,
-    /// One page-table (EPT) entry update per migrated leaf, us. Estimate.
-    pub remap_us: f64,
-}
-
-impl Default for TierConfig {
-    fn default() -> Self {
-        TierConfig { fast_bytes: None, fast_ns: 90.0, slow_ns: 300.0, bandwidth_gbs: 2.0, remap_us: 0.1 }
-    }
-}
-
-impl TierConfig {
-    /// No fast tier configured: nothing of this model runs.
-    pub fn is_off(&self) -> bool {
-        self.fast_bytes.is_none()
-    }
-}
-
-/// What the tiers did, in the result's `os_stats.tiers` (present only when
-/// tiers are configured). Memory cycles are an estimate.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct TierStats {
-    /// Always "estimate": the memory time comes from the 2-latency model.
-    pub kind: &'static str,
-    pub fast_bytes: u64,
-    pub slow_bytes: u64,
-    /// Accesses served by each tier.
-    pub fast_accesses: u64,
-    pub slow_accesses: u64,
-    /// fast / (fast + slow) accesses (FHPM Fig 11's "accessed bytes served from the fast tier").
-    pub fast_access_share: f64,
-    /// Memory time of all accesses, cycles (also in `cost.memory_cycles`).
-    pub memory_cycles: f64,
-    /// `place_tiers` calls.
-    pub placements: u64,
-    /// Bytes migrated slow -> fast and fast -> slow.
-    pub promoted_bytes: u64,
-    pub demoted_bytes: u64,
-    /// Leaves migrated (base or huge), either way.
-    pub migrated_leaves: u64,
-    /// Leaves written during their copy window and copied again, and their bytes.
-    pub recopied_leaves: u64,
-    pub recopied_bytes: u64,
-    /// Migrations that found no free block of the leaf's size in the target tier.
-    pub migration_failures: u64,
-    /// Background copy time, seconds (bytes / bandwidth, both directions in parallel, plus recopies).
-    pub copy_seconds: f64,
-    /// At the end: bytes mapped in the fast tier, those mapped by huge leaves, and their ratio.
-    pub fast_mapped_bytes: u64,
-    pub fast_huge_bytes: u64,
-    pub fast_huge_ratio: f64,
-}
 
 /// One leaf to place: the policy names it by any address inside it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -14,14 +14,22 @@
 //!   scans that process, so two scanners on one kernel do not each rescan
 //!   what the other has just looked at.
 //!
+//! - per base page (`page`): the frame its leaf maps it to, the leaf's size
+//!   and the leaf's accessed and dirty bits (as a page walk reads the PTE or
+//!   the PMD that maps it);
+//! - physical memory as the buddy allocator's counters show it
+//!   (/proc/buddyinfo): free and total frames, free blocks of an order,
+//!   the free memory fragmentation index.
+//!
 //! The model stores accessed/dirty bits per base page (the walker writes the
 //! bit of the page it resolved). The view folds the bits of a huge leaf's
 //! pages into the leaf's one bit: a leaf is accessed if any walk through it
 //! set the bit since the last clear. A leaf larger than the region (1GB over a
 //! 2MB region) is folded over the region's part of it.
 
-use super::aspace::{size_of_flags, AddressSpace, Vma, ACCESSED, DIRTY, PRESENT};
+use super::aspace::{size_of_flags, AddressSpace, Vma, ACCESSED, DIRTY, NO_PFN, PRESENT, TOUCHED};
 use super::kernel::Kernel;
+use crate::hw::Geometry;
 
 /// State of one PMD-level region of one process, as page tables show it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,6 +49,21 @@ pub struct RegionState {
     /// Largest leaf size index in the region (0: base pages only).
     pub leaf_size: usize,
     pub pmd_accessed: bool,
+}
+
+/// One base page as the page tables map it (`MmView::page`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PageState {
+    /// The frame the page is mapped to (None: not mapped, or no frame).
+    pub frame: Option<u64>,
+    /// Page-size index of the leaf mapping it (0: a base page or unmapped).
+    pub leaf_size: usize,
+    /// The program touched the page since it was mapped.
+    pub touched: bool,
+    /// The accessed and dirty bits of the leaf mapping the page: one each
+    /// for the whole leaf when it is huge.
+    pub accessed: bool,
+    pub dirty: bool,
 }
 
 /// One VMA as a scanner sees it.
@@ -176,6 +199,83 @@ impl<'a> MmView<'a> {
             i = next;
         }
         Some(s)
+    }
+
+    /// Base page `addr` of `pid` (None outside its VMAs). The accessed and
+    /// dirty bits are the leaf's: folded over the pages of a huge leaf.
+    pub fn page(&self, pid: u16, addr: u64) -> Option<PageState> {
+        let k = self.k;
+        let sp = self.space(pid)?;
+        let v = &sp.vmas[sp.find(addr)?];
+        let bs = k.shape.base_shift;
+        let i = v.page_index(addr, bs);
+        let f = v.flags[i];
+        let present = f & PRESENT != 0;
+        let size = if present { size_of_flags(f) } else { 0 };
+        // The leaf's pages, clipped to the VMA.
+        let leaf = k.geo.sizes[size];
+        let lo = (addr & !(leaf - 1)).max(v.start);
+        let hi = ((addr & !(leaf - 1)) + leaf).min(v.end);
+        let pages = &v.flags[v.page_index(lo, bs)..v.page_index(hi - 1, bs) + 1];
+        let pfn = v.pfn.get(i);
+        Some(PageState {
+            frame: (present && pfn != NO_PFN).then_some(pfn as u64),
+            leaf_size: size,
+            touched: f & TOUCHED != 0,
+            accessed: present && pages.iter().any(|&g| g & ACCESSED != 0),
+            dirty: present && pages.iter().any(|&g| g & DIRTY != 0),
+        })
+    }
+
+    /// Whether the aligned `len` bytes at `start` lie in one VMA of `pid` with
+    /// no page mapped (Linux's thp_vma_suitable_order and pte_range_none).
+    pub fn range_unmapped(&self, pid: u16, start: u64, len: u64) -> bool {
+        let Some(sp) = self.space(pid) else { return false };
+        let Some(vi) = sp.find(start) else { return false };
+        let v = &sp.vmas[vi];
+        if !v.covers(start, len) {
+            return false;
+        }
+        let bs = self.k.shape.base_shift;
+        let a = v.page_index(start, bs);
+        v.flags[a..a + (len >> bs) as usize].iter().all(|&f| f & PRESENT == 0)
+    }
+
+    /// Bytes of `pid` mapped by leaves larger than the base page.
+    pub fn huge_bytes(&self, pid: u16) -> u64 {
+        self.space(pid).map_or(0, |sp| sp.total_huge_bytes())
+    }
+
+    /// Mapped base pages of [start, start + len) of `pid` (one VMA) whose
+    /// content is all zero bytes (`os/content.rs`; 0 without content tracking).
+    pub fn zero_pages_in(&self, pid: u16, start: u64, len: u64) -> u64 {
+        self.k.zero_pages_in(pid, start, len)
+    }
+
+    /// The machine's page sizes and levels.
+    pub fn geometry(&self) -> &'a Geometry {
+        &self.k.geo
+    }
+
+    /// Free frames (base pages) of physical memory.
+    pub fn free_frames(&self) -> u64 {
+        self.k.phys.free_frames()
+    }
+
+    /// Frames of physical memory.
+    pub fn total_frames(&self) -> u64 {
+        self.k.phys.total_frames()
+    }
+
+    /// Free blocks of order `order` or larger (a huge allocation without compaction).
+    pub fn free_blocks_at_least(&self, order: u32) -> u64 {
+        self.k.phys.free_blocks_at_least(order)
+    }
+
+    /// The free memory fragmentation index at `order` (Ingens §3.1, §4.4):
+    /// the share of free frames in free blocks smaller than `order`.
+    pub fn fmfi(&self, order: u32) -> f64 {
+        self.k.phys.fmfi(order)
     }
 
     /// Every PMD-level region of every VMA of `pid`, in address order: the

@@ -1,6 +1,6 @@
 //! `dseg`: direct segments (Basu et al., ISCA'13). At start, each chosen
 //! process gets a segment over its primary region, backed by contiguous
-//! memory (`os::segment::create`); addresses outside it stay paged and follow
+//! memory (`Ctx::create_segment`, os/segment.rs); addresses outside it stay paged and follow
 //! whatever policy runs beside it (`dseg+linux`). A daemon grows a partial
 //! segment in place when the frames after it become free, and the segment can
 //! be reverted to paging at a given time (the swap-under-pressure case, §4.3).
@@ -14,9 +14,8 @@
 //! default 0, the paper gives none), `segment` (false: no segment, only the
 //! f_DS accounting of the primary region, for the 4KB baseline run).
 
-use super::{Params, Policy};
-use crate::os::segment::{self, Provision};
-use crate::os::Kernel;
+use super::{Ctx, Params, Policy};
+use crate::os::segment::Provision;
 use crate::Result;
 
 const GROW_TIMER: u32 = 1;
@@ -82,13 +81,13 @@ impl Policy for Dseg {
         })
     }
 
-    fn init(&mut self, k: &mut Kernel) {
-        self.pids = k.spaces().iter().map(|s| s.pid).take(self.processes as usize).collect();
+    fn init(&mut self, k: &mut Ctx<'_>) {
+        self.pids = (0..k.view().processes() as u16).take(self.processes as usize).collect();
         for &pid in &self.pids {
             if self.segment {
-                segment::create(k, pid, self.size, self.provision);
+                k.create_segment(pid, self.size, self.provision);
             } else {
-                segment::account(k, pid);
+                k.account_segment(pid);
             }
         }
         if self.segment && self.grow_every > 0.0 {
@@ -99,17 +98,17 @@ impl Policy for Dseg {
         }
     }
 
-    fn on_timer(&mut self, k: &mut Kernel, id: u32) {
+    fn on_timer(&mut self, k: &mut Ctx<'_>, id: u32) {
         match id {
             GROW_TIMER => {
                 for &pid in &self.pids {
-                    segment::grow(k, pid);
+                    k.grow_segment(pid);
                 }
                 k.schedule_in(self.grow_every, GROW_TIMER);
             }
             REVERT_TIMER => {
                 for &pid in &self.pids {
-                    segment::revert(k, pid, self.ipi_us);
+                    k.revert_segment(pid, self.ipi_us);
                 }
             }
             _ => {}

@@ -9,11 +9,11 @@
 //!    `window_accesses`): measure each 2MB region's access coverage, the
 //!    number of distinct base pages accessed in the window (0..512).
 //!    - `coverage_source=all_accesses` (default, as the artifact): every
-//!      access sets a per-base-page bit (`Kernel::track_coverage`), so TLB
+//!      access sets a per-base-page bit (`Ctx::track_coverage`), so TLB
 //!      hits count too; tracking is on during the window only.
 //!    - `coverage_source=abit`: accessed bits, as the real kernel presumably
 //!      samples them: the window starts by clearing the A bits of every VMA
-//!      (`Kernel::clear_accessed`, which charges the PTE scan and shoots the
+//!      (`Ctx::clear_accessed`, which charges the PTE scan and shoots the
 //!      range down so the next access walks and sets the bit) and ends by
 //!      counting set bits per region (`RegionState::accessed`).
 //!    **Scan limit** (`scan_pages`, default 4096 = 8 regions, as the PCC paper
@@ -52,10 +52,10 @@
 //! is charged `scan_us_per_page` (default 0.005 us, the khugepaged scan cost
 //! used elsewhere) per base page of every VMA, as async daemon time.
 
-use super::{pmd_size, Params, Policy};
+use super::{Ctx, Params, Policy};
 use crate::bounded::BoundedLog;
-use crate::os::kernel::Refusal;
-use crate::os::{AllocMode, Kernel};
+use crate::os::Refusal;
+use crate::os::AllocMode;
 use crate::Result;
 use serde::Serialize;
 use std::collections::HashMap;
@@ -191,8 +191,8 @@ pub fn bucket(ema: f64, width: u32, buckets: u32) -> u32 {
 }
 
 impl HawkEye {
-    fn begin_window(&mut self, k: &mut Kernel) {
-        self.window_start_accesses = k.clock.accesses;
+    fn begin_window(&mut self, k: &mut Ctx<'_>) {
+        self.window_start_accesses = k.accesses();
         match self.s.coverage_source {
             CoverageSource::AllAccesses => k.track_coverage(true),
             CoverageSource::Abit => {
@@ -205,20 +205,20 @@ impl HawkEye {
             }
         }
         if self.s.window_accesses > 0 {
-            k.clock.schedule_after_accesses(k.clock.accesses + self.s.window_accesses, WINDOW_END);
+            k.schedule_after_accesses(k.accesses() + self.s.window_accesses, WINDOW_END);
         } else {
             k.schedule_in(self.s.window_s, WINDOW_END);
         }
     }
 
-    fn end_window(&mut self, k: &mut Kernel) {
+    fn end_window(&mut self, k: &mut Ctx<'_>) {
         if self.s.coverage_source == CoverageSource::AllAccesses {
             k.track_coverage(false);
         }
-        let pmd = pmd_size(k);
+        let pmd = k.pmd_size();
         let rs = k.shape().region_shift;
         let view = k.view();
-        let mut rec = RoundRecord { time_s: k.now(), accesses: k.clock.accesses, ..Default::default() };
+        let mut rec = RoundRecord { time_s: k.now(), accesses: k.accesses(), ..Default::default() };
         // Regions in address order: (pid, start) of every region wholly inside a VMA.
         let mut all: Vec<(u16, u64)> = Vec::new();
         let mut pages = 0u64;
@@ -311,7 +311,7 @@ impl HawkEye {
         if self.s.window_accesses > 0 {
             let w = self.s.window_accesses;
             let next = self.window_start_accesses + w * (1 + self.s.sleep_windows);
-            k.clock.schedule_after_accesses(next.max(k.clock.accesses + 1), WINDOW_START);
+            k.schedule_after_accesses(next.max(k.accesses() + 1), WINDOW_START);
         } else {
             k.schedule_in(self.s.window_s * self.s.sleep_windows as f64, WINDOW_START);
         }
@@ -340,15 +340,15 @@ impl Policy for HawkEye {
         }
         v
     }
-    fn finish(&mut self, k: &mut Kernel) {
+    fn finish(&mut self, k: &mut Ctx<'_>) {
         if let Some(w) = self.rounds.warning("hawkeye rounds") {
             k.note(w);
         }
     }
-    fn init(&mut self, k: &mut Kernel) {
+    fn init(&mut self, k: &mut Ctx<'_>) {
         self.begin_window(k);
     }
-    fn on_timer(&mut self, k: &mut Kernel, id: u32) {
+    fn on_timer(&mut self, k: &mut Ctx<'_>, id: u32) {
         match id {
             WINDOW_START => self.begin_window(k),
             WINDOW_END => self.end_window(k),

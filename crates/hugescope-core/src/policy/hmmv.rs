@@ -4,7 +4,7 @@
 //! accessed, ranks the leaves by that frequency with a bucket sort, and
 //! places them by rank (the fast tier filled hottest first, the rest in the
 //! slow tier) through the kernel's one placement mechanism
-//! (`Kernel::place_tiers`, os/tier.rs).
+//! (`Ctx::place_tiers`, os/tier.rs).
 //!
 //! Two variants, one knob (`granularity`):
 //! - `huge` (HMM-v-Huge): every leaf is 2MB (huge at first touch, as a
@@ -22,9 +22,9 @@
 
 use std::collections::HashMap;
 
-use super::{pmd_size, Fault, FaultAction, Params, Policy};
+use super::{Ctx, Fault, FaultAction, Params, Policy};
 use crate::os::tier::TierUnit;
-use crate::os::{AllocMode, Kernel};
+use crate::os::AllocMode;
 use crate::Result;
 
 pub struct Hmmv {
@@ -50,7 +50,7 @@ const ROUND: u32 = 0;
 impl Hmmv {
     /// One round: read and clear every leaf's A bit (one batched flush per
     /// process so cached translations set it again), count the accessed ones.
-    fn scan(&mut self, k: &mut Kernel) {
+    fn scan(&mut self, k: &mut Ctx<'_>) {
         let mut scanned = 0u64;
         for pid in 0..k.view().processes() as u16 {
             let freq = &mut self.freq;
@@ -91,18 +91,18 @@ impl Policy for Hmmv {
             "rounds": self.rounds,
         })
     }
-    fn init(&mut self, k: &mut Kernel) {
+    fn init(&mut self, k: &mut Ctx<'_>) {
         k.schedule_in(self.interval_s, ROUND);
     }
-    fn on_fault(&mut self, k: &mut Kernel, f: &Fault) -> FaultAction {
+    fn on_fault(&mut self, k: &mut Ctx<'_>, f: &Fault) -> FaultAction {
         // HMM-v-Huge: a THP-backed VM, every region 2MB at first touch.
-        let size = pmd_size(k);
+        let size = k.pmd_size();
         if !self.huge || size == 0 || !f.region_in_vma || !f.region_empty {
             return FaultAction::Base;
         }
         FaultAction::Huge { size, alloc: AllocMode::Compact { max_pages: u64::MAX } }
     }
-    fn on_timer(&mut self, k: &mut Kernel, id: u32) {
+    fn on_timer(&mut self, k: &mut Ctx<'_>, id: u32) {
         if id != ROUND {
             return;
         }

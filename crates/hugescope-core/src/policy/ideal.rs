@@ -2,8 +2,8 @@
 //! with compaction as needed and no budget of its own: the papers' "all 2MB"
 //! upper line (PCC §5: "Ideal is all memory in 2MB pages with no memory pressure").
 
-use super::{pmd_size, Fault, FaultAction, Params, Policy};
-use crate::os::{AllocMode, Kernel};
+use super::{Ctx, Fault, FaultAction, Params, Policy};
+use crate::os::AllocMode;
 use crate::units::parse_size;
 use crate::{Error, Result};
 
@@ -36,9 +36,9 @@ impl Policy for Ideal {
     fn describe(&self) -> serde_json::Value {
         serde_json::json!({ "size": self.size_bytes.map_or("pmd".to_string(), crate::units::page_label) })
     }
-    fn on_fault(&mut self, k: &mut Kernel, f: &Fault) -> FaultAction {
+    fn on_fault(&mut self, k: &mut Ctx<'_>, f: &Fault) -> FaultAction {
         let size = match self.size_bytes {
-            None => pmd_size(k),
+            None => k.pmd_size(),
             Some(b) => match k.geometry().size_index_of(b) {
                 Some(s) => s,
                 None => return FaultAction::Base,

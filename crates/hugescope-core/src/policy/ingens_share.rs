@@ -10,8 +10,7 @@
 
 use super::ingens::tracking::{TrackConfig, Tracker};
 use super::ksmd::{self, KsmdConfig, SCAN_TIMER};
-use super::{Params, Policy};
-use crate::os::Kernel;
+use super::{Ctx, Params, Policy};
 use crate::Result;
 use serde::Serialize;
 
@@ -48,12 +47,12 @@ impl Policy for IngensShare {
     fn describe(&self) -> serde_json::Value {
         serde_json::to_value(&self.cfg).unwrap_or_default()
     }
-    fn init(&mut self, k: &mut Kernel) {
+    fn init(&mut self, k: &mut Ctx<'_>) {
         self.tracker = Tracker::new(self.cfg.tracking.clone(), self.cfg.seed, k.shape().base_shift);
         self.cfg.d.start(k);
         k.schedule_in(self.cfg.tracking.period_s, TRACK_TIMER);
     }
-    fn on_timer(&mut self, k: &mut Kernel, id: u32) {
+    fn on_timer(&mut self, k: &mut Ctx<'_>, id: u32) {
         match id {
             TRACK_TIMER => {
                 self.tracker.pass(k);

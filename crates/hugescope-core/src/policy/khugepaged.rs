@@ -6,7 +6,8 @@
 //! thread sleeps `scan_sleep`; a failed huge allocation ends the pass and
 //! sleeps `alloc_sleep` (see linux-thp-and-hawkeye.md A.3).
 
-use crate::os::{kernel::Refusal, AllocMode, Kernel};
+use crate::os::{AllocMode, Refusal};
+use crate::policy::Ctx;
 use serde::Serialize;
 
 #[derive(Clone, Debug, Serialize)]
@@ -67,7 +68,7 @@ impl Khugepaged {
 
     /// One scan pass. `eligible(advised)` says whether a VMA may be collapsed
     /// (THP `enabled`). Returns the seconds to sleep before the next pass.
-    pub fn pass(&mut self, k: &mut Kernel, size: usize, eligible: impl Fn(bool) -> bool) -> f64 {
+    pub fn pass(&mut self, k: &mut Ctx<'_>, size: usize, eligible: impl Fn(bool) -> bool) -> f64 {
         self.stats.passes += 1;
         let mut budget = self.cfg.pages_to_scan as i64;
         let per_range = (k.region_bytes() >> k.shape().base_shift) as i64;
@@ -143,7 +144,7 @@ impl Khugepaged {
 
     /// The process is done: its cursor goes back to its start for the next
     /// visit, and the scan moves to the next process (wrapping: a full scan).
-    fn next_mm(&mut self, k: &mut Kernel, nspaces: usize) {
+    fn next_mm(&mut self, k: &mut Ctx<'_>, nspaces: usize) {
         k.set_scan_cursor(self.pid as u16, 0);
         self.pid += 1;
         self.leaving_vma = false;

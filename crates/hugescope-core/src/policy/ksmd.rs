@@ -1,7 +1,7 @@
 //! ksmd, the same-page merging daemon (Linux mm/ksm.c), as the sharing
 //! policies share it: its knobs and its wake-up loop. Every `sleep_ms` it
 //! scans `pages_to_scan` pages (Linux's defaults: 100 pages per 20 ms) from
-//! the mechanism's cursor (`Kernel::ksm_scan`, os/ksm.rs); what a policy
+//! the mechanism's cursor (`Ctx::ksm_scan`, os/ksm.rs); what a policy
 //! varies is *which* pages the scanner may merge (its `admit`) and whether
 //! it merges base pages or whole huge pages. The sharing policies
 //! (`hpshare`, `ksm`, `ingens-share`, `zeroscan`: FHPM §2.3, §6.6, spec
@@ -10,10 +10,9 @@
 //! hypervisor's, natively they act on processes.
 
 use super::params::{MAX_PERIOD_S, MIN_PERIOD_S};
-use super::{Params, Policy};
+use super::{Ctx, Params, Policy};
 use crate::os::costs::MAX_COST_US;
 use crate::os::ksm::KsmConfig;
-use crate::os::Kernel;
 use crate::Result;
 use serde::Serialize;
 
@@ -52,13 +51,13 @@ pub fn params(p: &mut Params, start_default: f64) -> Result<KsmdConfig> {
 impl KsmdConfig {
     /// A sharing policy's `init`: content tracking and the mechanism on, the
     /// first wake-up scheduled.
-    pub fn start(&self, k: &mut Kernel) {
+    pub fn start(&self, k: &mut Ctx<'_>) {
         k.enable_sharing(self.ksm.clone());
         k.schedule_at(self.start_s, SCAN_TIMER);
     }
 
     /// After a wake-up's scan: sleep until the next.
-    pub fn sleep(&self, k: &mut Kernel) {
+    pub fn sleep(&self, k: &mut Ctx<'_>) {
         k.schedule_in(self.sleep_s, SCAN_TIMER);
     }
 }
@@ -69,11 +68,11 @@ impl KsmdConfig {
 pub struct ScanDaemon {
     name: &'static str,
     d: KsmdConfig,
-    scan: fn(&mut Kernel, u64),
+    scan: fn(&mut Ctx<'_>, u64),
 }
 
 /// The policy `name`, scanning `pages_to_scan` pages per wake-up with `scan`.
-pub fn scan_daemon(p: &mut Params, name: &'static str, scan: fn(&mut Kernel, u64)) -> Result<Box<dyn Policy>> {
+pub fn scan_daemon(p: &mut Params, name: &'static str, scan: fn(&mut Ctx<'_>, u64)) -> Result<Box<dyn Policy>> {
     Ok(Box::new(ScanDaemon { name, d: params(p, 0.0)?, scan }))
 }
 
@@ -84,10 +83,10 @@ impl Policy for ScanDaemon {
     fn describe(&self) -> serde_json::Value {
         serde_json::to_value(&self.d).unwrap_or_default()
     }
-    fn init(&mut self, k: &mut Kernel) {
+    fn init(&mut self, k: &mut Ctx<'_>) {
         self.d.start(k);
     }
-    fn on_timer(&mut self, k: &mut Kernel, id: u32) {
+    fn on_timer(&mut self, k: &mut Ctx<'_>, id: u32) {
         if id == SCAN_TIMER {
             (self.scan)(k, self.d.pages_to_scan);
             self.d.sleep(k);

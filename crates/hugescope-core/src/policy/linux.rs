@@ -5,8 +5,8 @@
 //! every sysfs knob is a parameter (linux-thp-and-hawkeye.md A.1-A.3).
 
 use super::khugepaged::{Khugepaged, KhugepagedConfig};
-use super::{pmd_size, Fault, FaultAction, Params, Policy};
-use crate::os::{AllocMode, Kernel};
+use super::{Ctx, Fault, FaultAction, Params, Policy};
+use crate::os::AllocMode;
 use crate::Result;
 
 pub struct Linux {
@@ -83,27 +83,27 @@ impl Policy for Linux {
             "khugepaged": self.khugepaged.as_ref().map(|k| serde_json::json!({"config": k.cfg, "stats": k.stats})),
         })
     }
-    fn init(&mut self, k: &mut Kernel) {
+    fn init(&mut self, k: &mut Ctx<'_>) {
         if let Some(kh) = &self.khugepaged {
             if self.enabled != "never" {
                 k.schedule_in(kh.cfg.scan_sleep_s, KHUGEPAGED);
             }
         }
     }
-    fn on_fault(&mut self, k: &mut Kernel, f: &Fault) -> FaultAction {
+    fn on_fault(&mut self, k: &mut Ctx<'_>, f: &Fault) -> FaultAction {
         // A.2: eligible VMA, the aligned 2MB range inside it, and the PMD still
         // empty (once a 4KB page faulted there, only a collapse can promote it).
         if !self.fault_huge || !Self::eligible(&self.enabled, f.vma_advised) || !f.region_in_vma || !f.region_empty {
             return FaultAction::Base;
         }
-        FaultAction::Huge { size: pmd_size(k), alloc: self.fault_alloc(f.vma_advised) }
+        FaultAction::Huge { size: k.pmd_size(), alloc: self.fault_alloc(f.vma_advised) }
     }
-    fn on_timer(&mut self, k: &mut Kernel, id: u32) {
+    fn on_timer(&mut self, k: &mut Ctx<'_>, id: u32) {
         if id != KHUGEPAGED {
             return;
         }
         let enabled = self.enabled.clone();
-        let size = pmd_size(k);
+        let size = k.pmd_size();
         if let Some(kh) = self.khugepaged.as_mut() {
             let sleep = kh.pass(k, size, |adv| Linux::eligible(&enabled, adv));
             k.schedule_in(sleep, KHUGEPAGED);

@@ -1,6 +1,16 @@
-//! Huge-page policies. A policy decides; the kernel (`os::Kernel`) acts. Each
-//! policy is one file; adding one means writing that file and adding one line
-//! to `REGISTRY` below, nothing else.
+//! Huge-page policies. A policy decides; the kernel acts. Each policy is one
+//! file; adding one means writing that file and adding one line to
+//! `REGISTRY` below, nothing else (docs/kernel.md, "The policy API").
+//!
+//! A policy implements `Policy` (its hooks, `os/hooks.rs`) and acts through
+//! the `Ctx` each hook gets (`os/ctx.rs`): it reads the page tables through
+//! `Ctx::view()` (`MmView`: VMAs, regions with one accessed/dirty bit per
+//! leaf, pages, the shared scan cursor, physical memory), asks for
+//! mechanisms (promote, collapse in place, demote, compact, migrate,
+//! share, ...), schedules its own timers and charges its own costs. It never
+//! holds the kernel, and no file outside a policy names it: what others
+//! need to know about a policy it declares through the trait
+//! (`check_machine`, `decision_only_params`, `refuses_virtualization`).
 //!
 //! Several policies may share one kernel (`Kernel::new_multi`, spec
 //! `a+b`): faults go to them in order until one answers other than `Base`,
@@ -8,7 +18,7 @@
 //! other hook to each policy (walks only to those that want them).
 //!
 //! Hooks (all optional):
-//! - `init`: read the address spaces, schedule daemons (`Kernel::schedule_in`);
+//! - `init`: read the address spaces, schedule daemons (`Ctx::schedule_in`);
 //! - `on_fault`: first touch of a base page: map a base page or a huge page;
 //! - `on_walk`: every page walk, with the PMD/PUD accessed bits as they were
 //!   before the walk (hardware-assisted policies: the PCC; only delivered if
@@ -20,124 +30,15 @@
 //! - `wants_profile` / `set_profile`: offline policies (the oracle) get the
 //!   walks per region of a base-page profiling pass over the whole trace
 //!   before the run starts (`profile::profile_walks`).
-//!
-//! Mechanisms available to policies: `promote` (collapse by copy),
-//! `collapse_in_place`, `demote`, `compact`, `clear_accessed`, `free_range`,
-//! `schedule_*`. Page-table state is read through `Kernel::view()`
-//! (`os::MmView`: regions per level, one accessed/dirty bit per leaf, the
-//! shared scan cursor), plus physical memory (`phys`) and the budget.
-//! docs/kernel.md maps which file holds which mechanism.
 
 pub mod khugepaged;
 pub mod ksmd;
 pub mod params;
 
-use crate::config::MachineConfig;
-use crate::os::{AllocMode, Kernel};
 use crate::{Error, Result};
+pub use crate::os::ctx::Ctx;
+pub use crate::os::hooks::{Fault, FaultAction, Policy, Walk};
 pub use params::Params;
-
-/// First touch of a base page that has no translation.
-#[derive(Clone, Copy, Debug)]
-pub struct Fault {
-    pub pid: u16,
-    pub addr: u64,
-    pub write: bool,
-    /// Start of the PMD-level (2MB) region holding `addr`.
-    pub region_start: u64,
-    /// The region lies wholly inside the VMA (a huge leaf is possible).
-    pub region_in_vma: bool,
-    /// No base page of the region is mapped yet (Linux: the PMD is still empty,
-    /// so a fault-time huge page is possible; otherwise only a collapse is).
-    pub region_empty: bool,
-    /// The VMA has MADV_HUGEPAGE.
-    pub vma_advised: bool,
-}
-
-/// What a fault-time policy asks the fault path (`os/fault.rs`) to map.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FaultAction {
-    Base,
-    /// Map a huge page of size index `size` around the address.
-    Huge { size: usize, alloc: AllocMode },
-    /// Navarro §4.1 (os/reserv.rs): reserve an aligned physical extent of
-    /// size index `size` (or smaller, by the fallback order) around the
-    /// address and map only the faulting base page, at its offset inside it;
-    /// later faults in the extent map their own reserved frames and filled
-    /// nodes are promoted in place. Needs `Kernel::enable_reservations`.
-    Reserve { size: usize },
-}
-
-/// A page walk, as the walker saw it.
-#[derive(Clone, Copy, Debug)]
-pub struct Walk {
-    pub pid: u16,
-    pub cpu: u16,
-    pub addr: u64,
-    pub write: bool,
-    /// Page-size index of the leaf found.
-    pub size: usize,
-    pub pmd_a_was_set: bool,
-    pub pud_a_was_set: bool,
-}
-
-pub trait Policy {
-    fn name(&self) -> &'static str;
-    /// The policy's resolved parameters, for the result file.
-    fn describe(&self) -> serde_json::Value {
-        serde_json::Value::Object(Default::default())
-    }
-    fn init(&mut self, _k: &mut Kernel) {}
-    fn on_fault(&mut self, _k: &mut Kernel, _f: &Fault) -> FaultAction {
-        FaultAction::Base
-    }
-    fn wants_walks(&self) -> bool {
-        false
-    }
-    fn on_walk(&mut self, _k: &mut Kernel, _w: &Walk) {}
-    fn on_timer(&mut self, _k: &mut Kernel, _id: u32) {}
-    fn on_progress(&mut self, _k: &mut Kernel, _label: &str) {}
-    fn on_free(&mut self, _k: &mut Kernel, _pid: u16, _start: u64, _len: u64) {}
-    /// Whether a huge page partly freed by the program stays mapped whole
-    /// (the policy demotes it itself, Ingens §4.3) instead of being split at
-    /// once as Linux does (`Kernel::free_range`). Read once, when the kernel
-    /// is built.
-    fn keeps_huge_on_free(&self) -> bool {
-        false
-    }
-    fn finish(&mut self, _k: &mut Kernel) {}
-    /// Whether the policy needs a profiling pass over the whole trace first
-    /// (an offline, two-pass policy such as the oracle).
-    fn wants_profile(&self) -> bool {
-        false
-    }
-    /// The profile, given before the kernel is built (so before `init`).
-    fn set_profile(&mut self, _p: &crate::profile::WalkProfile) {}
-
-    // What a policy declares about itself, read before any kernel is built,
-    // so no other file needs to know a policy by name.
-
-    /// Check the machine against what the policy needs, before any work (a
-    /// configuration is refused when it is resolved: `configuration.rs`).
-    /// Default: any machine.
-    fn check_machine(&self, _machine: &MachineConfig) -> Result<()> {
-        Ok(())
-    }
-    /// The parameters that change only what the policy decides when its
-    /// timers fire, and what the PCC it enabled holds, never when it acts:
-    /// configurations of it that differ only in these may share one
-    /// simulation until their decisions differ (`sweep.rs`). Only for a
-    /// policy that acts on timers alone, with its PCC as its only state
-    /// between them. None (the default): it always runs alone.
-    fn decision_only_params(&self) -> Option<&'static [&'static str]> {
-        None
-    }
-    /// Why the policy cannot run in a virtualized run, as one sentence
-    /// (`virt/run.rs` refuses it with this reason). None (the default): it can.
-    fn refuses_virtualization(&self) -> Option<&'static str> {
-        None
-    }
-}
 
 type Ctor = fn(&mut Params) -> Result<Box<dyn Policy>>;
 
@@ -186,12 +87,4 @@ pub fn make(name: &str, params: &[(String, String)]) -> Result<Box<dyn Policy>> 
     let policy = ctor(&mut p)?;
     p.finish()?;
     Ok(policy)
-}
-
-/// The page-size index of the PMD-level huge page (2MB on x86-64): the size
-/// most policies promote to. Falls back to the largest size below it.
-pub fn pmd_size(k: &Kernel) -> usize {
-    let g = k.geometry();
-    let rb = k.region_bytes();
-    k.region_size_index().unwrap_or_else(|| g.sizes.iter().rposition(|&s| s <= rb).unwrap_or(0))
 }

@@ -13,9 +13,9 @@
 //! held inside: this file adds the folio sizes only. What a folio buys in TLB
 //! reach is the machine's business (`MachineConfig::coalesce`, os/coalesce.rs).
 
-use super::{Fault, FaultAction, Params, Policy};
+use super::{Ctx, Fault, FaultAction, Params, Policy};
 use crate::config::MachineConfig;
-use crate::os::{AllocMode, Kernel};
+use crate::os::AllocMode;
 use crate::units::page_label;
 use crate::{Error, Result};
 use std::collections::BTreeMap;
@@ -91,24 +91,10 @@ impl Mthp {
 
     /// Whether a block of size index `size` can be had now without
     /// compaction, under the budget.
-    fn available(k: &Kernel, size: usize) -> bool {
+    fn available(k: &Ctx<'_>, size: usize) -> bool {
         let g = k.geometry();
         let order = g.shifts[size] - g.shifts[0];
-        k.budget_left() >= g.sizes[size] && k.phys().free_blocks_at_least(order) > 0
-    }
-
-    /// Whether no PTE of the aligned `len` bytes at `start` is mapped, and
-    /// the range lies in one VMA (thp_vma_suitable_order, pte_range_none).
-    fn range_free(k: &Kernel, pid: u16, start: u64, len: u64) -> bool {
-        let Some(sp) = k.space(pid) else { return false };
-        let Some(vi) = sp.find(start) else { return false };
-        let v = &sp.vmas[vi];
-        if !v.covers(start, len) {
-            return false;
-        }
-        let bs = k.shape().base_shift;
-        let a = v.page_index(start, bs);
-        v.flags[a..a + (len >> bs) as usize].iter().all(|&f| f & crate::os::aspace::PRESENT == 0)
+        k.budget_left() >= g.sizes[size] && k.view().free_blocks_at_least(order) > 0
     }
 
     /// The folio sizes enabled for a VMA with this advice, largest first.
@@ -155,7 +141,7 @@ impl Policy for Mthp {
         Ok(())
     }
 
-    fn init(&mut self, k: &mut Kernel) {
+    fn init(&mut self, k: &mut Ctx<'_>) {
         let g = k.geometry().clone();
         let mut orders = Vec::new();
         for (&bytes, v) in &self.given {
@@ -175,7 +161,7 @@ impl Policy for Mthp {
         self.pmd.init(k);
     }
 
-    fn on_fault(&mut self, k: &mut Kernel, f: &Fault) -> FaultAction {
+    fn on_fault(&mut self, k: &mut Ctx<'_>, f: &Fault) -> FaultAction {
         let pmd = self.pmd.on_fault(k, f);
         let folios = self.enabled_for(f.vma_advised).next().is_some();
         match pmd {
@@ -198,7 +184,7 @@ impl Policy for Mthp {
         let order: Vec<usize> = self.enabled_for(f.vma_advised).collect();
         for s in order {
             let len = k.geometry().sizes[s];
-            if !Self::range_free(k, f.pid, f.addr & !(len - 1), len) {
+            if !k.view().range_unmapped(f.pid, f.addr & !(len - 1), len) {
                 continue;
             }
             let st = self.stats.entry(len).or_default();
@@ -211,17 +197,17 @@ impl Policy for Mthp {
         FaultAction::Base
     }
 
-    fn on_timer(&mut self, k: &mut Kernel, id: u32) {
+    fn on_timer(&mut self, k: &mut Ctx<'_>, id: u32) {
         // Every timer is khugepaged's: this policy schedules none of its own.
         self.pmd.on_timer(k, id);
     }
-    fn on_progress(&mut self, k: &mut Kernel, label: &str) {
+    fn on_progress(&mut self, k: &mut Ctx<'_>, label: &str) {
         self.pmd.on_progress(k, label);
     }
-    fn on_free(&mut self, k: &mut Kernel, pid: u16, start: u64, len: u64) {
+    fn on_free(&mut self, k: &mut Ctx<'_>, pid: u16, start: u64, len: u64) {
         self.pmd.on_free(k, pid, start, len);
     }
-    fn finish(&mut self, k: &mut Kernel) {
+    fn finish(&mut self, k: &mut Ctx<'_>) {
         self.pmd.finish(k);
     }
 }

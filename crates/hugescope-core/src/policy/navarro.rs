@@ -22,8 +22,7 @@
 //! `spec_demote` (probability p, paper 1), applied only to kernels with
 //! reservations.
 
-use super::{pmd_size, Fault, FaultAction, Params, Policy};
-use crate::os::Kernel;
+use super::{Ctx, Fault, FaultAction, Params, Policy};
 use crate::units::{page_label, parse_size};
 use crate::{Error, Result};
 
@@ -71,9 +70,9 @@ impl Policy for Navarro {
         serde_json::json!({ "sizes": self.labels, "max": self.max_label, "wp": self.wp })
     }
 
-    fn init(&mut self, k: &mut Kernel) {
+    fn init(&mut self, k: &mut Ctx<'_>) {
         let g = k.geometry().clone();
-        let max = self.max.unwrap_or(g.sizes[pmd_size(k)]);
+        let max = self.max.unwrap_or(g.sizes[k.pmd_size()]);
         self.max_label = page_label(max);
         let ok = |b: u64| b <= max && g.sizes[1..].contains(&b);
         self.used = match &self.sizes {
@@ -94,7 +93,7 @@ impl Policy for Navarro {
         k.enable_reservations(&self.used, self.wp);
     }
 
-    fn on_fault(&mut self, k: &mut Kernel, f: &Fault) -> FaultAction {
+    fn on_fault(&mut self, k: &mut Ctx<'_>, f: &Fault) -> FaultAction {
         FaultAction::Reserve { size: k.reservation_size(f.pid, f.addr) }
     }
 }

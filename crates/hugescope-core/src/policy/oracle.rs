@@ -5,7 +5,7 @@
 //! maps the top-ranked regions huge at their first touch, so they never walk
 //! with base pages at all, within the huge-page budget:
 //!
-//! - budget in regions = floor(`Kernel::budget_left()` / region size) at
+//! - budget in regions = floor(`Ctx::budget_left()` / region size) at
 //!   `init` (the kernel's budget is the PCC paper's floor(N% x ceil(footprint /
 //!   2MB)) regions); no budget: every region that walked at least `min_walks`
 //!   times (default 1);
@@ -22,8 +22,8 @@
 //! `simulate_policies` and without `set_profile`) it maps nothing huge and
 //! says so in `describe()`.
 
-use super::{pmd_size, Fault, FaultAction, Params, Policy};
-use crate::os::{AllocMode, Kernel};
+use super::{Ctx, Fault, FaultAction, Params, Policy};
+use crate::os::AllocMode;
 use crate::profile::WalkProfile;
 use crate::Result;
 
@@ -74,7 +74,7 @@ impl Policy for Oracle {
     fn set_profile(&mut self, p: &WalkProfile) {
         self.profile = Some(p.clone());
     }
-    fn init(&mut self, k: &mut Kernel) {
+    fn init(&mut self, k: &mut Ctx<'_>) {
         let Some(prof) = self.profile.take() else { return };
         let rb = k.region_bytes();
         let limit = k.budget_bytes().map(|_| k.budget_left() / rb);
@@ -97,11 +97,11 @@ impl Policy for Oracle {
         self.chosen.sort_unstable();
         self.profile = Some(prof);
     }
-    fn on_fault(&mut self, k: &mut Kernel, f: &Fault) -> FaultAction {
+    fn on_fault(&mut self, k: &mut Ctx<'_>, f: &Fault) -> FaultAction {
         if !f.region_in_vma || !f.region_empty || self.chosen.binary_search(&(f.pid, f.region_start)).is_err() {
             return FaultAction::Base;
         }
-        let size = pmd_size(k);
+        let size = k.pmd_size();
         if size == 0 {
             return FaultAction::Base;
         }

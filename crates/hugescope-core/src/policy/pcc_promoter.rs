@@ -2,7 +2,7 @@
 //! MICRO'23, §3.3). The hardware (`hw::pcc_table`, one per cpu, owned by the kernel
 //! because the walker feeds it) ranks 2MB regions by page walks; every
 //! interval this policy reads all PCCs, selects candidates and promotes them
-//! through `Kernel::promote`, so budget, fragmentation, compaction and costs
+//! through `Ctx::promote`, so budget, fragmentation, compaction and costs
 //! apply as for any other policy.
 //!
 //! One read (pcc.md §4 steps A-C, with the §8 recommendations):
@@ -51,11 +51,11 @@
 //! direct compaction of at most `compact_pages` base pages (0: free blocks
 //! only), like a synchronous collapse (MADV_COLLAPSE) would.
 
-use super::{pmd_size, Params, Policy};
+use super::{Ctx, Params, Policy};
 use crate::bounded::BoundedLog;
 use crate::hw::pcc_table::{PccConfig, PccEntry, PccStats, Replacement};
-use crate::os::kernel::Refusal;
-use crate::os::{AllocMode, Kernel};
+use crate::os::Refusal;
+use crate::os::AllocMode;
 use crate::{Error, Result};
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
@@ -241,11 +241,11 @@ impl PccPolicy {
         }
     }
 
-    fn schedule_next(&self, k: &mut Kernel) {
+    fn schedule_next(&self, k: &mut Ctx<'_>) {
         let n = self.reads;
         if self.s.interval_accesses > 0 {
             let at = self.read_point(n, self.s.interval_accesses as f64).round() as u64;
-            k.clock.schedule_after_accesses(at.max(k.clock.accesses + 1), READ);
+            k.schedule_after_accesses(at.max(k.accesses() + 1), READ);
         } else {
             let at = self.read_point(n, self.s.interval_s);
             k.schedule_at(at.max(k.now()), READ);
@@ -310,10 +310,10 @@ impl PccPolicy {
         out
     }
 
-    fn read(&mut self, k: &mut Kernel) {
+    fn read(&mut self, k: &mut Ctx<'_>) {
         let rb = k.region_bytes();
-        let pmd = pmd_size(k);
-        let mut rec = IntervalRecord { time_s: k.now(), accesses: k.clock.accesses, ..Default::default() };
+        let pmd = k.pmd_size();
+        let mut rec = IntervalRecord { time_s: k.now(), accesses: k.accesses(), ..Default::default() };
         let mut budget_attempts = self.s.regions_to_promote;
         let read_no = self.reads;
 
@@ -448,7 +448,7 @@ impl PccPolicy {
         self.reads += 1;
     }
 
-    fn read_1g(&mut self, k: &mut Kernel, rec: &mut IntervalRecord, attempts: &mut u64) {
+    fn read_1g(&mut self, k: &mut Ctx<'_>, rec: &mut IntervalRecord, attempts: &mut u64) {
         let pud_bytes = 1u64 << k.shape().pud_shift;
         let Some(size_1g) = k.geometry().size_index_of(pud_bytes) else { return };
         let mut f2m: HashMap<(u16, u64), u32> = HashMap::new();
@@ -516,21 +516,21 @@ impl Policy for PccPolicy {
         }
         v
     }
-    fn init(&mut self, k: &mut Kernel) {
+    fn init(&mut self, k: &mut Ctx<'_>) {
         if let Err(e) = k.enable_pcc(self.hw.clone()) {
             self.enable_error = Some(e);
             return;
         }
         self.schedule_next(k);
     }
-    fn on_timer(&mut self, k: &mut Kernel, id: u32) {
+    fn on_timer(&mut self, k: &mut Ctx<'_>, id: u32) {
         if id != READ {
             return;
         }
         self.read(k);
         self.schedule_next(k);
     }
-    fn finish(&mut self, k: &mut Kernel) {
+    fn finish(&mut self, k: &mut Ctx<'_>) {
         // Hardware counters of all cpus' PCCs, for the result file.
         let add = |a: &mut PccStats, b: &PccStats| {
             a.updates += b.updates;

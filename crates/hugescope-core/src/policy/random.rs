@@ -10,9 +10,9 @@
 //! touched, lie wholly inside a VMA and are not huge yet, with a seeded
 //! generator (`seed`, default 1), and promoted through the kernel.
 
-use super::{pmd_size, Params, Policy};
-use crate::os::kernel::Refusal;
-use crate::os::{AllocMode, Kernel};
+use super::{Ctx, Params, Policy};
+use crate::os::Refusal;
+use crate::os::AllocMode;
 use crate::Result;
 
 const TICK: u32 = 0x5241_4e44;
@@ -61,14 +61,14 @@ impl Policy for Random {
             "regions_to_promote": self.per_interval, "promoted": self.promoted, "failed": self.failed,
         })
     }
-    fn init(&mut self, k: &mut Kernel) {
+    fn init(&mut self, k: &mut Ctx<'_>) {
         k.schedule_at(self.first_s, TICK);
     }
-    fn on_timer(&mut self, k: &mut Kernel, id: u32) {
+    fn on_timer(&mut self, k: &mut Ctx<'_>, id: u32) {
         if id != TICK {
             return;
         }
-        let size = pmd_size(k);
+        let size = k.pmd_size();
         let view = k.view();
         let mut candidates: Vec<(u16, u64)> = Vec::new();
         for pid in 0..view.processes() as u16 {

@@ -6,8 +6,8 @@
 //! the access where the recording policy acted. Replays any policy's
 //! `--emit-plan` output in simulation.
 
-use super::{Fault, FaultAction, Params, Policy};
-use crate::os::{AllocMode, Kernel};
+use super::{Ctx, Fault, FaultAction, Params, Policy};
+use crate::os::AllocMode;
 use crate::plan::{Plan, PlanEntry, When};
 use crate::{Error, Result};
 use std::path::PathBuf;
@@ -40,7 +40,7 @@ impl StaticPlan {
     /// other effect, so those are counted in one go. A plan range over a vast
     /// unmapped span (2^47 bytes of 4KB pages) is then as quick as its
     /// mapped part instead of 2^35 attempts.
-    fn apply(&self, k: &mut Kernel, e: &PlanEntry) {
+    fn apply(&self, k: &mut Ctx<'_>, e: &PlanEntry) {
         let Some(size) = k.geometry().size_index_of(e.page_size) else { return };
         let ps = e.page_size;
         let (end, pages) = (e.end(), e.length / ps);
@@ -74,7 +74,7 @@ impl Policy for StaticPlan {
     fn describe(&self) -> serde_json::Value {
         serde_json::json!({ "plan": self.path.display().to_string(), "entries": self.entries.len() })
     }
-    fn init(&mut self, k: &mut Kernel) {
+    fn init(&mut self, k: &mut Ctx<'_>) {
         for (i, e) in self.entries.iter().enumerate() {
             match &e.when {
                 When::Start => {
@@ -83,13 +83,13 @@ impl Policy for StaticPlan {
                     }
                 }
                 When::TimeS(t) => k.schedule_at(*t, i as u32),
-                When::Accesses(n) => k.clock.schedule_after_accesses(*n, ACCESS_TIMER | i as u32),
+                When::Accesses(n) => k.schedule_after_accesses(*n, ACCESS_TIMER | i as u32),
                 When::Progress(_) | When::AfterMarker { .. } => {}
             }
         }
         self.at_start.sort_by_key(|(e, _)| (e.pid, e.start));
     }
-    fn on_fault(&mut self, _k: &mut Kernel, f: &Fault) -> FaultAction {
+    fn on_fault(&mut self, _k: &mut Ctx<'_>, f: &Fault) -> FaultAction {
         let i = self.at_start.partition_point(|(e, _)| (e.pid, e.start) <= (f.pid, f.addr));
         if i > 0 {
             let (e, s) = &self.at_start[i - 1];
@@ -99,12 +99,12 @@ impl Policy for StaticPlan {
         }
         FaultAction::Base
     }
-    fn on_timer(&mut self, k: &mut Kernel, id: u32) {
+    fn on_timer(&mut self, k: &mut Ctx<'_>, id: u32) {
         if let Some(e) = self.entries.get((id & !ACCESS_TIMER) as usize).cloned() {
             self.apply(k, &e);
         }
     }
-    fn on_progress(&mut self, k: &mut Kernel, label: &str) {
+    fn on_progress(&mut self, k: &mut Ctx<'_>, label: &str) {
         let due: Vec<PlanEntry> = self.entries.iter().filter(|e| matches!(&e.when, When::Progress(l) if l == label)).cloned().collect();
         for e in due {
             self.apply(k, &e);
@@ -112,12 +112,12 @@ impl Policy for StaticPlan {
         // Armed at the marker: the recorded count is relative to it, and the
         // timer fires after the access that brings the clock to the target,
         // the same point at which the recording policy's timer ran.
-        let now = k.clock.accesses;
+        let now = k.accesses();
         for (i, e) in self.entries.iter().enumerate() {
             if let When::AfterMarker { label: l, accesses } = &e.when {
                 if l == label && !self.armed[i] {
                     self.armed[i] = true;
-                    k.clock.schedule_after_accesses(now.saturating_add(*accesses), ACCESS_TIMER | i as u32);
+                    k.schedule_after_accesses(now.saturating_add(*accesses), ACCESS_TIMER | i as u32);
                 }
             }
         }

@@ -6,9 +6,8 @@
 //! untouched inside huge pages.
 
 use super::ksmd::{self, KsmdConfig, SCAN_TIMER};
-use super::{Params, Policy};
+use super::{Ctx, Params, Policy};
 use crate::os::content::ZERO;
-use crate::os::Kernel;
 use crate::Result;
 use serde::Serialize;
 
@@ -34,14 +33,14 @@ impl Policy for ZeroScan {
     fn describe(&self) -> serde_json::Value {
         serde_json::to_value(self).unwrap_or_default()
     }
-    fn init(&mut self, k: &mut Kernel) {
+    fn init(&mut self, k: &mut Ctx<'_>) {
         self.d.start(k);
     }
-    fn on_timer(&mut self, k: &mut Kernel, id: u32) {
+    fn on_timer(&mut self, k: &mut Ctx<'_>, id: u32) {
         if id == SCAN_TIMER {
             let min_zero = self.min_zero;
-            k.ksm_scan(self.d.pages_to_scan, &mut |k, c| {
-                c.content == ZERO && (c.leaf_size == 0 || min_zero <= 1 || k.zero_pages_in(c.pid, c.leaf_start, k.geometry().sizes[c.leaf_size]) >= min_zero)
+            k.ksm_scan(self.d.pages_to_scan, &mut |v, c| {
+                c.content == ZERO && (c.leaf_size == 0 || min_zero <= 1 || v.zero_pages_in(c.pid, c.leaf_start, v.geometry().sizes[c.leaf_size]) >= min_zero)
             });
             self.d.sleep(k);
         }

@@ -150,9 +150,9 @@ impl Hypervisor {
     /// no mapping (its cost is the guest's), host remaps handled at once.
     fn host_leaf(&mut self, v: usize, gpa: u64, write: bool, cpu: u16) -> Leaf {
         let ha = Access { pid: self.vms[v].host_pid, addr: gpa, write, cpu };
-        let before = self.host.clock.os_sync_seconds;
+        let before = self.host.clock().os_sync_seconds;
         let leaf = self.host.leaf(&ha);
-        let spent = self.host.clock.os_sync_seconds - before;
+        let spent = self.host.clock().os_sync_seconds - before;
         if spent > 0.0 {
             self.vms[v].host_fault_seconds += spent;
             self.vms[v].guest.charge_policy_us(spent * 1e6);
@@ -394,9 +394,9 @@ impl ProcessClock for Hypervisor {
     }
     fn start_at(&mut self, ctx: usize, seconds: f64) {
         if let Some(v) = self.vms.get_mut(ctx) {
-            v.guest.clock.start_context_at(0, seconds);
+            v.guest.start_process_at(0, seconds);
         }
-        self.host.clock.start_context_at(ctx, seconds);
+        self.host.start_process_at(ctx, seconds);
     }
     fn exited(&mut self, pids: std::ops::Range<u16>) {
         if pids.is_empty() {

@@ -262,8 +262,8 @@ fn finish(sim: &mut VirtSim, guest: &PolicySpec, host: &PolicySpec, os: &OsConfi
             warnings.push(format!("{who}: internal invariant violated, do not trust this result: {e}"));
         }
         warnings.extend(k.notes().iter().map(|n| format!("{who}: {n}")));
-        if k.stats.out_of_memory > 0 {
-            warnings.push(format!("{who}: {} base-page allocations found no free memory", k.stats.out_of_memory));
+        if k.stats().out_of_memory > 0 {
+            warnings.push(format!("{who}: {} base-page allocations found no free memory", k.stats().out_of_memory));
         }
     }
     let base_page = hv.host.geometry().sizes[0];
@@ -291,7 +291,7 @@ fn finish(sim: &mut VirtSim, guest: &PolicySpec, host: &PolicySpec, os: &OsConfi
                 ept_zapped_pages: v.ept.zapped_pages,
                 guest_huge_bytes: v.guest.spaces().iter().map(|s| s.total_huge_bytes()).sum(),
                 host_huge_bytes: hv.host.space(v.host_pid).map_or(0, |s| s.total_huge_bytes()),
-                guest_os_stats: v.guest.stats.clone(),
+                guest_os_stats: v.guest.stats().clone(),
             }
         })
         .collect();
@@ -308,7 +308,7 @@ fn finish(sim: &mut VirtSim, guest: &PolicySpec, host: &PolicySpec, os: &OsConfi
         host_huge_bytes_peak: hv.host.peak_huge_bytes(),
         host_memory_bytes: hv.host.phys().total_frames() * base_page,
         host_fragmentation: hv.host.fragmentation_report().cloned(),
-        host_os_stats: hv.host.stats.clone(),
+        host_os_stats: hv.host.stats().clone(),
         vms,
         guest_segment_walks: virt.guest_segment.then_some(hv.guest_segment_walks),
     };
@@ -320,7 +320,7 @@ fn finish(sim: &mut VirtSim, guest: &PolicySpec, host: &PolicySpec, os: &OsConfi
         trace: Some(info.clone()),
         machine: sim.cfg.clone(),
         os: os.clone(),
-        time_base: g0.clock.base,
+        time_base: g0.clock().base,
         virtual_seconds: hv.vms.iter().map(|v| v.guest.now()).fold(0.0, f64::max),
         budget_bytes: g0.budget_bytes(),
         footprint_bytes: hv.vms.iter().map(|v| v.guest.footprint()).sum(),
@@ -332,7 +332,7 @@ fn finish(sim: &mut VirtSim, guest: &PolicySpec, host: &PolicySpec, os: &OsConfi
         speedup_vs_base: None,
         translation_speedup_vs_base: None,
         walk_reduction_vs_base: None,
-        os_stats: g0.stats.clone(),
+        os_stats: g0.stats().clone(),
         processes,
         huge_bytes_peak: hv.vms.iter().map(|v| v.guest.peak_huge_bytes()).sum(),
         timeline: g0.timeline().to_vec(),

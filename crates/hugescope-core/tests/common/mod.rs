@@ -89,6 +89,42 @@ pub fn sim_on(
     Simulator::new(cfg.clone(), 1, k).unwrap()
 }
 
+/// The frame of each of the `n` base pages of `pid` from `start`, as the page
+/// tables map them (`MmView::page`; `u32::MAX`: none).
+pub fn frames(k: &Kernel, pid: u16, start: u64, n: usize) -> Vec<u32> {
+    let page = k.geometry().sizes[0];
+    (0..n as u64).map(|i| frame(k, pid, start + i * page)).collect()
+}
+
+/// The frame of the base page at `addr` of `pid` (`u32::MAX`: none).
+pub fn frame(k: &Kernel, pid: u16, addr: u64) -> u32 {
+    k.view().page(pid, addr).and_then(|p| p.frame).map_or(u32::MAX, |f| f as u32)
+}
+
+/// The page-size index of the leaf mapping each of the `n` base pages of
+/// `pid` from `start` (0: a base page or none).
+pub fn leaf_sizes(k: &Kernel, pid: u16, start: u64, n: usize) -> Vec<usize> {
+    let page = k.geometry().sizes[0];
+    (0..n as u64).map(|i| k.view().page(pid, start + i * page).map_or(0, |p| p.leaf_size)).collect()
+}
+
+/// The frame of base page `i` of VMA `vi` (address order) of `pid`.
+pub fn vma_frame(k: &Kernel, pid: u16, vi: usize, i: usize) -> u32 {
+    let start = k.view().vma(pid, vi).expect("the VMA").start();
+    frame(k, pid, start + i as u64 * k.geometry().sizes[0])
+}
+
+/// The frames of base pages `pages` of VMA `vi` of `pid`.
+pub fn vma_frames(k: &Kernel, pid: u16, vi: usize, pages: std::ops::Range<usize>) -> Vec<u32> {
+    pages.map(|i| vma_frame(k, pid, vi, i)).collect()
+}
+
+/// The leaf size index of every base page of VMA `vi` of `pid`.
+pub fn vma_leaf_sizes(k: &Kernel, pid: u16, vi: usize) -> Vec<usize> {
+    let v = k.view().vma(pid, vi).expect("the VMA");
+    leaf_sizes(k, pid, v.start(), v.pages() as usize)
+}
+
 /// Xorshift64: deterministic test streams.
 pub struct Rng(pub u64);
 impl Rng {

@@ -3,10 +3,10 @@
 //! a few conflicts per run; spec §11 models the updates as a Poisson process
 //! of `rate` per second of virtual time, each at a uniformly random page of
 //! the VM's memory. An update under a redirected leaf is a conflict
-//! (`Kernel::host_remap` restores the leaf early; the policy loses that
+//! (`Ctx::host_remap` restores the leaf early; the policy loses that
 //! page's stage-2 sample); any other is an ordinary `tdp_page_fault`.
 
-use crate::os::Kernel;
+use crate::policy::Ctx;
 use crate::policy::ingens::rng::SplitMix;
 
 pub struct HostRemaps {
@@ -29,7 +29,7 @@ impl HostRemaps {
     }
 
     /// One update at a random page of the VMs' memory: (pid, address, conflict).
-    pub fn strike(&mut self, k: &mut Kernel) -> Option<(u16, u64, bool)> {
+    pub fn strike(&mut self, k: &mut Ctx<'_>) -> Option<(u16, u64, bool)> {
         let v = k.view();
         let vmas: Vec<(u16, u64, u64)> =
             (0..v.processes() as u16).flat_map(|pid| v.vmas(pid).map(move |m| (pid, m.start(), m.end()))).collect();

@@ -1,8 +1,8 @@
 //! FHPM's two consumers (FHPM §5; spec fhpm.md §6). The monitoring and the
 //! HP decision are FHPM's own; a consumer only says what the expected use
 //! ratio `f_use` is and what happens to the pages the decision classified.
-//! The mechanisms are the kernel's: tier placement (`Kernel::place_tiers`,
-//! os/tier.rs, which HMM-v also uses) and same-page merging (`Kernel::
+//! The mechanisms are the kernel's: tier placement (`Ctx::place_tiers`,
+//! os/tier.rs, which HMM-v also uses) and same-page merging (`Ctx::
 //! ksm_scan`, os/ksm.rs, which the sharing baselines also use).
 //!
 //! - `tmm` (FHPM-TMM, §5, §6.5): f_use = s_fast / s_tot. After the decision,
@@ -20,7 +20,7 @@
 
 use crate::os::ksm::Candidate;
 use crate::os::tier::TierUnit;
-use crate::os::Kernel;
+use crate::policy::Ctx;
 use serde::Serialize;
 use std::collections::BTreeSet;
 
@@ -55,7 +55,7 @@ impl Consumer {
 
     /// The HP policy's `f_use` for this window: the fast tier's share of the
     /// monitored memory under `tmm` (spec §6), else the configured one.
-    pub fn f_use(&self, k: &Kernel, configured: f64, s_tot_all: u64) -> f64 {
+    pub fn f_use(&self, k: &Ctx<'_>, configured: f64, s_tot_all: u64) -> f64 {
         match (self, k.tier_fast_bytes()) {
             (Consumer::Tmm, Some(fast)) if s_tot_all > 0 => (fast as f64 / s_tot_all as f64).min(1.0),
             _ => configured,
@@ -77,18 +77,16 @@ impl Consumer {
     /// One scanner wake-up under `share`: base pages merge freely, a huge
     /// page only if the last classification allows its split; nothing huge
     /// before the first window has classified.
-    pub fn scan(&self, k: &mut Kernel) {
+    pub fn scan(&self, k: &mut Ctx<'_>) {
         if let Consumer::Share { pages_to_scan, splittable, classified, .. } = self {
-            let admit = |_: &Kernel, c: &Candidate| c.leaf_size == 0 || (*classified && splittable.contains(&(c.pid, c.leaf_start)));
-            let mut admit = admit;
-            k.ksm_scan(*pages_to_scan, &mut admit);
+            k.ksm_scan(*pages_to_scan, &mut |_, c: &Candidate| c.leaf_size == 0 || (*classified && splittable.contains(&(c.pid, c.leaf_start))));
         }
     }
 
     /// Under `tmm`: place the VM's memory by the window's frequencies.
     /// `units` are (frequency, is huge, pid, address) of every leaf with a
     /// nonzero frequency.
-    pub fn place(&self, k: &mut Kernel, mut units: Vec<(u32, bool, u16, u64)>) -> u64 {
+    pub fn place(&self, k: &mut Ctx<'_>, mut units: Vec<(u32, bool, u16, u64)>) -> u64 {
         if !matches!(self, Consumer::Tmm) {
             return 0;
         }

@@ -5,7 +5,7 @@
 //! its own page. Normalized to 0..100 for reporting, binned as Table 4.
 
 use crate::os::accessed::YoungLeaf;
-use crate::os::Kernel;
+use crate::policy::Ctx;
 
 /// Table 4's normalized-frequency bins.
 pub const FREQ_BINS: usize = 5;
@@ -42,7 +42,7 @@ pub struct FreqMap {
 
 impl FreqMap {
     /// Zero counts over the VMAs of every process of `k`.
-    pub fn new(k: &Kernel) -> FreqMap {
+    pub fn new(k: &Ctx<'_>) -> FreqMap {
         let v = k.view();
         let mut vmas = Vec::new();
         for pid in 0..v.processes() as u16 {

@@ -40,8 +40,8 @@ pub mod scan;
 pub mod stats;
 
 use super::params::{MAX_PERIOD_S, MIN_PERIOD_S};
-use super::{pmd_size, Fault, FaultAction, Params, Policy};
-use crate::os::{AllocMode, Kernel};
+use super::{Ctx, Fault, FaultAction, Params, Policy};
+use crate::os::AllocMode;
 use crate::policy::ingens::rng::SplitMix;
 use crate::{Error, Result};
 use conflicts::HostRemaps;
@@ -218,7 +218,7 @@ impl Fhpm {
     }
 
     /// The PMD-level regions of `pid` that lie wholly inside a VMA.
-    fn regions(k: &Kernel, pid: u16) -> Vec<u64> {
+    fn regions(k: &Ctx<'_>, pid: u16) -> Vec<u64> {
         let v = k.view();
         let mut out = Vec::new();
         for m in v.vmas(pid) {
@@ -232,11 +232,11 @@ impl Fhpm {
         out
     }
 
-    fn is_huge(&self, k: &Kernel, pid: u16, start: u64) -> bool {
-        k.region_state(pid, start).is_some_and(|r| r.leaf_size == self.size && r.present == self.pages)
+    fn is_huge(&self, k: &Ctx<'_>, pid: u16, start: u64) -> bool {
+        k.view().region(pid, start).is_some_and(|r| r.leaf_size == self.size && r.present == self.pages)
     }
 
-    fn open_window(&mut self, k: &mut Kernel) {
+    fn open_window(&mut self, k: &mut Ctx<'_>) {
         self.win = Window { open: true, start_s: k.now(), freq: FreqMap::new(k), ..Default::default() };
         let pids = self.win.freq.pids();
         // Split and sampling scans: the chosen huge pages are split for the
@@ -261,7 +261,7 @@ impl Fhpm {
         k.schedule_in(self.cfg.round_s, ROUND);
     }
 
-    fn on_round(&mut self, k: &mut Kernel) {
+    fn on_round(&mut self, k: &mut Ctx<'_>) {
         for pid in self.win.freq.pids() {
             self.stats.leaves_scanned += scan::round(k, pid, Some(&mut self.win.freq));
         }
@@ -279,7 +279,7 @@ impl Fhpm {
 
     /// s_hot per VM at stage-1 granularity, then the hot (or, with
     /// `stage2_all`, every) 2MB leaf redirected through its companion page.
-    fn end_stage1(&mut self, k: &mut Kernel) {
+    fn end_stage1(&mut self, k: &mut Ctx<'_>) {
         let rounds = self.win.rounds;
         let bs = k.shape().base_shift;
         for pid in self.win.freq.pids() {
@@ -297,7 +297,7 @@ impl Fhpm {
 
     /// The end of the window: stage 2 read and restored, frequencies binned,
     /// then the decision.
-    fn close_window(&mut self, k: &mut Kernel) {
+    fn close_window(&mut self, k: &mut Ctx<'_>) {
         self.win.open = false;
         let rounds = self.win.rounds;
         let bs = k.shape().base_shift;
@@ -396,7 +396,7 @@ impl Fhpm {
     /// pages the scanner may split (`share`), or the placement by frequency
     /// (`tmm`: a region of a measured leaf inherits the leaf's stage-1
     /// frequency if its companion A bit was set, else 0, as in Table 4).
-    fn feed_consumer(&mut self, k: &mut Kernel, measured: &[(Measured, Option<Vec<u64>>)], kept_hot: &BTreeSet<(u16, u64)>) {
+    fn feed_consumer(&mut self, k: &mut Ctx<'_>, measured: &[(Measured, Option<Vec<u64>>)], kept_hot: &BTreeSet<(u16, u64)>) {
         match self.consumer {
             Consumer::None => {}
             Consumer::Share { .. } => {
@@ -435,11 +435,11 @@ impl Fhpm {
     /// 4KB-mapped regions that may be promoted (spec §11: all base pages
     /// mapped, none redirected), with Ns from stage-1 per-4KB A bits: the
     /// pages accessed in at least one round.
-    fn promotion_candidates(&self, k: &Kernel, pid: u16) -> Vec<Measured> {
+    fn promotion_candidates(&self, k: &Ctx<'_>, pid: u16) -> Vec<Measured> {
         let bs = k.shape().base_shift;
         let mut out = Vec::new();
         for s in Self::regions(k, pid) {
-            let Some(r) = k.region_state(pid, s) else { continue };
+            let Some(r) = k.view().region(pid, s) else { continue };
             if r.leaf_size != 0 || r.present != self.pages || k.is_redirected(pid, s) {
                 continue;
             }
@@ -450,7 +450,7 @@ impl Fhpm {
     }
 
     /// Split and collapse as planned (VM-friendly unless `friendly=false`).
-    fn apply(&mut self, k: &mut Kernel, plan: &Plan) -> (u64, u64) {
+    fn apply(&mut self, k: &mut Ctx<'_>, plan: &Plan) -> (u64, u64) {
         let (mut demoted, mut promoted) = (0, 0);
         for m in &plan.demote {
             if remap::split(k, m.pid, m.start, self.cfg.friendly) {
@@ -473,7 +473,7 @@ impl Fhpm {
         (demoted, promoted)
     }
 
-    fn on_host_remap(&mut self, k: &mut Kernel) {
+    fn on_host_remap(&mut self, k: &mut Ctx<'_>) {
         if let Some((pid, addr, conflict)) = self.remaps.strike(k) {
             self.stats.host_remaps += 1;
             if conflict {
@@ -499,8 +499,8 @@ impl Policy for Fhpm {
         v
     }
 
-    fn init(&mut self, k: &mut Kernel) {
-        self.size = pmd_size(k);
+    fn init(&mut self, k: &mut Ctx<'_>) {
+        self.size = k.pmd_size();
         self.huge = k.geometry().sizes[self.size];
         self.pages = (self.huge >> k.shape().base_shift) as u32;
         // The first window opens at start_s (a trace whose memory is still
@@ -521,22 +521,22 @@ impl Policy for Fhpm {
     /// Host THP backs the VM (spec §2; FHPM only ever changes 2MB EPT
     /// leaves): 2MB at first touch of an empty region, except under the base
     /// scan, whose VM is 4KB-backed.
-    fn on_fault(&mut self, k: &mut Kernel, f: &Fault) -> FaultAction {
-        let size = pmd_size(k);
+    fn on_fault(&mut self, k: &mut Ctx<'_>, f: &Fault) -> FaultAction {
+        let size = k.pmd_size();
         if self.cfg.monitor == Monitor::Base || size == 0 || !f.region_in_vma || !f.region_empty {
             return FaultAction::Base;
         }
         FaultAction::Huge { size, alloc: AllocMode::Compact { max_pages: u64::MAX } }
     }
 
-    fn on_timer(&mut self, k: &mut Kernel, id: u32) {
+    fn on_timer(&mut self, k: &mut Ctx<'_>, id: u32) {
         match id {
             WINDOW => {
                 // A window still open (a period shorter than its rounds
                 // took) is closed first, so no companion outlives it.
                 if self.win.open {
-                    k.clock.cancel(ROUND);
-                    k.clock.cancel(STAGE2_END);
+                    k.cancel_timer(ROUND);
+                    k.cancel_timer(STAGE2_END);
                     self.close_window(k);
                 }
                 self.open_window(k);
@@ -557,7 +557,7 @@ impl Policy for Fhpm {
 
     /// The run ends: companions still held are restored (their samples are
     /// not used), so the VM ends with its huge pages as it had them.
-    fn finish(&mut self, k: &mut Kernel) {
+    fn finish(&mut self, k: &mut Ctx<'_>) {
         for (pid, s) in std::mem::take(&mut self.win.redirected) {
             k.restore_companion(pid, s);
         }

@@ -4,15 +4,16 @@
 //! mmu_page_cache with 512 PTEs; collapse: the 2MB PDE written back), so the
 //! guest takes no EPT-violation exits. In the model both variants change the
 //! host table the same way; the friendly one runs inside
-//! `Kernel::with_eager_refill`, which marks its shootdowns `keeps_mapping`
+//! `Ctx::with_eager_refill`, which marks its shootdowns `keeps_mapping`
 //! (the hypervisor model then keeps the EPT instead of zapping it). Linux's
 //! variant (`friendly = false`) leaves them `keeps_mapping = false`: one exit
 //! per 4KB region touched afterwards, under the hypervisor.
 
-use crate::os::kernel::Refusal;
-use crate::os::{AllocMode, Kernel};
+use crate::os::Refusal;
+use crate::os::AllocMode;
+use crate::policy::Ctx;
 
-fn variant<R>(k: &mut Kernel, friendly: bool, f: impl FnOnce(&mut Kernel) -> R) -> R {
+fn variant<R>(k: &mut Ctx<'_>, friendly: bool, f: impl FnOnce(&mut Ctx<'_>) -> R) -> R {
     if friendly {
         k.with_eager_refill(f)
     } else {
@@ -21,7 +22,7 @@ fn variant<R>(k: &mut Kernel, friendly: bool, f: impl FnOnce(&mut Kernel) -> R) 
 }
 
 /// Split the huge page at `start` (its base pages keep their frames).
-pub fn split(k: &mut Kernel, pid: u16, start: u64, friendly: bool) -> bool {
+pub fn split(k: &mut Ctx<'_>, pid: u16, start: u64, friendly: bool) -> bool {
     variant(k, friendly, |k| k.demote(pid, start))
 }
 
@@ -30,7 +31,7 @@ pub fn split(k: &mut Kernel, pid: u16, start: u64, friendly: bool) -> bool {
 /// earlier), else by copy into a free block of that order, without
 /// compaction (spec §11: promotion needs an order-9 block to be free).
 /// Returns whether it collapsed in place.
-pub fn collapse(k: &mut Kernel, pid: u16, start: u64, size: usize, friendly: bool) -> Result<bool, Refusal> {
+pub fn collapse(k: &mut Ctx<'_>, pid: u16, start: u64, size: usize, friendly: bool) -> Result<bool, Refusal> {
     variant(k, friendly, |k| {
         if k.can_collapse_in_place(pid, start, size) {
             k.collapse_in_place(pid, start, size).map(|_| true)

@@ -3,15 +3,15 @@
 //! one round reads every leaf of a VM's memory and clears the A bits that
 //! were set, then invalidates those leaves in the TLBs with one batched
 //! flush (a TLB-resident translation would never set a cleared bit again,
-//! spec §2; `Kernel::scan_young` marks the flush `keeps_mapping`). Cost:
+//! spec §2; `Ctx::scan_young` marks the flush `keeps_mapping`). Cost:
 //! one entry read/write per leaf (`scan_pte_us`), charged to the daemon.
 
 use super::frequency::FreqMap;
-use crate::os::Kernel;
+use crate::policy::Ctx;
 
 /// Leaves visited by one round over `pid`'s memory, recording into `freq`
 /// if given (None: the round only arms the bits at a window's start).
-pub fn round(k: &mut Kernel, pid: u16, mut freq: Option<&mut FreqMap>) -> u64 {
+pub fn round(k: &mut Ctx<'_>, pid: u16, mut freq: Option<&mut FreqMap>) -> u64 {
     let mut leaves = 0u64;
     k.scan_young(pid, 0, u64::MAX, true, &mut |l| {
         leaves += 1;
@@ -27,7 +27,7 @@ pub fn round(k: &mut Kernel, pid: u16, mut freq: Option<&mut FreqMap>) -> u64 {
 /// Stage 2's single read of a redirected leaf at its window's end (FHPM
 /// §4.2.2): the companion PTEs' A bits as a bitmap over the leaf's pages
 /// (bit j: page j accessed). No clear, no flush: the restore flushes.
-pub fn read_companion(k: &mut Kernel, pid: u16, start: u64) -> Vec<u64> {
+pub fn read_companion(k: &mut Ctx<'_>, pid: u16, start: u64) -> Vec<u64> {
     let bs = k.shape().base_shift;
     let pages = (k.region_bytes() >> bs) as usize;
     let mut bits = vec![0u64; pages.div_ceil(64)];

@@ -7,12 +7,12 @@
 //! copy and a TLB invalidation on the program's cpus.
 
 use super::Ingens;
-use crate::os::Kernel;
+use crate::policy::Ctx;
 
 impl Ingens {
-    pub(super) fn compact_round(&mut self, k: &mut Kernel) {
+    pub(super) fn compact_round(&mut self, k: &mut Ctx<'_>) {
         let order = k.shape().region_shift - self.base_shift;
-        if k.phys().fmfi(order) <= self.cfg.compact_fmfi {
+        if k.view().fmfi(order) <= self.cfg.compact_fmfi {
             return;
         }
         let tracker = &self.tracker;

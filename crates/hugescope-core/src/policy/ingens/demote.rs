@@ -12,12 +12,12 @@
 //! plentiful.
 
 use super::{DemoteOn, Ingens};
-use crate::os::Kernel;
+use crate::policy::Ctx;
 
 impl Ingens {
     /// The program freed [start, start + len): clear util bits, demote the
     /// huge regions that fell below the threshold.
-    pub(super) fn freed(&mut self, k: &mut Kernel, pid: u16, start: u64, len: u64) {
+    pub(super) fn freed(&mut self, k: &mut Ctx<'_>, pid: u16, start: u64, len: u64) {
         let (rb, bs) = (self.region_bytes, self.base_shift);
         let end = start + len;
         let mut r = start & !(rb - 1);
@@ -41,7 +41,7 @@ impl Ingens {
     }
 
     /// Split the huge region and free its pages whose util bits are clear.
-    fn demote_region(&mut self, k: &mut Kernel, pid: u16, r: u64) {
+    fn demote_region(&mut self, k: &mut Ctx<'_>, pid: u16, r: u64) {
         let util = &self.util;
         if let Some(freed) = k.split_and_reclaim(pid, r, &|j| util.is_set(pid, r, j)) {
             self.stats.demotions += 1;
@@ -52,11 +52,11 @@ impl Ingens {
 
     /// `demote=pressure`: while free memory is below the watermark, demote
     /// deferred regions, least utilized first (ties: pid, address).
-    pub(super) fn relieve_pressure(&mut self, k: &mut Kernel) {
+    pub(super) fn relieve_pressure(&mut self, k: &mut Ctx<'_>) {
         if self.deferred.is_empty() {
             return;
         }
-        let low = |k: &Kernel, w: f64| (k.phys().free_frames() as f64) < w * k.phys().total_frames() as f64;
+        let low = |k: &Ctx<'_>, w: f64| (k.view().free_frames() as f64) < w * k.view().total_frames() as f64;
         if !low(k, self.cfg.pressure_free) {
             return;
         }

@@ -27,8 +27,8 @@ pub mod rng;
 pub mod tracking;
 pub mod util;
 
-use super::{pmd_size, Fault, FaultAction, Params, Policy};
-use crate::os::{AllocMode, Kernel};
+use super::{Ctx, Fault, FaultAction, Params, Policy};
+use crate::os::AllocMode;
 use crate::{Error, Result};
 use serde::Serialize;
 use std::collections::{BTreeSet, HashSet, VecDeque};
@@ -194,8 +194,8 @@ impl Ingens {
         self.cfg.shares.get(pid as usize).copied().unwrap_or(self.cfg.default_share)
     }
 
-    fn metric(&self, k: &Kernel, pid: u16) -> f64 {
-        let h = k.space(pid).map_or(0, |s| s.total_huge_bytes());
+    fn metric(&self, k: &Ctx<'_>, pid: u16) -> f64 {
+        let h = k.view().huge_bytes(pid);
         fairness::metric(self.share(pid), h, self.tracker.idle_fraction(pid), self.cfg.tau, self.region_bytes)
     }
 
@@ -216,7 +216,7 @@ impl Ingens {
 
     /// The outcome of an adaptive huge fault: if it got its huge page, the
     /// region is wholly in use as far as the kernel can tell (7.2).
-    fn settle_adaptive(&mut self, k: &Kernel) {
+    fn settle_adaptive(&mut self, k: &Ctx<'_>) {
         if let Some((pid, r)) = self.adaptive_pending.take() {
             if k.view().region(pid, r).is_some_and(|s| s.leaf_size >= self.size) {
                 self.util.fill(pid, r);
@@ -226,19 +226,19 @@ impl Ingens {
     }
 
     /// Seconds of daemon time `f` charged (the per-thread CPU time of Table 8).
-    fn timed(k: &mut Kernel, f: impl FnOnce(&mut Kernel)) -> f64 {
-        let before = k.clock.os_async_seconds;
+    fn timed(k: &mut Ctx<'_>, f: impl FnOnce(&mut Ctx<'_>)) -> f64 {
+        let before = k.daemon_seconds();
         f(k);
-        k.clock.os_async_seconds - before
+        k.daemon_seconds() - before
     }
 
-    fn snapshot(&mut self, k: &Kernel) {
+    fn snapshot(&mut self, k: &Ctx<'_>) {
         let n = k.view().processes() as u16;
         self.standings = (0..n)
             .map(|pid| fairness::Standing {
                 pid,
                 share: self.share(pid),
-                huge_bytes: k.space(pid).map_or(0, |s| s.total_huge_bytes()),
+                huge_bytes: k.view().huge_bytes(pid),
                 idle_fraction: self.tracker.idle_fraction(pid),
                 metric: self.metric(k, pid),
             })
@@ -271,8 +271,8 @@ impl Policy for Ingens {
         true
     }
 
-    fn init(&mut self, k: &mut Kernel) {
-        self.size = pmd_size(k);
+    fn init(&mut self, k: &mut Ctx<'_>) {
+        self.size = k.pmd_size();
         self.region_bytes = k.region_bytes();
         self.base_shift = k.shape().base_shift;
         self.pages = k.shape().pages_per_region();
@@ -292,13 +292,13 @@ impl Policy for Ingens {
     /// reaching the threshold is queued and Promote-kth woken. Never a huge
     /// allocation or compaction here, except in the adaptive mode on
     /// unfragmented memory, from a free block only (ingens.md 2.9).
-    fn on_fault(&mut self, k: &mut Kernel, f: &Fault) -> FaultAction {
+    fn on_fault(&mut self, k: &mut Ctx<'_>, f: &Fault) -> FaultAction {
         self.settle_adaptive(k);
         self.ensure(f.pid);
         let r = f.region_start;
         let u = self.util.set(f.pid, r, ((f.addr - r) >> self.base_shift) as usize);
         if self.cfg.adaptive && f.region_in_vma && f.region_empty {
-            let fmfi = k.phys().fmfi(k.shape().region_shift - self.base_shift);
+            let fmfi = k.view().fmfi(k.shape().region_shift - self.base_shift);
             if fmfi < self.cfg.adaptive_fmfi {
                 self.adaptive_pending = Some((f.pid, r));
                 return FaultAction::Huge { size: self.size, alloc: AllocMode::FreeOnly };
@@ -314,12 +314,12 @@ impl Policy for Ingens {
         FaultAction::Base
     }
 
-    fn on_free(&mut self, k: &mut Kernel, pid: u16, start: u64, len: u64) {
+    fn on_free(&mut self, k: &mut Ctx<'_>, pid: u16, start: u64, len: u64) {
         self.settle_adaptive(k);
         self.freed(k, pid, start, len);
     }
 
-    fn on_timer(&mut self, k: &mut Kernel, id: u32) {
+    fn on_timer(&mut self, k: &mut Ctx<'_>, id: u32) {
         self.settle_adaptive(k);
         match id {
             TRACK => {
@@ -349,7 +349,7 @@ impl Policy for Ingens {
         }
     }
 
-    fn finish(&mut self, k: &mut Kernel) {
+    fn finish(&mut self, k: &mut Ctx<'_>) {
         self.settle_adaptive(k);
         self.snapshot(k);
     }

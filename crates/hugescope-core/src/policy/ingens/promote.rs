@@ -26,17 +26,18 @@
 //! budget leaves the request queued for the next wake (ingens.md 2.5 Rec.).
 
 use super::{fairness, Ingens};
-use crate::os::kernel::Refusal;
-use crate::os::{AllocMode, Kernel};
+use crate::os::Refusal;
+use crate::os::AllocMode;
+use crate::policy::Ctx;
 
 impl Ingens {
     /// A region still worth promoting: inside one VMA, not huge yet, and at
     /// the utilization threshold.
-    fn promotable(&self, k: &Kernel, pid: u16, start: u64) -> bool {
+    fn promotable(&self, k: &Ctx<'_>, pid: u16, start: u64) -> bool {
         k.view().region(pid, start).is_some_and(|s| s.inside_vma && s.leaf_size < self.size) && self.util.count(pid, start) >= self.need
     }
 
-    fn promote_region(&mut self, k: &mut Kernel, pid: u16, start: u64) -> Result<(), Refusal> {
+    fn promote_region(&mut self, k: &mut Ctx<'_>, pid: u16, start: u64) -> Result<(), Refusal> {
         let r = if k.can_collapse_in_place(pid, start, self.size) {
             k.collapse_in_place(pid, start, self.size).inspect(|_| self.stats.promotions_in_place += 1)
         } else {
@@ -57,7 +58,7 @@ impl Ingens {
     /// empty, memory (or the budget) runs out, or a promotion took time (the
     /// thread is then busy: the rest waits for a wake once that time has
     /// passed).
-    pub(super) fn drain_high(&mut self, k: &mut Kernel) {
+    pub(super) fn drain_high(&mut self, k: &mut Ctx<'_>) {
         loop {
             if self.wake_pending {
                 return; // busy: a wake is already scheduled for the rest
@@ -70,12 +71,12 @@ impl Ingens {
                 self.queued.remove(&(pid, start));
                 continue;
             }
-            let before = k.clock.os_async_seconds;
+            let before = k.daemon_seconds();
             match self.promote_region(k, pid, start) {
                 Ok(()) => {
                     self.stats.promotions_high += 1;
                     self.queued.remove(&(pid, start));
-                    let busy = k.clock.os_async_seconds - before;
+                    let busy = k.daemon_seconds() - before;
                     if busy > 0.0 && self.high.iter().any(|q| !q.is_empty()) {
                         self.wake_pending = true;
                         k.schedule_in(busy, super::WAKE);
@@ -94,7 +95,7 @@ impl Ingens {
 
     /// The normal list: scan `scan_regions` regions of the process with the
     /// largest metric among those not excluded, from its scan cursor.
-    pub(super) fn scan(&mut self, k: &mut Kernel) {
+    pub(super) fn scan(&mut self, k: &mut Ctx<'_>) {
         let now = k.now();
         let n = k.view().processes() as u16;
         if n == 0 {

@@ -10,7 +10,7 @@
 //! *frequent* when `F >= frequent` (6 = 3/4 of the 8-bit width). Then its bit
 //! is cleared for the next period: always if infrequent, with probability
 //! `hot_clear` (0.2) if frequent. Each clear invalidates the translation in
-//! the TLBs (batched per VMA, `Kernel::scan_young`), since only page walks
+//! the TLBs (batched per VMA, `Ctx::scan_young`), since only page walks
 //! set accessed bits; that is why tracking shows up in walks, and its CPU
 //! time (`scan_ns` per page per pass, 80 ns derived from Table 8) as daemon
 //! time.
@@ -24,7 +24,7 @@
 //! (`os/aspace.rs`; an array of `History` structs would be written out).
 
 use super::rng::SplitMix;
-use crate::os::Kernel;
+use crate::policy::Ctx;
 use serde::Serialize;
 
 /// One tracked page's history and frequency.
@@ -132,7 +132,7 @@ impl Tracker {
 
     /// The histories of `pid`, matched to the kernel's current VMAs (new
     /// VMAs get fresh state; a VMA that changed bounds starts again).
-    fn sync(&mut self, k: &Kernel, pid: u16) {
+    fn sync(&mut self, k: &Ctx<'_>, pid: u16) {
         let p = pid as usize;
         if self.spaces.len() <= p {
             self.spaces.resize_with(p + 1, Vec::new);
@@ -190,7 +190,7 @@ impl Tracker {
 
     /// One tracking period of every process: observe, then clear for the
     /// next. Charges `scan_ns` per base page scanned.
-    pub fn pass(&mut self, k: &mut Kernel) {
+    pub fn pass(&mut self, k: &mut Ctx<'_>) {
         self.stats.passes += 1;
         self.stats.frequent_leaves = 0;
         let (alpha, frequent, hot_clear, flush) = (self.cfg.alpha, self.cfg.frequent, self.cfg.hot_clear, self.cfg.clear_flushes);
