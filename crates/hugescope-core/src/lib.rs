@@ -3,7 +3,7 @@
 //! operating system's memory manager, where huge-page policies plug in.
 //!
 //! The crate does no I/O beyond reading and writing traces and result files.
-//! See `DESIGN.md` of the project for how the pieces fit together.
+//! `docs/architecture.md` of the project says how the pieces fit together.
 
 pub mod bench;
 pub mod bounded;
@@ -33,3 +33,9 @@ pub mod units;
 pub mod virt;
 
 pub use error::{Error, Result};
+
+/// The policy API page (`docs/kernel.md`), whose worked example policy is
+/// compiled and run as a doctest, so the page cannot drift from the code.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/kernel.md")]
+pub struct KernelDoc;

@@ -13,8 +13,9 @@
 //!   for tracing.
 //!
 //! Why fixed addresses: a promotion plan computed on a trace (a list of 2MB
-//! virtual ranges) must apply unchanged to the native run (DESIGN.md, "Workloads
-//! have two backends"; the PCC paper disables ASLR for the same reason, §4).
+//! virtual ranges) must apply unchanged to the native run (docs/architecture.md,
+//! "Crates": a workload runs as a trace or natively at the same virtual
+//! addresses; the PCC paper disables ASLR for the same reason, §4).
 //!
 //! Untraced initialisation (graph construction, table fills that the papers do
 //! not measure) writes through `Deref`/`DerefMut` on the array directly.

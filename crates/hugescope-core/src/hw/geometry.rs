@@ -90,6 +90,31 @@ impl Geometry {
     }
 }
 
+/// The shifts of the three levels the OS model keeps state for: the base
+/// page, the PMD level (the region a huge page of the usual size covers) and
+/// the PUD level, from the machine's radix levels.
+#[derive(Clone, Copy, Debug)]
+pub struct Shape {
+    pub base_shift: u32,
+    /// PMD level (the level just above the leaf table): 21 on x86-64.
+    pub region_shift: u32,
+    /// PUD level: 30 on x86-64 (equal to region_shift on 2-level tables).
+    pub pud_shift: u32,
+}
+
+impl Shape {
+    pub fn from_levels(level_shifts: &[u32]) -> Shape {
+        let n = level_shifts.len();
+        let base_shift = level_shifts[n - 1];
+        let region_shift = if n >= 2 { level_shifts[n - 2] } else { base_shift };
+        let pud_shift = if n >= 3 { level_shifts[n - 3] } else { region_shift };
+        Shape { base_shift, region_shift, pud_shift }
+    }
+    pub fn pages_per_region(&self) -> usize {
+        1 << (self.region_shift - self.base_shift)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

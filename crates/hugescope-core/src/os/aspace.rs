@@ -14,6 +14,9 @@
 
 use crate::trace::Region;
 
+// The shifts of the levels the model keeps state for (hardware geometry).
+pub use crate::hw::geometry::Shape;
+
 pub(in crate::os) use super::pfns::{Pfns, NO_PFN};
 
 /// Base page is mapped (a leaf translation exists).
@@ -169,29 +172,6 @@ pub(in crate::os) fn grow_zeroed(v: &mut Vec<u64>, n: usize) {
         *v = vec![0; n];
     } else if v.len() < n {
         v.resize(n, 0);
-    }
-}
-
-/// Shifts the address-space model needs, from the machine's geometry.
-#[derive(Clone, Copy, Debug)]
-pub struct Shape {
-    pub base_shift: u32,
-    /// PMD level (the level just above the leaf table): 21 on x86-64.
-    pub region_shift: u32,
-    /// PUD level: 30 on x86-64 (equal to region_shift on 2-level tables).
-    pub pud_shift: u32,
-}
-
-impl Shape {
-    pub fn from_levels(level_shifts: &[u32]) -> Shape {
-        let n = level_shifts.len();
-        let base_shift = level_shifts[n - 1];
-        let region_shift = if n >= 2 { level_shifts[n - 2] } else { base_shift };
-        let pud_shift = if n >= 3 { level_shifts[n - 3] } else { region_shift };
-        Shape { base_shift, region_shift, pud_shift }
-    }
-    pub fn pages_per_region(&self) -> usize {
-        1 << (self.region_shift - self.base_shift)
     }
 }
 

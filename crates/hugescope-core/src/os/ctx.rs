@@ -36,6 +36,62 @@ use crate::hw::pcc_table::{Pcc, PccConfig};
 use crate::hw::Geometry;
 
 /// A policy's access to the kernel for the length of one hook.
+///
+/// The boundary is enforced by the compiler. A policy gets no kernel out of
+/// its `Ctx`:
+///
+/// ```compile_fail,E0616
+/// use hugescope_core::policy::{Ctx, Policy};
+/// struct Peek;
+/// impl Policy for Peek {
+///     fn name(&self) -> &'static str { "peek" }
+///     fn init(&mut self, k: &mut Ctx<'_>) {
+///         let _kernel = &k.k; // private to os/
+///     }
+/// }
+/// ```
+///
+/// nor can it make one for itself:
+///
+/// ```compile_fail,E0624
+/// fn seize(k: &mut hugescope_core::os::Kernel) {
+///     let _ = hugescope_core::policy::Ctx::new(k); // only the kernel hands one out
+/// }
+/// ```
+///
+/// `Kernel`'s fields are private to `os/`, to any caller; the state they
+/// hold is read through methods:
+///
+/// ```compile_fail,E0616
+/// fn accesses(k: &hugescope_core::os::Kernel) -> u64 {
+///     k.clock.accesses
+/// }
+/// ```
+///
+/// ```
+/// fn accesses(k: &hugescope_core::os::Kernel) -> u64 {
+///     k.clock().accesses
+/// }
+/// ```
+///
+/// and so are the address space's page tables (`vmas`, the per-page
+/// `flags` and `pfn` arrays, their bits), which are read through `MmView`:
+///
+/// ```compile_fail,E0616
+/// fn vmas(k: &hugescope_core::os::Kernel) -> usize {
+///     k.spaces()[0].vmas.len()
+/// }
+/// ```
+///
+/// ```compile_fail,E0603
+/// use hugescope_core::os::aspace::PRESENT;
+/// ```
+///
+/// ```
+/// fn vmas(k: &hugescope_core::os::Kernel) -> usize {
+///     k.view().vmas(0).count()
+/// }
+/// ```
 pub struct Ctx<'a> {
     k: &'a mut Kernel,
 }

@@ -2,7 +2,7 @@
 //! mechanisms policies act through. Mechanisms keep the invariants (a remap
 //! always queues a shootdown; physical frames are conserved; the huge-page
 //! budget is never exceeded) and charge their costs to the clock; policies
-//! only decide (DESIGN.md, "Mechanism and policy are separate", after Ingens).
+//! only decide (docs/architecture.md, "The seam", after Ingens).
 //!
 //! The kernel is the simulator's page table: on every TLB miss it resolves the
 //! leaf, faulting on first touch and asking the policy what to map.

@@ -1,5 +1,5 @@
 //! `MmView`: the read-only view of memory-management state that policies read
-//! through (DESIGN.md, "Where the next systems plug in"). A policy sees what a
+//! through (docs/architecture.md, "The seam"). A policy sees what a
 //! Linux daemon can see by walking page tables (mm/pagewalk.c) and nothing the
 //! hardware does not keep:
 //!

@@ -22,8 +22,9 @@
 //!    spaces (pid, VMA, region order, wrapping) have their coverage read in a
 //!    window; the others keep their EMA, and their window bits are dropped.
 //!    `scan_pages=0` reads every region each window, as the authors' artifact
-//!    does (pcc.md §7); the paper's description wins as the default (DESIGN:
-//!    where a reference and the paper disagree, the paper wins).
+//!    does (pcc.md §7); the paper's description wins as the default
+//!    (docs/architecture.md, "Rules the code keeps": where a reference and
+//!    the paper disagree, the paper wins).
 //! 2. **EMA** per region "seen so far" (covered at least once): the first
 //!    sample is taken raw; later ones give `ema = alpha x old + (1 - alpha) x
 //!    new` with `alpha = 0.9` (the weight on history). Regions never covered

@@ -4,8 +4,8 @@
 
 use super::{RegionWalks, WalkProfile};
 use crate::config::MachineConfig;
+use crate::hw::geometry::Shape;
 use crate::hw::{Geometry, Leaf, PageTable, Shootdown};
-use crate::os::aspace::Shape;
 use crate::sim::Simulator;
 use crate::trace::hst::HstReader;
 use crate::trace::merge::Placement;

@@ -91,7 +91,7 @@ pub fn nested_walker(machine: &MachineConfig) -> Result<NestedWalker> {
 fn build(machine: &MachineConfig, virt: &VirtResolved, inputs: &Inputs, os: &OsConfig, guest: &PolicySpec, host: &PolicySpec, guest_pols: Vec<Box<dyn policy::Policy>>) -> Result<Hypervisor> {
     let geo = Geometry::new(machine)?;
     let base_page = geo.sizes[0];
-    let unit = 1u64 << crate::os::aspace::Shape::from_levels(&geo.level_shifts).region_shift;
+    let unit = 1u64 << crate::hw::geometry::Shape::from_levels(&geo.level_shifts).region_shift;
     let guest_os = match &guest.os {
         Some(o) => OsConfig { time: o.time.or(os.time), fragmentation: None, ..o.clone() },
         None => OsConfig { fragmentation: None, ..os.clone() },

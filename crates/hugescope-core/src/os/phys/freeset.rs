@@ -3,7 +3,7 @@
 //! Why a bitset and not a `BTreeSet` or an intrusive list: the free list of
 //! order `k` has one slot per naturally aligned `2^k`-frame block, so all
 //! orders together need about two bits per frame whatever the fragmentation,
-//! and "lowest address first" (the determinism rule of DESIGN.md) is a handful
+//! and "lowest address first" (the determinism rule of docs/architecture.md) is a handful
 //! of word scans.
 //! Level 0 holds one bit per slot; each higher level holds one bit per non-zero
 //! word of the level below, up to a single top word, so every search is
