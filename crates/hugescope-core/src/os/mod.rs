@@ -1,6 +1,7 @@
 //! The operating-system memory model: mechanisms only (allocation, mapping,
 //! promotion, demotion, compaction, shootdown, accessed bits). Policies live in
-//! `policy/` and act through the `Kernel`'s mechanisms.
+//! `policy/` and act through the `Ctx` their hooks get (`ctx.rs`, `hooks.rs`);
+//! the kernel's state is private to this folder (docs/architecture.md).
 
 pub mod accessed;
 pub mod aspace;
