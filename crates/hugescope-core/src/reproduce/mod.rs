@@ -128,7 +128,7 @@ pub struct Measured {
 pub struct Row {
     pub paper: String,
     pub id: String,
-    #[serde(rename = "where")]
+    /// Figure or table ("Fig. 5", "Table 4", "text").
     pub figure: String,
     pub section: String,
     pub series: String,
@@ -290,7 +290,7 @@ fn judge(file: &PaperFile, r: &PaperRow, m: Option<&Measured>, by_id: &BTreeMap<
                 Some(None) => "; its ordering's reference was not measured".into(),
                 Some(Some((sh, what))) if sh.holds() => format!("; {what} holds: {}", sh.describe()),
                 Some(Some((sh, what))) if !sh.enough_seeds() => {
-                    format!("; {what} not testable: {} seeds, {MIN_SEEDS} needed", sh.seeds)
+                    format!("; {what} not testable: {} seed{}, {MIN_SEEDS} needed", sh.seeds, if sh.seeds == 1 { "" } else { "s" })
                 }
                 Some(Some((sh, what))) => format!("; {what} does not hold: {}", sh.describe()),
             }
