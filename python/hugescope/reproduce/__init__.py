@@ -51,7 +51,13 @@ def evaluate(paper_name: str, scale: str, measured: List[Dict[str, Any]]) -> Lis
     ``seeds``, ``sources``, ``command``, optional ``other``, ``input``,
     ``not_attempted``, ``note``). Rows without a measurement are *not
     attempted*."""
-    return json.loads(_core.reproduce_evaluate(paper_name, scale, json.dumps(measured)))
+    try:
+        text = json.dumps(measured, allow_nan=False)
+    except ValueError:
+        bad = [x.get("id") for x in measured if any(v != v or v in (float("inf"), float("-inf"))
+                                                    for v in [*x.get("values", []), *x.get("other", [])])]
+        raise HugescopeError(f"{paper_name}: row {', '.join(map(repr, bad))}: a value is not a finite number") from None
+    return json.loads(_core.reproduce_evaluate(paper_name, scale, text))
 
 
 def papers_arg(papers: Union[str, Sequence[str]]) -> List[str]:
