@@ -88,6 +88,19 @@ def test_the_two_point_rule_under_ten_percent():
     assert (f(1.02), f(0.98), f(1.0201), f(0.9799)) == ("reproduced", "reproduced", "not reproduced", "not reproduced")
 
 
+def test_a_shape_needs_a_margin_above_the_resolution():
+    # A 0.01% gain over three seeds that agree to 1e-6 is no speedup: under 0.02.
+    tiny = m("f5-pagerank-speedup", [1.0001, 1.000101, 1.0001])
+    v, why = verdict("pcc", [tiny], "f5-pagerank-speedup")
+    assert v == "not reproduced" and "resolution 0.02" in why, why
+    # Overheads: 2MB at 0.0014% below 1GB's 0.00008% is a gap under 2 points.
+    rows = [m("t4-memcached-2m", [0.0014] * 3), m("t4-memcached-1g", [0.00008] * 3)]
+    assert verdict("ds", rows, "t4-memcached-1g")[0] == "not reproduced"
+    # A paper value under 2 points is "reproduced" by zero, and the reason says the rule cannot tell.
+    v, why = verdict("ds", [m("t4-npb-bt-1g", [0.0] * 3)], "t4-npb-bt-1g")
+    assert v == "reproduced" and "cannot tell the paper's value from none" in why, why
+
+
 def test_equal_values_fail_a_strict_ordering():
     eq = m("f5-bfs-vs-hawkeye", [1.2, 1.2, 1.2], other=[1.2, 1.2, 1.2], other_label="HawkEye at 4%")
     v, why = verdict("pcc", [eq], "f5-bfs-vs-hawkeye")
@@ -179,8 +192,10 @@ def test_pcc_rows_aggregate_per_seed_by_hand():
     # 1.31..1.33x within 1.19..1.33 widened: reproduced; HawkEye 1.0 below it with no spread: shape.
     assert judged["f5-bfs-speedup"]["verdict"] == "reproduced"
     assert judged["f5-bfs-vs-hawkeye"]["verdict"] == "shape"
-    # Equal sizes 128 and 1024 in fake(): the rise 1.40 -> 1.42 with no spread is a shape.
-    assert judged["f6-bfs-rise"]["verdict"] == "shape"
+    # The rise 1.40 -> 1.42 has no spread, but a margin of exactly 0.02 is not above a
+    # speedup's resolution (0.02): no ordering.
+    assert judged["f6-bfs-rise"]["verdict"] == "not reproduced"
+    assert "resolution 0.02" in judged["f6-bfs-rise"]["reason"]
     # 1.6x against 2x (gain 1 +- 0.25): outside, but above 1 with no spread: a shape.
     assert judged["f1-ideal-max"]["verdict"] == "shape" and "outside 1.75..2.25x" in judged["f1-ideal-max"]["reason"]
 

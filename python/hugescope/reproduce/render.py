@@ -103,3 +103,24 @@ def rich_tables(r) -> list:
                       escape(rec["value_text"]), f"[{RICH[v]}]{v}[/]")
         out.append(t)
     return out
+
+
+def markdown(data: Dict[str, Any], paper: str, reasons: bool = True) -> str:
+    """One paper's rows as a Markdown table (docs/reproduction.md quotes these)."""
+    def cell(v: Any) -> str:
+        return str(v if v is not None else "").replace("|", "\\|").replace("\n", " ")
+
+    head = ["row", "figure", "series", "metric", "paper", "hugescope (estimate)", "verdict"] + (["why"] if reasons else [])
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in data.get("rows", []):
+        if r.get("paper") != paper:
+            continue
+        cells = [r.get("id"), f"{r.get('figure')} ({r.get('section')})", r.get("series"), r.get("metric"),
+                 r.get("paper_text"), r.get("value_text"), r.get("verdict")]
+        if reasons:
+            why = r.get("reason") or ""
+            if r.get("note") and r.get("verdict") in ("shape", "not reproduced"):
+                why += f" ({r['note']})"
+            cells.append(why)
+        out.append("| " + " | ".join(cell(c) for c in cells) + " |")
+    return "\n".join(out) + "\n"

@@ -18,7 +18,8 @@
 //!    or 2 points under 10%).
 //! 4. *shape*: outside the tolerance (or an ordering row, which has no
 //!    magnitude), but the row's ordering holds with a margin larger than the
-//!    seed spread over at least 3 seeds (`order.rs`).
+//!    seed spread over at least 3 seeds, and larger than the row's
+//!    resolution (0.02 of a speedup, 2 points of a percentage; `order.rs`).
 //! 5. *not reproduced*: neither.
 //!
 //! An ordering row whose seeded values come from fewer than 3 seeds cannot
@@ -28,7 +29,7 @@ pub mod order;
 pub mod paper;
 pub mod rule;
 
-use order::{stats, Against, Shape, MIN_SEEDS};
+use order::{resolution, stats, Against, Shape, MIN_SEEDS};
 pub use paper::{load, PaperFile, PaperRow, PaperValue, PaperWorkload, PAPERS};
 use rule::{fmt_num, Rule};
 use serde::{Deserialize, Serialize};
@@ -281,7 +282,8 @@ fn judge(file: &PaperFile, r: &PaperRow, m: Option<&Measured>, by_id: &BTreeMap<
         let (mean, _, _) = stats(&values);
         let shape = order.as_ref().map(|o| {
             reference(o, m, by_id, rows).map(|(rhs, rhs_seeded, name)| {
-                (Shape::test(&values, &rhs, o.greater, seeded || rhs_seeded), o.describe(&name))
+                (Shape::test_above(&values, &rhs, o.greater, seeded || rhs_seeded, resolution(&r.unit)),
+                 o.describe(&name))
             })
         });
         let shape_words = |s: &Option<Option<(Shape, String)>>| -> String {
@@ -308,7 +310,13 @@ fn judge(file: &PaperFile, r: &PaperRow, m: Option<&Measured>, by_id: &BTreeMap<
             },
             (_, Some(true)) => {
                 let (lo, hi) = accepted.expect("a rule that accepts has an interval");
-                (Verdict::Reproduced, format!("{} within {}", with_unit(mean, &r.unit), interval(lo, hi, &r.unit)))
+                let mut why = format!("{} within {}", with_unit(mean, &r.unit), interval(lo, hi, &r.unit));
+                // A paper value smaller than its tolerance: the rule cannot
+                // tell it from nothing, and the reader should know.
+                if lo <= 0.0 && hi > 0.0 && !matches!(rule, Rule::Below) && r.unit != "x" {
+                    why += " (the interval holds 0: this rule cannot tell the paper's value from none)";
+                }
+                (Verdict::Reproduced, why)
             }
             (_, Some(false)) => {
                 let (lo, hi) = accepted.expect("a rule that refuses has an interval");
@@ -341,7 +349,9 @@ fn judge(file: &PaperFile, r: &PaperRow, m: Option<&Measured>, by_id: &BTreeMap<
             Against::Row(id) => format!("row {id}"),
             Against::Other => m.and_then(|m| m.other_label.clone()).unwrap_or_else(|| "the other series".into()),
         };
-        tolerance += &format!("; shape: {} with margin > seed spread", o.describe(&what));
+        let floor = resolution(&r.unit);
+        let floor = if floor > 0.0 { format!(" and > {}", with_unit(floor, &r.unit)) } else { String::new() };
+        tolerance += &format!("; shape: {} with margin > seed spread{floor}", o.describe(&what));
     }
     Ok(Row {
         paper: file.paper.clone(),

@@ -7,6 +7,12 @@
 //! * spread = the larger of the two series' ranges (max - min over seeds), so
 //!   the ordering must hold by more than either side moves between seeds.
 //!
+//! The margin must also exceed the row's *resolution*: the difference the
+//! default tolerance rule treats as no difference (0.02 for a speedup "x",
+//! 2 points for a percentage), so a 0.001% gain or a 0.001-point gap between
+//! two overheads that are both nearly zero is no ordering, however small the
+//! spread of a deterministic model's seeds (`resolution`).
+//!
 //! A row states what its value is ordered against (`order` in the data):
 //! `"> 1"` (a constant, e.g. a speedup above base pages), `"< row:ID"`
 //! (another row's values, seed by seed, e.g. Table 4's 2MB cell below its
@@ -68,6 +74,17 @@ impl Order {
     }
 }
 
+/// The smallest margin an ordering in `unit` can show: the floor of the
+/// default tolerance rule (`rule.rs`: 0.02 of a speedup's gain, 2 points of
+/// a percentage); 0 for other units, whose rows state their own rule.
+pub fn resolution(unit: &str) -> f64 {
+    match unit {
+        "x" => 0.02,
+        "%" | "points" => 2.0,
+        _ => 0.0,
+    }
+}
+
 /// Mean, min and max of a non-empty series.
 pub fn stats(values: &[f64]) -> (f64, f64, f64) {
     let n = values.len() as f64;
@@ -87,18 +104,27 @@ pub struct Shape {
     /// The values came from a seeded workload (a deterministic value needs
     /// one run: its spread is exactly 0).
     pub seeded: bool,
+    /// The row's resolution (`resolution`): the margin must exceed it too.
+    pub floor: f64,
+    /// Size of the values compared (the larger mean), for rounding.
+    pub scale: f64,
 }
 
 impl Shape {
     /// `lhs` ordered against `rhs` (`greater`: lhs above rhs). Both non-empty.
     pub fn test(lhs: &[f64], rhs: &[f64], greater: bool, seeded: bool) -> Shape {
+        Shape::test_above(lhs, rhs, greater, seeded, 0.0)
+    }
+
+    /// As `test`, with a margin that must also exceed `floor` (`resolution`).
+    pub fn test_above(lhs: &[f64], rhs: &[f64], greater: bool, seeded: bool, floor: f64) -> Shape {
         let (ml, lo_l, hi_l) = stats(lhs);
         let (mr, lo_r, hi_r) = stats(rhs);
         let margin = if greater { ml - mr } else { mr - ml };
         // A constant reference is one value: its range is 0.
         let spread = (hi_l - lo_l).max(hi_r - lo_r);
         let seeds = if rhs.len() == 1 { lhs.len() } else { lhs.len().min(rhs.len()) };
-        Shape { margin, spread, seeds, seeded }
+        Shape { margin, spread, seeds, seeded, floor, scale: ml.abs().max(mr.abs()) }
     }
 
     /// Enough seeds to call a shape (3, or 1 for a deterministic value).
@@ -106,13 +132,18 @@ impl Shape {
         !self.seeded || self.seeds >= MIN_SEEDS
     }
 
-    /// The ordering holds with a margin larger than the spread, on enough seeds.
+    /// The ordering holds with a margin larger than the spread and the
+    /// resolution, on enough seeds. "Larger" by more than a rounding step
+    /// (1e-9 of the values' size): 1.02 - 1.0 is 0.020000000000000018 in
+    /// binary, which must not pass a floor of 0.02.
     pub fn holds(&self) -> bool {
-        self.enough_seeds() && self.margin > self.spread
+        let eps = 1e-9 * self.scale.max(1.0);
+        self.enough_seeds() && self.margin > self.spread + eps && self.margin > self.floor + eps
     }
 
     pub fn describe(&self) -> String {
-        format!("margin {} vs seed spread {} ({} {})", fmt_num(self.margin), fmt_num(self.spread), self.seeds,
+        let floor = if self.floor > 0.0 { format!(", resolution {}", fmt_num(self.floor)) } else { String::new() };
+        format!("margin {} vs seed spread {}{floor} ({} {})", fmt_num(self.margin), fmt_num(self.spread), self.seeds,
                 if self.seeded { "seeds" } else { "run, deterministic" })
     }
 }
@@ -150,6 +181,21 @@ mod tests {
         // "below": the reference above the value.
         assert!(Shape::test(&[0.5, 0.6, 0.55], &[2.0, 2.1, 2.05], false, true).holds());
         assert!(!Shape::test(&[0.5, 0.6, 0.55], &[2.0, 2.1, 2.05], true, true).holds());
+    }
+
+    #[test]
+    fn the_margin_must_exceed_the_resolution_too() {
+        // A speedup of 1.0001x over three identical seeds: margin 0.0001 > spread 0,
+        // but under the 0.02 resolution of a speedup: no ordering.
+        let s = Shape::test_above(&[1.0001; 3], &[1.0], true, true, resolution("x"));
+        assert!(s.margin > s.spread && !s.holds());
+        // Exactly the resolution is not more than it; just above is.
+        assert!(!Shape::test_above(&[1.02; 3], &[1.0], true, true, 0.02).holds());
+        assert!(Shape::test_above(&[1.0201; 3], &[1.0], true, true, 0.02).holds());
+        // Percentages: 2 points.
+        assert!(!Shape::test_above(&[0.001; 3], &[1.9], false, true, resolution("%")).holds());
+        assert!(Shape::test_above(&[0.001; 3], &[2.1], false, true, resolution("%")).holds());
+        assert_eq!((resolution("refs/walk"), resolution("points")), (0.0, 2.0));
     }
 
     #[test]
