@@ -164,6 +164,7 @@ def fake(workload, seed, **over):
     for lvl in (50, 90):
         for p in ("linux", "hawkeye", "pcc", "pcc_demotion"):
             n[f"frag{lvl}_{p}_speedup"] = 1.0
+            n[f"frag{lvl}_{p}_huge_share"] = 0.0
     n.update(over)
     return n
 

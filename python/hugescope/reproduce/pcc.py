@@ -109,7 +109,9 @@ class KernelRun:
                "hawkeye4_speedup": hk4["speedup_est"], "hawkeye4_promotions": hk4["promotions"]}
         for lvl in FRAG_LEVELS:
             for p in FRAG_POLICIES:
-                out[f"frag{lvl}_{FRAG_KEYS[p]}_speedup"] = self.frag_row(p, lvl)["speedup_est"]
+                r = self.frag_row(p, lvl)
+                out[f"frag{lvl}_{FRAG_KEYS[p]}_speedup"] = r["speedup_est"]
+                out[f"frag{lvl}_{FRAG_KEYS[p]}_huge_share"] = r["huge_share"]
         for n in SENS_SIZES:
             r = self.sens_row(n)
             out[f"pcc{n}e_speedup"], out[f"pcc{n}e_ptw_rate"] = r["speedup_est"], r["ptw_rate"]
@@ -161,8 +163,8 @@ def _evidence(n: Dict[str, Any]) -> str:
     return (f"{NAMES[n['workload']]} seed {n['seed']}: footprint {mib(fp)} (L2 TLB reach 4 MiB in 4KB pages, 2 GiB "
             f"in 2MB); PTW rate {100 * n['base_ptw_rate']:.2f}% with 4KB pages, {100 * n['ideal_ptw_rate']:.4f}% all "
             f"2MB, {100 * n['pcc4_ptw_rate']:.2f}% with the PCC at 4% ({n['pcc4_promotions']} promotions, "
-            f"{100 * n['pcc4_huge_share']:.1f}% of the footprint huge); HawkEye at 4%: {n['hawkeye4_promotions']} "
-            f"promotions")
+            f"{100 * n['pcc4_huge_share']:.1f}% of the footprint huge), {100 * n['pcc100_ptw_rate']:.2f}% at ~100%; "
+            f"HawkEye at 4%: {n['hawkeye4_promotions']} promotions")
 
 
 def measure(scale: str, seeds: Sequence[int], traces: str, step: Callable[[str], None],
@@ -221,14 +223,18 @@ def _rows(nums: Dict[str, List[Dict[str, Any]]], seeds: List[int], names: List[s
                         + ": the footprints fit the 2 GiB reach of the L2 TLB in 2MB pages, so all-2MB leaves "
                           "nearly no walk"))
     out.append(measured("f1-linux-50", per_seed(lambda i: geomean(nums[k][i]["frag50_linux_speedup"] for k in names)),
-                        seeds, src(names) + "; " + FRAG, cmd_all(["frag"]), note=f"geomean over {every}"))
+                        seeds, src(names) + "; " + FRAG, cmd_all(["frag"]),
+                        note=f"geomean over {every}; at 50% (seed {seeds[0]}): " + "; ".join(
+                            f"{NAMES[k]} {nums[k][0]['frag50_linux_speedup']:.3f}x with "
+                            f"{100 * nums[k][0]['frag50_linux_huge_share']:.0f}% of the footprint huge" for k in names)
+))
 
     # ---- Fig. 5 and the abstract, per kernel.
     for k in names:
         ns = nums[k]
         s = src([k])
         c = _commands(k, params[k], seeds, ["curve"])
-        ev = "; ".join(_evidence(n) for n in ns)
+        ev = _evidence(ns[0])
         out.append(measured(f"f5-{k}-speedup", [n["pcc4_speedup"] for n in ns], seeds, s, c, note=ev))
         share = [100 * n["pcc4_speedup"] / n["ideal_speedup"] for n in ns]
         ideal = ", ".join(f"{n['ideal_speedup']:.3f}x" for n in ns)
