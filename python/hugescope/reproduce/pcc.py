@@ -226,8 +226,7 @@ def _rows(nums: Dict[str, List[Dict[str, Any]]], seeds: List[int], names: List[s
                         seeds, src(names) + "; " + FRAG, cmd_all(["frag"]),
                         note=f"geomean over {every}; at 50% (seed {seeds[0]}): " + "; ".join(
                             f"{NAMES[k]} {nums[k][0]['frag50_linux_speedup']:.3f}x with "
-                            f"{100 * nums[k][0]['frag50_linux_huge_share']:.0f}% of the footprint huge" for k in names)
-))
+                            f"{100 * nums[k][0]['frag50_linux_huge_share']:.0f}% of the footprint huge" for k in names)))
 
     # ---- Fig. 5 and the abstract, per kernel.
     for k in names:
