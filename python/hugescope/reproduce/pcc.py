@@ -245,24 +245,9 @@ def _rows(nums: Dict[str, List[Dict[str, Any]]], seeds: List[int], names: List[s
                         per_seed(lambda i: mean(100 * (nums[k][i]["base_ptw_rate"] - nums[k][i]["pcc4_ptw_rate"])
                                                 for k in names)),
                         seeds, src(names), cmd_all(["curve"]), note=f"mean over {every}. " + notes(names)))
-    plateau, skipped = [], set()
-    for i in range(len(seeds)):
-        vals = []
-        for k in names:
-            n = nums[k][i]
-            full = n["base_ptw_rate"] - n["pcc100_ptw_rate"]
-            if full > 0:
-                vals.append(100 * (n["base_ptw_rate"] - n["pcc4_ptw_rate"]) / full)
-            else:
-                skipped.add(k)
-        plateau.append(mean(vals) if vals else None)
-    if all(v is not None for v in plateau):
-        out.append(measured("f5-ptw-plateau", plateau, seeds, src(names), cmd_all(["curve"]),
-                            note=f"mean over {every}" + (f"; left out (no reduction at ~100%): "
-                                                         f"{', '.join(NAMES[k] for k in sorted(skipped))}"
-                                                         if skipped else "")))
-    else:
-        out.append(missing("f5-ptw-plateau", "no kernel's PTW rate falls at ~100%: the plateau share is undefined"))
+    out.append(_reduction_share("f5-ptw-plateau", nums, names, len(seeds), ("base", "pcc4", "pcc100"), seeds,
+                                src(names), cmd_all(["curve"]), f"mean over {every}", "no reduction at ~100%",
+                                "no kernel's PTW rate falls at ~100%: the plateau share is undefined"))
 
     # ---- Fig. 6: PCC size at a 32% limit.
     for k in names:
@@ -279,23 +264,9 @@ def _rows(nums: Dict[str, List[Dict[str, Any]]], seeds: List[int], names: List[s
         else:
             out.append(missing(f"f6-{k}-bulk", "1024 entries gain nothing over 4 at a 32% limit (" + sizes
                                + "): the share of the gain is undefined", s, c))
-    vals, left = [], set()
-    for i in range(len(seeds)):
-        v = []
-        for k in names:
-            n = nums[k][i]
-            full = n["pcc4e_ptw_rate"] - n["pcc1024e_ptw_rate"]
-            if full > 0:
-                v.append(100 * (n["pcc4e_ptw_rate"] - n["pcc128e_ptw_rate"]) / full)
-            else:
-                left.add(k)
-        vals.append(mean(v) if v else None)
-    if all(v is not None for v in vals):
-        out.append(measured("f6-miss-plateau", vals, seeds, src(names), cmd_all(["sens"]),
-                            note=f"mean over {every}" + (f"; left out (1024 entries walk no less than 4): "
-                                                         f"{', '.join(NAMES[k] for k in sorted(left))}" if left else "")))
-    else:
-        out.append(missing("f6-miss-plateau", "no kernel walks less with 1024 entries than with 4 at a 32% limit"))
+    out.append(_reduction_share("f6-miss-plateau", nums, names, len(seeds), ("pcc4e", "pcc128e", "pcc1024e"), seeds,
+                                src(names), cmd_all(["sens"]), f"mean over {every}", "1024 entries walk no less than 4",
+                                "no kernel walks less with 1024 entries than with 4 at a 32% limit"))
 
     # ---- Fig. 7: fragmented memory (geomeans over the kernels, per seed).
     f = src(names) + "; " + FRAG
@@ -331,6 +302,31 @@ def _rows(nums: Dict[str, List[Dict[str, Any]]], seeds: List[int], names: List[s
                             not_attempted=f"CI scale runs a scaled-down graph ({mib(fp)}); the paper's footprint is "
                                           f"reproduced, as an input, at paper scale"))
     return out
+
+
+def _reduction_share(row_id: str, nums: Dict[str, List[Dict[str, Any]]], names: List[str], n_seeds: int,
+                     keys: Sequence[str], seeds: List[int], src: str, cmd: str, note: str, why_left: str,
+                     why_none: str) -> Dict[str, Any]:
+    """Per seed, the mean over kernels of the PTW-rate reduction from
+    ``keys[0]`` to ``keys[1]`` as a share of that to ``keys[2]`` (percent); a
+    kernel with no reduction to ``keys[2]`` is left out (named in the note),
+    and with none left the row is not attempted."""
+    start, part, full = (f"{k}_ptw_rate" for k in keys)
+    vals, left = [], set()
+    for i in range(n_seeds):
+        v = []
+        for k in names:
+            n = nums[k][i]
+            if n[start] - n[full] > 0:
+                v.append(100 * (n[start] - n[part]) / (n[start] - n[full]))
+            else:
+                left.add(k)
+        if not v:
+            return missing(row_id, why_none, src, cmd)
+        vals.append(mean(v))
+    if left:
+        note += f"; left out ({why_left}): {', '.join(NAMES[k] for k in sorted(left))}"
+    return measured(row_id, vals, seeds, src, cmd, note=note)
 
 
 def machine_rows() -> List[Dict[str, Any]]:

@@ -212,7 +212,7 @@ fn missing_reason(file: &PaperFile, r: &PaperRow, m: Option<&Measured>, scale: S
     if scale == Scale::Paper {
         let mut why = "paper scale not run yet".to_string();
         if let Some(w) = r.workload.as_deref().and_then(|w| file.workload(w)) {
-            why += &format!(": {} at {} ({}) needs {}", w.paper_name, w.footprint, w.input, w.needs);
+            why += &format!(": {} ({}; footprint {}) needs {}", w.paper_name, w.input, w.footprint, w.needs);
         }
         if let Some(extra) = &r.paper_scale {
             why += &format!("; {extra}");

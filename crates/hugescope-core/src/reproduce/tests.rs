@@ -244,7 +244,7 @@ fn rows_without_values_say_why() {
     // At paper scale the reason names the workload's paper footprint and what it needs.
     let rows = run(vec![], Scale::Paper);
     let why = &rows["overhead"].reason;
-    assert!(why.contains("W at 10GB (big input) needs sparse state") && why.contains("1GB TLB must not hold"), "{why}");
+    assert!(why.contains("W (big input; footprint 10GB) needs sparse state") && why.contains("1GB TLB must not hold"), "{why}");
     // An ordering whose reference row was not measured cannot be judged.
     let (v, why) = verdict(vec![seeded("overhead-2m", &[12.0; 3])], "overhead-2m");
     assert_eq!(v, Verdict::NotReproduced);
