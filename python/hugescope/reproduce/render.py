@@ -105,15 +105,16 @@ def rich_tables(r) -> list:
     return out
 
 
-def markdown(data: Dict[str, Any], paper: str, reasons: bool = True) -> str:
-    """One paper's rows as a Markdown table (docs/reproduction.md quotes these)."""
+def markdown(data: Dict[str, Any], paper: str, reasons: bool = True, verdicts=None) -> str:
+    """One paper's rows as a Markdown table (docs/reproduction.md quotes
+    these); ``verdicts``: only the rows with one of these verdicts."""
     def cell(v: Any) -> str:
         return str(v if v is not None else "").replace("|", "\\|").replace("\n", " ")
 
     head = ["row", "figure", "series", "metric", "paper", "hugescope (estimate)", "verdict"] + (["why"] if reasons else [])
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in data.get("rows", []):
-        if r.get("paper") != paper:
+        if r.get("paper") != paper or (verdicts is not None and r.get("verdict") not in verdicts):
             continue
         cells = [r.get("id"), f"{r.get('figure')} ({r.get('section')})", r.get("series"), r.get("metric"),
                  r.get("paper_text"), r.get("value_text"), r.get("verdict")]

@@ -215,7 +215,8 @@ fn missing_reason(file: &PaperFile, r: &PaperRow, m: Option<&Measured>, scale: S
             why += &format!(": {} ({}; footprint {}) needs {}", w.paper_name, w.input, w.footprint, w.needs);
         }
         if let Some(extra) = &r.paper_scale {
-            why += &format!("; {extra}");
+            why += if r.workload.is_some() { "; " } else { ": " };
+            why += extra;
         }
         return why;
     }
