@@ -141,8 +141,9 @@ def run(papers: Union[str, Sequence[str]] = "all", scale: str = "ci", seeds: Uni
     ``seeds`` (a count, seeds 1..N, or a list). ``traces``: keep the
     generated traces there (default: a temporary directory, removed after).
     ``reuse``: per paper, results a caller already has (the demo's seed-1
-    runs: ``{"pcc": {kernel: {seed: {"trace", "curve", "frag", "static"}}},
-    "ds": {seed: DsTables}}``); ``kernels``: the PCC kernels to run (default
+    runs: ``{"pcc": {kernel: {seed: {"trace", "curve", "frag", "static",
+    "params"}}}, "ds": {seed: DsTables}}``, ``static`` the ``summary()`` of a
+    4k static run); ``kernels``: the PCC kernels to run (default
     BFS, SSSP and PageRank). ``progress(step, done, total)`` is called as
     each study finishes (``total`` is a running count: studies are found as
     they run)."""

@@ -76,7 +76,8 @@ def _one(df, what: str, **cond) -> Dict[str, Any]:
 
 
 class KernelRun:
-    """One kernel at one seed: its trace and the experiments' tables."""
+    """One kernel at one seed: its trace, the experiments' tables and the
+    summary (``SimResult.summary()``) of its static base-page run."""
 
     def __init__(self, name: str, seed: int, params: Dict[str, Any], trace: str):
         self.name, self.seed, self.params, self.trace = name, seed, params, trace
@@ -115,8 +116,7 @@ class KernelRun:
         for n in SENS_SIZES:
             r = self.sens_row(n)
             out[f"pcc{n}e_speedup"], out[f"pcc{n}e_ptw_rate"] = r["speedup_est"], r["ptw_rate"]
-        t = self.static["translation"]
-        out["static_walks"], out["static_walk_refs"] = t["walks"], t["walk_refs"]
+        out["static_walks"], out["static_walk_refs"] = self.static["walks"], self.static["walk_refs"]
         return out
 
 
@@ -134,7 +134,7 @@ def run_kernel(k: KernelRun, step: Callable[[str], None]) -> None:
         k.sens = experiments.sensitivity(k.trace, pcc_sizes=SENS_SIZES, budget=SENS_BUDGET, **common)
         step(f"{k.name} seed {k.seed}: sensitivity")
     if k.static is None:
-        k.static = api.simulate(k.trace, preset=PRESET, pages="4k").to_dict()
+        k.static = api.simulate(k.trace, preset=PRESET, pages="4k").summary()
         step(f"{k.name} seed {k.seed}: base pages (static)")
 
 
