@@ -251,6 +251,25 @@ def test_tiny_pcc_end_to_end(tiny_pcc, tmp_path):
     assert "f5-bfs-speedup" in page and "not attempted" in page
 
 
+def test_a_rows_command_regenerates_its_value(tiny_pcc, tmp_path):
+    """Run the per-seed commands of f5-bfs-speedup for seed 2 in a shell: the
+    curve they write holds the row's seed-2 value."""
+    import shutil
+    import subprocess
+    import sys
+
+    row = tiny_pcc.rows.set_index("id").loc["f5-bfs-speedup"]
+    loop = row["command"].split("one kernel: ", 1)[1]
+    assert loop.startswith("for S in 1 2 3; do ") and "--seed $S -o bfs-$S.hst" in loop, loop
+    exe = shutil.which("hugescope", path=os.path.dirname(sys.executable)) or "hugescope"
+    script = loop.replace("for S in 1 2 3;", "for S in 2;").replace("hugescope ", f"{exe} ")
+    done = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    curve = pd.read_csv(tmp_path / "results" / "curve-bfs-2.csv")
+    got = curve[(curve["policy"] == "pcc") & (curve["budget_pct"] == 4)]["speedup_est"].iloc[0]
+    assert got == pytest.approx(row["values"][1], rel=1e-12)
+
+
 def test_tiny_ds_end_to_end(monkeypatch):
     tiny = {"gups": {"size": "1MiB", "updates": "20k"}, "graph500": {"scale": 11}, "npb-cg": {"rows": "3000"},
             "memcached": {"records": "5k", "ops": "5k"}, "mysql": {"records": "5k", "ops": "2k"},

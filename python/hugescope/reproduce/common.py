@@ -10,6 +10,7 @@ paper reports.
 from __future__ import annotations
 
 import math
+import re
 import shlex
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
@@ -46,17 +47,23 @@ def mean(values: Iterable[float]) -> float:
     return sum(vs) / len(vs)
 
 
+def word(v: str) -> str:
+    """One shell word: as is when it holds only safe characters (``$S``, the
+    seed of a command's loop, must stay unquoted to expand), else quoted."""
+    return v if re.fullmatch(r"[\w.$/:=,+-]+", v) else shlex.quote(v)
+
+
 def cli_params(params: Dict[str, Any]) -> str:
     """Workload parameters as ``hugescope trace`` options (``--scale 21``)."""
     parts = []
     for k, v in params.items():
         v = str(v).lower() if isinstance(v, bool) else str(v)
-        parts += [f"--{k.replace('_', '-')}", shlex.quote(v)]
+        parts += [f"--{k.replace('_', '-')}", word(v)]
     return " ".join(parts)
 
 
 def trace_command(workload: str, params: Dict[str, Any], out: str) -> str:
-    return f"hugescope trace {workload} {cli_params(params)} -o {shlex.quote(out)}"
+    return f"hugescope trace {workload} {cli_params(params)} -o {word(out)}"
 
 
 def seeds_word(seeds: List[int]) -> str:
