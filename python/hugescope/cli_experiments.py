@@ -7,6 +7,7 @@
     hugescope multi TRACE [TRACE2 ...] -o DIR      (several traces are merged first)
     hugescope merge A.hst B.hst -o AB.hst          (also reachable as 'hugescope trace merge' once wired)
     hugescope report DIR -o report.html
+    hugescope reproduce pcc|ds|ingens|navarro|fhpm|all --scale ci --seeds 3 -o DIR
 
 Each experiment prints a summary table, writes CSV + JSON (and PNG figures)
 into the results directory, and shows a progress bar on a terminal.
@@ -616,6 +617,28 @@ def cmd_ds_tables(a) -> int:
     return 0
 
 
+@_user_errors
+def cmd_reproduce(a) -> int:
+    from . import reproduce as rp
+    from ._io import prepare_dir
+    from .reproduce import render
+
+    papers = rp.papers_arg(a.paper)
+    seeds = rp.seeds_arg(a.seeds)
+    # Every output is checked before the first trace is made.
+    rp.check_outputs(a.out)
+    if a.traces:
+        prepare_dir(a.traces)
+    with _progress(f"reproduce {a.paper}") as bar:
+        r = rp.run(papers, scale=a.scale, seeds=seeds, traces=a.traces,
+                   progress=(lambda step, done, total: bar(done, None)) if bar else None)
+    for t in render.rich_tables(r):
+        _cli().console.print(t)
+    paths = r.save(a.out)
+    _cli().console.print(escape("wrote " + ", ".join(paths.values())))
+    return 0
+
+
 def _merge_parser(prog: str) -> argparse.ArgumentParser:
     p = _cli().Parser(prog=prog, description="Interleave traces into one multi-process trace "
                                 "(round robin in fixed slices; input i becomes pid i).")
@@ -753,6 +776,20 @@ def add_commands(sub) -> None:
                     help="tiny: seconds; ci: under a minute (default); paper: larger runs, minutes")
     _study_args(vt)
     vt.set_defaults(func=cmd_virt)
+
+    from .reproduce import DEFAULT_SEEDS, PAPERS
+    rr = sub.add_parser("reproduce", help="each quantitative result of a paper beside hugescope's, with a verdict "
+                                          "computed by code (docs/reproduction.md)")
+    rr.add_argument("paper", choices=[*PAPERS, "all"], help="the paper, or all five")
+    rr.add_argument("--scale", default="ci", choices=["ci", "paper"],
+                    help="ci: minutes on 2 cores (default); paper: the papers' footprints (rows say what that "
+                         "still needs)")
+    rr.add_argument("--seeds", type=units.int_arg("--seeds", 1, 64), default=DEFAULT_SEEDS,
+                    help=f"workload seeds 1..N per seeded workload (default {DEFAULT_SEEDS}; a shape needs 3)")
+    rr.add_argument("-o", "--out", default="results",
+                    help="directory for reproduction.csv, .json and .html (default results)")
+    rr.add_argument("--traces", default=None, help="keep the generated traces in this directory (default: temporary)")
+    rr.set_defaults(func=cmd_reproduce)
 
     rp = sub.add_parser("report", help="one self-contained HTML page from a results directory")
     rp.add_argument("results", help="results directory")

@@ -99,12 +99,15 @@ def curve_table(curve, title: str) -> Table:
     return t
 
 
-def run_paper_demo(out: str, trace: str, console, quick: bool = False, tables=(), others=()) -> None:
+def run_paper_demo(out: str, trace: str, console, quick: bool = False, tables=(), others=(), reproduce=None) -> None:
     """The PCC paper's figures on ``trace`` and the report; ``tables``: the
     terminal tables printed before (shown first in the report). Each trace of
     ``others`` (the demo's other workloads) gets the utility curve (Fig. 5)
     too, with the same policies, budgets and duration, so the report shows
-    the PCC paper's headline figure for every workload the demo runs."""
+    the PCC paper's headline figure for every workload the demo runs.
+    ``reproduce(curves, frag)``, when given, is called before the report is
+    built with every utility curve (by trace path) and the fragmentation
+    table, so the reproduction table reuses them and lands in the report."""
     results = os.path.join(out, "results")
     common = {"duration": DURATION, "threads": 2}
     console.print(f"utility curves on {trace} (pcc, pcc with artifact reads, hawkeye as the paper describes it "
@@ -124,13 +127,17 @@ def run_paper_demo(out: str, trace: str, console, quick: bool = False, tables=()
     claims = claims_table(curve, frag)
     console.print(claims)
     shown = [t]
+    curves = {trace: curve}
     for path in others:
         name = os.path.splitext(os.path.basename(path))[0]
         console.print(f"utility curves on {path} (the same policies, budgets and Linux points) ...")
         c = experiments.curve(path, policies=list(LABELS), budgets=list(BUDGETS), out=results, **common)
+        curves[path] = c
         shown.append(curve_table(c, f"utility curve of {name}: PTW rate and speedup estimate by share of footprint "
                                     "in huge pages"))
         console.print(shown[-1])
+    if reproduce is not None:
+        reproduce(curves, frag)
     html = report.build(results, os.path.join("demo-report", "report.html"),
                         title="hugescope demo: the PCC paper at small scale", tables=[*tables, *shown])
     console.print(f"report: {html} (self-contained; open it in a browser)")

@@ -29,6 +29,7 @@ from .virt_study import COLUMNS as VIRT_COLUMNS
 from .studies import VERDICT
 
 TITLES = {
+    "reproduction": "Reproduction: each paper's numbers beside hugescope's, with verdicts (docs/reproduction.md)",
     "curve": "Utility curves (PCC paper Fig. 5)",
     "frag": "Fragmentation (PCC paper Fig. 7)",
     "sensitivity": "PCC size sensitivity (PCC paper Fig. 6)",
@@ -324,6 +325,8 @@ def _figures(data: Dict[str, Any]) -> str:
 def _subject(data: Dict[str, Any]) -> str:
     """What a section's result is about: the trace's workload, or for a paper
     study (which makes its own traces) its scale and machine."""
+    if data.get("hugescope_experiment") == "reproduction":
+        return f"{', '.join(data.get('papers') or [])}, {data.get('scale')} scale"
     if data.get("hugescope_experiment") == "validate-suite":
         return f"{data.get('suite') or 'workloads'}: {', '.join(map(str, data.get('workloads') or []))}"
     if data.get("trace"):
@@ -344,6 +347,11 @@ def _section(i: int, data: Dict[str, Any]) -> str:
     title = f"{TITLES.get(exp, exp)}: {_subject(data)}"
     body = [f'<h2 id="r{i}">{html.escape(title)} {_badge(kind)}</h2>',
             f'<p class="note">from <code>{html.escape(data.get("_file", ""))}</code></p>']
+    if exp == "reproduction":
+        # The table has its own columns and no trace or figure.
+        from .reproduce import render
+
+        return "".join(body) + render.section(data)
     if exp == "reuse":
         body.append(f'<p class="note">Reuse distance = accesses to other pages between two consecutive accesses to '
                     f'a page, averaged per page ({html.escape(json.dumps((data.get("options") or {}).get("average")))}); '
@@ -447,7 +455,7 @@ def build(results_dir: str, out: str, title: Optional[str] = None, tables=()) ->
     results = load_dir(results_dir)
     # The paper's order: Fig. 2, 5, 6, 7, 8-9; anything else (measurements
     # from the real-Linux side, ...) after, by file name.
-    order = {"reuse": 0, "curve": 1, "sensitivity": 2, "frag": 3, "multi": 4, "ds-tables": 5,
+    order = {"reproduction": -1, "reuse": 0, "curve": 1, "sensitivity": 2, "frag": 3, "multi": 4, "ds-tables": 5,
              **{k: 6 + i for i, k in enumerate([*INGENS_NOTES, *NAVARRO_NOTES])}}
     results.sort(key=lambda d: (order.get(d.get("hugescope_experiment"), 99), d.get("_file", "")))
     if not results:

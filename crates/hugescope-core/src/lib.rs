@@ -23,6 +23,7 @@ pub mod run;
 pub mod sched;
 pub mod policy;
 pub mod progress;
+pub mod reproduce;
 pub mod reuse;
 pub mod sim;
 pub mod stats;

@@ -14,6 +14,7 @@ use serde::Serialize;
 mod experiments;
 mod interrupt;
 mod linux;
+mod reproduce;
 mod tracing;
 
 use interrupt::{cancellable, cancellable_progress};
@@ -407,5 +408,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     experiments::register(m)?;
     linux::register(m)?;
     tracing::register(m)?;
+    reproduce::register(m)?;
     Ok(())
 }
