@@ -57,6 +57,32 @@ PLOT_FORMAT_CHOICES = ("png", "svg", "pdf")
 _HEAD = 512  # bytes of new content the kind is sniffed from (hugescope_core::output::SNIFF_BYTES)
 
 
+def _no_duplicate_keys(pairs):
+    """json object hook: a key given twice is an error, never 'the last wins'."""
+    out = {}
+    for k, v in pairs:
+        if k in out:
+            raise ValueError(f"key {_core.shown(k)!s} appears twice in one object")
+        out[k] = v
+    return out
+
+
+def _no_constants(name: str):
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def read_json(path, what: str, limit: str = "result") -> Any:
+    """An input JSON file (results, checkpoints, measurements) read the way every
+    input is: a FIFO, socket or device refused before reading, at most the size
+    limit ``limit`` (``hugescope_core::input``), no duplicate keys, no NaN or
+    infinities. Errors are ``ValueError`` with one line naming the file."""
+    text = _core.read_input(os.fspath(path), what, limit)
+    try:
+        return json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_constant=_no_constants)
+    except ValueError as e:
+        raise ValueError(f"{_core.shown(os.fspath(path))}: {what} is not valid JSON ({_core.shown(str(e))})") from None
+
+
 def _follow(follow_symlinks: Optional[bool]) -> bool:
     return FOLLOW_SYMLINKS if follow_symlinks is None else bool(follow_symlinks)
 

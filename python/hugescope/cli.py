@@ -911,10 +911,17 @@ def _install_signal_handlers() -> dict:
     return old
 
 
+#: Longest error line printed: messages quote values cut to 80 characters,
+#: so only a message built around a huge value comes near it.
+ERROR_LINE_CHARS = 600
+
+
 def _error_line(e: BaseException) -> str:
     # One line per error: a message spanning lines (rare: a value with a
-    # newline in it) is joined so the console contract holds.
-    return " ".join(str(e).splitlines()) or type(e).__name__
+    # newline in it) is joined so the console contract holds; control bytes
+    # (a file name with a terminal escape) are escaped and the line is cut, so
+    # no input can flood or drive the user's terminal through an error.
+    return _core.shown(" ".join(str(e).splitlines()), ERROR_LINE_CHARS) or type(e).__name__
 
 
 #: Top-level options taking a value, and where ``_top_options`` puts it.

@@ -26,10 +26,10 @@ import threading
 from rich.markup import escape
 from rich.table import Table
 
-from . import linux, workloads
+from . import _io, linux, workloads
 from ._core import HugescopeError
 from ._io import emit_json
-from .cli import (CliError, _params, _size, check_outputs, console, err_console, human_to_stderr, json_option,
+from .cli import (CliError, _error_line, _params, _size, check_outputs, console, err_console, human_to_stderr, json_option,
                   workload_parser)
 from .errors import EXIT_FAILURE, Interrupted, RunFailed
 
@@ -73,7 +73,7 @@ def _cli_errors(f):
         except ValueError as e:
             raise CliError(str(e)) from None
         except RunFailed as e:
-            err_console.print(f"[bold red]error:[/] {escape(str(e))}", soft_wrap=True)
+            err_console.print(f"[bold red]error:[/] {escape(_error_line(e))}", soft_wrap=True)
             return EXIT_FAILURE
         finally:
             # The CLI may run in a longer-lived process (tests, notebooks).
@@ -858,10 +858,9 @@ def cmd_calibrate(a) -> int:
     meas = None
     if a.measurements:
         try:
-            with open(a.measurements) as fh:
-                meas = json.load(fh)
+            meas = _io.read_json(a.measurements, "measurements file")
         except ValueError as e:
-            raise CliError(f"{a.measurements}: not JSON ({e})")
+            raise CliError(str(e)) from None
     if wls is None and (meas is None or meas.get("kind") == "microbench"):
         return _calibrate_walks(a, meas)
     if a.footprints or a.accesses is not None:

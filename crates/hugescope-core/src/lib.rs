@@ -12,6 +12,7 @@ pub mod config;
 pub mod cost;
 pub mod error;
 pub mod hw;
+pub mod input;
 pub mod limits;
 pub mod os;
 pub mod output;

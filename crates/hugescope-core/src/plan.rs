@@ -134,7 +134,7 @@ pub struct PlanHeader {
 }
 
 /// Largest plan file read (about 500000 entries of pretty-printed JSON).
-pub const MAX_PLAN_BYTES: u64 = 64 << 20;
+pub const MAX_PLAN_BYTES: u64 = crate::input::MAX_PLAN_BYTES;
 
 impl Plan {
     pub fn new(entries: Vec<PlanEntry>) -> Self {
@@ -142,15 +142,9 @@ impl Plan {
     }
 
     pub fn load(path: &Path) -> Result<Plan> {
-        // Read at most one byte past the cap: a plan is a list of ranges, and
-        // a multi-gigabyte "plan" (or /dev/zero) must not be read into memory.
-        let mut text = String::new();
-        let f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-        std::io::Read::read_to_string(&mut std::io::Read::take(f, MAX_PLAN_BYTES + 1), &mut text)
-            .map_err(|e| Error::io(path, e))?;
-        if text.len() as u64 > MAX_PLAN_BYTES {
-            return Err(Error::format(path, MAX_PLAN_BYTES, format!("plan file larger than the {MAX_PLAN_BYTES}-byte limit")));
-        }
+        // A plan is a list of ranges: a multi-gigabyte "plan", a FIFO or
+        // /dev/zero is refused before it is read into memory.
+        let text = crate::input::read_text(path, "plan", MAX_PLAN_BYTES)?;
         Plan::parse(&text).map_err(|e| match e {
             Error::Input(msg) => Error::format(path, 0, msg),
             other => other,

@@ -7,6 +7,7 @@
 use hugescope_core::config::{Config, MachineConfig, Source, PRESETS};
 use hugescope_core::os::config::os_knobs;
 use hugescope_core::trace::hst;
+use hugescope_core::input;
 use pyo3::prelude::*;
 use serde::Serialize;
 
@@ -43,7 +44,7 @@ fn params(text: &str) -> PyResult<hugescope_workloads::Params> {
 pub(crate) fn load_config(preset: Option<&str>, path: Option<&str>, config_text: Option<&str>, overrides: &[String], policies: &[String]) -> PyResult<Config> {
     let (name, text) = match (path, config_text) {
         (Some(_), Some(_)) => return Err(err("a configuration file and a Config object are both given; give one")),
-        (Some(p), None) => (p, Some(std::fs::read_to_string(p).map_err(|e| err(format!("{p}: {e}")))?)),
+        (Some(p), None) => (p, Some(input::read_text(std::path::Path::new(p), "configuration file", input::MAX_CONFIG_BYTES).map_err(err)?)),
         (None, t) => ("Config object", t.map(str::to_string)),
     };
     let file = text.as_deref().map(|text| Source { name, text });
@@ -54,6 +55,30 @@ pub(crate) fn load_config(preset: Option<&str>, path: Option<&str>, config_text:
 /// `[[policy]]` too; they are checked and left unused here).
 pub(crate) fn machine(preset: Option<&str>, config: Option<&str>, config_text: Option<&str>, overrides: &[String]) -> PyResult<MachineConfig> {
     Ok(load_config(preset, config, config_text, overrides, &[])?.machine)
+}
+
+/// The text of an input file the Python side reads (results, checkpoints,
+/// measurements), opened and bounded as every input is (`hugescope_core::input`):
+/// a FIFO, socket or device is refused before reading, and `limit` names the
+/// size limit ("config", "plan", "result", "text").
+#[pyfunction]
+fn read_input(py: Python<'_>, path: std::path::PathBuf, what: String, limit: &str) -> PyResult<String> {
+    let cap = match limit {
+        "config" => input::MAX_CONFIG_BYTES,
+        "plan" => input::MAX_PLAN_BYTES,
+        "result" => input::MAX_RESULT_BYTES,
+        "text" => input::MAX_TEXT_BYTES,
+        other => return Err(err(format!("read_input: unknown limit '{other}'"))),
+    };
+    py.detach(|| input::read_text(&path, &what, cap)).map_err(err)
+}
+
+/// A value as an error message shows it: control characters escaped, cut to
+/// `max` characters (`hugescope_core::error::shown`).
+#[pyfunction]
+#[pyo3(signature = (value, max = hugescope_core::error::SHOWN_CHARS))]
+fn shown(value: &str, max: usize) -> String {
+    hugescope_core::error::shown(value, max)
 }
 
 #[pyfunction]
@@ -381,6 +406,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // `interrupt`); other parts of hugescope key on this.
     m.add("CANCELLABLE", true)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
+    m.add_function(wrap_pyfunction!(read_input, m)?)?;
+    m.add_function(wrap_pyfunction!(shown, m)?)?;
     m.add_function(wrap_pyfunction!(presets, m)?)?;
     m.add_function(wrap_pyfunction!(machine_config, m)?)?;
     m.add_function(wrap_pyfunction!(resolve_config, m)?)?;

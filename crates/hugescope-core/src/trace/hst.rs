@@ -500,15 +500,10 @@ impl HstReader {
     /// be streamed) but reading it to the end reports the truncation.
     pub fn open(path: impl AsRef<Path>) -> Result<HstReader> {
         let path = path.as_ref().to_path_buf();
-        let mut file = File::open(&path).map_err(|e| Error::io(&path, e))?;
+        // A FIFO, socket or device is refused before anything is read
+        // (crate::input): an .hst reader needs a seekable regular file.
+        let mut file = crate::input::open(&path, "trace")?;
         let meta = file.metadata().map_err(|e| Error::io(&path, e))?;
-        if !meta.is_file() {
-            return Err(Error::format(
-                &path,
-                0,
-                "not a regular file (an .hst reader needs a seekable file)",
-            ));
-        }
         let file_len = meta.len();
         if file_len == 0 {
             return Err(Error::format(&path, 0, "empty file, not an .hst trace"));

@@ -54,8 +54,7 @@ fn parse_weight(tok: &str, path: &Path, line: usize) -> Result<u32> {
 }
 
 pub fn load(path: &Path) -> Result<EdgeList> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::input(format!("cannot read graph file '{}': {e}", path.display())))?;
+    let text = hugescope_core::input::read_text(path, "graph file", hugescope_core::input::MAX_GRAPH_BYTES)?;
     parse(&text, path)
 }
 

@@ -286,7 +286,7 @@ pub fn import(
 /// decompressed through the `xz` command as a stream (no pure-Rust xz decoder
 /// is among this project's dependencies; see `docs/tracing.md`).
 pub fn open_input(path: &Path) -> Result<Box<dyn Read + Send>> {
-    let f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let f = crate::input::open(path, "trace to import")?;
     if path.extension().is_some_and(|e| e == "xz") {
         return Ok(Box::new(xz::XzReader::spawn(f, path)?));
     }
