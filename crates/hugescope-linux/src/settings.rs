@@ -430,6 +430,8 @@ pub fn repair_stale() -> Result<Vec<Repair>> {
     }
     let l = match Locked::acquire(false) {
         Ok(l) => l,
+        // An untrusted journal: one refusal, nothing restored.
+        Err(e @ Error::Refused(_)) => return Err(e),
         Err(e) => {
             return Ok(vec![Repair { path: p.display().to_string(), original: String::new(), owners: Vec::new(),
                                     error: Some(format!("cannot lock the state file ({e})")) }])
