@@ -445,6 +445,7 @@ def cmd_trace(argv: List[str]) -> int:
                       "       hugescope trace -o FILE.hst [--skip N] [--record M] [--valgrind] -- PROGRAM [args]\n"
                       "       hugescope trace import {lackey,champsim,text} INPUT -o FILE.hst [--skip N] [--record M]\n"
                       "       hugescope trace info FILE.hst [--verify]\n"
+                      "       hugescope trace convert OLD.hst -o NEW.hst   (format version 1 or 2 to the current)\n"
                       "       hugescope trace merge A.hst B.hst -o AB.hst\n\n"
                       f"workloads: {', '.join(workloads.names())}\n"
                       "programs: build them with 'hugescope cc' (see docs/tracing.md), or use --valgrind")
@@ -453,6 +454,8 @@ def cmd_trace(argv: List[str]) -> int:
         return cmd_trace_info(argv[1:])
     if argv[0] == "import":
         return cmd_trace_import(argv[1:])
+    if argv[0] == "convert":
+        return cmd_trace_convert(argv[1:])
     if argv[0].startswith("-"):
         return cmd_trace_program(argv)
     if argv[0] == "merge":
@@ -547,6 +550,20 @@ def cmd_trace_import(argv: List[str]) -> int:
     a = p.parse_args(argv)
     skip, record = _window(a)
     s = tracing.import_trace(a.format, a.input, a.output, skip=skip, record=record, instructions=a.instructions)
+    _print_trace(a.output, s)
+    return 0
+
+
+def cmd_trace_convert(argv: List[str]) -> int:
+    from . import tracing
+
+    p = Parser(prog="hugescope trace convert",
+               description="Rewrite a trace of an older format version (1 or 2) as the current one "
+                           "(docs/trace-format.md); records and markers are unchanged.")
+    p.add_argument("input", help="trace written by an older hugescope")
+    p.add_argument("-o", "--output", required=True, help="trace file to write (.hst)")
+    a = p.parse_args(argv)
+    s = tracing.convert_trace(a.input, a.output)
     _print_trace(a.output, s)
     return 0
 

@@ -45,8 +45,8 @@ __all__ = [
 
 MAGIC = b"\x89HST\r\n\x1a\n"
 END_MAGIC = b"\x89HSTEND\n"
-VERSION = 2
-MIN_READ_VERSION = 1
+VERSION = 3
+MIN_READ_VERSION = 3
 CHUNK_TAG = b"CHNK"
 FOOTER_TAG = b"FOOT"
 PREAMBLE_LEN = 20
@@ -128,10 +128,11 @@ class _File:
                 f"the preamble alone is {PREAMBLE_LEN}",
             )
         version, flags, hlen, hcrc = struct.unpack_from("<HHII", pre, 8)
+        if version in (1, 2):
+            raise self.error(8, f"format version {version}, written by an older hugescope: convert it once with "
+                                "'hugescope trace convert FILE -o NEW.hst'")
         if not MIN_READ_VERSION <= version <= VERSION:
-            raise self.error(
-                8, f"unsupported .hst version {version} (this reader reads versions {MIN_READ_VERSION} to {VERSION})"
-            )
+            raise self.error(8, f"unsupported .hst version {version} (this reader reads version {VERSION})")
         if flags != 0:
             raise self.error(10, f"unknown header flags {flags:#06x} (version {version} defines none)")
         self.version = version
@@ -143,8 +144,10 @@ class _File:
                 f"truncated header: it declares {hlen} bytes of JSON but the file ends at byte {self.size}",
             )
         raw = self.read_at(PREAMBLE_LEN, hlen)
-        if zlib.crc32(raw) != hcrc:
-            raise self.error(PREAMBLE_LEN, "header checksum mismatch (corrupt header)")
+        # Version 3: the checksum covers the version, flags and header length too.
+        if zlib.crc32(raw, zlib.crc32(pre[8:16])) != hcrc:
+            raise self.error(8, "preamble checksum mismatch: the version, flags, header length or header "
+                                "were changed (corrupt file)")
         try:
             header = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as e:

@@ -273,6 +273,14 @@ def import_trace(fmt: str, path: str, output: str, skip: int = 0, record: Option
                                          skip, record, instructions))
 
 
+def convert_trace(path: str, output: str) -> Dict:
+    """Rewrite a trace written by an older hugescope (format version 1 or 2,
+    whose preamble checksum does not cover the version field) as the current
+    version, records and markers unchanged. Returns the trace summary."""
+    check_output(output, "hst", [path])
+    return json.loads(_core.convert_trace(os.fspath(path), os.fspath(output)))
+
+
 def region_kind(header: Dict, name: str) -> Optional[str]:
     """The kind (heap, stack, anon, file, data, bss, code) of a region of a
     trace, from the region's ``kind`` field (absent means ``anon``); None for a

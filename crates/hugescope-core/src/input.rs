@@ -103,7 +103,7 @@ pub fn read_bytes(path: &Path, what: &str, limit: u64) -> Result<Vec<u8>> {
     let len = f.metadata().map_err(|e| Error::io(path, e))?.len();
     let too_big = |n: u64| {
         Error::input(format!(
-            "{}: {what} is {n} bytes, more than the {} a {what} may be (docs/assumptions.md, \"Limits\")",
+            "{}: {what} is {n} bytes, past the {} limit for a {what} (docs/assumptions.md, \"Limits\"); refused before reading",
             shown_path(path),
             crate::units::fmt_size(limit)
         ))

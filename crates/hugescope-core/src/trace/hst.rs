@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! file    = preamble header_json frame* footer trailer
-//! preamble= magic[8] version:u16 flags:u16 header_len:u32 header_crc:u32   (20 bytes)
+//! preamble= magic[8] version:u16 flags:u16 header_len:u32 preamble_crc:u32 (20 bytes)
 //! frame   = "CHNK" records:u32 payload_len:u32 crc:u32  zstd_payload      (16 + payload)
 //! payload = zstd(8 byte planes of the chunk's records)  (version 2; see `planes.rs`)
 //! footer  = "FOOT" json_len:u32 json_crc:u32 reserved:u32  summary_json
@@ -16,6 +16,15 @@
 //! carries a CRC-32 of its uncompressed bytes so corruption is caught where it is.
 //! The footer holds the [`TraceSummary`] (counts, markers) and the trailer points to
 //! it, so `summarize(path, false)` reads a few hundred bytes instead of the trace.
+//!
+//! Since version 3 the preamble's checksum covers the version, flags and
+//! header length as well as the header JSON. Before, it covered the JSON
+//! only, so a version field changed to another legal version (2 to 1) went
+//! unnoticed and every chunk decoded, checksums and all, as garbage. Files of
+//! versions 1 and 2 are therefore refused by [`HstReader::open`] with one line
+//! naming `hugescope trace convert`, which reads them through
+//! [`HstReader::open_legacy`] (the user vouching for the version) and writes
+//! version 3.
 
 use std::fs::{File, OpenOptions};
 use std::io::{ErrorKind, Read, Seek, SeekFrom};
@@ -35,11 +44,24 @@ pub const MAGIC: [u8; 8] = *b"\x89HST\r\n\x1a\n";
 /// Last eight bytes of a complete file: its presence means `finish()` ran.
 pub const END_MAGIC: [u8; 8] = *b"\x89HSTEND\n";
 /// Format version written by this code; readers reject versions they do not know.
-/// Version 2 stores each chunk's records as byte planes; version 1 stored them
-/// whole, one after another, and is still read.
-pub const VERSION: u16 = 2;
-/// Oldest version this code reads.
+/// Version 3 is version 2 (each chunk's records as byte planes) with the
+/// preamble checksum over the version, flags and header length too; version 1
+/// stored records whole, one after another. Versions 1 and 2 are read only on
+/// request (`HstReader::open_legacy`, `hugescope trace convert`).
+pub const VERSION: u16 = 3;
+/// Oldest version this code reads (on request: see `VERSION`).
 pub const MIN_READ_VERSION: u16 = 1;
+/// The last version whose preamble checksum covers the header JSON alone.
+pub const LAST_UNCHECKED_VERSION: u16 = 2;
+
+/// The preamble checksum of version 3 on: CRC-32 of the version, flags and
+/// header length fields (bytes 8..16) followed by the header JSON.
+fn preamble_crc(pre: &[u8], json: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(&pre[8..16]);
+    h.update(json);
+    h.finalize()
+}
 
 /// How a chunk's uncompressed payload holds its records.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,7 +74,7 @@ pub enum Layout {
 
 impl Layout {
     fn of_version(v: u16) -> Layout {
-        if v == MIN_READ_VERSION {
+        if v == 1 {
             Layout::Records
         } else {
             Layout::Planes
@@ -60,7 +82,7 @@ impl Layout {
     }
     fn version(self) -> u16 {
         match self {
-            Layout::Records => MIN_READ_VERSION,
+            Layout::Records => 1,
             Layout::Planes => VERSION,
         }
     }
@@ -302,7 +324,10 @@ impl HstWriter {
         pre[8..10].copy_from_slice(&layout.version().to_le_bytes());
         pre[10..12].copy_from_slice(&0u16.to_le_bytes());
         pre[12..16].copy_from_slice(&(json.len() as u32).to_le_bytes());
-        pre[16..20].copy_from_slice(&crc32fast::hash(&json).to_le_bytes());
+        // Version 1 (records, written only by tests of the old layout) keeps
+        // its own checksum rule so that it is exactly the old format.
+        let crc = if layout == Layout::Records { crc32fast::hash(&json) } else { preamble_crc(&pre, &json) };
+        pre[16..20].copy_from_slice(&crc.to_le_bytes());
         if let Pipeline::Inline(enc) = &mut w.pipeline {
             enc.put(&pre)?;
             enc.put(&json)?;
@@ -499,7 +524,18 @@ impl HstReader {
     /// trailer says there is one. A file without a trailer opens (its chunks can
     /// be streamed) but reading it to the end reports the truncation.
     pub fn open(path: impl AsRef<Path>) -> Result<HstReader> {
-        let path = path.as_ref().to_path_buf();
+        Self::open_versions(path.as_ref(), false)
+    }
+
+    /// [`open`](Self::open) that also reads versions 1 and 2, whose preamble
+    /// checksum does not cover the version field: the caller (`hugescope trace
+    /// convert`) takes the version as the file states it.
+    pub fn open_legacy(path: impl AsRef<Path>) -> Result<HstReader> {
+        Self::open_versions(path.as_ref(), true)
+    }
+
+    fn open_versions(path: &Path, legacy: bool) -> Result<HstReader> {
+        let path = path.to_path_buf();
         // A FIFO, socket or device is refused before anything is read
         // (crate::input): an .hst reader needs a seekable regular file.
         let mut file = crate::input::open(&path, "trace")?;
@@ -537,7 +573,15 @@ impl HstReader {
             return Err(Error::format(
                 &path,
                 8,
-                format!("unsupported .hst version {version} (this build reads versions {MIN_READ_VERSION} to {VERSION})"),
+                format!("unsupported .hst version {version} (this build reads version {VERSION}, and {MIN_READ_VERSION} to {LAST_UNCHECKED_VERSION} through 'hugescope trace convert')"),
+            ));
+        }
+        if version <= LAST_UNCHECKED_VERSION && !legacy {
+            return Err(Error::format(
+                &path,
+                8,
+                format!("format version {version}, written by an older hugescope: its preamble has no checksum over the version, so an edited version cannot be told from a real one; convert it once with 'hugescope trace convert {} -o NEW.hst'",
+                        crate::error::shown_path(&path)),
             ));
         }
         let flags = le_u16(&pre, 10);
@@ -566,11 +610,12 @@ impl HstReader {
         }
         let mut json = vec![0u8; header_len as usize];
         read_exact_at(&mut file, &path, PREAMBLE_LEN, &mut json)?;
-        if crc32fast::hash(&json) != header_crc {
+        let crc = if version <= LAST_UNCHECKED_VERSION { crc32fast::hash(&json) } else { preamble_crc(&pre, &json) };
+        if crc != header_crc {
             return Err(Error::format(
                 &path,
-                PREAMBLE_LEN,
-                "header checksum mismatch (corrupt header)",
+                8,
+                "preamble checksum mismatch: the version, flags, header length or header were changed (corrupt file)",
             ));
         }
         let header: TraceHeader = serde_json::from_slice(&json)
