@@ -31,7 +31,6 @@ import contextlib
 import json
 import os
 import sys
-import tempfile
 from typing import Any, Iterable, Optional, Union
 
 from . import _core
@@ -176,13 +175,6 @@ def prepare_dir(path, follow_symlinks: Optional[bool] = None) -> str:
     return path
 
 
-def _umask() -> int:
-    # The only portable way to read the umask is to set it; set it back at once.
-    m = os.umask(0o022)
-    os.umask(m)
-    return m
-
-
 def write_atomic(path, data: Union[str, bytes], kind: Optional[str] = None, inputs: Iterable = (),
                  follow_symlinks: Optional[bool] = None, make_dirs: bool = False) -> str:
     """Write ``data`` (text or bytes) to ``path`` atomically after the checks
@@ -225,25 +217,11 @@ def _parquet(csv_blob: bytes, path: str) -> bytes:
 
 
 def _write_file(target: str, blob: bytes) -> None:
-    d = os.path.dirname(os.path.abspath(target))
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(target) + ".", suffix=".tmp", dir=d)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            # mkstemp creates 0600; results are ordinary files (0666 less umask).
-            os.fchmod(f.fileno(), 0o666 & ~_umask())
-            f.write(blob)
-            f.flush()
-            # fsync before the rename, or a crash could leave the new name
-            # pointing at blocks that never reached the disk.
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        # Any failure, Ctrl-C or SIGTERM included: no temporary left behind.
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    # The core's staged writer (hugescope_core::output::Staged): the file is
+    # unnamed (O_TMPFILE) until fsync'd and renamed onto the target, so a
+    # failure, a signal or even SIGKILL leaves no temporary behind; mode
+    # 0666 less umask; errors (a full disk) name the target.
+    _core.write_staged(os.fspath(target), blob)
     return target
 
 

@@ -73,6 +73,19 @@ fn read_input(py: Python<'_>, path: std::path::PathBuf, what: String, limit: &st
     py.detach(|| input::read_text(&path, &what, cap)).map_err(err)
 }
 
+/// Write a result file (bytes) to `path`, already accepted by
+/// `check_output`, through the core's staged writer (unnamed until renamed
+/// onto `path`; errors, a full disk included, name `path`).
+#[pyfunction]
+fn write_staged(py: Python<'_>, path: std::path::PathBuf, data: &[u8]) -> PyResult<()> {
+    let data = data.to_vec();
+    py.detach(|| hugescope_core::output::write_staged(&path, &data)).map_err(|e| {
+        // An I/O failure is an OSError in Python (the CLI's one-line errors
+        // and callers' `except OSError` both expect it), naming the file.
+        pyo3::exceptions::PyOSError::new_err(e.to_string())
+    })
+}
+
 /// A value as an error message shows it: control characters escaped, cut to
 /// `max` characters (`hugescope_core::error::shown`).
 #[pyfunction]
@@ -408,6 +421,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(version, m)?)?;
     m.add_function(wrap_pyfunction!(read_input, m)?)?;
     m.add_function(wrap_pyfunction!(shown, m)?)?;
+    m.add_function(wrap_pyfunction!(write_staged, m)?)?;
     m.add_function(wrap_pyfunction!(presets, m)?)?;
     m.add_function(wrap_pyfunction!(machine_config, m)?)?;
     m.add_function(wrap_pyfunction!(resolve_config, m)?)?;

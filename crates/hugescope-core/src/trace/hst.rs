@@ -26,10 +26,9 @@
 //! [`HstReader::open_legacy`] (the user vouching for the version) and writes
 //! version 3.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{ErrorKind, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 
@@ -215,9 +214,6 @@ fn le_u64(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(x)
 }
 
-/// Makes temp names unique within one process too (two writers to one target).
-static TEMP_SEQ: AtomicU64 = AtomicU64::new(0);
-
 // ---------------------------------------------------------------------------
 // Writer
 // ---------------------------------------------------------------------------
@@ -233,7 +229,8 @@ static TEMP_SEQ: AtomicU64 = AtomicU64::new(0);
 /// bytes are the same either way.
 pub struct HstWriter {
     path: PathBuf,
-    tmp_path: PathBuf,
+    /// The file being written, named only when finished.
+    staged: crate::output::Staged,
     pipeline: Pipeline,
     chunk_records: usize,
     /// Packed records of the chunk being filled.
@@ -273,13 +270,9 @@ impl HstWriter {
         inputs: &[&Path],
     ) -> Result<HstWriter> {
         let path = crate::output::check(path, Some(crate::output::Kind::Trace), inputs, false)?;
-        let name = path
-            .file_name()
-            .ok_or_else(|| Error::input(format!("{}: not a file path", path.display())))?;
-        let dir = match path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
+        if path.file_name().is_none() {
+            return Err(Error::input(format!("{}: not a file path", path.display())));
+        }
         let json = serde_json::to_vec(header).map_err(|e| {
             Error::input(format!(
                 "{}: cannot encode the trace header: {e}",
@@ -295,19 +288,12 @@ impl HstWriter {
             )));
         }
 
-        let seq = TEMP_SEQ.fetch_add(1, Ordering::Relaxed);
-        let mut tmp_name = std::ffi::OsString::from(".");
-        tmp_name.push(name);
-        tmp_name.push(format!(".tmp-{}-{}", std::process::id(), seq));
-        let tmp_path = dir.join(tmp_name);
-        let file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp_path)
-            .map_err(|e| Error::io(&tmp_path, e))?;
+        // Unnamed until finished (crate::output::Staged): a SIGKILL mid-write
+        // leaves no temporary file behind.
+        let (staged, file) = crate::output::Staged::create(&path)?;
         let mut w = HstWriter {
-            path,
-            tmp_path: tmp_path.clone(),
+            path: path.clone(),
+            staged,
             pipeline: Pipeline::Gone,
             chunk_records: DEFAULT_CHUNK_RECORDS,
             recs: Vec::new(),
@@ -318,7 +304,7 @@ impl HstWriter {
             finished: false,
         };
         // From here on an error drops `w`, which removes the temporary file.
-        w.pipeline = Pipeline::Inline(Encoder::new(tmp_path, file, layout)?);
+        w.pipeline = Pipeline::Inline(Encoder::new(path, file, layout)?);
         let mut pre = [0u8; PREAMBLE_LEN as usize];
         pre[0..8].copy_from_slice(&MAGIC);
         pre[8..10].copy_from_slice(&layout.version().to_le_bytes());
@@ -436,8 +422,8 @@ impl HstWriter {
         tr[0..8].copy_from_slice(&footer_offset.to_le_bytes());
         tr[8..16].copy_from_slice(&END_MAGIC);
         enc.put(&tr)?;
-        enc.sync()?;
-        std::fs::rename(&self.tmp_path, &self.path).map_err(|e| Error::io(&self.path, e))?;
+        let file = enc.sync()?;
+        self.staged.commit(&file)?;
         self.finished = true;
         Ok(summary)
     }
@@ -464,10 +450,9 @@ impl HstWriter {
 impl Drop for HstWriter {
     fn drop(&mut self) {
         if !self.finished {
-            // Stops an encoder thread and closes the file first.
+            // Stops an encoder thread and closes the file first; dropping
+            // `staged` then removes a named temporary file, if there is one.
             self.pipeline = Pipeline::Gone;
-            // Best effort: nothing useful can be done with an error here.
-            let _ = std::fs::remove_file(&self.tmp_path);
         }
     }
 }
@@ -1059,7 +1044,6 @@ impl std::fmt::Debug for HstWriter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HstWriter")
             .field("path", &self.path)
-            .field("tmp_path", &self.tmp_path)
             .field("records", &self.count)
             .finish()
     }
