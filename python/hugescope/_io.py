@@ -41,7 +41,7 @@ from . import _core
 FOLLOW_SYMLINKS = False
 
 #: Output kinds the core recognises (see ``hugescope_core::output::Kind``).
-KINDS = ("hst", "json", "csv", "html", "png", "svg", "pdf")
+KINDS = ("hst", "json", "csv", "html", "png", "svg", "pdf", "elf")
 
 #: The output name meaning standard output (the Unix convention).
 STDOUT = "-"

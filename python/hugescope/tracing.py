@@ -123,9 +123,35 @@ def cc_command(args: Sequence[str]) -> List[str]:
     return cmd
 
 
+def _cc_output(args: List[str]):
+    """Where clang would write: (index of the path in ``args``, path), from
+    ``-o PATH``, ``-oPATH`` or ``--output[=]PATH``; (None, "a.out") when
+    linking without one; (None, None) when compiling objects without one
+    (clang names them after the sources)."""
+    for i, a in enumerate(args):
+        if a in ("-o", "--output") and i + 1 < len(args):
+            return i + 1, args[i + 1]
+        if a.startswith("--output="):
+            return i, a[len("--output="):]
+        if a.startswith("-o") and len(a) > 2:
+            return i, a[2:]
+    return (None, None) if any(a in _NO_LINK for a in args) else (None, "a.out")
+
+
 def cc(args: Sequence[str]) -> int:
     """Compile (and link) like clang with the tracing instrumentation and
-    runtime; returns clang's exit status."""
+    runtime; returns clang's exit status. The output goes through the same
+    checks as every output of hugescope first: a trace, a results file, a
+    device, a symbolic link or one of the sources is never replaced by an
+    executable (an existing executable or object may be)."""
+    args = list(args)
+    i, out = _cc_output(args)
+    if out is not None and out != "-":
+        sources = [a for a in args if not a.startswith("-") and a != out and os.path.isfile(a)]
+        target = check_output(out, "elf", sources)
+        if i is not None and target != out:
+            # --follow-symlinks: clang writes to the link's target.
+            args[i] = args[i][: len(args[i]) - len(out)] + target
     return subprocess.call(cc_command(args))
 
 
@@ -151,8 +177,27 @@ def _child_setup(parent: int):
         # would ever come, so check it is still the one that forked us.
         if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0 or os.getppid() != parent:
             os._exit(125)
+        # A process group of its own: whatever the program forks stays in
+        # it, and is ended with it (``_end_group``).
+        os.setpgid(0, 0)
         _no_aslr(libc)
     return setup
+
+
+def _end_group(proc: subprocess.Popen) -> None:
+    """Wait until the traced program has exited, without reaping it (so its
+    pid, and with it its process group, cannot be reused), then SIGKILL
+    whatever it left running in its group: a forked child would otherwise
+    outlive the trace and hold its pipes (``hugescope trace ... | cat``
+    would wait for it)."""
+    try:
+        os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
+    except ChildProcessError:
+        return  # already reaped
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _no_aslr(libc) -> None:
@@ -179,9 +224,13 @@ def _window(skip: int, record: Optional[int]) -> None:
 
 
 def _stop(proc: subprocess.Popen) -> None:
-    """End a child we started (on an interrupt or an error), then reap it."""
-    if proc.poll() is None:
-        proc.kill()
+    """End a child we started and its process group (on an interrupt or an
+    error), then reap it."""
+    if proc.returncode is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            proc.kill()
     proc.wait()
 
 
@@ -214,6 +263,7 @@ def trace_program(argv: Sequence[str], output: str, skip: int = 0, record: Optio
         env.setdefault("HUGESCOPE_TRACE_RESERVE", str(DISK_RESERVE))
         proc = subprocess.Popen([path, *argv[1:]], env=env, preexec_fn=_child_setup(os.getpid()))
         try:
+            _end_group(proc)
             status = proc.wait()
         finally:
             _stop(proc)
@@ -242,6 +292,11 @@ def _trace_valgrind(path: str, argv: Sequence[str], output: str, name: str, para
         proc = subprocess.Popen(cmd, pass_fds=(w,), preexec_fn=_child_setup(os.getpid()))
         os.close(w)
         w = -1
+        # A child the program forks inherits valgrind's log descriptor: the
+        # import would read until it exits. End the group when the program
+        # ends, so the log reaches its end with it.
+        import threading
+        threading.Thread(target=_end_group, args=(proc,), daemon=True).start()
         try:
             s = json.loads(_core.import_trace("lackey", f"valgrind lackey output of {argv[0]}", output,
                                               f"program:{name}", json.dumps(params), skip, record,

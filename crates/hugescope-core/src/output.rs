@@ -29,6 +29,8 @@ pub enum Kind {
     Svg,
     Pdf,
     Csv,
+    /// An executable or object file (`hugescope cc -o`).
+    Elf,
 }
 
 impl Kind {
@@ -41,6 +43,7 @@ impl Kind {
             Kind::Svg => "svg",
             Kind::Pdf => "pdf",
             Kind::Csv => "csv",
+            Kind::Elf => "elf",
         }
     }
 
@@ -53,12 +56,13 @@ impl Kind {
             Kind::Svg => "an SVG image",
             Kind::Pdf => "a PDF document",
             Kind::Csv => "CSV",
+            Kind::Elf => "an executable or object file (ELF)",
         }
     }
 
     /// The kind named `s` ("json", "hst", ...).
     pub fn parse(s: &str) -> Result<Kind> {
-        const ALL: [Kind; 7] = [
+        const ALL: [Kind; 8] = [
             Kind::Trace,
             Kind::Json,
             Kind::Html,
@@ -66,10 +70,11 @@ impl Kind {
             Kind::Svg,
             Kind::Pdf,
             Kind::Csv,
+            Kind::Elf,
         ];
         ALL.into_iter().find(|k| k.name() == s).ok_or_else(|| {
             Error::input(format!(
-                "unknown output kind '{s}' (hst, json, html, png, svg, pdf, csv)"
+                "unknown output kind '{s}' (hst, json, html, png, svg, pdf, csv, elf)"
             ))
         })
     }
@@ -89,6 +94,9 @@ pub fn sniff(head: &[u8]) -> Option<Kind> {
     }
     if head.starts_with(b"%PDF-") {
         return Some(Kind::Pdf);
+    }
+    if head.starts_with(b"\x7fELF") {
+        return Some(Kind::Elf);
     }
     let text = head.strip_prefix(b"\xef\xbb\xbf").unwrap_or(head);
     let start = text
@@ -481,6 +489,7 @@ mod tests {
         );
         assert_eq!(sniff(b"\x89PNG\r\n\x1a\n...."), Some(Kind::Png));
         assert_eq!(sniff(b"%PDF-1.4"), Some(Kind::Pdf));
+        assert_eq!(sniff(b"\x7fELF\x02\x01\x01"), Some(Kind::Elf));
         assert_eq!(
             sniff(b"policy,budget_pct,huge_share\npcc,1,0.5\n"),
             Some(Kind::Csv)
