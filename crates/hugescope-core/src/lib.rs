@@ -25,6 +25,7 @@ pub mod progress;
 pub mod reuse;
 pub mod sim;
 pub mod stats;
+pub mod strict;
 pub mod sweep;
 pub mod tlb_sizes;
 pub mod trace;
