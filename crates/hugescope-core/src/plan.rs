@@ -154,7 +154,7 @@ impl Plan {
     /// Parse and validate a plan. Page sizes must be powers of two, ranges
     /// aligned to their page size, and no two ranges of one pid may overlap.
     pub fn parse(text: &str) -> Result<Plan> {
-        let v: Value = serde_json::from_str(text)
+        let v: Value = crate::strict::parse_json(text)
             .map_err(|e| Error::input(format!("plan is not valid JSON: {e}")))?;
         let mut header = None;
         let (version, list) = match &v {
@@ -169,8 +169,14 @@ impl Plan {
                 // The header only informs (estimate, rate); a malformed one is
                 // still refused so that a typo is not silently dropped.
                 if let Some(h) = map.get("header") {
-                    header = Some(serde_json::from_value::<PlanHeader>(h.clone())
-                        .map_err(|e| Error::input(format!("plan header: {e}")))?);
+                    let h = serde_json::from_value::<PlanHeader>(h.clone())
+                        .map_err(|e| Error::input(format!("plan header: {e}")))?;
+                    let how = h.estimate.as_ref().map(|e| e.how.as_str());
+                    for (what, text) in [("policy", h.policy.as_deref()), ("trace", h.trace.as_deref()),
+                                         ("rate_source", h.rate_source.as_deref()), ("estimate.how", how)] {
+                        plan_text(text.unwrap_or(""), &format!("header.{what}")).map_err(|e| Error::input(format!("plan {e}")))?;
+                    }
+                    header = Some(h);
                 }
                 match map.get("entries") {
                     Some(Value::Array(list)) => (version, list.as_slice()),
@@ -282,7 +288,7 @@ fn parse_when(v: Option<&Value>) -> std::result::Result<When, String> {
     match v {
         Value::Null => Ok(When::Start),
         Value::String(s) if s == "start" => Ok(When::Start),
-        Value::String(s) => Ok(When::Progress(s.clone())),
+        Value::String(s) => Ok(When::Progress(plan_text(s, "when")?)),
         Value::Object(m) if m.len() == 1 => {
             let (k, x) = m.iter().next().unwrap();
             match k.as_str() {
@@ -293,10 +299,10 @@ fn parse_when(v: Option<&Value>) -> std::result::Result<When, String> {
                     .map(When::TimeS)
                     .ok_or_else(|| "when.time_s must be a non-negative number".into()),
                 "accesses" => Ok(When::Accesses(num(x, "when.accesses")?)),
-                "progress" => x
-                    .as_str()
-                    .map(|s| When::Progress(s.to_string()))
-                    .ok_or_else(|| "when.progress must be a string".into()),
+                "progress" => match x.as_str() {
+                    Some(s) => Ok(When::Progress(plan_text(s, "when.progress")?)),
+                    None => Err("when.progress must be a string".into()),
+                },
                 "after_marker" => parse_after_marker(x),
                 other => Err(format!("unknown 'when' kind '{other}' (start, time_s, accesses, progress, after_marker)")),
             }
@@ -311,11 +317,10 @@ fn parse_after_marker(x: &Value) -> std::result::Result<When, String> {
     if let Some(k) = m.keys().find(|k| !["label", "accesses"].contains(&k.as_str())) {
         return Err(format!("when.after_marker: unknown field '{k}' (label, accesses)"));
     }
-    let label = m
-        .get("label")
-        .and_then(Value::as_str)
-        .ok_or("when.after_marker.label must be a string")?
-        .to_string();
+    let label = plan_text(
+        m.get("label").and_then(Value::as_str).ok_or("when.after_marker.label must be a string")?,
+        "when.after_marker.label",
+    )?;
     let accesses = num(m.get("accesses").ok_or("when.after_marker: missing 'accesses'")?, "when.after_marker.accesses")?;
     Ok(When::AfterMarker { label, accesses })
 }
@@ -349,8 +354,21 @@ fn parse_entry(v: &Value) -> std::result::Result<PlanEntry, String> {
         page_size,
         when: parse_when(m.get("when"))?,
         pid,
-        note: m.get("note").and_then(Value::as_str).map(str::to_string),
+        note: m.get("note").and_then(Value::as_str).map(|n| plan_text(n, "note")).transpose()?,
     })
+}
+
+/// Longest text a plan carries (a progress label, a note, a header field):
+/// the real ones are a few words. A 10 MB label used to be printed into the
+/// run's table, which then spun for minutes after the result was written.
+pub const MAX_PLAN_TEXT_BYTES: usize = crate::limits::MAX_NAME_BYTES;
+
+/// A plan's text field, refused past `MAX_PLAN_TEXT_BYTES`.
+fn plan_text(s: &str, what: &str) -> std::result::Result<String, String> {
+    if s.len() > MAX_PLAN_TEXT_BYTES {
+        return Err(format!("{what} is {} bytes long, more than the {MAX_PLAN_TEXT_BYTES} a plan's text may be", s.len()));
+    }
+    Ok(s.to_string())
 }
 
 
@@ -668,5 +686,27 @@ mod tests {
         let old = Plan::parse(r#"{"version": 1, "entries": [{"start": 2097152, "length": 2097152, "page_size": 2097152, "when": {"accesses": 3}, "pid": 0}]}"#).unwrap();
         assert!(old.header.is_none() && old.entries[0].when == When::Accesses(3));
         assert!(Plan::parse(r#"{"version": 1, "header": {"timing": "weekly"}, "entries": []}"#).unwrap_err().to_string().contains("plan header"));
+    }
+
+    /// Issue #31: a 10 MB label, a key given twice and a long value in an
+    /// error; each is one short error.
+    #[test]
+    fn long_texts_and_duplicate_keys_are_refused_with_a_short_message() {
+        let big = "x".repeat(10 << 20);
+        for when in [format!(r#""{big}""#), format!(r#"{{"progress": "{big}"}}"#),
+                     format!(r#"{{"after_marker": {{"label": "{big}", "accesses": 1}}}}"#)] {
+            let e = Plan::parse(&format!(r#"[{{"start": 0, "length": 2097152, "when": {when}}}]"#)).unwrap_err().to_string();
+            assert!(e.contains("10485760 bytes long") && e.len() < 600, "{}", &e[..200.min(e.len())]);
+        }
+        let e = Plan::parse(&format!(r#"[{{"start": 0, "length": 2097152, "note": "{big}"}}]"#)).unwrap_err();
+        assert!(e.to_string().contains("note is 10485760 bytes"));
+        let e = Plan::parse(&format!(r#"{{"version": 1, "header": {{"timing": "start", "policy": "{big}"}}, "entries": []}}"#));
+        assert!(e.unwrap_err().to_string().contains("header.policy"));
+        let ok = "y".repeat(MAX_PLAN_TEXT_BYTES);
+        assert!(Plan::parse(&format!(r#"[{{"start": 0, "length": 2097152, "note": "{ok}"}}]"#)).is_ok());
+        let e = Plan::parse(r#"[{"start": 0, "length": 2097152, "length": 4194304}]"#).unwrap_err().to_string();
+        assert!(e.contains("\"length\" given twice"), "{e}");
+        let e = Plan::parse(&format!(r#"[{{"start": "{big}", "length": 2097152}}]"#)).unwrap_err().to_string();
+        assert!(e.len() < 600, "{}", e.len());
     }
 }
