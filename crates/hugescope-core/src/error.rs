@@ -16,17 +16,17 @@ pub enum Error {
         source: std::io::Error,
     },
     /// A file was read but its content is not what the format promises.
-    #[error("{}: at byte {offset}: {msg}", shown_path(path))]
+    #[error("{}: at byte {offset}: {}", shown_path(path), shown(msg, MESSAGE_CHARS))]
     Format {
         path: PathBuf,
         offset: u64,
         msg: String,
     },
     /// A configuration value (preset, TOML key, CLI override) is invalid.
-    #[error("configuration: {0}")]
+    #[error("configuration: {}", shown(.0, MESSAGE_CHARS))]
     Config(String),
     /// An argument or input value is invalid (bad size, unknown name, ...).
-    #[error("{0}")]
+    #[error("{}", shown(.0, MESSAGE_CHARS))]
     Input(String),
     /// The work was stopped on request (`cancel::request`, a signal).
     #[error("interrupted")]
@@ -57,6 +57,11 @@ impl Error {
 
 /// Longest value (in characters) an error message repeats from its input.
 pub const SHOWN_CHARS: usize = 80;
+/// Longest message text an error shows: the messages themselves are a
+/// sentence or two, so only one built around a value from the input (a 10 MB
+/// label, a whole line of a 100 MB file) comes near it, and is cut here, in
+/// one place for every error, with control characters escaped.
+pub const MESSAGE_CHARS: usize = 500;
 /// Longest path an error message repeats.
 pub const SHOWN_PATH_CHARS: usize = 240;
 
