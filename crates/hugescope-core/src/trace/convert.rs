@@ -7,9 +7,9 @@
 
 use std::path::Path;
 
-use super::hst::{HstReader, HstWriter, Layout, TraceSummary};
+use super::hst::{HstReader, HstWriter, Layout, Tally, TraceSummary};
 use super::Access;
-use crate::Result;
+use crate::{Error, Result};
 
 /// Convert `input` (any readable version) into a version-`hst::VERSION` trace at
 /// `output` (checked and written atomically like every output).
@@ -17,6 +17,8 @@ pub fn convert(input: &Path, output: &Path) -> Result<TraceSummary> {
     let mut r = HstReader::open_legacy(input)?;
     let header = r.header().clone();
     let markers = r.markers().to_vec();
+    let footer = r.summary().cloned();
+    let mut tally = Tally::new();
     let mut w = HstWriter::create_checked(output, &header, Layout::Planes, &[input])?;
     let mut next = markers.iter().peekable();
     let mut index = 0u64;
@@ -25,12 +27,29 @@ pub fn convert(input: &Path, output: &Path) -> Result<TraceSummary> {
             while let Some(m) = next.next_if(|m| m.index <= index) {
                 w.mark(&m.label);
             }
+            tally.add_packed(rec);
             w.write(Access::unpack(rec))?;
             index += 1;
         }
     }
     for m in next {
         w.mark(&m.label);
+    }
+    // A legacy version field is not checksummed: one edited from 2 to 1 (or
+    // back) decodes every chunk in the other layout, and the chunk checksums
+    // (over the stored bytes) still pass. The footer's counts, written from
+    // the real records, do not: checked before the new file is committed.
+    if let Some(f) = footer {
+        let c = tally.summary(0, 0, Vec::new());
+        let same = (c.accesses, c.writes, &c.per_cpu, &c.per_pid, c.min_addr, c.max_addr)
+            == (f.accesses, f.writes, &f.per_cpu, &f.per_pid, f.min_addr, f.max_addr);
+        if !same {
+            return Err(Error::format(
+                input,
+                8,
+                "the records do not match the footer's counts as this version decodes them (an edited version field?); not converted",
+            ));
+        }
     }
     w.finish()
 }
@@ -80,5 +99,29 @@ mod tests {
         bytes[8] = 1;
         std::fs::write(&new, &bytes).unwrap();
         assert!(HstReader::open_legacy(&new).err().unwrap().to_string().contains("checksum"));
+    }
+
+    /// Issue #31: a legacy file whose version field was edited (1 <-> 2)
+    /// decodes as garbage whose chunk checksums still pass; the conversion
+    /// refuses it (the footer's counts disagree) and writes nothing.
+    #[test]
+    fn a_legacy_file_with_an_edited_version_is_not_converted() {
+        let d = tempfile::tempdir().unwrap();
+        let old = d.path().join("v1.hst");
+        let mut w = HstWriter::create_with_layout(&old, &TraceHeader::new("t"), Layout::Records).unwrap();
+        for i in 0..1000u64 {
+            w.write(Access::read(0x1000_0000 + i * 4096).on_cpu((i % 3) as u16)).unwrap();
+        }
+        w.finish().unwrap();
+        let mut bytes = std::fs::read(&old).unwrap();
+        assert_eq!(bytes[8], 1);
+        bytes[8] = 2;
+        let forged = d.path().join("forged.hst");
+        std::fs::write(&forged, &bytes).unwrap();
+        let out = d.path().join("out.hst");
+        let e = convert(&forged, &out).unwrap_err().to_string();
+        assert!(e.contains("do not match the footer"), "{e}");
+        assert!(!out.exists());
+        assert_eq!(convert(&old, &out).unwrap().accesses, 1000, "the genuine file converts");
     }
 }
