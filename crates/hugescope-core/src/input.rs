@@ -15,7 +15,7 @@
 
 use std::fs::File;
 use std::io::Read;
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use crate::error::shown_path;
@@ -36,22 +36,9 @@ pub const MAX_GRAPH_BYTES: u64 = 4 << 30;
 /// microbenchmark's report).
 pub const MAX_TEXT_BYTES: u64 = 64 << 20;
 
-/// What `fstat` says a non-regular file is, as a message says it.
-fn kind_name(t: &std::fs::FileType) -> &'static str {
-    if t.is_dir() {
-        "a directory"
-    } else if t.is_fifo() {
-        "a FIFO (named pipe)"
-    } else if t.is_socket() {
-        "a socket"
-    } else if t.is_char_device() {
-        "a character device"
-    } else if t.is_block_device() {
-        "a block device"
-    } else {
-        "not a regular file"
-    }
-}
+/// Bytes read between two checks for cancellation (well under a second).
+const READ_PIECE: u64 = 64 << 20;
+
 
 /// Open `path` (the `what` of the message: "trace", "config", ...) for
 /// reading if it is a regular file; else one error naming the path and what it
@@ -73,7 +60,7 @@ pub fn open(path: &Path, what: &str) -> Result<File> {
     let meta = f.metadata().map_err(|e| Error::io(path, e))?;
     let t = meta.file_type();
     if !t.is_file() {
-        return Err(refuse(path, what, kind_name(&t)));
+        return Err(refuse(path, what, crate::output::file_type_name(&t)));
     }
     // Regular files ignore O_NONBLOCK, but a later fcntl or a copy of the
     // descriptor should see ordinary blocking semantics.
@@ -111,8 +98,26 @@ pub fn read_bytes(path: &Path, what: &str, limit: u64) -> Result<Vec<u8>> {
     if len > limit {
         return Err(too_big(len));
     }
-    let mut buf = Vec::with_capacity(len as usize);
-    f.take(limit + 1).read_to_end(&mut buf).map_err(|e| Error::io(path, e))?;
+    // Under a memory limit (ulimit -v) a failed allocation aborts the process
+    // (and the Python interpreter with it): ask for the room first, so a file
+    // within the size limit but past the memory is one error line.
+    let mut buf = Vec::new();
+    buf.try_reserve_exact(len as usize).map_err(|_| {
+        Error::input(format!(
+            "{}: {what} is {len} bytes, more than this process can allocate to read it (a memory limit?)",
+            shown_path(path)
+        ))
+    })?;
+    // In pieces, polling for Ctrl-C between them: a graph file may be
+    // gigabytes, seconds of reading.
+    let mut rest = f.take(limit + 1);
+    loop {
+        crate::cancel::check()?;
+        let n = (&mut rest).take(READ_PIECE).read_to_end(&mut buf).map_err(|e| Error::io(path, e))?;
+        if (n as u64) < READ_PIECE {
+            break;
+        }
+    }
     if buf.len() as u64 > limit {
         return Err(too_big(buf.len() as u64));
     }

@@ -152,7 +152,9 @@ fn refuse(path: &Path, why: impl std::fmt::Display) -> Error {
     Error::input(format!("{}: {why}", path.display()))
 }
 
-fn file_type_name(t: &fs::FileType) -> &'static str {
+/// What `fstat` says a non-regular file is, as a message says it (also for
+/// inputs: `crate::input`).
+pub(crate) fn file_type_name(t: &fs::FileType) -> &'static str {
     if t.is_dir() {
         "a directory"
     } else if t.is_char_device() {
@@ -160,7 +162,7 @@ fn file_type_name(t: &fs::FileType) -> &'static str {
     } else if t.is_block_device() {
         "a block device"
     } else if t.is_fifo() {
-        "a FIFO"
+        "a FIFO (named pipe)"
     } else if t.is_socket() {
         "a socket"
     } else {
