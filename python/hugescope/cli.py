@@ -826,7 +826,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="virtualized run (implies --virt): the host kernel's policy (base, linux, ingens, ...)")
     s.add_argument("--guest-policy", action="append", default=[], metavar="NAME[:k=v,...]",
                    help="virtualized run: a guest policy (the same as --policy; repeatable)")
-    s.add_argument("--frag", type=units.float_arg("--frag", 0.0, 1.0), default=None, help="fragment memory first: share of 2MB blocks with an unmovable page (pcc) or target FMFI (ingens)")
+    # Checked by the core as os.frag, like --budget (a share: 0.3 or 30%%).
+    s.add_argument("--frag", default=None, help="fragment memory first: share of 2MB blocks with an unmovable page (pcc) or target FMFI (ingens); 0.3 or 30%%")
     s.add_argument("--frag-method", default=None, choices=["pcc", "ingens"], help="fragmentation method (default pcc)")
     s.add_argument("--budget", default=None, help="cap huge-page memory at this share of the footprint (0.04 or 4%%)")
     s.add_argument("--memory", default=None, help="simulated physical memory (default: 1.3 x footprint + 8MiB, at least 64MiB)")

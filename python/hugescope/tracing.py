@@ -24,7 +24,7 @@ import subprocess
 import tempfile
 from typing import Dict, List, Optional, Sequence
 
-from . import _core
+from . import _core, units
 from ._io import check_output
 from .errors import HugescopeError
 
@@ -166,6 +166,20 @@ PR_SET_PDEATHSIG = 1
 DISK_RESERVE = 1 << 30
 
 
+def _disk_reserve() -> int:
+    """``$HUGESCOPE_TRACE_RESERVE`` read as every size is (``units.parse_size``:
+    "2GiB", "0"), else ``DISK_RESERVE``. The runtime's own reading (strtoull)
+    took "2GiB" as 2 bytes and "x" as 0, turning the disk check off; the
+    runtime gets the checked number of bytes."""
+    text = os.environ.get("HUGESCOPE_TRACE_RESERVE")
+    if text is None:
+        return DISK_RESERVE
+    try:
+        return units.parse_size(text)
+    except ValueError as e:
+        raise HugescopeError(f"HUGESCOPE_TRACE_RESERVE: {e}") from None
+
+
 def _child_setup(parent: int):
     """What the traced program's process does between fork and exec: die
     with hugescope (PR_SET_PDEATHSIG, so even a SIGKILL of hugescope cannot
@@ -245,6 +259,7 @@ def trace_program(argv: Sequence[str], output: str, skip: int = 0, record: Optio
     Returns the trace summary plus ``exit_status`` (the program's).
     """
     _window(skip, record)
+    reserve = _disk_reserve()
     path = _program(argv)
     check_output(output, "hst")
     name = os.path.basename(argv[0])
@@ -260,7 +275,7 @@ def trace_program(argv: Sequence[str], output: str, skip: int = 0, record: Optio
         raw, meta = os.path.join(tmp, "records"), os.path.join(tmp, "meta")
         env = dict(os.environ, HUGESCOPE_TRACE_OUT=raw, HUGESCOPE_TRACE_META=meta,
                    HUGESCOPE_TRACE_SKIP=str(skip), HUGESCOPE_TRACE_RECORD=str(record or 0))
-        env.setdefault("HUGESCOPE_TRACE_RESERVE", str(DISK_RESERVE))
+        env["HUGESCOPE_TRACE_RESERVE"] = str(reserve)
         proc = subprocess.Popen([path, *argv[1:]], env=env, preexec_fn=_child_setup(os.getpid()))
         try:
             _end_group(proc)

@@ -10,7 +10,7 @@
 //! "pid": N}` where numbers may be integers or strings ("0x7f0000000000",
 //! "2MiB"); `size` is accepted for `length`; `when` defaults to "start".
 
-use crate::units::parse_size;
+use crate::units::{parse_count, parse_size, whole_value};
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -266,20 +266,18 @@ impl Plan {
     }
 }
 
-fn num(v: &Value, what: &str) -> std::result::Result<u64, String> {
+/// An address, length or page size (`sized`: text with binary suffixes) or an
+/// access count (decimal suffixes, as every count): read by the one reader of
+/// sizes and counts (`units::whole_value`), so a plan accepts what `--set`
+/// and the command line do.
+fn num(v: &Value, what: &str, sized: bool) -> std::result::Result<u64, String> {
     match v {
-        Value::Number(n) => n
-            .as_u64()
-            .ok_or_else(|| format!("{what} must be a non-negative integer, got {n}")),
+        Value::Number(n) => whole_value(v, sized).ok_or_else(|| format!("{what} must be a non-negative integer, got {n}")),
         Value::String(s) => {
             let t = s.trim();
-            if let Some(hex) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
-                u64::from_str_radix(hex, 16).map_err(|_| format!("{what} '{s}' is not a hex number"))
-            } else {
-                parse_size(t).map_err(|e| format!("{what}: {e}"))
-            }
+            if sized { parse_size(t) } else { parse_count(t) }.map_err(|e| format!("{what}: {e}"))
         }
-        other => Err(format!("{what} must be a number or string, got {other}")),
+        other => Err(format!("{what} must be a number or string, got {}", crate::error::shown(&other.to_string(), 80))),
     }
 }
 
@@ -298,7 +296,7 @@ fn parse_when(v: Option<&Value>) -> std::result::Result<When, String> {
                     .filter(|t| t.is_finite() && *t >= 0.0)
                     .map(When::TimeS)
                     .ok_or_else(|| "when.time_s must be a non-negative number".into()),
-                "accesses" => Ok(When::Accesses(num(x, "when.accesses")?)),
+                "accesses" => Ok(When::Accesses(num(x, "when.accesses", false)?)),
                 "progress" => match x.as_str() {
                     Some(s) => Ok(When::Progress(plan_text(s, "when.progress")?)),
                     None => Err("when.progress must be a string".into()),
@@ -321,7 +319,7 @@ fn parse_after_marker(x: &Value) -> std::result::Result<When, String> {
         m.get("label").and_then(Value::as_str).ok_or("when.after_marker.label must be a string")?,
         "when.after_marker.label",
     )?;
-    let accesses = num(m.get("accesses").ok_or("when.after_marker: missing 'accesses'")?, "when.after_marker.accesses")?;
+    let accesses = num(m.get("accesses").ok_or("when.after_marker: missing 'accesses'")?, "when.after_marker.accesses", false)?;
     Ok(When::AfterMarker { label, accesses })
 }
 
@@ -332,18 +330,19 @@ fn parse_entry(v: &Value) -> std::result::Result<PlanEntry, String> {
             return Err(format!("unknown field '{k}'"));
         }
     }
-    let start = num(m.get("start").ok_or("missing 'start'")?, "start")?;
+    let start = num(m.get("start").ok_or("missing 'start'")?, "start", true)?;
     let length = num(
         m.get("length").or_else(|| m.get("size")).ok_or("missing 'length'")?,
         "length",
+        true,
     )?;
     let page_size = match m.get("page_size") {
-        Some(v) => num(v, "page_size")?,
+        Some(v) => num(v, "page_size", true)?,
         None => 2 << 20,
     };
     let pid = match m.get("pid") {
         Some(v) => {
-            let p = num(v, "pid")?;
+            let p = num(v, "pid", false)?;
             u16::try_from(p).map_err(|_| format!("pid {p} out of range"))?
         }
         None => 0,

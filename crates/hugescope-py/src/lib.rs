@@ -94,6 +94,18 @@ fn shown(value: &str, max: usize) -> String {
     hugescope_core::error::shown(value, max)
 }
 
+/// A byte size or a count as the core reads it everywhere
+/// (`hugescope_core::units`): the one grammar the Python layer uses too.
+#[pyfunction]
+fn parse_size(text: &str) -> PyResult<u64> {
+    hugescope_core::units::parse_size(text).map_err(err)
+}
+
+#[pyfunction]
+fn parse_count(text: &str) -> PyResult<u64> {
+    hugescope_core::units::parse_count(text).map_err(err)
+}
+
 #[pyfunction]
 fn version() -> &'static str {
     env!("CARGO_PKG_VERSION")
@@ -421,6 +433,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(version, m)?)?;
     m.add_function(wrap_pyfunction!(read_input, m)?)?;
     m.add_function(wrap_pyfunction!(shown, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_size, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_count, m)?)?;
     m.add_function(wrap_pyfunction!(write_staged, m)?)?;
     m.add_function(wrap_pyfunction!(presets, m)?)?;
     m.add_function(wrap_pyfunction!(machine_config, m)?)?;
