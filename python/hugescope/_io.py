@@ -143,6 +143,8 @@ def check_output(path, kind: Optional[str] = None, inputs: Iterable = (), follow
     other formats asked for are checked too."""
     if kind is not None and kind not in KINDS:
         raise ValueError(f"output kind '{kind}' is not one of {', '.join(KINDS)}")
+    if not isinstance(path, (str, bytes, os.PathLike)):
+        raise _core.HugescopeError(f"output: expected a file path, not {_core.shown(repr(path))}")
     inputs = [p for p in inputs if p is not None]
     for other, other_kind in _twins(path, kind):
         if other_kind is None:

@@ -561,9 +561,19 @@ def cmd_daemon(a) -> int:
             for d in s["decisions"]:
                 console.print(f"t={d['t_s']:.1f}s pid {d['pid']} {d['start']:#x}: {escape(d['outcome'])} "
                               f"({escape(d['why'])})", soft_wrap=True)
-        r = daemon.run(a.policy, a.pid or (), a.cgroup, budget=a.budget, budget_per_process=a.budget_per_process,
-                       rate=a.rate, interval=a.interval, duration=a.duration, utilization=a.utilization,
-                       set_madvise=a.set_madvise, on_step=on_step)
+        try:
+            r = daemon.run(a.policy, a.pid or (), a.cgroup, budget=a.budget, budget_per_process=a.budget_per_process,
+                           rate=a.rate, interval=a.interval, duration=a.duration, utilization=a.utilization,
+                           set_madvise=a.set_madvise, on_step=on_step)
+        except KeyboardInterrupt as e:
+            # A signal is how a --cgroup daemon ends: its decisions so far are
+            # written, and the exit status is still the signal's (128 + it).
+            r = getattr(e, "daemon_result", None)
+            if r is not None and a.json:
+                emit_json(a.json, r)
+                from . import cli
+                cli.interrupt_note = f"the daemon's result so far was written to {a.json}"
+            raise
     f = r["final"]
     with human_to_stderr(a.json):
         console.print(escape(_daemon_line(f)), soft_wrap=True)

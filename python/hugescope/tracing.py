@@ -147,7 +147,9 @@ def cc(args: Sequence[str]) -> int:
     args = list(args)
     i, out = _cc_output(args)
     if out is not None and out != "-":
-        sources = [a for a in args if not a.startswith("-") and a != out and os.path.isfile(a)]
+        # Every file argument but the output's own slot: `-o p.c p.c` names
+        # a source as the output, and is refused.
+        sources = [a for j, a in enumerate(args) if j != i and not a.startswith("-") and os.path.isfile(a)]
         target = check_output(out, "elf", sources)
         if i is not None and target != out:
             # --follow-symlinks: clang writes to the link's target.

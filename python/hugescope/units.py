@@ -17,6 +17,8 @@ and environment variables accept the same texts:
 
 from __future__ import annotations
 
+from typing import Optional
+
 from . import _core
 
 
@@ -112,6 +114,27 @@ def check_float(value, what: str, lo: float = None, hi: float = None, positive: 
         rng = f"{lo:g}..{hi:g}" if lo is not None and hi is not None else (f">= {lo:g}" if lo is not None else f"<= {hi:g}")
         raise _error(f"{what}: {_shown(value)} is out of range (expected {rng})")
     return x
+
+
+def check_callable(value, what: str, called_with: str):
+    """``value`` if it is None or callable; else ``HugescopeError`` naming
+    ``what`` (a ``progress=5`` used to fail deep in the core as a TypeError)."""
+    if value is not None and not callable(value):
+        raise _error(f"{what}: expected a function called with {called_with}, or None, not {_shown(value)}")
+    return value
+
+
+def check_name(value, what: str, choices=None) -> Optional[str]:
+    """``value`` if it is None or a string (one of ``choices`` when given);
+    else ``HugescopeError`` naming ``what`` (``preset=123`` used to raise a
+    TypeError from the bindings)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise _error(f"{what}: expected a name (a string), not {_shown(value)}")
+    if choices is not None and value not in choices:
+        raise _error(f"{what}: {_shown(value)} is not one of {', '.join(choices)}")
+    return value
 
 
 def int_arg(what: str, lo: int = 0, hi: int = U64_MAX):
