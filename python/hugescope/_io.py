@@ -55,6 +55,17 @@ PLOT_FORMAT_CHOICES = ("png", "svg", "pdf")
 
 _HEAD = 512  # bytes of new content the kind is sniffed from (hugescope_core::output::SNIFF_BYTES)
 
+#: Every output completed (renamed onto its name) since ``written.clear()``:
+#: the CLI clears it when a command starts, so that an interruption after a
+#: result was written says that it was (and where), not "no result".
+written: list = []
+
+
+def note_written(path) -> None:
+    """Record a complete output (``write_atomic`` does; so do the callers of
+    the core's trace writers, which stage and rename on their own)."""
+    written.append(os.fspath(path))
+
 
 def _no_duplicate_keys(pairs):
     """json object hook: a key given twice is an error, never 'the last wins'."""
@@ -224,6 +235,7 @@ def _write_file(target: str, blob: bytes) -> None:
     # failure, a signal or even SIGKILL leaves no temporary behind; mode
     # 0666 less umask; errors (a full disk) name the target.
     _core.write_staged(os.fspath(target), blob)
+    note_written(target)
     return target
 
 

@@ -983,12 +983,24 @@ def _dispatch(argv: List[str]) -> int:
     return a.func(a)
 
 
+def _written_note() -> str:
+    """What an interruption kept when the command set no note of its own:
+    the outputs it had completed (a result written before Ctrl-C stays, and
+    the line says so), else that nothing partial was written."""
+    done = list(dict.fromkeys(_io.written))
+    if not done:
+        return "no partial result was written"
+    names = ", ".join(_core.shown(p, 120) for p in done[:4]) + (f" and {len(done) - 4} more" if len(done) > 4 else "")
+    return f"complete before it, and kept: {names}; nothing partial was written"
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     global interrupt_note
     argv = list(sys.argv[1:] if argv is None else argv)
     old_handlers = _install_signal_handlers()
     old_follow = _io.FOLLOW_SYMLINKS
     interrupt_note = None
+    _io.written.clear()
     try:
         # The top-level options are taken before the command, so they also
         # hold for the commands parsed outside argparse (trace, native, validate).
@@ -1014,7 +1026,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     except KeyboardInterrupt as e:
         code = e.exit_code if isinstance(e, Interrupted) else 128 + signal.SIGINT
         name = signal.Signals(e.signum).name if isinstance(e, Interrupted) else "SIGINT"
-        err_console.print(f"interrupted by {name}; {escape(interrupt_note or 'no partial result was written')}")
+        err_console.print(f"interrupted by {name}; {escape(interrupt_note or _written_note())}")
         return code
     except Exception as e:  # noqa: BLE001 - the last resort: a bug, not bad input
         if os.environ.get("HUGESCOPE_TRACEBACK"):
@@ -1025,6 +1037,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     finally:
         _io.FOLLOW_SYMLINKS = old_follow
         interrupt_note = None
+        _io.written.clear()
         for sig, h in old_handlers.items():
             signal.signal(sig, h)
 

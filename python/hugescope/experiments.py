@@ -33,7 +33,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 
 from . import _core, _io, sweep_parts
 from ._core import HugescopeError
-from ._io import check_output, write_atomic, write_json
+from ._io import check_output, note_written, write_atomic, write_json
 from .configuration import os_overrides, source_args
 from .results import SimResult
 from .units import U64_MAX, check_float, check_int
@@ -724,7 +724,9 @@ def merge(inputs: Sequence[str], out: str, slice: int = 65536, separate_cpus: bo
     # Checked here too so a followed symbolic link resolves before the core,
     # which never follows one.
     target = check_output(out, "hst", paths)
-    return json.loads(_core.merge_traces(paths, target, slice, bool(separate_cpus)))
+    s = json.loads(_core.merge_traces(paths, target, slice, bool(separate_cpus)))
+    note_written(target)
+    return s
 
 
 def _process_cpus(header: Dict[str, Any]) -> Optional[Dict[int, range]]:

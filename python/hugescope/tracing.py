@@ -25,7 +25,7 @@ import tempfile
 from typing import Dict, List, Optional, Sequence
 
 from . import _core, units
-from ._io import check_output
+from ._io import check_output, note_written
 from .errors import HugescopeError
 
 #: Coverage flags: trace-loads/trace-stores need a base coverage kind, and
@@ -288,6 +288,7 @@ def trace_program(argv: Sequence[str], output: str, skip: int = 0, record: Optio
             raise HugescopeError(f"program '{argv[0]}' wrote no trace records: build it with 'hugescope cc' "
                                  f"(or trace it with --valgrind)")
         s = json.loads(_core.tracer_convert(raw, meta, output, f"program:{name}", json.dumps(params)))
+        note_written(output)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     # The runtime stops recording rather than fill the disk; say so.
@@ -318,6 +319,7 @@ def _trace_valgrind(path: str, argv: Sequence[str], output: str, name: str, para
             s = json.loads(_core.import_trace("lackey", f"valgrind lackey output of {argv[0]}", output,
                                               f"program:{name}", json.dumps(params), skip, record,
                                               instructions, r))
+            note_written(output)
             # A full window stops the import early: the rest of the log is
             # read and dropped so the program runs to its end (closing the
             # pipe instead would kill valgrind with SIGPIPE).
@@ -341,8 +343,10 @@ def import_trace(fmt: str, path: str, output: str, skip: int = 0, record: Option
     _window(skip, record)
     check_output(output, "hst", [path])
     params = {"source": os.path.basename(path), "skip": skip, "record": record}
-    return json.loads(_core.import_trace(fmt, path, output, f"imported:{fmt}", json.dumps(params),
-                                         skip, record, instructions))
+    s = json.loads(_core.import_trace(fmt, path, output, f"imported:{fmt}", json.dumps(params),
+                                      skip, record, instructions))
+    note_written(output)
+    return s
 
 
 def convert_trace(path: str, output: str) -> Dict:
@@ -350,7 +354,9 @@ def convert_trace(path: str, output: str) -> Dict:
     whose preamble checksum does not cover the version field) as the current
     version, records and markers unchanged. Returns the trace summary."""
     check_output(output, "hst", [path])
-    return json.loads(_core.convert_trace(os.fspath(path), os.fspath(output)))
+    s = json.loads(_core.convert_trace(os.fspath(path), os.fspath(output)))
+    note_written(output)
+    return s
 
 
 def region_kind(header: Dict, name: str) -> Optional[str]:

@@ -40,7 +40,7 @@ def trace(
     the number of accesses generated so far (about every million).
     Returns ``{"path", "header", "summary", "result"}``.
     """
-    from ._io import check_output
+    from ._io import check_output, note_written
     from .units import check_callable, check_int
 
     p = _clean(params)
@@ -51,6 +51,7 @@ def trace(
     # file read by the workload is an input), and a followed link resolved.
     target = check_output(out, "hst", [p["file"]] if isinstance(p.get("file"), str) and p["file"] else [])
     text = _core.trace_workload(name, json.dumps(p), target, limit, progress)
+    note_written(target)
     return json.loads(text)
 
 
