@@ -6,10 +6,11 @@ simulator or the PyO3 bindings), which streams at over 100 million records/s.
 
 The byte layout is specified in ``docs/trace-format.md``. In short::
 
-    preamble   magic[8] version:u16 flags:u16 header_len:u32 header_crc:u32
+    preamble   magic[8] version:u16 flags:u16 header_len:u32 preamble_crc:u32
+               (version 3: CRC-32 of bytes 8..16 and the header JSON)
     header     JSON (TraceHeader)
     chunk*     "CHNK" records:u32 payload_len:u32 crc32:u32  zstd(payload)
-               payload = 8 byte planes of the records (version 2) or the
+               payload = 8 byte planes of the records (versions 2, 3) or the
                records themselves, 8 bytes each (version 1)
     footer     "FOOT" json_len:u32 json_crc:u32 reserved:u32  JSON (TraceSummary)
     trailer    footer_offset:u64 b"\\x89HSTEND\\n"
