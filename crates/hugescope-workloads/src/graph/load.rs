@@ -62,7 +62,12 @@ fn parse_weight(tok: &str, path: &Path, line: usize) -> Result<u32> {
 }
 
 pub fn load(path: &Path) -> Result<EdgeList> {
-    let text = hugescope_core::input::read_text(path, "graph file", hugescope_core::input::MAX_GRAPH_BYTES)?;
+    // A graph file is a workload parameter: a missing or unreadable one is
+    // bad input (as before input.rs), not an I/O failure of the run.
+    let text = hugescope_core::input::read_text(path, "graph file", hugescope_core::input::MAX_GRAPH_BYTES).map_err(|e| match e {
+        Error::Io { source, .. } => Error::input(format!("cannot read graph file '{}': {source}", shown_path(path))),
+        other => other,
+    })?;
     parse(&text, path)
 }
 
