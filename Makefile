@@ -12,7 +12,7 @@ PIP    := $(PY) -m pip
 CARGO  ?= cargo
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: demo test build deps clang redis bins wheel rust-test py-test bench clean
+.PHONY: demo test build deps clang redis bins wheel rust-test py-test fuzz-smoke bench clean
 
 $(VENV)/.created:
 	$(PYTHON) -m venv $(VENV)
@@ -103,7 +103,12 @@ redis:
 py-test: build wheel redis
 	$(PY) -m pytest -q tests
 
-test: build rust-test py-test
+# Every parser's coverage-guided fuzz target (fuzz/, scripts/fuzz.sh) for a
+# few seconds each from its committed seeds: a crash fails the test.
+fuzz-smoke:
+	scripts/fuzz.sh smoke 4
+
+test: build rust-test py-test fuzz-smoke
 
 bench: build
 	$(CARGO) bench -p hugescope-core --bench throughput

@@ -53,6 +53,8 @@ def _rewrite_as_version_1(src, dst):
     at = 20 + hlen
     out = bytearray(data[:at])
     out[8:10] = struct.pack("<H", 1)
+    # Version 1's checksum covers the header JSON alone.
+    out[16:20] = struct.pack("<I", zlib.crc32(data[20:at]))
     while data[at : at + 4] == b"CHNK":
         count, clen, _ = struct.unpack_from("<III", data, at + 4)
         raw = zstandard.ZstdDecompressor().decompress(data[at + 16 : at + 16 + clen], max_output_size=count * 8)
@@ -73,18 +75,30 @@ def _rewrite_as_version_1(src, dst):
     dst.write_bytes(bytes(out))
 
 
-def test_version_1_traces_still_read(gups_trace, tmp_path, capsys):
+def test_version_1_traces_are_refused_then_converted(gups_trace, tmp_path, capsys):
     v1 = tmp_path / "v1.hst"
     _rewrite_as_version_1(Path(gups_trace), v1)
     assert v1.read_bytes()[8:10] == b"\x01\x00"
-    a2, a1 = hst.read_accesses(gups_trace), hst.read_accesses(str(v1))
-    assert np.array_equal(a1, a2)
+    # Refused in one line that names the conversion (issue #31: a version
+    # field cannot be trusted before version 3).
+    code, _, err = run_cli("trace", "info", v1, capsys=capsys)
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "format version 1" in lines[0] and "trace convert" in lines[0], err
+    v3 = tmp_path / "v3.hst"
+    code, _, err = run_cli("trace", "convert", v1, "-o", v3, capsys=capsys)
+    assert code == 0, err
+    assert v3.read_bytes()[8:10] == b"\x03\x00"
+    assert np.array_equal(hst.read_accesses(str(v3)), hst.read_accesses(gups_trace))
     # The Rust reader agrees: same walks for both files, and --verify passes.
-    code, _, _ = run_cli("trace", "info", v1, "--verify", capsys=capsys)
+    code, _, _ = run_cli("trace", "info", v3, "--verify", capsys=capsys)
     assert code == 0
-    r1 = hs.simulate(str(v1), pages="4k").to_dict()["translation"]
+    r1 = hs.simulate(str(v3), pages="4k").to_dict()["translation"]
     r2 = hs.simulate(gups_trace, pages="4k").to_dict()["translation"]
     assert r1 == r2
+    # Converting refuses to write over its input.
+    code, _, err = run_cli("trace", "convert", v1, "-o", v1, capsys=capsys)
+    assert code == 2 and "same file as the input" in err
 
 
 def test_simulate_4k_vs_2m_and_json(gups_trace, tmp_path, capsys):

@@ -264,23 +264,94 @@ def test_apply_to_a_target_that_has_exited_is_reported_per_entry(tmp_path, state
 
 # ---------------------------------------------------------------- settings survive a kill
 
-def test_stale_setting_is_restored_by_the_next_invocation(tmp_path, state_dir):
-    """Without root: a record left by a dead owner, for a stand-in setting file."""
-    knob = tmp_path / "knob"
-    knob.write_text("0\n")
+@needs_root
+def test_stale_setting_is_restored_by_the_next_invocation(tmp_path, state_dir, sysctls):
+    """A record left by a dead owner for an allow-listed setting: the next
+    invocation restores it and removes the record."""
+    original = sysctls[MAXMAP]
+    _write(MAXMAP, str(int(original) + 1))  # what the killed owner had set
     dead = subprocess.Popen(["true"])
     dead.wait()
-    state_dir.mkdir()
-    (state_dir / "state.json").write_text(json.dumps({"version": 1, "settings": [
-        {"path": str(knob), "original": "1", "owners": [{"pid": dead.pid, "start_ticks": 1}]}]}))
+    state_dir.mkdir(mode=0o700)
+    f = state_dir / "state.json"
+    f.write_text(json.dumps({"version": 1, "settings": [
+        {"path": MAXMAP, "original": original, "owners": [{"pid": dead.pid, "start_ticks": 1}]}]}))
+    f.chmod(0o600)
     p = subprocess.run([HUGESCOPE, "thp"], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
-    assert knob.read_text() == "1\n"
-    assert not (state_dir / "state.json").exists()
+    assert _read(MAXMAP) == original
+    assert not f.exists()
     notes = [line for line in p.stderr.splitlines() if line.startswith("note:")]
-    assert len(notes) == 1 and f"restored {knob} to 1" in notes[0] and str(dead.pid) in notes[0]
+    assert len(notes) == 1 and f"restored {MAXMAP} to {original}" in notes[0] and str(dead.pid) in notes[0]
     # Nothing left: the next invocation says nothing.
     assert "note:" not in subprocess.run([HUGESCOPE, "thp"], capture_output=True, text=True).stderr
+
+
+def _as_nobody(fn):
+    """Run ``fn`` in a forked child that has dropped to uid/gid 65534."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 1
+        try:
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+            fn()
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+@needs_root
+def test_a_state_file_forged_by_another_user_writes_nothing(tmp_path, sysctls):
+    """Issue #31 case 1: HUGESCOPE_STATE_DIR names a world-writable directory in
+    which another user plants state.json naming a root-owned file (and an
+    allow-listed setting with a value of its choosing). The next root command
+    refuses the journal in one line and writes nothing anywhere."""
+    import tempfile
+    open_dir = tempfile.mkdtemp(prefix="hugescope-forge-", dir="/tmp")
+    try:
+        os.chmod(open_dir, 0o777)
+        victim = tmp_path / "root-owned.conf"
+        victim.write_text("precious\n")
+        before_maxmap = _read(MAXMAP)
+
+        def plant():
+            with open(os.path.join(open_dir, "state.json"), "w") as f:
+                json.dump({"version": 1, "settings": [
+                    {"path": str(victim), "original": "owned", "owners": [{"pid": 999999, "start_ticks": 1}]},
+                    {"path": MAXMAP, "original": "65530", "owners": [{"pid": 999999, "start_ticks": 1}]}]}, f)
+            os.chmod(os.path.join(open_dir, "state.json"), 0o600)
+        _as_nobody(plant)
+        env = dict(os.environ, HUGESCOPE_STATE_DIR=open_dir)
+        for cmd in (["thp"], ["thp", "--json", "-"]):
+            p = subprocess.run([HUGESCOPE, *cmd], capture_output=True, text=True, timeout=60, env=env)
+            assert p.returncode == 2, p.stderr
+            lines = p.stderr.strip().splitlines()
+            assert len(lines) == 1 and "settings journal" in lines[0] and "nothing was restored" in lines[0], lines
+            assert "Traceback" not in p.stderr
+        assert victim.read_text() == "precious\n"
+        assert _read(MAXMAP) == before_maxmap
+        # The forged file is left for its owner; nothing was added beside it.
+        assert sorted(os.listdir(open_dir)) == ["state.json"]
+
+        # A root-only directory, but the state file belongs to another user.
+        safe = tmp_path / "state"
+        safe.mkdir(mode=0o700)
+        f = safe / "state.json"
+        f.write_text(json.dumps({"version": 1, "settings": [
+            {"path": MAXMAP, "original": "65530", "owners": [{"pid": 999999, "start_ticks": 1}]}]}))
+        f.chmod(0o600)
+        os.chown(f, 65534, 65534)
+        env = dict(os.environ, HUGESCOPE_STATE_DIR=str(safe))
+        p = subprocess.run([HUGESCOPE, "thp"], capture_output=True, text=True, timeout=60, env=env)
+        assert p.returncode == 2 and "owned by uid 65534" in p.stderr, p.stderr
+        assert _read(MAXMAP) == before_maxmap
+    finally:
+        import shutil
+        shutil.rmtree(open_dir, ignore_errors=True)
 
 
 def _fragment_args():

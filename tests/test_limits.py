@@ -89,7 +89,10 @@ def crafted(src, dst, **fields):
     header.update(fields)
     new = json.dumps(header).encode()
     footer = struct.unpack_from("<Q", b, len(b) - 16)[0] + len(new) - hlen
-    out = (b[:12] + struct.pack("<II", len(new), zlib.crc32(new)) + new + b[20 + hlen:len(b) - 16]
+    # Format 3: the preamble checksum covers the version, flags and header
+    # length (bytes 8..16) as well as the header.
+    crc = zlib.crc32(b[8:12] + struct.pack("<I", len(new)) + new)
+    out = (b[:12] + struct.pack("<II", len(new), crc) + new + b[20 + hlen:len(b) - 16]
            + struct.pack("<Q", footer) + b[len(b) - 8:])
     dst.write_bytes(out)
     return dst

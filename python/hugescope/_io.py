@@ -31,7 +31,6 @@ import contextlib
 import json
 import os
 import sys
-import tempfile
 from typing import Any, Iterable, Optional, Union
 
 from . import _core
@@ -42,7 +41,7 @@ from . import _core
 FOLLOW_SYMLINKS = False
 
 #: Output kinds the core recognises (see ``hugescope_core::output::Kind``).
-KINDS = ("hst", "json", "csv", "html", "png", "svg", "pdf")
+KINDS = ("hst", "json", "csv", "html", "png", "svg", "pdf", "elf")
 
 #: The output name meaning standard output (the Unix convention).
 STDOUT = "-"
@@ -55,6 +54,43 @@ TABLE_FORMAT_CHOICES = ("csv", "parquet")
 PLOT_FORMAT_CHOICES = ("png", "svg", "pdf")
 
 _HEAD = 512  # bytes of new content the kind is sniffed from (hugescope_core::output::SNIFF_BYTES)
+
+#: Every output completed (renamed onto its name) since ``written.clear()``:
+#: the CLI clears it when a command starts, so that an interruption after a
+#: result was written says that it was (and where), not "no result".
+written: list = []
+
+
+def note_written(path) -> None:
+    """Record a complete output (``write_atomic`` does; so do the callers of
+    the core's trace writers, which stage and rename on their own)."""
+    written.append(os.fspath(path))
+
+
+def _no_duplicate_keys(pairs):
+    """json object hook: a key given twice is an error, never 'the last wins'."""
+    out = {}
+    for k, v in pairs:
+        if k in out:
+            raise ValueError(f"key {_core.shown(k)!s} appears twice in one object")
+        out[k] = v
+    return out
+
+
+def _no_constants(name: str):
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def read_json(path, what: str, limit: str = "result") -> Any:
+    """An input JSON file (results, checkpoints, measurements) read the way every
+    input is: a FIFO, socket or device refused before reading, at most the size
+    limit ``limit`` (``hugescope_core::input``), no duplicate keys, no NaN or
+    infinities. Errors are ``ValueError`` with one line naming the file."""
+    text = _core.read_input(os.fspath(path), what, limit)
+    try:
+        return json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_constant=_no_constants)
+    except ValueError as e:
+        raise ValueError(f"{_core.shown(os.fspath(path))}: {what} is not valid JSON ({_core.shown(str(e))})") from None
 
 
 def _follow(follow_symlinks: Optional[bool]) -> bool:
@@ -118,6 +154,8 @@ def check_output(path, kind: Optional[str] = None, inputs: Iterable = (), follow
     other formats asked for are checked too."""
     if kind is not None and kind not in KINDS:
         raise ValueError(f"output kind '{kind}' is not one of {', '.join(KINDS)}")
+    if not isinstance(path, (str, bytes, os.PathLike)):
+        raise _core.HugescopeError(f"output: expected a file path, not {_core.shown(repr(path))}")
     inputs = [p for p in inputs if p is not None]
     for other, other_kind in _twins(path, kind):
         if other_kind is None:
@@ -148,13 +186,6 @@ def prepare_dir(path, follow_symlinks: Optional[bool] = None) -> str:
     except (FileExistsError, NotADirectoryError):
         raise _core.HugescopeError(f"{path}: a component of the path is not a directory") from None
     return path
-
-
-def _umask() -> int:
-    # The only portable way to read the umask is to set it; set it back at once.
-    m = os.umask(0o022)
-    os.umask(m)
-    return m
 
 
 def write_atomic(path, data: Union[str, bytes], kind: Optional[str] = None, inputs: Iterable = (),
@@ -199,25 +230,12 @@ def _parquet(csv_blob: bytes, path: str) -> bytes:
 
 
 def _write_file(target: str, blob: bytes) -> None:
-    d = os.path.dirname(os.path.abspath(target))
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(target) + ".", suffix=".tmp", dir=d)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            # mkstemp creates 0600; results are ordinary files (0666 less umask).
-            os.fchmod(f.fileno(), 0o666 & ~_umask())
-            f.write(blob)
-            f.flush()
-            # fsync before the rename, or a crash could leave the new name
-            # pointing at blocks that never reached the disk.
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        # Any failure, Ctrl-C or SIGTERM included: no temporary left behind.
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    # The core's staged writer (hugescope_core::output::Staged): the file is
+    # unnamed (O_TMPFILE) until fsync'd and renamed onto the target, so a
+    # failure, a signal or even SIGKILL leaves no temporary behind; mode
+    # 0666 less umask; errors (a full disk) name the target.
+    _core.write_staged(os.fspath(target), blob)
+    note_written(target)
     return target
 
 

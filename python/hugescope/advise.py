@@ -90,6 +90,27 @@ def advise(argv: Sequence[str], out: str, ks: Sequence[int] = DEFAULT_KS, polici
     machine = calibrate.machine_args(preset, None)
 
     log(f"tracing {' '.join(argv)}")
+    had_trace = os.path.exists(trace)
+    try:
+        return _advise_traced(argv, trace, plan_path, rec_path, ks, policies, repeat, warmup, duration, timeout,
+                              machine, log)
+    except BaseException:
+        # Refused (the program failed, no region to promote), failed or
+        # interrupted: the trace made for this advice goes too, so a refused
+        # advise leaves nothing behind (a trace that was there before stays).
+        if not had_trace:
+            try:
+                os.unlink(trace)
+            except FileNotFoundError:
+                pass
+        raise
+
+
+def _advise_traced(argv, trace, plan_path, rec_path, ks, policies, repeat, warmup, duration, timeout, machine, log):
+    """The steps of ``advise`` from tracing the program on."""
+    from . import api, linux, tracing
+    from .validate import make_plan, rankings
+
     t = tracing.trace_program(argv, trace)
     if t["exit_status"] != 0:
         raise HugescopeError(f"advise: the traced program exited with status {t['exit_status']}; fix it first")

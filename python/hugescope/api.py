@@ -76,6 +76,7 @@ def simulate(
 
     Cycle and speedup figures are estimates of the cost model.
     """
+    units.check_callable(progress, "progress", "(done, total)")
     policy, host_policy = _virt_args(policy, guest_policy, host_policy, virt)
     src = source_args(preset, _path(config, "config"))
     if host_policy is not None and policy is None and not _config_policies(src, set):
@@ -161,6 +162,7 @@ def compare(
     ``host_policy``; the reference ``base`` is then base pages in guest and
     host."""
     _, host_policy = _virt_args(None, None, host_policy, virt)
+    units.check_callable(progress, "progress", "(done, total)")
     src = source_args(preset, _path(config, "config"))
     if isinstance(policies, (str, bytes)):
         policies = [policies]

@@ -445,6 +445,7 @@ def cmd_trace(argv: List[str]) -> int:
                       "       hugescope trace -o FILE.hst [--skip N] [--record M] [--valgrind] -- PROGRAM [args]\n"
                       "       hugescope trace import {lackey,champsim,text} INPUT -o FILE.hst [--skip N] [--record M]\n"
                       "       hugescope trace info FILE.hst [--verify]\n"
+                      "       hugescope trace convert OLD.hst -o NEW.hst   (format version 1 or 2 to the current)\n"
                       "       hugescope trace merge A.hst B.hst -o AB.hst\n\n"
                       f"workloads: {', '.join(workloads.names())}\n"
                       "programs: build them with 'hugescope cc' (see docs/tracing.md), or use --valgrind")
@@ -453,6 +454,8 @@ def cmd_trace(argv: List[str]) -> int:
         return cmd_trace_info(argv[1:])
     if argv[0] == "import":
         return cmd_trace_import(argv[1:])
+    if argv[0] == "convert":
+        return cmd_trace_convert(argv[1:])
     if argv[0].startswith("-"):
         return cmd_trace_program(argv)
     if argv[0] == "merge":
@@ -547,6 +550,20 @@ def cmd_trace_import(argv: List[str]) -> int:
     a = p.parse_args(argv)
     skip, record = _window(a)
     s = tracing.import_trace(a.format, a.input, a.output, skip=skip, record=record, instructions=a.instructions)
+    _print_trace(a.output, s)
+    return 0
+
+
+def cmd_trace_convert(argv: List[str]) -> int:
+    from . import tracing
+
+    p = Parser(prog="hugescope trace convert",
+               description="Rewrite a trace of an older format version (1 or 2) as the current one "
+                           "(docs/trace-format.md); records and markers are unchanged.")
+    p.add_argument("input", help="trace written by an older hugescope")
+    p.add_argument("-o", "--output", required=True, help="trace file to write (.hst)")
+    a = p.parse_args(argv)
+    s = tracing.convert_trace(a.input, a.output)
     _print_trace(a.output, s)
     return 0
 
@@ -809,7 +826,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="virtualized run (implies --virt): the host kernel's policy (base, linux, ingens, ...)")
     s.add_argument("--guest-policy", action="append", default=[], metavar="NAME[:k=v,...]",
                    help="virtualized run: a guest policy (the same as --policy; repeatable)")
-    s.add_argument("--frag", type=units.float_arg("--frag", 0.0, 1.0), default=None, help="fragment memory first: share of 2MB blocks with an unmovable page (pcc) or target FMFI (ingens)")
+    # Checked by the core as os.frag, like --budget (a share: 0.3 or 30%%).
+    s.add_argument("--frag", default=None, help="fragment memory first: share of 2MB blocks with an unmovable page (pcc) or target FMFI (ingens); 0.3 or 30%%")
     s.add_argument("--frag-method", default=None, choices=["pcc", "ingens"], help="fragmentation method (default pcc)")
     s.add_argument("--budget", default=None, help="cap huge-page memory at this share of the footprint (0.04 or 4%%)")
     s.add_argument("--memory", default=None, help="simulated physical memory (default: 1.3 x footprint + 8MiB, at least 64MiB)")
@@ -911,10 +929,17 @@ def _install_signal_handlers() -> dict:
     return old
 
 
+#: Longest error line printed: messages quote values cut to 80 characters,
+#: so only a message built around a huge value comes near it.
+ERROR_LINE_CHARS = 600
+
+
 def _error_line(e: BaseException) -> str:
     # One line per error: a message spanning lines (rare: a value with a
-    # newline in it) is joined so the console contract holds.
-    return " ".join(str(e).splitlines()) or type(e).__name__
+    # newline in it) is joined so the console contract holds; control bytes
+    # (a file name with a terminal escape) are escaped and the line is cut, so
+    # no input can flood or drive the user's terminal through an error.
+    return _core.shown(" ".join(str(e).splitlines()), ERROR_LINE_CHARS) or type(e).__name__
 
 
 #: Top-level options taking a value, and where ``_top_options`` puts it.
@@ -958,12 +983,24 @@ def _dispatch(argv: List[str]) -> int:
     return a.func(a)
 
 
+def _written_note() -> str:
+    """What an interruption kept when the command set no note of its own:
+    the outputs it had completed (a result written before Ctrl-C stays, and
+    the line says so), else that nothing partial was written."""
+    done = list(dict.fromkeys(_io.written))
+    if not done:
+        return "no partial result was written"
+    names = ", ".join(_core.shown(p, 120) for p in done[:4]) + (f" and {len(done) - 4} more" if len(done) > 4 else "")
+    return f"complete before it, and kept: {names}; nothing partial was written"
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     global interrupt_note
     argv = list(sys.argv[1:] if argv is None else argv)
     old_handlers = _install_signal_handlers()
     old_follow = _io.FOLLOW_SYMLINKS
     interrupt_note = None
+    _io.written.clear()
     try:
         # The top-level options are taken before the command, so they also
         # hold for the commands parsed outside argparse (trace, native, validate).
@@ -989,7 +1026,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     except KeyboardInterrupt as e:
         code = e.exit_code if isinstance(e, Interrupted) else 128 + signal.SIGINT
         name = signal.Signals(e.signum).name if isinstance(e, Interrupted) else "SIGINT"
-        err_console.print(f"interrupted by {name}; {escape(interrupt_note or 'no partial result was written')}")
+        err_console.print(f"interrupted by {name}; {escape(interrupt_note or _written_note())}")
         return code
     except Exception as e:  # noqa: BLE001 - the last resort: a bug, not bad input
         if os.environ.get("HUGESCOPE_TRACEBACK"):
@@ -1000,6 +1037,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     finally:
         _io.FOLLOW_SYMLINKS = old_follow
         interrupt_note = None
+        _io.written.clear()
         for sig, h in old_handlers.items():
             signal.signal(sig, h)
 

@@ -140,14 +140,27 @@ def _name(experiment: str, trace: str) -> str:
     return f"{experiment}-{ex._stem(trace)}"
 
 
-def _prepare(a, experiment: str, trace: str, extra=()) -> str:
-    """Before the work: every file the command will write is checked (results
+def _open_traces(paths) -> None:
+    """Open each input trace (its header and footer read) before anything is
+    created: a FIFO, a device or a non-trace is refused in one line without
+    leaving an empty results directory behind."""
+    from . import api
+
+    for t in paths:
+        api.trace_info(t)
+
+
+def _prepare(a, experiment: str, trace: str, extra=(), made: bool = False) -> str:
+    """Before the work: the trace is opened (unless ``made`` by the command,
+    as a merge is), every file the command will write is checked (results
     directory created, CSV/JSON/PNG and checkpoint refused if they must not be
     replaced); returns the checkpoint path."""
     from . import plots
 
     _time_base(a)
     name = _name(experiment, trace)
+    if not made:
+        _open_traces([trace])
     inputs = [trace] + ([a.config] if getattr(a, "config", None) else [])
     inputs += _cli().policy_inputs(_policies(a.policies) if getattr(a, "policies", None) else [])
     ex.check_outputs(a.out, name, extra, inputs)
@@ -372,12 +385,13 @@ def cmd_multi(a) -> int:
             raise ValueError("--shared-cpus applies when several traces are merged; one was given")
     else:
         from ._io import prepare_dir
+        _open_traces(a.traces)
         prepare_dir(a.out)
         trace = os.path.join(a.out, "merged-" + "-".join(ex._stem(t) for t in a.traces) + ".hst")
         ex.check_output(trace, "hst", a.traces)
     # The merged trace's name is known before merging, so every output is
     # checked before the merge (the first piece of work).
-    ckpt = _prepare(a, "multi", trace, extra=("processes", "timeline"))
+    ckpt = _prepare(a, "multi", trace, extra=("processes", "timeline"), made=len(a.traces) > 1)
     if len(a.traces) > 1:
         rep = ex.merge(a.traces, trace, slice=65536 if a.slice is None else a.slice, separate_cpus=not a.shared_cpus)
         _cli().console.print(escape(f"merged {len(a.traces)} traces into {trace} "

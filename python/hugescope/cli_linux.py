@@ -26,10 +26,10 @@ import threading
 from rich.markup import escape
 from rich.table import Table
 
-from . import linux, workloads
+from . import _io, linux, workloads
 from ._core import HugescopeError
 from ._io import emit_json
-from .cli import (CliError, _params, _size, check_outputs, console, err_console, human_to_stderr, json_option,
+from .cli import (CliError, _error_line, _params, _size, check_outputs, console, err_console, human_to_stderr, json_option,
                   workload_parser)
 from .errors import EXIT_FAILURE, Interrupted, RunFailed
 
@@ -73,7 +73,7 @@ def _cli_errors(f):
         except ValueError as e:
             raise CliError(str(e)) from None
         except RunFailed as e:
-            err_console.print(f"[bold red]error:[/] {escape(str(e))}", soft_wrap=True)
+            err_console.print(f"[bold red]error:[/] {escape(_error_line(e))}", soft_wrap=True)
             return EXIT_FAILURE
         finally:
             # The CLI may run in a longer-lived process (tests, notebooks).
@@ -561,9 +561,19 @@ def cmd_daemon(a) -> int:
             for d in s["decisions"]:
                 console.print(f"t={d['t_s']:.1f}s pid {d['pid']} {d['start']:#x}: {escape(d['outcome'])} "
                               f"({escape(d['why'])})", soft_wrap=True)
-        r = daemon.run(a.policy, a.pid or (), a.cgroup, budget=a.budget, budget_per_process=a.budget_per_process,
-                       rate=a.rate, interval=a.interval, duration=a.duration, utilization=a.utilization,
-                       set_madvise=a.set_madvise, on_step=on_step)
+        try:
+            r = daemon.run(a.policy, a.pid or (), a.cgroup, budget=a.budget, budget_per_process=a.budget_per_process,
+                           rate=a.rate, interval=a.interval, duration=a.duration, utilization=a.utilization,
+                           set_madvise=a.set_madvise, on_step=on_step)
+        except KeyboardInterrupt as e:
+            # A signal is how a --cgroup daemon ends: its decisions so far are
+            # written, and the exit status is still the signal's (128 + it).
+            r = getattr(e, "daemon_result", None)
+            if r is not None and a.json:
+                emit_json(a.json, r)
+                from . import cli
+                cli.interrupt_note = f"the daemon's result so far was written to {a.json}"
+            raise
     f = r["final"]
     with human_to_stderr(a.json):
         console.print(escape(_daemon_line(f)), soft_wrap=True)
@@ -858,10 +868,9 @@ def cmd_calibrate(a) -> int:
     meas = None
     if a.measurements:
         try:
-            with open(a.measurements) as fh:
-                meas = json.load(fh)
+            meas = _io.read_json(a.measurements, "measurements file")
         except ValueError as e:
-            raise CliError(f"{a.measurements}: not JSON ({e})")
+            raise CliError(str(e)) from None
     if wls is None and (meas is None or meas.get("kind") == "microbench"):
         return _calibrate_walks(a, meas)
     if a.footprints or a.accesses is not None:

@@ -19,7 +19,7 @@ import json
 import os
 from typing import Any, Dict, Iterable, List, Optional
 
-from . import _core
+from . import units, _core
 
 #: Keyword and flag names that set an OS key (the sugar of the API keywords
 #: and CLI flags); each maps to ``os.<name>``. ``os_costs`` entries are
@@ -109,6 +109,7 @@ def source_args(preset: Optional[str], file) -> Dict[str, Any]:
     """The core's ``preset``/``config``/``config_text`` arguments for a
     preset and a file path or ``Config`` (the name "calibrated" resolves to
     the file ``hugescope calibrate`` saved)."""
+    units.check_name(preset, "preset")
     if isinstance(file, Config):
         if preset is not None:
             raise _core.HugescopeError("preset: a Config object already names its machine; give one of them")

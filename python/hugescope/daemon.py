@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
 import time
 from typing import Any, Callable, Dict, Optional, Sequence
 
@@ -93,8 +94,13 @@ def run(policy: str, pids: Sequence[int] = (), cgroup: Optional[str] = None, *, 
     ``duration`` seconds. Each step's status goes to ``on_step``. Returns
     ``{"config", "steps", "decisions", "final", "wall_s", "cpu_s"}``; ``cpu_s`` is
     the daemon's own CPU time (user + system of this process) over the run.
-    SIGINT/SIGTERM (whatever a handler raises) stop it between two steps; what it
-    changed is restored either way."""
+    SIGINT/SIGTERM (whatever a handler raises, a ``KeyboardInterrupt``) stop it
+    between two steps; the exception propagates carrying the result so far as
+    its ``daemon_result`` (``"stopped_by"`` naming the signal; None in a run
+    that ended by itself), so a ``--cgroup`` daemon, which only a signal ends,
+    can keep its decisions. What it changed is restored either way. When every watched process was refused
+    (pid 1, a kernel thread, no permission) or failed, and no cgroup is
+    watched, ``HugescopeError`` says so: nothing was done."""
     cfg = config(policy, pids, cgroup, budget, budget_per_process, rate, utilization, set_madvise)
     interval = _seconds(interval, "--interval", INTERVAL_MIN_S, INTERVAL_MAX_S)
     if duration is not None:
@@ -104,6 +110,7 @@ def run(policy: str, pids: Sequence[int] = (), cgroup: Optional[str] = None, *, 
     t0 = time.monotonic()
     cpu0 = _cpu_s()
     final: Dict[str, Any] = {}
+    stopped_by, interrupted = None, None
     try:
         while True:
             final = json.loads(d.step())
@@ -117,10 +124,31 @@ def run(policy: str, pids: Sequence[int] = (), cgroup: Optional[str] = None, *, 
             if left is not None and left <= 0:
                 break
             time.sleep(interval if left is None else min(interval, left))
+    except KeyboardInterrupt as e:
+        stopped_by, interrupted = signal.Signals(getattr(e, "signum", signal.SIGINT)).name, e
     finally:
         d.close()
-    return {"config": cfg, "interval_s": interval, "steps": steps, "decisions": decisions, "final": final,
-            "wall_s": time.monotonic() - t0, "cpu_s": _cpu_s() - cpu0}
+    result = {"config": cfg, "interval_s": interval, "steps": steps, "decisions": decisions, "final": final,
+              "wall_s": time.monotonic() - t0, "cpu_s": _cpu_s() - cpu0, "stopped_by": stopped_by}
+    if interrupted is not None:
+        # The interruption goes on (a caller's own loop must stop too); what
+        # the daemon did rides on it for a caller that keeps it (`daemon --json`).
+        interrupted.daemon_result = result
+        raise interrupted
+    _refuse_if_nothing_watched(cfg, final)
+    return result
+
+
+def _refuse_if_nothing_watched(cfg: Dict[str, Any], final: Dict[str, Any]) -> None:
+    """A daemon whose every process was refused or failed did nothing: an
+    error, not a success (``daemon --pid 1`` used to exit 0)."""
+    procs = final.get("processes") or []
+    if cfg["cgroup"] is not None or not procs:
+        return
+    bad = [p for p in procs if str(p.get("state", "")).startswith(("refused", "failed"))]
+    if len(bad) == len(procs):
+        why = "; ".join(f"pid {p['pid']}: {_core.shown(str(p['state']), 120)}" for p in bad[:4])
+        raise _core.HugescopeError(f"daemon: no watched process could be acted on ({why})")
 
 
 def _cpu_s() -> float:

@@ -31,9 +31,9 @@ import math
 import os
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 
-from . import _core, sweep_parts
+from . import _core, _io, sweep_parts
 from ._core import HugescopeError
-from ._io import check_output, write_atomic, write_json
+from ._io import check_output, note_written, write_atomic, write_json
 from .configuration import os_overrides, source_args
 from .results import SimResult
 from .units import U64_MAX, check_float, check_int
@@ -168,8 +168,7 @@ def _refuse_other_run(where: str, saved: Any, fingerprint: Dict[str, Any]) -> No
 
 def _load_checkpoint(checkpoint: str, fingerprint: Dict[str, Any]) -> Dict[int, Dict[str, Any]]:
     try:
-        with open(checkpoint) as f:
-            data = json.load(f)
+        data = _io.read_json(checkpoint, "checkpoint")
     except (OSError, ValueError) as e:
         raise HugescopeError(f"{checkpoint}: cannot read the checkpoint ({e}); delete it to start over") from None
     if not isinstance(data, dict) or data.get("hugescope_checkpoint") != CHECKPOINT_VERSION:
@@ -725,7 +724,9 @@ def merge(inputs: Sequence[str], out: str, slice: int = 65536, separate_cpus: bo
     # Checked here too so a followed symbolic link resolves before the core,
     # which never follows one.
     target = check_output(out, "hst", paths)
-    return json.loads(_core.merge_traces(paths, target, slice, bool(separate_cpus)))
+    s = json.loads(_core.merge_traces(paths, target, slice, bool(separate_cpus)))
+    note_written(target)
+    return s
 
 
 def _process_cpus(header: Dict[str, Any]) -> Optional[Dict[int, range]]:
@@ -809,8 +810,10 @@ def multi(trace, policies: Sequence[str] = DEFAULT_MULTI_POLICIES, budgets: Sequ
 
 def load(path: str) -> Dict[str, Any]:
     """Read one results JSON written by ``save``."""
-    with open(path) as f:
-        data = json.load(f)
+    try:
+        data = _io.read_json(path, "experiment result")
+    except ValueError as e:
+        raise HugescopeError(str(e)) from None
     if not isinstance(data, dict) or "hugescope_experiment" not in data:
         raise HugescopeError(f"{path}: not a hugescope experiment result")
     return data
@@ -826,8 +829,7 @@ def load_dir(directory: str) -> List[Dict[str, Any]]:
             continue
         p = os.path.join(directory, name)
         try:
-            with open(p) as f:
-                data = json.load(f)
+            data = _io.read_json(p, "experiment result")
         except (OSError, ValueError):
             continue
         if isinstance(data, dict) and "hugescope_experiment" in data:

@@ -6,10 +6,11 @@ simulator or the PyO3 bindings), which streams at over 100 million records/s.
 
 The byte layout is specified in ``docs/trace-format.md``. In short::
 
-    preamble   magic[8] version:u16 flags:u16 header_len:u32 header_crc:u32
+    preamble   magic[8] version:u16 flags:u16 header_len:u32 preamble_crc:u32
+               (version 3: CRC-32 of bytes 8..16 and the header JSON)
     header     JSON (TraceHeader)
     chunk*     "CHNK" records:u32 payload_len:u32 crc32:u32  zstd(payload)
-               payload = 8 byte planes of the records (version 2) or the
+               payload = 8 byte planes of the records (versions 2, 3) or the
                records themselves, 8 bytes each (version 1)
     footer     "FOOT" json_len:u32 json_crc:u32 reserved:u32  JSON (TraceSummary)
     trailer    footer_offset:u64 b"\\x89HSTEND\\n"
@@ -45,8 +46,8 @@ __all__ = [
 
 MAGIC = b"\x89HST\r\n\x1a\n"
 END_MAGIC = b"\x89HSTEND\n"
-VERSION = 2
-MIN_READ_VERSION = 1
+VERSION = 3
+MIN_READ_VERSION = 3
 CHUNK_TAG = b"CHNK"
 FOOTER_TAG = b"FOOT"
 PREAMBLE_LEN = 20
@@ -128,10 +129,11 @@ class _File:
                 f"the preamble alone is {PREAMBLE_LEN}",
             )
         version, flags, hlen, hcrc = struct.unpack_from("<HHII", pre, 8)
+        if version in (1, 2):
+            raise self.error(8, f"format version {version}, written by an older hugescope: convert it once with "
+                                "'hugescope trace convert FILE -o NEW.hst'")
         if not MIN_READ_VERSION <= version <= VERSION:
-            raise self.error(
-                8, f"unsupported .hst version {version} (this reader reads versions {MIN_READ_VERSION} to {VERSION})"
-            )
+            raise self.error(8, f"unsupported .hst version {version} (this reader reads version {VERSION})")
         if flags != 0:
             raise self.error(10, f"unknown header flags {flags:#06x} (version {version} defines none)")
         self.version = version
@@ -143,8 +145,10 @@ class _File:
                 f"truncated header: it declares {hlen} bytes of JSON but the file ends at byte {self.size}",
             )
         raw = self.read_at(PREAMBLE_LEN, hlen)
-        if zlib.crc32(raw) != hcrc:
-            raise self.error(PREAMBLE_LEN, "header checksum mismatch (corrupt header)")
+        # Version 3: the checksum covers the version, flags and header length too.
+        if zlib.crc32(raw, zlib.crc32(pre[8:16])) != hcrc:
+            raise self.error(8, "preamble checksum mismatch: the version, flags, header length or header "
+                                "were changed (corrupt file)")
         try:
             header = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as e:

@@ -24,8 +24,8 @@ import subprocess
 import tempfile
 from typing import Dict, List, Optional, Sequence
 
-from . import _core
-from ._io import check_output
+from . import _core, units
+from ._io import check_output, note_written
 from .errors import HugescopeError
 
 #: Coverage flags: trace-loads/trace-stores need a base coverage kind, and
@@ -123,9 +123,37 @@ def cc_command(args: Sequence[str]) -> List[str]:
     return cmd
 
 
+def _cc_output(args: List[str]):
+    """Where clang would write: (index of the path in ``args``, path), from
+    ``-o PATH``, ``-oPATH`` or ``--output[=]PATH``; (None, "a.out") when
+    linking without one; (None, None) when compiling objects without one
+    (clang names them after the sources)."""
+    for i, a in enumerate(args):
+        if a in ("-o", "--output") and i + 1 < len(args):
+            return i + 1, args[i + 1]
+        if a.startswith("--output="):
+            return i, a[len("--output="):]
+        if a.startswith("-o") and len(a) > 2:
+            return i, a[2:]
+    return (None, None) if any(a in _NO_LINK for a in args) else (None, "a.out")
+
+
 def cc(args: Sequence[str]) -> int:
     """Compile (and link) like clang with the tracing instrumentation and
-    runtime; returns clang's exit status."""
+    runtime; returns clang's exit status. The output goes through the same
+    checks as every output of hugescope first: a trace, a results file, a
+    device, a symbolic link or one of the sources is never replaced by an
+    executable (an existing executable or object may be)."""
+    args = list(args)
+    i, out = _cc_output(args)
+    if out is not None and out != "-":
+        # Every file argument but the output's own slot: `-o p.c p.c` names
+        # a source as the output, and is refused.
+        sources = [a for j, a in enumerate(args) if j != i and not a.startswith("-") and os.path.isfile(a)]
+        target = check_output(out, "elf", sources)
+        if i is not None and target != out:
+            # --follow-symlinks: clang writes to the link's target.
+            args[i] = args[i][: len(args[i]) - len(out)] + target
     return subprocess.call(cc_command(args))
 
 
@@ -140,6 +168,20 @@ PR_SET_PDEATHSIG = 1
 DISK_RESERVE = 1 << 30
 
 
+def _disk_reserve() -> int:
+    """``$HUGESCOPE_TRACE_RESERVE`` read as every size is (``units.parse_size``:
+    "2GiB", "0"), else ``DISK_RESERVE``. The runtime's own reading (strtoull)
+    took "2GiB" as 2 bytes and "x" as 0, turning the disk check off; the
+    runtime gets the checked number of bytes."""
+    text = os.environ.get("HUGESCOPE_TRACE_RESERVE")
+    if text is None:
+        return DISK_RESERVE
+    try:
+        return units.parse_size(text)
+    except ValueError as e:
+        raise HugescopeError(f"HUGESCOPE_TRACE_RESERVE: {e}") from None
+
+
 def _child_setup(parent: int):
     """What the traced program's process does between fork and exec: die
     with hugescope (PR_SET_PDEATHSIG, so even a SIGKILL of hugescope cannot
@@ -151,8 +193,27 @@ def _child_setup(parent: int):
         # would ever come, so check it is still the one that forked us.
         if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0 or os.getppid() != parent:
             os._exit(125)
+        # A process group of its own: whatever the program forks stays in
+        # it, and is ended with it (``_end_group``).
+        os.setpgid(0, 0)
         _no_aslr(libc)
     return setup
+
+
+def _end_group(proc: subprocess.Popen) -> None:
+    """Wait until the traced program has exited, without reaping it (so its
+    pid, and with it its process group, cannot be reused), then SIGKILL
+    whatever it left running in its group: a forked child would otherwise
+    outlive the trace and hold its pipes (``hugescope trace ... | cat``
+    would wait for it)."""
+    try:
+        os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
+    except ChildProcessError:
+        return  # already reaped
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _no_aslr(libc) -> None:
@@ -179,9 +240,13 @@ def _window(skip: int, record: Optional[int]) -> None:
 
 
 def _stop(proc: subprocess.Popen) -> None:
-    """End a child we started (on an interrupt or an error), then reap it."""
-    if proc.poll() is None:
-        proc.kill()
+    """End a child we started and its process group (on an interrupt or an
+    error), then reap it."""
+    if proc.returncode is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            proc.kill()
     proc.wait()
 
 
@@ -196,6 +261,7 @@ def trace_program(argv: Sequence[str], output: str, skip: int = 0, record: Optio
     Returns the trace summary plus ``exit_status`` (the program's).
     """
     _window(skip, record)
+    reserve = _disk_reserve()
     path = _program(argv)
     check_output(output, "hst")
     name = os.path.basename(argv[0])
@@ -211,9 +277,10 @@ def trace_program(argv: Sequence[str], output: str, skip: int = 0, record: Optio
         raw, meta = os.path.join(tmp, "records"), os.path.join(tmp, "meta")
         env = dict(os.environ, HUGESCOPE_TRACE_OUT=raw, HUGESCOPE_TRACE_META=meta,
                    HUGESCOPE_TRACE_SKIP=str(skip), HUGESCOPE_TRACE_RECORD=str(record or 0))
-        env.setdefault("HUGESCOPE_TRACE_RESERVE", str(DISK_RESERVE))
+        env["HUGESCOPE_TRACE_RESERVE"] = str(reserve)
         proc = subprocess.Popen([path, *argv[1:]], env=env, preexec_fn=_child_setup(os.getpid()))
         try:
+            _end_group(proc)
             status = proc.wait()
         finally:
             _stop(proc)
@@ -221,6 +288,7 @@ def trace_program(argv: Sequence[str], output: str, skip: int = 0, record: Optio
             raise HugescopeError(f"program '{argv[0]}' wrote no trace records: build it with 'hugescope cc' "
                                  f"(or trace it with --valgrind)")
         s = json.loads(_core.tracer_convert(raw, meta, output, f"program:{name}", json.dumps(params)))
+        note_written(output)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     # The runtime stops recording rather than fill the disk; say so.
@@ -242,10 +310,16 @@ def _trace_valgrind(path: str, argv: Sequence[str], output: str, name: str, para
         proc = subprocess.Popen(cmd, pass_fds=(w,), preexec_fn=_child_setup(os.getpid()))
         os.close(w)
         w = -1
+        # A child the program forks inherits valgrind's log descriptor: the
+        # import would read until it exits. End the group when the program
+        # ends, so the log reaches its end with it.
+        import threading
+        threading.Thread(target=_end_group, args=(proc,), daemon=True).start()
         try:
             s = json.loads(_core.import_trace("lackey", f"valgrind lackey output of {argv[0]}", output,
                                               f"program:{name}", json.dumps(params), skip, record,
                                               instructions, r))
+            note_written(output)
             # A full window stops the import early: the rest of the log is
             # read and dropped so the program runs to its end (closing the
             # pipe instead would kill valgrind with SIGPIPE).
@@ -269,8 +343,20 @@ def import_trace(fmt: str, path: str, output: str, skip: int = 0, record: Option
     _window(skip, record)
     check_output(output, "hst", [path])
     params = {"source": os.path.basename(path), "skip": skip, "record": record}
-    return json.loads(_core.import_trace(fmt, path, output, f"imported:{fmt}", json.dumps(params),
-                                         skip, record, instructions))
+    s = json.loads(_core.import_trace(fmt, path, output, f"imported:{fmt}", json.dumps(params),
+                                      skip, record, instructions))
+    note_written(output)
+    return s
+
+
+def convert_trace(path: str, output: str) -> Dict:
+    """Rewrite a trace written by an older hugescope (format version 1 or 2,
+    whose preamble checksum does not cover the version field) as the current
+    version, records and markers unchanged. Returns the trace summary."""
+    check_output(output, "hst", [path])
+    s = json.loads(_core.convert_trace(os.fspath(path), os.fspath(output)))
+    note_written(output)
+    return s
 
 
 def region_kind(header: Dict, name: str) -> Optional[str]:

@@ -1,44 +1,48 @@
-"""Parsing sizes and counts the same way the core does ("1GiB", "50M").
+"""Sizes and counts ("1GiB", "50M") and the checks of every value the Python
+layer accepts.
 
-The one rule for suffixes (docs/cli.md, "Sizes and counts"), shared with the
-core's ``hugescope_core::units``:
+The one rule for suffixes (docs/cli.md, "Sizes and counts") is the core's
+``hugescope_core::units``; ``parse_size`` and ``parse_count`` here call it,
+so the command line, the Python API, ``--set``, configuration files, plans
+and environment variables accept the same texts:
 
 - sizes are binary whatever the spelling: k, K, KB, KiB = 1024; M, MB, MiB =
   2^20; G, GB, GiB = 2^30; T = 2^40. "2MB" means 2 MiB, as "2MB huge page"
   does in the kernel's and the papers' usage, so a size copied from a paper
   or from /proc means what it meant there;
-- counts (accesses, updates, keys) are decimal: 50M = 50,000,000.
-
-Every size and count the Python layer accepts goes through ``parse_size`` /
-``parse_count`` here.
+- counts (accesses, updates, keys) are decimal: 50M = 50,000,000;
+- hex (``0x200000``) is accepted; a fraction of one byte or item ("1.5") is
+  not, a fraction of a unit ("1.5GiB") is rounded to a whole byte or item.
 """
 
 from __future__ import annotations
 
-import re
+from typing import Optional
 
-_SUFFIX = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4}
+from . import _core
 
 
-def _parse(s, base: int, what: str) -> int:
+def _parse(s, core_parse, what: str) -> int:
+    if isinstance(s, bool):
+        raise ValueError(f"invalid {what} {s!r}: not a number")
     if isinstance(s, int):
         if s < 0:
             raise ValueError(f"invalid {what} {s}: negative")
         return s
-    m = re.fullmatch(r"\s*([0-9_]+(?:\.[0-9]+)?)\s*([kmgtKMGT]?)(?:i?[bB])?\s*", str(s))
-    if not m:
-        raise ValueError(f"invalid {what} '{s}': expected a number with an optional suffix such as 4k, 2M, 1GiB")
-    return int(round(float(m.group(1).replace("_", "")) * base ** _SUFFIX[m.group(2).lower()]))
+    try:
+        return core_parse(str(s))
+    except _core.HugescopeError as e:
+        raise ValueError(str(e)) from None
 
 
 def parse_size(s) -> int:
     """Bytes; suffixes are powers of 1024 (KB = KiB, MB = MiB: see above)."""
-    return _parse(s, 1024, "size")
+    return _parse(s, _core.parse_size, "size")
 
 
 def parse_count(s) -> int:
     """A count; suffixes are powers of 1000 (50M = 50,000,000)."""
-    return _parse(s, 1000, "count")
+    return _parse(s, _core.parse_count, "count")
 
 
 # ---------------------------------------------------------------- checked values
@@ -53,14 +57,13 @@ U64_MAX = (1 << 64) - 1
 
 
 def _shown(value) -> str:
-    # Strings (CLI text) are quoted as typed; API values show as Python writes them.
-    return f"'{value}'" if isinstance(value, str) else repr(value)
+    # Strings (CLI text) are quoted as typed; API values show as Python writes
+    # them; both cut and escaped as every error shows a value (error::shown).
+    return _core.shown(f"'{value}'" if isinstance(value, str) else repr(value))
 
 
 def _error(msg: str):
-    from ._core import HugescopeError
-
-    return HugescopeError(msg)
+    return _core.HugescopeError(msg)
 
 
 def check_int(value, what: str, lo: int = 0, hi: int = U64_MAX) -> int:
@@ -69,9 +72,21 @@ def check_int(value, what: str, lo: int = 0, hi: int = U64_MAX) -> int:
     if isinstance(value, bool):
         raise _error(f"{what}: {_shown(value)} is not an integer")
     try:
-        n = int(value.strip()) if isinstance(value, str) else int(value) if float(value) == int(value) else None
+        if isinstance(value, str):
+            n = int(value.strip())
+        elif isinstance(value, int):
+            n = int(value)  # exact: float(2**64 - 1) is 2**64, so an int is never compared as a float
+        else:
+            n = int(value) if float(value) == int(value) else None
     except (TypeError, ValueError, OverflowError):
         n = None
+    if n is None and isinstance(value, str):
+        # Past Python's own integer syntax, the core's count grammar (50M,
+        # 0x10, 1e3 no): what --set and the files accept for a count.
+        try:
+            n = _core.parse_count(value)
+        except _core.HugescopeError:
+            n = None
     if n is None:
         raise _error(f"{what}: {_shown(value)} is not an integer")
     if not lo <= n <= hi:
@@ -99,6 +114,27 @@ def check_float(value, what: str, lo: float = None, hi: float = None, positive: 
         rng = f"{lo:g}..{hi:g}" if lo is not None and hi is not None else (f">= {lo:g}" if lo is not None else f"<= {hi:g}")
         raise _error(f"{what}: {_shown(value)} is out of range (expected {rng})")
     return x
+
+
+def check_callable(value, what: str, called_with: str):
+    """``value`` if it is None or callable; else ``HugescopeError`` naming
+    ``what`` (a ``progress=5`` used to fail deep in the core as a TypeError)."""
+    if value is not None and not callable(value):
+        raise _error(f"{what}: expected a function called with {called_with}, or None, not {_shown(value)}")
+    return value
+
+
+def check_name(value, what: str, choices=None) -> Optional[str]:
+    """``value`` if it is None or a string (one of ``choices`` when given);
+    else ``HugescopeError`` naming ``what`` (``preset=123`` used to raise a
+    TypeError from the bindings)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise _error(f"{what}: expected a name (a string), not {_shown(value)}")
+    if choices is not None and value not in choices:
+        raise _error(f"{what}: {_shown(value)} is not one of {', '.join(choices)}")
+    return value
 
 
 def int_arg(what: str, lo: int = 0, hi: int = U64_MAX):

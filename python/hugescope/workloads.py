@@ -40,16 +40,18 @@ def trace(
     the number of accesses generated so far (about every million).
     Returns ``{"path", "header", "summary", "result"}``.
     """
-    from ._io import check_output
-    from .units import check_int
+    from ._io import check_output, note_written
+    from .units import check_callable, check_int
 
     p = _clean(params)
     if limit is not None:
         limit = check_int(limit, "limit", 1)
+    check_callable(progress, "progress", "(accesses generated so far)")
     # Before the trace is generated: the output rules of hugescope._io (a graph
     # file read by the workload is an input), and a followed link resolved.
     target = check_output(out, "hst", [p["file"]] if isinstance(p.get("file"), str) and p["file"] else [])
     text = _core.trace_workload(name, json.dumps(p), target, limit, progress)
+    note_written(target)
     return json.loads(text)
 
 
@@ -62,6 +64,9 @@ def native(name: str, thp: bool = False, progress: Optional[Callable[[str], None
     Wall times in the report are measurements (``time.monotonic`` in Rust's
     ``Instant``), taken once; repeat runs for statistics.
     """
+    from .units import check_callable
+
+    check_callable(progress, "progress", "(a progress label)")
     return json.loads(_core.native_workload(name, json.dumps(_clean(params)), bool(thp), progress))
 
 

@@ -460,14 +460,16 @@ pub const DEFAULT_PRESET: &str = "haswell-pcc";
 pub(crate) fn parse_text(name: Option<&str>, text: &str, json: bool) -> Result<Value> {
     let at = name.map(|n| format!("{n}: ")).unwrap_or_default();
     if json {
-        return serde_json::from_str(text).map_err(|e| Error::config(format!("{at}JSON: {e}")));
+        return crate::strict::parse_json(text).map_err(|e| Error::config(format!("{at}JSON: {e}")));
     }
     let t: toml::Value = toml::from_str(text).map_err(|e| {
+        // TOML's message quotes the offending line under a caret: joined
+        // into one line, and cut (a line may be megabytes long).
         let text = e.to_string();
         let msg: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
-        Error::config(format!("{at}TOML: {}", msg.join(" ")))
+        Error::config(format!("{at}TOML: {}", crate::error::shown(&msg.join(" "), 400)))
     })?;
-    serde_json::to_value(t).map_err(|e| Error::config(format!("{at}{e}")))
+    crate::strict::toml_to_json(t).map_err(|e| Error::config(format!("{at}{e}")))
 }
 
 /// Remove and return a table's `preset = "..."`.
@@ -508,11 +510,55 @@ pub(crate) fn resolve_machine(start: &str, file_val: Option<Value>, overrides: &
     for (key, val) in overrides {
         set_path(&mut v, key, parse_scalar(val))?;
     }
-    let mut cfg: MachineConfig =
-        serde_json::from_value(v).map_err(|e| Error::config(format!("invalid machine configuration: {e}")))?;
+    let base = serde_json::to_value(MachineConfig::preset_raw(start)?).expect("config serializes");
+    let mut cfg: MachineConfig = serde_json::from_value(v.clone()).map_err(|e| {
+        // serde names no key: find the one whose value breaks the preset.
+        let (key, e) = blame::<MachineConfig>(&base, &v).unwrap_or((String::new(), e));
+        let at = if key.is_empty() { String::new() } else { format!("{key}: ") };
+        Error::config(format!("invalid machine configuration: {at}{}", crate::strict::plain_message(&e.to_string())))
+    })?;
     cfg.apply_gb_pages();
     cfg.validate()?;
     Ok(cfg)
+}
+
+/// The dotted key of `merged` whose value alone, put into the valid `base`,
+/// makes it fail to deserialize as `T`, and that error. A key `base` lacks is
+/// tried with its whole table (a new PWC level needs all its fields).
+fn blame<T: serde::de::DeserializeOwned>(base: &Value, merged: &Value) -> Option<(String, serde_json::Error)> {
+    fn walk<T: serde::de::DeserializeOwned>(
+        base: &Value,
+        b: Option<&Value>,
+        m: &Value,
+        path: &mut Vec<String>,
+    ) -> Option<(String, serde_json::Error)> {
+        if let (Some(Value::Object(bo)), Value::Object(mo)) = (b, m) {
+            for (k, mv) in mo {
+                path.push(k.clone());
+                let found = walk::<T>(base, bo.get(k), mv, path);
+                path.pop();
+                if found.is_some() {
+                    return found;
+                }
+            }
+            return None;
+        }
+        if b == Some(m) {
+            return None;
+        }
+        let mut candidate = base.clone();
+        let mut cur = &mut candidate;
+        for (i, p) in path.iter().enumerate() {
+            let obj = cur.as_object_mut()?;
+            if i + 1 == path.len() {
+                obj.insert(p.clone(), m.clone());
+                break;
+            }
+            cur = obj.entry(p.clone()).or_insert_with(|| Value::Object(Default::default()));
+        }
+        serde_json::from_value::<T>(candidate).err().map(|e| (path.join("."), e))
+    }
+    walk::<T>(base, Some(base), merged, &mut Vec::new())
 }
 
 fn merge(dst: &mut Value, src: Value) {
@@ -535,7 +581,9 @@ fn parse_scalar(s: &str) -> Value {
     if let Ok(i) = s.parse::<i64>() {
         return Value::from(i);
     }
-    if let Ok(f) = s.parse::<f64>() {
+    // NaN and infinities stay text ("nan", "inf", "1e400"): as JSON numbers
+    // they would become null; as text a numeric key refuses them by name.
+    if let Ok(f) = s.parse::<f64>().map_err(drop).and_then(|f| if f.is_finite() { Ok(f) } else { Err(()) }) {
         return Value::from(f);
     }
     if let Ok(b) = s.parse::<bool>() {
@@ -637,6 +685,28 @@ mod tests {
         assert!(MachineConfig::load(None, Some("[l1\n"), &[]).is_err());
         assert!(MachineConfig::load(None, None, &["nonsense".into()]).is_err());
         assert!(MachineConfig::load(None, None, &["pwc.l1.entries=4".into()]).is_err());
+    }
+
+    /// Issue #31: parser internals do not leak, the key is named, and NaN,
+    /// infinities and duplicate keys are refused in every format.
+    #[test]
+    fn type_errors_name_the_key_in_plain_words() {
+        let load = |text: &str, name: &str| Config::load(None, Some(Source { name, text }), &[], &[]).unwrap_err().to_string();
+        let e = load("[machine.l1.4k]\nentries = 1.5\n", "c.toml");
+        assert!(e.contains("l1.4k.entries: invalid type: the number `1.5`, expected a whole number"), "{e}");
+        assert!(!e.contains("usize") && !e.contains("column"), "{e}");
+        let e = load(r#"{"machine": {"cost": {"cpu_ghz": "fast"}}}"#, "c.json");
+        assert!(e.contains("cost.cpu_ghz: invalid type: string \"fast\", expected a number"), "{e}");
+        let e = load("[machine.cost]\ncpu_ghz = nan\n", "c.toml");
+        assert!(e.contains("cost.cpu_ghz = NaN: not a finite number"), "{e}");
+        let e = load(r#"{"os": {"frag": 0.5, "frag": 0.9}}"#, "c.json");
+        assert!(e.contains("\"frag\" given twice"), "{e}");
+        for v in ["1e400", "inf", "nan"] {
+            let e = MachineConfig::load(None, None, &[format!("cost.cpu_ghz={v}")]).unwrap_err().to_string();
+            assert!(e.contains("cost.cpu_ghz") && e.contains(v) && !e.contains("null"), "{e}");
+        }
+        let e = MachineConfig::load(None, None, &[format!("l1.4k.entries={}", "9".repeat(1 << 20))]).unwrap_err().to_string();
+        assert!(e.len() < 700, "{}", e.len());
     }
 }
 

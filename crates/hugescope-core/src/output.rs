@@ -29,6 +29,8 @@ pub enum Kind {
     Svg,
     Pdf,
     Csv,
+    /// An executable or object file (`hugescope cc -o`).
+    Elf,
 }
 
 impl Kind {
@@ -41,6 +43,7 @@ impl Kind {
             Kind::Svg => "svg",
             Kind::Pdf => "pdf",
             Kind::Csv => "csv",
+            Kind::Elf => "elf",
         }
     }
 
@@ -53,12 +56,13 @@ impl Kind {
             Kind::Svg => "an SVG image",
             Kind::Pdf => "a PDF document",
             Kind::Csv => "CSV",
+            Kind::Elf => "an executable or object file (ELF)",
         }
     }
 
     /// The kind named `s` ("json", "hst", ...).
     pub fn parse(s: &str) -> Result<Kind> {
-        const ALL: [Kind; 7] = [
+        const ALL: [Kind; 8] = [
             Kind::Trace,
             Kind::Json,
             Kind::Html,
@@ -66,10 +70,11 @@ impl Kind {
             Kind::Svg,
             Kind::Pdf,
             Kind::Csv,
+            Kind::Elf,
         ];
         ALL.into_iter().find(|k| k.name() == s).ok_or_else(|| {
             Error::input(format!(
-                "unknown output kind '{s}' (hst, json, html, png, svg, pdf, csv)"
+                "unknown output kind '{s}' (hst, json, html, png, svg, pdf, csv, elf)"
             ))
         })
     }
@@ -89,6 +94,9 @@ pub fn sniff(head: &[u8]) -> Option<Kind> {
     }
     if head.starts_with(b"%PDF-") {
         return Some(Kind::Pdf);
+    }
+    if head.starts_with(b"\x7fELF") {
+        return Some(Kind::Elf);
     }
     let text = head.strip_prefix(b"\xef\xbb\xbf").unwrap_or(head);
     let start = text
@@ -144,7 +152,9 @@ fn refuse(path: &Path, why: impl std::fmt::Display) -> Error {
     Error::input(format!("{}: {why}", path.display()))
 }
 
-fn file_type_name(t: &fs::FileType) -> &'static str {
+/// What `fstat` says a non-regular file is, as a message says it (also for
+/// inputs: `crate::input`).
+pub(crate) fn file_type_name(t: &fs::FileType) -> &'static str {
     if t.is_dir() {
         "a directory"
     } else if t.is_char_device() {
@@ -152,7 +162,7 @@ fn file_type_name(t: &fs::FileType) -> &'static str {
     } else if t.is_block_device() {
         "a block device"
     } else if t.is_fifo() {
-        "a FIFO"
+        "a FIFO (named pipe)"
     } else if t.is_socket() {
         "a socket"
     } else {
@@ -317,6 +327,125 @@ fn probe_writable(dir: &Path) -> std::io::Result<()> {
     fs::remove_file(&probe)
 }
 
+/// Makes the names of named temporary files unique within the process.
+static STAGED_SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// A new file written in its target's directory that takes the target's name
+/// only when [`Staged::commit`] renames it there, so a reader never sees half
+/// a file. Where the filesystem supports `O_TMPFILE` (ext4, xfs, btrfs, tmpfs)
+/// the file has no name at all until then: a SIGKILL, which no handler sees,
+/// leaves nothing behind. Elsewhere it is a hidden `.NAME.tmp-PID-SEQ`,
+/// removed on drop (every exit but SIGKILL).
+pub struct Staged {
+    path: PathBuf,
+    dir: PathBuf,
+    /// The fallback's temporary name; `None` for an unnamed file.
+    named: Option<PathBuf>,
+    committed: bool,
+}
+
+impl Staged {
+    /// Start a file for `path` (already accepted by [`check`]) with mode
+    /// 0666 & ~umask, as an ordinary create would give it.
+    pub fn create(path: &Path) -> Result<(Staged, fs::File)> {
+        let dir = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        use std::os::unix::fs::OpenOptionsExt;
+        let unnamed = OpenOptions::new()
+            .write(true)
+            .mode(0o666)
+            .custom_flags(libc::O_TMPFILE | libc::O_CLOEXEC)
+            .open(&dir);
+        let mut st = Staged { path: path.to_path_buf(), dir, named: None, committed: false };
+        match unnamed {
+            Ok(f) => Ok((st, f)),
+            // Not supported by this filesystem or kernel: a hidden name.
+            Err(_) => {
+                let seq = STAGED_SEQ.fetch_add(1, Ordering::Relaxed);
+                let mut name = std::ffi::OsString::from(".");
+                name.push(path.file_name().unwrap_or_default());
+                name.push(format!(".tmp-{}-{seq}", std::process::id()));
+                let tmp = st.dir.join(name);
+                let f = OpenOptions::new().write(true).create_new(true).mode(0o666).open(&tmp)
+                    .map_err(|e| Error::io(path, e))?;
+                st.named = Some(tmp);
+                Ok((st, f))
+            }
+        }
+    }
+
+    /// The final path (what messages name).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Give the finished file (still open, already synced) its final name.
+    pub fn commit(&mut self, file: &fs::File) -> Result<()> {
+        let tmp = match &self.named {
+            Some(t) => t.clone(),
+            None => {
+                // Link the unnamed file under a hidden name, then rename: a
+                // link cannot replace an existing file, a rename can (and
+                // atomically). Only a kill between the two leaves the name.
+                let seq = STAGED_SEQ.fetch_add(1, Ordering::Relaxed);
+                let mut name = std::ffi::OsString::from(".");
+                name.push(self.path.file_name().unwrap_or_default());
+                name.push(format!(".tmp-{}-{seq}", std::process::id()));
+                let tmp = self.dir.join(name);
+                link_unnamed(file, &tmp).map_err(|e| Error::io(&self.path, e))?;
+                self.named = Some(tmp.clone());
+                tmp
+            }
+        };
+        fs::rename(&tmp, &self.path).map_err(|e| Error::io(&self.path, e))?;
+        self.committed = true;
+        self.named = None;
+        Ok(())
+    }
+}
+
+/// Write `data` to `path` (already accepted by [`check`]) through a
+/// [`Staged`] file: fsync, then rename onto `path`. Every error names `path`.
+pub fn write_staged(path: &Path, data: &[u8]) -> Result<()> {
+    use std::io::Write;
+    let (mut st, mut f) = Staged::create(path)?;
+    f.write_all(data).and_then(|_| f.sync_all()).map_err(|e| Error::io(path, e))?;
+    st.commit(&f)
+}
+
+/// Give an `O_TMPFILE` file the name `to`: through /proc/self/fd (any user),
+/// else `AT_EMPTY_PATH` (needs CAP_DAC_READ_SEARCH, which root has).
+fn link_unnamed(file: &fs::File, to: &Path) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::ffi::OsStrExt;
+    let fd = file.as_raw_fd();
+    let to_c = std::ffi::CString::new(to.as_os_str().as_bytes())?;
+    let proc = std::ffi::CString::new(format!("/proc/self/fd/{fd}")).expect("no NUL");
+    // SAFETY: valid NUL-terminated strings and a descriptor we own.
+    let r = unsafe { libc::linkat(libc::AT_FDCWD, proc.as_ptr(), libc::AT_FDCWD, to_c.as_ptr(), libc::AT_SYMLINK_FOLLOW) };
+    if r == 0 {
+        return Ok(());
+    }
+    let first = std::io::Error::last_os_error();
+    let empty = std::ffi::CString::new("").expect("no NUL");
+    // SAFETY: as above.
+    let r = unsafe { libc::linkat(fd, empty.as_ptr(), libc::AT_FDCWD, to_c.as_ptr(), libc::AT_EMPTY_PATH) };
+    if r == 0 { Ok(()) } else { Err(first) }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if !self.committed {
+            if let Some(t) = &self.named {
+                // Best effort: nothing useful can be done with an error here.
+                let _ = fs::remove_file(t);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -326,6 +455,28 @@ mod tests {
         let _ = fs::remove_dir_all(&d);
         fs::create_dir_all(&d).unwrap();
         d
+    }
+
+    #[test]
+    fn a_staged_file_has_no_name_until_committed() {
+        let d = tmpdir("staged");
+        let target = d.join("out.json");
+        let (mut st, mut f) = Staged::create(&target).unwrap();
+        use std::io::Write;
+        f.write_all(b"{}\n").unwrap();
+        f.sync_all().unwrap();
+        // Nothing visible in the directory yet (tmpfs and ext4 both support
+        // O_TMPFILE; elsewhere the hidden fallback name would show here).
+        let names = |d: &Path| fs::read_dir(d).unwrap().map(|e| e.unwrap().file_name()).collect::<Vec<_>>();
+        assert!(names(&d).is_empty(), "{:?}", names(&d));
+        st.commit(&f).unwrap();
+        assert_eq!(fs::read_to_string(&target).unwrap(), "{}\n");
+        assert_eq!(names(&d).len(), 1);
+        // An abandoned one leaves nothing.
+        let (st2, _f2) = Staged::create(&d.join("gone.json")).unwrap();
+        drop(st2);
+        assert_eq!(names(&d).len(), 1);
+        fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]
@@ -340,6 +491,7 @@ mod tests {
         );
         assert_eq!(sniff(b"\x89PNG\r\n\x1a\n...."), Some(Kind::Png));
         assert_eq!(sniff(b"%PDF-1.4"), Some(Kind::Pdf));
+        assert_eq!(sniff(b"\x7fELF\x02\x01\x01"), Some(Kind::Elf));
         assert_eq!(
             sniff(b"policy,budget_pct,huge_share\npcc,1,0.5\n"),
             Some(Kind::Csv)

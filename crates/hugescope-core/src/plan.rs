@@ -10,7 +10,7 @@
 //! "pid": N}` where numbers may be integers or strings ("0x7f0000000000",
 //! "2MiB"); `size` is accepted for `length`; `when` defaults to "start".
 
-use crate::units::parse_size;
+use crate::units::{parse_count, parse_size, whole_value};
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -134,7 +134,7 @@ pub struct PlanHeader {
 }
 
 /// Largest plan file read (about 500000 entries of pretty-printed JSON).
-pub const MAX_PLAN_BYTES: u64 = 64 << 20;
+pub const MAX_PLAN_BYTES: u64 = crate::input::MAX_PLAN_BYTES;
 
 impl Plan {
     pub fn new(entries: Vec<PlanEntry>) -> Self {
@@ -142,15 +142,9 @@ impl Plan {
     }
 
     pub fn load(path: &Path) -> Result<Plan> {
-        // Read at most one byte past the cap: a plan is a list of ranges, and
-        // a multi-gigabyte "plan" (or /dev/zero) must not be read into memory.
-        let mut text = String::new();
-        let f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-        std::io::Read::read_to_string(&mut std::io::Read::take(f, MAX_PLAN_BYTES + 1), &mut text)
-            .map_err(|e| Error::io(path, e))?;
-        if text.len() as u64 > MAX_PLAN_BYTES {
-            return Err(Error::format(path, MAX_PLAN_BYTES, format!("plan file larger than the {MAX_PLAN_BYTES}-byte limit")));
-        }
+        // A plan is a list of ranges: a multi-gigabyte "plan", a FIFO or
+        // /dev/zero is refused before it is read into memory.
+        let text = crate::input::read_text(path, "plan", MAX_PLAN_BYTES)?;
         Plan::parse(&text).map_err(|e| match e {
             Error::Input(msg) => Error::format(path, 0, msg),
             other => other,
@@ -160,7 +154,7 @@ impl Plan {
     /// Parse and validate a plan. Page sizes must be powers of two, ranges
     /// aligned to their page size, and no two ranges of one pid may overlap.
     pub fn parse(text: &str) -> Result<Plan> {
-        let v: Value = serde_json::from_str(text)
+        let v: Value = crate::strict::parse_json(text)
             .map_err(|e| Error::input(format!("plan is not valid JSON: {e}")))?;
         let mut header = None;
         let (version, list) = match &v {
@@ -175,8 +169,14 @@ impl Plan {
                 // The header only informs (estimate, rate); a malformed one is
                 // still refused so that a typo is not silently dropped.
                 if let Some(h) = map.get("header") {
-                    header = Some(serde_json::from_value::<PlanHeader>(h.clone())
-                        .map_err(|e| Error::input(format!("plan header: {e}")))?);
+                    let h = serde_json::from_value::<PlanHeader>(h.clone())
+                        .map_err(|e| Error::input(format!("plan header: {e}")))?;
+                    let how = h.estimate.as_ref().map(|e| e.how.as_str());
+                    for (what, text) in [("policy", h.policy.as_deref()), ("trace", h.trace.as_deref()),
+                                         ("rate_source", h.rate_source.as_deref()), ("estimate.how", how)] {
+                        plan_text(text.unwrap_or(""), &format!("header.{what}")).map_err(|e| Error::input(format!("plan {e}")))?;
+                    }
+                    header = Some(h);
                 }
                 match map.get("entries") {
                     Some(Value::Array(list)) => (version, list.as_slice()),
@@ -266,20 +266,18 @@ impl Plan {
     }
 }
 
-fn num(v: &Value, what: &str) -> std::result::Result<u64, String> {
+/// An address, length or page size (`sized`: text with binary suffixes) or an
+/// access count (decimal suffixes, as every count): read by the one reader of
+/// sizes and counts (`units::whole_value`), so a plan accepts what `--set`
+/// and the command line do.
+fn num(v: &Value, what: &str, sized: bool) -> std::result::Result<u64, String> {
     match v {
-        Value::Number(n) => n
-            .as_u64()
-            .ok_or_else(|| format!("{what} must be a non-negative integer, got {n}")),
+        Value::Number(n) => whole_value(v, sized).ok_or_else(|| format!("{what} must be a non-negative integer, got {n}")),
         Value::String(s) => {
             let t = s.trim();
-            if let Some(hex) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
-                u64::from_str_radix(hex, 16).map_err(|_| format!("{what} '{s}' is not a hex number"))
-            } else {
-                parse_size(t).map_err(|e| format!("{what}: {e}"))
-            }
+            if sized { parse_size(t) } else { parse_count(t) }.map_err(|e| format!("{what}: {e}"))
         }
-        other => Err(format!("{what} must be a number or string, got {other}")),
+        other => Err(format!("{what} must be a number or string, got {}", crate::error::shown(&other.to_string(), 80))),
     }
 }
 
@@ -288,7 +286,7 @@ fn parse_when(v: Option<&Value>) -> std::result::Result<When, String> {
     match v {
         Value::Null => Ok(When::Start),
         Value::String(s) if s == "start" => Ok(When::Start),
-        Value::String(s) => Ok(When::Progress(s.clone())),
+        Value::String(s) => Ok(When::Progress(plan_text(s, "when")?)),
         Value::Object(m) if m.len() == 1 => {
             let (k, x) = m.iter().next().unwrap();
             match k.as_str() {
@@ -298,11 +296,11 @@ fn parse_when(v: Option<&Value>) -> std::result::Result<When, String> {
                     .filter(|t| t.is_finite() && *t >= 0.0)
                     .map(When::TimeS)
                     .ok_or_else(|| "when.time_s must be a non-negative number".into()),
-                "accesses" => Ok(When::Accesses(num(x, "when.accesses")?)),
-                "progress" => x
-                    .as_str()
-                    .map(|s| When::Progress(s.to_string()))
-                    .ok_or_else(|| "when.progress must be a string".into()),
+                "accesses" => Ok(When::Accesses(num(x, "when.accesses", false)?)),
+                "progress" => match x.as_str() {
+                    Some(s) => Ok(When::Progress(plan_text(s, "when.progress")?)),
+                    None => Err("when.progress must be a string".into()),
+                },
                 "after_marker" => parse_after_marker(x),
                 other => Err(format!("unknown 'when' kind '{other}' (start, time_s, accesses, progress, after_marker)")),
             }
@@ -317,12 +315,11 @@ fn parse_after_marker(x: &Value) -> std::result::Result<When, String> {
     if let Some(k) = m.keys().find(|k| !["label", "accesses"].contains(&k.as_str())) {
         return Err(format!("when.after_marker: unknown field '{k}' (label, accesses)"));
     }
-    let label = m
-        .get("label")
-        .and_then(Value::as_str)
-        .ok_or("when.after_marker.label must be a string")?
-        .to_string();
-    let accesses = num(m.get("accesses").ok_or("when.after_marker: missing 'accesses'")?, "when.after_marker.accesses")?;
+    let label = plan_text(
+        m.get("label").and_then(Value::as_str).ok_or("when.after_marker.label must be a string")?,
+        "when.after_marker.label",
+    )?;
+    let accesses = num(m.get("accesses").ok_or("when.after_marker: missing 'accesses'")?, "when.after_marker.accesses", false)?;
     Ok(When::AfterMarker { label, accesses })
 }
 
@@ -333,18 +330,19 @@ fn parse_entry(v: &Value) -> std::result::Result<PlanEntry, String> {
             return Err(format!("unknown field '{k}'"));
         }
     }
-    let start = num(m.get("start").ok_or("missing 'start'")?, "start")?;
+    let start = num(m.get("start").ok_or("missing 'start'")?, "start", true)?;
     let length = num(
         m.get("length").or_else(|| m.get("size")).ok_or("missing 'length'")?,
         "length",
+        true,
     )?;
     let page_size = match m.get("page_size") {
-        Some(v) => num(v, "page_size")?,
+        Some(v) => num(v, "page_size", true)?,
         None => 2 << 20,
     };
     let pid = match m.get("pid") {
         Some(v) => {
-            let p = num(v, "pid")?;
+            let p = num(v, "pid", false)?;
             u16::try_from(p).map_err(|_| format!("pid {p} out of range"))?
         }
         None => 0,
@@ -355,8 +353,21 @@ fn parse_entry(v: &Value) -> std::result::Result<PlanEntry, String> {
         page_size,
         when: parse_when(m.get("when"))?,
         pid,
-        note: m.get("note").and_then(Value::as_str).map(str::to_string),
+        note: m.get("note").and_then(Value::as_str).map(|n| plan_text(n, "note")).transpose()?,
     })
+}
+
+/// Longest text a plan carries (a progress label, a note, a header field):
+/// the real ones are a few words. A 10 MB label used to be printed into the
+/// run's table, which then spun for minutes after the result was written.
+pub const MAX_PLAN_TEXT_BYTES: usize = crate::limits::MAX_NAME_BYTES;
+
+/// A plan's text field, refused past `MAX_PLAN_TEXT_BYTES`.
+fn plan_text(s: &str, what: &str) -> std::result::Result<String, String> {
+    if s.len() > MAX_PLAN_TEXT_BYTES {
+        return Err(format!("{what} is {} bytes long, more than the {MAX_PLAN_TEXT_BYTES} a plan's text may be", s.len()));
+    }
+    Ok(s.to_string())
 }
 
 
@@ -674,5 +685,27 @@ mod tests {
         let old = Plan::parse(r#"{"version": 1, "entries": [{"start": 2097152, "length": 2097152, "page_size": 2097152, "when": {"accesses": 3}, "pid": 0}]}"#).unwrap();
         assert!(old.header.is_none() && old.entries[0].when == When::Accesses(3));
         assert!(Plan::parse(r#"{"version": 1, "header": {"timing": "weekly"}, "entries": []}"#).unwrap_err().to_string().contains("plan header"));
+    }
+
+    /// Issue #31: a 10 MB label, a key given twice and a long value in an
+    /// error; each is one short error.
+    #[test]
+    fn long_texts_and_duplicate_keys_are_refused_with_a_short_message() {
+        let big = "x".repeat(10 << 20);
+        for when in [format!(r#""{big}""#), format!(r#"{{"progress": "{big}"}}"#),
+                     format!(r#"{{"after_marker": {{"label": "{big}", "accesses": 1}}}}"#)] {
+            let e = Plan::parse(&format!(r#"[{{"start": 0, "length": 2097152, "when": {when}}}]"#)).unwrap_err().to_string();
+            assert!(e.contains("10485760 bytes long") && e.len() < 600, "{}", &e[..200.min(e.len())]);
+        }
+        let e = Plan::parse(&format!(r#"[{{"start": 0, "length": 2097152, "note": "{big}"}}]"#)).unwrap_err();
+        assert!(e.to_string().contains("note is 10485760 bytes"));
+        let e = Plan::parse(&format!(r#"{{"version": 1, "header": {{"timing": "start", "policy": "{big}"}}, "entries": []}}"#));
+        assert!(e.unwrap_err().to_string().contains("header.policy"));
+        let ok = "y".repeat(MAX_PLAN_TEXT_BYTES);
+        assert!(Plan::parse(&format!(r#"[{{"start": 0, "length": 2097152, "note": "{ok}"}}]"#)).is_ok());
+        let e = Plan::parse(r#"[{"start": 0, "length": 2097152, "length": 4194304}]"#).unwrap_err().to_string();
+        assert!(e.contains("\"length\" given twice"), "{e}");
+        let e = Plan::parse(&format!(r#"[{{"start": "{big}", "length": 2097152}}]"#)).unwrap_err().to_string();
+        assert!(e.len() < 600, "{}", e.len());
     }
 }

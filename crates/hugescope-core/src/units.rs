@@ -6,8 +6,12 @@ pub const KIB: u64 = 1 << 10;
 pub const MIB: u64 = 1 << 20;
 pub const GIB: u64 = 1 << 30;
 
-/// Parse a byte size: a plain integer, or an integer/decimal with a binary suffix
-/// (k, kb, kib, m, mb, mib, g, gb, gib, t, ...; case-insensitive; all powers of 1024).
+/// Parse a byte size: a plain integer, a hex integer (`0x200000`, as plans
+/// and `/proc/PID/maps` write addresses), or an integer/decimal with a binary
+/// suffix (k, kb, kib, m, mb, mib, g, gb, gib, t, ...; case-insensitive; all
+/// powers of 1024). This is the one grammar of sizes and counts: the command
+/// line, `--set`, TOML and JSON text values, plans, environment variables
+/// and the Python layer (`hugescope.units`) all read through it.
 pub fn parse_size(s: &str) -> Result<u64> {
     parse_scaled(s, 1024, "size")
 }
@@ -22,6 +26,9 @@ fn parse_scaled(s: &str, base: u64, what: &str) -> Result<u64> {
     let bad = || Error::input(format!("invalid {what} '{s}': expected a non-negative number with an optional suffix such as 4k, 2M, 1GiB"));
     if t.is_empty() || t.starts_with('-') {
         return Err(bad());
+    }
+    if let Some(hex) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        return u64::from_str_radix(hex, 16).map_err(|_| bad());
     }
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '_'))
@@ -55,10 +62,31 @@ fn parse_scaled(s: &str, base: u64, what: &str) -> Result<u64> {
     }
     let f: f64 = num.parse().map_err(|_| bad())?;
     let v = f * mult as f64;
-    if !v.is_finite() || v < 0.0 || v > u64::MAX as f64 {
+    if !v.is_finite() || v < 0.0 || v >= u64::MAX as f64 {
         return Err(bad());
     }
+    // A fraction of a byte or of one item is no value: "1.5" (bytes or
+    // accesses) is refused, as a JSON 1.5 is, instead of rounding to 2. A
+    // fraction of a unit ("1.5GiB", "2.5M") is rounded to a whole byte or item.
+    if mult == 1 && v.fract() != 0.0 {
+        return Err(Error::input(format!("invalid {what} '{s}': not a whole number")));
+    }
     Ok(v.round() as u64)
+}
+
+/// A size or count given as a JSON or TOML value: a non-negative whole number
+/// (`1.0` is 1; `1.5`, negatives and 2^64 or more are not), or text read by
+/// `parse_size` / `parse_count`. The one reader of such values in files, so
+/// that the `[os]` knobs and plans accept what `--set` and the command line do.
+pub fn whole_value(v: &serde_json::Value, sized: bool) -> Option<u64> {
+    match v {
+        serde_json::Value::Number(n) => n
+            .as_u64()
+            .or_else(|| n.as_f64().filter(|x| x.fract() == 0.0 && *x >= 0.0 && *x < u64::MAX as f64).map(|x| x as u64)),
+        serde_json::Value::String(s) if sized => parse_size(s).ok(),
+        serde_json::Value::String(s) => parse_count(s).ok(),
+        _ => None,
+    }
 }
 
 /// Human-readable binary size: 4096 -> "4KiB", 2097152 -> "2MiB".
@@ -110,6 +138,29 @@ mod tests {
         assert!(parse_size("12q").is_err());
         assert!(parse_size("").is_err());
         assert!(parse_size("99999999999999999999t").is_err());
+        assert_eq!(parse_size("0x200000").unwrap(), 2 * MIB);
+        assert!(parse_size("0x").is_err() && parse_size("0x1g").is_err());
+        // A fraction of a byte is refused; of a unit, rounded to a byte.
+        assert!(parse_size("1.5").is_err() && parse_size("0.5").is_err());
+        assert_eq!(parse_size("1.0").unwrap(), 1);
+        assert_eq!(parse_size("0.5k").unwrap(), 512);
+        assert!(parse_size("nan").is_err() && parse_size("inf").is_err() && parse_size("1e400").is_err());
+        assert!(parse_size("18446744073709551616").is_err());
+        assert!(parse_size("16e").is_err(), "no exabyte suffix");
+    }
+
+    #[test]
+    fn whole_values() {
+        use serde_json::json;
+        assert_eq!(whole_value(&json!(4096), true), Some(4096));
+        assert_eq!(whole_value(&json!(4096.0), true), Some(4096));
+        assert_eq!(whole_value(&json!(1.5), false), None);
+        assert_eq!(whole_value(&json!(-1), false), None);
+        assert_eq!(whole_value(&json!(1.8446744073709552e19), false), None);
+        assert_eq!(whole_value(&json!("1k"), true), Some(1024));
+        assert_eq!(whole_value(&json!("1k"), false), Some(1000));
+        assert_eq!(whole_value(&json!("1.5"), false), None);
+        assert_eq!(whole_value(&json!(true), false), None);
     }
 
     #[test]
@@ -117,6 +168,9 @@ mod tests {
         assert_eq!(parse_count("50M").unwrap(), 50_000_000);
         assert_eq!(parse_count("1_000").unwrap(), 1000);
         assert_eq!(parse_count("2k").unwrap(), 2000);
+        assert_eq!(parse_count("1.5k").unwrap(), 1500);
+        assert!(parse_count("1.5").is_err(), "a count of 1.5 is no count (it used to round to 2)");
+        assert_eq!(parse_count("18446744073709551615").unwrap(), u64::MAX);
     }
 
     #[test]

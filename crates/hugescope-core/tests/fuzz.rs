@@ -310,7 +310,7 @@ fn plan_files_past_the_size_limit_are_refused_unread() {
     let f = std::fs::File::create(&p).unwrap();
     f.set_len(hugescope_core::plan::MAX_PLAN_BYTES + 10).unwrap();
     match Plan::load(&p) {
-        Err(e @ Error::Format { .. }) => assert!(e.to_string().contains("limit"), "{e}"),
+        Err(e @ Error::Input(_)) => assert!(e.to_string().contains("past the 64MiB limit for a plan"), "{e}"),
         other => panic!("{other:?}"),
     }
 }

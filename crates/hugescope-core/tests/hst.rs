@@ -334,10 +334,11 @@ fn dropped_writer_leaves_nothing() {
     for a in accesses(95, 5) {
         w.write(a).unwrap();
     }
-    // While writing, only a hidden temporary exists, never the final name.
+    // While writing, never the final name: the file is unnamed (O_TMPFILE,
+    // output::Staged) or, where the filesystem lacks it, a hidden temporary.
     let during = dir_entries(d.path());
-    assert_eq!(during.len(), 1);
-    assert!(during[0].starts_with(".gone.hst.tmp-"), "{during:?}");
+    assert!(during.is_empty() || (during.len() == 1 && during[0].starts_with(".gone.hst.tmp-")), "{during:?}");
+    assert!(!p.exists());
     drop(w);
     assert!(!p.exists());
     assert!(dir_entries(d.path()).is_empty());
@@ -514,14 +515,16 @@ fn short_magic_prefix_is_truncated_header() {
     assert!(msg.contains("truncated header"), "{msg}");
 }
 
-/// A version-1 file (records stored whole) reads back the same accesses,
-/// markers and summary as the version-2 file (byte planes) of the same stream.
+/// Version-1 (records stored whole) and version-2 files (byte planes, the
+/// checksum over the header JSON alone) are refused by the reader with one
+/// line naming `trace convert`, and read back on request (`open_legacy`) with
+/// the same accesses, markers and summary as the version-3 file of the stream.
 #[test]
-fn version_1_files_still_read() {
+fn version_1_and_2_files_are_refused_unless_opened_as_legacy() {
     let d = tmp();
     let acc = accesses(1000, 7);
     let mut paths = Vec::new();
-    for (name, layout) in [("v1.hst", ChunkLayout::Records), ("v2.hst", ChunkLayout::Planes)] {
+    for (name, layout) in [("v1.hst", ChunkLayout::Records), ("v3.hst", ChunkLayout::Planes)] {
         let p = d.path().join(name);
         let mut w = HstWriter::create_with_layout(&p, &header(), layout).unwrap().with_chunk_records(300);
         for (i, &a) in acc.iter().enumerate() {
@@ -532,18 +535,59 @@ fn version_1_files_still_read() {
         }
         w.finish().unwrap();
         let bytes = std::fs::read(&p).unwrap();
-        let v = if layout == ChunkLayout::Records { 1u16 } else { 2 };
+        let v = if layout == ChunkLayout::Records { 1u16 } else { 3 };
         assert_eq!(u16::from_le_bytes([bytes[8], bytes[9]]), v);
         paths.push(p);
     }
-    let (h1, a1) = read_all(&paths[0]).unwrap();
-    let (h2, a2) = read_all(&paths[1]).unwrap();
+    // A genuine version-2 file: version 3's bytes with the old checksum rule.
+    let mut v2 = std::fs::read(&paths[1]).unwrap();
+    let hl = u32_at(&v2, 12) as usize;
+    v2[8..10].copy_from_slice(&2u16.to_le_bytes());
+    let crc = crc32fast::hash(&v2[20..20 + hl]);
+    v2[16..20].copy_from_slice(&crc.to_le_bytes());
+    let p2 = d.path().join("v2.hst");
+    std::fs::write(&p2, &v2).unwrap();
+    for (p, v) in [(&paths[0], 1), (&p2, 2)] {
+        let (off, msg) = format_err(HstReader::open(p), p);
+        assert_eq!(off, 8);
+        assert!(msg.contains(&format!("format version {v}")) && msg.contains("hugescope trace convert"), "{msg}");
+    }
+    let legacy = |p: &std::path::Path| {
+        let mut r = HstReader::open_legacy(p).unwrap();
+        let mut v = Vec::new();
+        r.for_each(|a| v.push(a)).unwrap();
+        (v, r.markers().to_vec())
+    };
+    let (a1, m1) = legacy(&paths[0]);
+    let (a2, m2) = legacy(&p2);
+    let (a3, s3) = read_all(&paths[1]).unwrap();
     assert_eq!(a1, acc);
     assert_eq!(a2, acc);
-    assert_eq!(h1.workload, h2.workload);
-    let (s1, s2) = (summarize(&paths[0], true).unwrap().1, summarize(&paths[1], true).unwrap().1);
-    assert_eq!((s1.accesses, s1.markers.clone()), (s2.accesses, s2.markers.clone()));
-    assert_eq!(s1.markers, vec![Marker { index: 500, label: "half".into() }]);
+    assert_eq!(s3, acc);
+    assert_eq!(m1, vec![Marker { index: 500, label: "half".into() }]);
+    assert_eq!(m1, m2);
+    assert_eq!(a3.workload, header().workload);
+}
+
+/// The attack of issue #31: a version-3 file whose version field is changed
+/// to another legal version never decodes as data.
+#[test]
+fn an_edited_version_field_is_caught() {
+    let d = tmp();
+    let (p, bytes, _) = valid_file(d.path());
+    for v in [1u16, 2] {
+        let mut b = bytes.clone();
+        b[8..10].copy_from_slice(&v.to_le_bytes());
+        rewrite(&p, &b);
+        assert!(HstReader::open(&p).is_err());
+        let (_, msg) = format_err(HstReader::open_legacy(&p), &p);
+        assert!(msg.contains("checksum"), "{msg}");
+    }
+    // Flags and header length are covered too.
+    let mut b = bytes.clone();
+    b[10] = 1;
+    rewrite(&p, &b);
+    assert!(HstReader::open(&p).is_err());
 }
 
 #[test]
@@ -558,8 +602,8 @@ fn wrong_magic_unknown_version_and_empty_file() {
     assert_eq!(off, 0);
     assert!(msg.contains("magic"), "{msg}");
 
-    assert_eq!(u16::from_le_bytes([bytes[8], bytes[9]]), 2, "writer writes version 2");
-    for v in [0u16, 3] {
+    assert_eq!(u16::from_le_bytes([bytes[8], bytes[9]]), 3, "writer writes version 3");
+    for v in [0u16, 4] {
         let mut b = bytes.clone();
         b[8..10].copy_from_slice(&v.to_le_bytes());
         rewrite(&p, &b);
@@ -602,14 +646,15 @@ fn garbage_header_length_and_bad_header_json() {
     b[12..16].copy_from_slice(&(hl - 3).to_le_bytes());
     rewrite(&p, &b);
     let (off, msg) = format_err(HstReader::open(&p), &p);
-    assert_eq!(off, 20);
-    assert!(msg.contains("header checksum"), "{msg}");
+    assert_eq!(off, 8);
+    assert!(msg.contains("preamble checksum"), "{msg}");
 
     // Well-framed (correct CRC) but not a TraceHeader.
     let json = br#"{"workload": 12}"#;
     let mut b = bytes[..12].to_vec();
     b.extend_from_slice(&(json.len() as u32).to_le_bytes());
-    b.extend_from_slice(&crc32fast::hash(json).to_le_bytes());
+    let crc = common::hstfile::preamble_crc(&b, json);
+    b.extend_from_slice(&crc.to_le_bytes());
     b.extend_from_slice(json);
     rewrite(&p, &b);
     let (off, msg) = format_err(HstReader::open(&p), &p);
@@ -754,9 +799,9 @@ fn missing_file_is_io_error() {
         HstReader::open(d.path().join("nope.hst")),
         Err(Error::Io { .. })
     ));
-    // A directory is not a trace.
-    let (_, msg) = format_err(HstReader::open(d.path()), d.path());
-    assert!(msg.contains("regular file"), "{msg}");
+    // A directory is not a trace: refused before reading (crate::input).
+    let msg = HstReader::open(d.path()).err().unwrap().to_string();
+    assert!(msg.contains("is a directory, not a regular file"), "{msg}");
 }
 
 proptest! {

@@ -18,19 +18,91 @@
 //! separate lock file (the state file itself is replaced by rename, so locking it
 //! would lock a file that is about to be unlinked), and the state file is written
 //! to a temporary file and renamed, so a reader never sees half a record.
+//!
+//! The journal is trusted only as far as its file can be: whoever can write the
+//! state file decides what root writes where on the next invocation. So
+//! (`trusted_dir`, `Locked::read`) the directory and each directory above it
+//! must be owned by root (or by this user, for a non-root run) and writable by
+//! no one else (a sticky directory such as /tmp is allowed above it, since
+//! others cannot rename or remove what is ours there); the state and lock files
+//! must be regular files owned by this user with no permissions for group or
+//! others, opened without following symbolic links; and every recorded path
+//! must be one of the kernel settings hugescope itself changes (`ALLOWED`),
+//! with a value of the shape those settings take. Anything else is refused
+//! with one line and nothing is written.
 
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-use std::path::PathBuf;
+use std::io::Read;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
 
 /// The environment variable that moves the state directory.
 pub const STATE_DIR_ENV: &str = "HUGESCOPE_STATE_DIR";
 pub const DEFAULT_STATE_DIR: &str = "/run/hugescope";
 const STATE_FILE: &str = "state.json";
 const LOCK_FILE: &str = "state.lock";
+/// Largest state file read: a record is a path, a value and a few owners, and
+/// hugescope changes a handful of settings; 1 MiB is thousands of times that.
+const MAX_STATE_BYTES: u64 = 1 << 20;
+/// Longest value a setting may be restored to (the longest legitimate one is
+/// a THP mode word or a decimal integer).
+const MAX_VALUE_BYTES: usize = 64;
+
+/// The kernel settings the journal may restore: the ones hugescope changes
+/// (the fragmenter's sysctls, the daemon's THP mode) and the THP knobs it may
+/// change in future, nothing else. A record naming any other path is a forged
+/// or corrupt file, never something to write as root.
+const ALLOWED: &[&str] = &[
+    "/proc/sys/vm/compact_unevictable_allowed",
+    "/proc/sys/vm/max_map_count",
+    "/proc/sys/vm/compaction_proactiveness",
+    "/proc/sys/vm/extfrag_threshold",
+    "/sys/kernel/mm/transparent_hugepage/enabled",
+    "/sys/kernel/mm/transparent_hugepage/defrag",
+    "/sys/kernel/mm/transparent_hugepage/shmem_enabled",
+    "/sys/kernel/mm/transparent_hugepage/khugepaged/defrag",
+    "/sys/kernel/mm/transparent_hugepage/khugepaged/pages_to_scan",
+    "/sys/kernel/mm/transparent_hugepage/khugepaged/scan_sleep_millisecs",
+    "/sys/kernel/mm/transparent_hugepage/khugepaged/alloc_sleep_millisecs",
+    "/sys/kernel/mm/transparent_hugepage/khugepaged/max_ptes_none",
+    "/sys/kernel/mm/transparent_hugepage/khugepaged/max_ptes_swap",
+    "/sys/kernel/mm/transparent_hugepage/khugepaged/max_ptes_shared",
+];
+
+#[cfg(test)]
+thread_local! {
+    /// Unit tests change stand-in files under a temporary directory.
+    static TEST_ROOT: std::cell::RefCell<Option<PathBuf>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Whether `path` is a kernel setting the journal may write: one of `ALLOWED`,
+/// or a per-size mTHP `enabled` file (hugepages-<N>kB/enabled).
+pub fn is_allowed(path: &str) -> bool {
+    #[cfg(test)]
+    if TEST_ROOT.with(|r| r.borrow().as_ref().is_some_and(|root| Path::new(path).parent() == Some(root.as_path()))) {
+        return true;
+    }
+    if ALLOWED.contains(&path) {
+        return true;
+    }
+    let Some(rest) = path.strip_prefix("/sys/kernel/mm/transparent_hugepage/hugepages-") else { return false };
+    let Some(n) = rest.strip_suffix("kB/enabled") else { return false };
+    !n.is_empty() && n.len() <= 10 && n.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// Whether `v` has the shape of a value those settings take: a short word or
+/// integer (letters, digits, '_', '-', '+'), never a newline or a path.
+fn is_plain_value(v: &str) -> bool {
+    !v.is_empty() && v.len() <= MAX_VALUE_BYTES && v.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-+".contains(&b))
+}
+
+/// Cut and escape a value from an untrusted file for a message.
+fn shown(s: &str) -> String {
+    hugescope_core::error::shown(s, 80)
+}
 
 /// A process, identified so that a reused PID is not taken for it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -127,9 +199,14 @@ impl Locked {
             // Root-only: the record says which settings to write back as root.
             std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir).map_err(|e| Error::io(&dir, e))?;
         }
+        trusted_dir(&dir)?;
         let lp = dir.join(LOCK_FILE);
-        let lock = OpenOptions::new().create(true).truncate(false).write(true).mode(0o600).open(&lp)
-            .map_err(|e| Error::io(&lp, e))?;
+        // O_NOFOLLOW: a planted symbolic link is never opened (for writing,
+        // even without truncation, it would touch the file it names).
+        let lock = OpenOptions::new().create(true).truncate(false).write(true).mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC).open(&lp)
+            .map_err(|e| untrusted_open(&lp, e))?;
+        trusted_file(&lp, &lock.metadata().map_err(|e| Error::io(&lp, e))?)?;
         // Blocks until the other holder is done; a signal (EINTR) retries.
         loop {
             match rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive) {
@@ -145,13 +222,33 @@ impl Locked {
         self.dir.join(STATE_FILE)
     }
 
+    /// The records, if the file is trusted and every record is one the
+    /// journal may act on; else one refusal naming the file and the reason.
     fn read(&self) -> Result<State> {
         let p = self.path();
-        match std::fs::read_to_string(&p) {
-            Ok(t) => serde_json::from_str(&t).map_err(|e| Error::parse(&p, e.line(), format!("not a hugescope state file: {e}"))),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(State { version: 1, settings: Vec::new() }),
-            Err(e) => Err(Error::io(&p, e)),
+        let f = match OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC).open(&p) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(State { version: 1, settings: Vec::new() }),
+            Err(e) => return Err(untrusted_open(&p, e)),
+        };
+        let meta = f.metadata().map_err(|e| Error::io(&p, e))?;
+        trusted_file(&p, &meta)?;
+        if meta.len() > MAX_STATE_BYTES {
+            return Err(refuse(&p, format!("is {} bytes, more than a state file can be ({MAX_STATE_BYTES})", meta.len())));
         }
+        let mut text = String::new();
+        f.take(MAX_STATE_BYTES + 1).read_to_string(&mut text).map_err(|e| Error::io(&p, e))?;
+        let s: State = serde_json::from_str(&text)
+            .map_err(|e| refuse(&p, format!("is not a hugescope state file (line {}, column {})", e.line(), e.column())))?;
+        for r in &s.settings {
+            if !is_allowed(&r.path) {
+                return Err(refuse(&p, format!("names {}, which is not a kernel setting hugescope changes", shown(&r.path))));
+            }
+            if !is_plain_value(&r.original) {
+                return Err(refuse(&p, format!("records the value {} for {}, which is not a setting's value", shown(&r.original), r.path)));
+            }
+        }
+        Ok(s)
     }
 
     /// Replace the state file atomically; no settings left means no file.
@@ -179,8 +276,90 @@ impl Locked {
     }
 }
 
+/// One refusal line about the journal at `p`; nothing is written after it.
+fn refuse(p: &Path, why: String) -> Error {
+    Error::refused(format!("settings journal {}: {why}; nothing was restored or changed (remove the file as root if it is yours)", p.display()))
+}
+
+/// An open of a journal file that failed: a symbolic link (ELOOP under
+/// O_NOFOLLOW) or a FIFO/socket is refused as untrusted, anything else is the
+/// operating system's error.
+fn untrusted_open(p: &Path, e: std::io::Error) -> Error {
+    match e.raw_os_error() {
+        Some(libc::ELOOP) => refuse(p, "is a symbolic link".into()),
+        Some(libc::ENXIO) => refuse(p, "is a socket".into()),
+        _ => Error::io(p, e),
+    }
+}
+
+/// The user the journal must belong to: root when run as root, else this user.
+fn journal_owner() -> u32 {
+    rustix::process::geteuid().as_raw()
+}
+
+/// A journal file is trusted when it is a regular file owned by
+/// `journal_owner` that group and others can neither read nor write.
+fn trusted_file(p: &Path, m: &std::fs::Metadata) -> Result<()> {
+    if !m.file_type().is_file() {
+        return Err(refuse(p, "is not a regular file".into()));
+    }
+    if m.uid() != journal_owner() {
+        return Err(refuse(p, format!("is owned by uid {}, not by uid {}", m.uid(), journal_owner())));
+    }
+    if m.permissions().mode() & 0o077 != 0 {
+        return Err(refuse(p, format!("has mode {:04o}; it must be 0600", m.permissions().mode() & 0o7777)));
+    }
+    Ok(())
+}
+
+/// The state directory is trusted when it, and every directory above it, is
+/// owned by root or `journal_owner` and writable by nobody else; a directory
+/// above it may be world-writable if it is sticky (/tmp), since others cannot
+/// then rename or replace entries they do not own.
+fn trusted_dir(dir: &Path) -> Result<()> {
+    let me = journal_owner();
+    let abs = if dir.is_absolute() {
+        dir.to_path_buf()
+    } else {
+        std::env::current_dir().map_err(|e| Error::io(".", e))?.join(dir)
+    };
+    let m = std::fs::symlink_metadata(&abs).map_err(|e| Error::io(&abs, e))?;
+    if !m.file_type().is_dir() {
+        return Err(refuse(&abs, "is not a directory (a symbolic link is not followed)".into()));
+    }
+    if m.uid() != me || m.permissions().mode() & 0o022 != 0 {
+        return Err(refuse(&abs, format!(
+            "is owned by uid {} with mode {:04o}; the state directory must be owned by uid {me} and writable only by it",
+            m.uid(), m.permissions().mode() & 0o7777)));
+    }
+    let mut up = abs.parent();
+    while let Some(d) = up {
+        // Symbolic links above are followed as the kernel would: it is the
+        // directory they lead to that must be safe.
+        let m = std::fs::metadata(d).map_err(|e| Error::io(d, e))?;
+        let mode = m.permissions().mode();
+        let owner_ok = m.uid() == 0 || m.uid() == me;
+        let writable_by_others = mode & 0o022 != 0 && mode & 0o1000 == 0;
+        if !owner_ok || writable_by_others {
+            return Err(refuse(&abs, format!(
+                "lies under {} (uid {}, mode {:04o}), which others can write to",
+                d.display(), m.uid(), mode & 0o7777)));
+        }
+        up = d.parent();
+    }
+    Ok(())
+}
+
+/// A setting's current value as it can be written back: for a multiple-choice
+/// sysfs file ("always [madvise] never") the selected word, else the trimmed
+/// text.
 pub fn read_setting(path: &str) -> Result<String> {
-    std::fs::read_to_string(path).map(|t| t.trim().to_string()).map_err(|e| Error::io(path, e))
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let t = text.trim();
+    match (t.find('['), t.find(']')) {
+        (Some(a), Some(b)) if a < b => Ok(t[a + 1..b].to_string()),
+        _ => Ok(t.to_string()),
+    }
 }
 
 fn write_setting(path: &str, value: &str) -> Result<()> {
@@ -191,6 +370,10 @@ fn write_setting(path: &str, value: &str) -> Result<()> {
 /// owners of an earlier record of the same setting). Returns the original value.
 /// Nothing is written to the setting unless the record is safely on disk.
 pub fn change(path: &str, value: &str) -> Result<String> {
+    if !is_allowed(path) || !is_plain_value(value) {
+        return Err(Error::input(format!("{}: not a kernel setting hugescope may change (or {} is not a value for it)",
+                                        shown(path), shown(value))));
+    }
     let l = Locked::acquire(true)?;
     let mut s = l.read()?;
     let me = me();
@@ -247,6 +430,8 @@ pub fn repair_stale() -> Result<Vec<Repair>> {
     }
     let l = match Locked::acquire(false) {
         Ok(l) => l,
+        // An untrusted journal: one refusal, nothing restored.
+        Err(e @ Error::Refused(_)) => return Err(e),
         Err(e) => {
             return Ok(vec![Repair { path: p.display().to_string(), original: String::new(), owners: Vec::new(),
                                     error: Some(format!("cannot lock the state file ({e})")) }])
@@ -292,7 +477,99 @@ mod tests {
         std::env::set_var(STATE_DIR_ENV, d.path().join("state"));
         let knob = d.path().join("knob");
         std::fs::write(&knob, "1\n").unwrap();
+        TEST_ROOT.with(|r| *r.borrow_mut() = Some(d.path().to_path_buf()));
         (d, knob.to_str().unwrap().to_string())
+    }
+
+    /// Write a state file by hand (0600, ours) naming `path` with `original`.
+    fn plant(path: &str, original: &str) {
+        let dir = state_dir();
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir).unwrap();
+        let text = format!(r#"{{"version": 1, "settings": [{{"path": {path:?}, "original": {original:?}, "owners": [{{"pid": 2147483646, "start_ticks": 1}}]}}]}}"#);
+        let f = dir.join(STATE_FILE);
+        std::fs::write(&f, text).unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+
+    #[test]
+    fn only_allow_listed_settings_with_plain_values_are_restored() {
+        let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let (d, knob) = setup();
+        // A path outside the allow-list: refused, the file it names untouched.
+        let victim = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(victim.path(), "precious\n").unwrap();
+        plant(victim.path().to_str().unwrap(), "0");
+        let e = repair_stale().unwrap_err().to_string();
+        assert!(e.contains("not a kernel setting hugescope changes") && e.contains("nothing was restored"), "{e}");
+        assert_eq!(std::fs::read_to_string(victim.path()).unwrap(), "precious\n");
+        assert!(state_path().exists(), "a refused journal is left as it is");
+        // An allowed path with a value that is not a setting's value.
+        plant(&knob, "1\nmore");
+        let e = repair_stale().unwrap_err().to_string();
+        assert!(e.contains("not a setting's value"), "{e}");
+        assert_eq!(std::fs::read_to_string(&knob).unwrap(), "1\n");
+        // change() refuses to journal a path outside the list.
+        std::fs::remove_file(state_path()).unwrap();
+        let e = change("/etc/hostname", "x").unwrap_err().to_string();
+        assert!(e.contains("not a kernel setting"), "{e}");
+        assert!(!state_path().exists());
+        assert!(is_allowed("/sys/kernel/mm/transparent_hugepage/hugepages-64kB/enabled"));
+        for bad in ["/sys/kernel/mm/transparent_hugepage/hugepages-64kB/../../../../etc/passwd",
+                    "/sys/kernel/mm/transparent_hugepage/hugepages-kB/enabled", "/etc/passwd",
+                    "/proc/sys/vm/max_map_count/", "/proc/sys/vm/../vm/max_map_count"] {
+            assert!(!is_allowed(bad), "{bad}");
+        }
+        drop(d);
+    }
+
+    #[test]
+    fn an_untrusted_journal_is_refused_and_nothing_is_written() {
+        let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let (d, knob) = setup();
+        // Group- or world-readable state file.
+        plant(&knob, "0");
+        std::fs::write(&knob, "5\n").unwrap();
+        std::fs::set_permissions(state_path(), std::fs::Permissions::from_mode(0o644)).unwrap();
+        let e = repair_stale().unwrap_err().to_string();
+        assert!(e.contains("mode 0644"), "{e}");
+        assert_eq!(std::fs::read_to_string(&knob).unwrap(), "5\n");
+        // A symbolic link as the state file.
+        std::fs::remove_file(state_path()).unwrap();
+        let real = d.path().join("elsewhere.json");
+        std::fs::write(&real, "{}").unwrap();
+        std::os::unix::fs::symlink(&real, state_path()).unwrap();
+        let e = repair_stale().unwrap_err().to_string();
+        assert!(e.contains("symbolic link"), "{e}");
+        std::fs::remove_file(state_path()).unwrap();
+        // A state directory others can write to.
+        plant(&knob, "0");
+        std::fs::set_permissions(state_dir(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = repair_stale().unwrap_err().to_string();
+        assert!(e.contains("writable only by it"), "{e}");
+        let e = change(&knob, "7").unwrap_err().to_string();
+        assert!(e.contains("writable only by it"), "{e}");
+        assert_eq!(std::fs::read_to_string(&knob).unwrap(), "5\n");
+        std::fs::set_permissions(state_dir(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        // A state directory under a non-sticky world-writable directory.
+        let open = d.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        std::env::set_var(STATE_DIR_ENV, open.join("state"));
+        let e = change(&knob, "7").unwrap_err().to_string();
+        assert!(e.contains("which others can write to"), "{e}");
+        assert_eq!(std::fs::read_to_string(&knob).unwrap(), "5\n");
+        // Sticky (as /tmp): allowed.
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        assert_eq!(change(&knob, "7").unwrap(), "5");
+        assert_eq!(release(&knob).unwrap().as_deref(), Some("5"));
+    }
+
+    #[test]
+    fn a_multiple_choice_setting_is_recorded_as_its_selected_word() {
+        let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let (_d, knob) = setup();
+        std::fs::write(&knob, "always [madvise] never\n").unwrap();
+        assert_eq!(read_setting(&knob).unwrap(), "madvise");
     }
 
     #[test]

@@ -8,6 +8,7 @@ use hugescope_core::config::{MachineConfig, PRESETS};
 use hugescope_core::configuration::{Config, Source};
 use hugescope_core::os::config::os_knobs;
 use hugescope_core::trace::hst;
+use hugescope_core::input;
 use pyo3::prelude::*;
 use serde::Serialize;
 
@@ -45,7 +46,7 @@ fn params(text: &str) -> PyResult<hugescope_workloads::Params> {
 pub(crate) fn load_config(preset: Option<&str>, path: Option<&str>, config_text: Option<&str>, overrides: &[String], policies: &[String]) -> PyResult<Config> {
     let (name, text) = match (path, config_text) {
         (Some(_), Some(_)) => return Err(err("a configuration file and a Config object are both given; give one")),
-        (Some(p), None) => (p, Some(std::fs::read_to_string(p).map_err(|e| err(format!("{p}: {e}")))?)),
+        (Some(p), None) => (p, Some(input::read_text(std::path::Path::new(p), "configuration file", input::MAX_CONFIG_BYTES).map_err(err)?)),
         (None, t) => ("Config object", t.map(str::to_string)),
     };
     let file = text.as_deref().map(|text| Source { name, text });
@@ -56,6 +57,55 @@ pub(crate) fn load_config(preset: Option<&str>, path: Option<&str>, config_text:
 /// `[[policy]]` too; they are checked and left unused here).
 pub(crate) fn machine(preset: Option<&str>, config: Option<&str>, config_text: Option<&str>, overrides: &[String]) -> PyResult<MachineConfig> {
     Ok(load_config(preset, config, config_text, overrides, &[])?.machine)
+}
+
+/// The text of an input file the Python side reads (results, checkpoints,
+/// measurements), opened and bounded as every input is (`hugescope_core::input`):
+/// a FIFO, socket or device is refused before reading, and `limit` names the
+/// size limit ("config", "plan", "result", "text").
+#[pyfunction]
+fn read_input(py: Python<'_>, path: std::path::PathBuf, what: String, limit: &str) -> PyResult<String> {
+    let cap = match limit {
+        "config" => input::MAX_CONFIG_BYTES,
+        "plan" => input::MAX_PLAN_BYTES,
+        "result" => input::MAX_RESULT_BYTES,
+        "text" => input::MAX_TEXT_BYTES,
+        other => return Err(err(format!("read_input: unknown limit '{other}'"))),
+    };
+    py.detach(|| input::read_text(&path, &what, cap)).map_err(err)
+}
+
+/// Write a result file (bytes) to `path`, already accepted by
+/// `check_output`, through the core's staged writer (unnamed until renamed
+/// onto `path`; errors, a full disk included, name `path`).
+#[pyfunction]
+fn write_staged(py: Python<'_>, path: std::path::PathBuf, data: &[u8]) -> PyResult<()> {
+    let data = data.to_vec();
+    py.detach(|| hugescope_core::output::write_staged(&path, &data)).map_err(|e| {
+        // An I/O failure is an OSError in Python (the CLI's one-line errors
+        // and callers' `except OSError` both expect it), naming the file.
+        pyo3::exceptions::PyOSError::new_err(e.to_string())
+    })
+}
+
+/// A value as an error message shows it: control characters escaped, cut to
+/// `max` characters (`hugescope_core::error::shown`).
+#[pyfunction]
+#[pyo3(signature = (value, max = hugescope_core::error::SHOWN_CHARS))]
+fn shown(value: &str, max: usize) -> String {
+    hugescope_core::error::shown(value, max)
+}
+
+/// A byte size or a count as the core reads it everywhere
+/// (`hugescope_core::units`): the one grammar the Python layer uses too.
+#[pyfunction]
+fn parse_size(text: &str) -> PyResult<u64> {
+    hugescope_core::units::parse_size(text).map_err(err)
+}
+
+#[pyfunction]
+fn parse_count(text: &str) -> PyResult<u64> {
+    hugescope_core::units::parse_count(text).map_err(err)
 }
 
 #[pyfunction]
@@ -383,6 +433,11 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // `interrupt`); other parts of hugescope key on this.
     m.add("CANCELLABLE", true)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
+    m.add_function(wrap_pyfunction!(read_input, m)?)?;
+    m.add_function(wrap_pyfunction!(shown, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_size, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_count, m)?)?;
+    m.add_function(wrap_pyfunction!(write_staged, m)?)?;
     m.add_function(wrap_pyfunction!(presets, m)?)?;
     m.add_function(wrap_pyfunction!(machine_config, m)?)?;
     m.add_function(wrap_pyfunction!(resolve_config, m)?)?;

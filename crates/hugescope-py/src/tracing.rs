@@ -87,7 +87,18 @@ fn tracer_convert(
     json(&summary)
 }
 
+/// Rewrite a trace of an older format version (1 or 2) as the current one
+/// (`hugescope_core::trace::convert`). Returns the trace summary as JSON.
+#[pyfunction]
+fn convert_trace(py: Python<'_>, input: String, output: String) -> PyResult<String> {
+    let summary = cancellable(py, || {
+        hugescope_core::trace::convert::convert(Path::new(&input), Path::new(&output)).map_err(err)
+    })?;
+    json(&summary)
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(convert_trace, m)?)?;
     m.add_function(wrap_pyfunction!(tracer_runtime_source, m)?)?;
     m.add_function(wrap_pyfunction!(import_trace, m)?)?;
     m.add_function(wrap_pyfunction!(tracer_convert, m)?)?;

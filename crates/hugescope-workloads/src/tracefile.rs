@@ -21,8 +21,10 @@ pub type ProgressFn<'a> = &'a mut (dyn FnMut(u64) -> bool + Send);
 /// Options of a trace file beyond the workload's own parameters.
 #[derive(Default)]
 pub struct FileOptions<'a> {
-    /// Write at most this many accesses (the rest is generated and dropped,
-    /// so the workload's result is that of the whole run).
+    /// Write at most this many accesses. The generator stops at the first
+    /// access past it (a run of 2^64 updates with a limit of 1000 takes as
+    /// long as 1000), so the workload's own result (a checksum) is absent:
+    /// `result` says where the run was stopped.
     pub limit: Option<u64>,
     pub progress: Option<ProgressFn<'a>>,
     /// Encode and compress chunks on the calling thread instead of a second
@@ -46,12 +48,19 @@ struct FileSink<'a> {
     stopped: bool,
 }
 
+/// Unwind payload that stops a generator at the access limit (raised with
+/// `resume_unwind`, which prints nothing; caught in `trace_to_file`).
+struct LimitReached;
+
 impl AccessSink for FileSink<'_> {
     #[inline]
     fn access(&mut self, a: Access) {
-        if self.seen < self.limit {
-            self.writer.access(a);
+        if self.seen >= self.limit {
+            // The first access past the limit: every marker up to it is
+            // written; stop the generator rather than generate the rest.
+            std::panic::resume_unwind(Box::new(LimitReached));
         }
+        self.writer.access(a);
         self.seen += 1;
         if self.seen % PROGRESS_EVERY == 0 {
             self.report();
@@ -96,7 +105,14 @@ pub fn trace_to_file(
         progress: opts.progress,
         stopped: false,
     };
-    let output = trace(name, params, &mut sink)?;
+    let output = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| trace(name, params, &mut sink))) {
+        Ok(r) => r?,
+        Err(p) if p.is::<LimitReached>() => RunOutput {
+            result: serde_json::json!({ "stopped_at_limit": sink.limit }),
+            accesses: sink.seen,
+        },
+        Err(p) => std::panic::resume_unwind(p),
+    };
     let summary = sink.writer.finish()?;
     Ok(Written {
         header,

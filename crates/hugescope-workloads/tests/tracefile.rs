@@ -99,14 +99,30 @@ fn limit_caps_the_file_and_progress_is_reported_every_2_pow_20() {
         },
     )
     .unwrap();
-    // 2.2M accesses generated, 1.5M written; progress counts the written ones.
-    assert_eq!(w.output.accesses, 2_200_000);
+    // The generator stops at the first access past the limit: 1.5M of the
+    // 2.2M accesses generated and written, and no checksum of a whole run.
+    assert_eq!(w.output.accesses, 1_500_000);
+    assert_eq!(w.output.result, json!({"stopped_at_limit": 1_500_000}));
     assert_eq!(w.summary.accesses, 1_500_000);
-    assert_eq!(seen, vec![PROGRESS_EVERY, 1_500_000]);
+    assert_eq!(seen, vec![PROGRESS_EVERY]);
     let (_, acc) = read_all(&out).unwrap();
     assert_eq!(acc.len(), 1_500_000);
     // The capped file is the uncapped one's prefix.
     let full = d.path().join("full.hst");
     trace_to_file("gups", &p, &full, FileOptions::default()).unwrap();
     assert_eq!(read_all(&full).unwrap().1[..1_500_000], acc[..]);
+}
+
+/// Issue #31: `--limit` bounds the work, not only the file: 2^64 - 1 updates
+/// with a limit of 1000 finish at once.
+#[test]
+fn a_limit_stops_an_endless_generator() {
+    let d = tempfile::tempdir().unwrap();
+    let p = params(json!({"size": "4MiB", "updates": u64::MAX}));
+    let out = d.path().join("endless.hst");
+    let t0 = std::time::Instant::now();
+    let w = trace_to_file("gups", &p, &out, FileOptions { limit: Some(1000), ..Default::default() }).unwrap();
+    assert!(t0.elapsed() < std::time::Duration::from_secs(30));
+    assert_eq!(w.summary.accesses, 1000);
+    assert_eq!(read_all(&out).unwrap().1.len(), 1000);
 }

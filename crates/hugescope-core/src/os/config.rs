@@ -13,7 +13,7 @@ use super::clock::TimeBase;
 use super::costs::{OsCosts, MAX_COST_US};
 use super::phys::WiredMode;
 use crate::limits::{MAX_DURATION_S, MAX_RATE, MIN_RATE};
-use crate::units::{fmt_num, parse_count, parse_size};
+use crate::units::{fmt_num, whole_value};
 use crate::{Error, Result};
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -355,12 +355,7 @@ impl Knob {
         match self.kind {
             KnobKind::Size { min, max } | KnobKind::Count { min, max } => {
                 let sized = matches!(self.kind, KnobKind::Size { .. });
-                let n = match v {
-                    Value::Number(n) => n.as_u64().or_else(|| n.as_f64().filter(|x| x.fract() == 0.0 && *x >= 0.0 && *x < 1.8e19).map(|x| x as u64)),
-                    Value::String(s) if sized => parse_size(s).ok(),
-                    Value::String(s) => parse_count(s).ok(),
-                    _ => None,
-                };
+                let n = whole_value(v, sized);
                 let n = n.ok_or_else(|| if sized { "not a size (bytes, or text such as 64MiB)".to_string() } else { "not a non-negative integer".to_string() })?;
                 if n < min || n > max {
                     return Err(format!("out of range {min}..={max}"));

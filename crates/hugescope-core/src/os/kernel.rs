@@ -567,7 +567,12 @@ impl Kernel {
             }
             return;
         }
-        while let Some((_, owner, id)) = self.clock.pop_due() {
+        // A cancelled run (Ctrl-C) fires no more daemons: with a short
+        // interval over a long virtual duration one access can owe millions
+        // of firings, and the trace reader's per-chunk check would come
+        // minutes later. The result is discarded anyway.
+        while !crate::cancel::requested() {
+            let Some((_, owner, id)) = self.clock.pop_due() else { break };
             self.in_daemon = true;
             self.with_policy(owner as usize, |p, k| p.on_timer(k, id));
             self.in_daemon = false;

@@ -25,6 +25,8 @@ use crate::error::{Error, Result};
 
 /// Encodes chunks into frames and appends them (and anything else) to the file.
 pub(super) struct Encoder {
+    /// The trace's final path: what an error (a full disk) names, rather
+    /// than a temporary name the user never gave.
     tmp_path: PathBuf,
     out: BufWriter<File>,
     /// Bytes written so far (= offset of the next frame).
@@ -105,17 +107,18 @@ impl Encoder {
         Ok(())
     }
 
-    /// Flush the buffer and make the data durable; returns the path written.
-    pub(super) fn sync(self) -> Result<PathBuf> {
-        let tmp_path = self.tmp_path;
+    /// Flush the buffer and make the data durable; returns the file, still
+    /// open (an unnamed file is linked under its name while open).
+    pub(super) fn sync(self) -> Result<File> {
+        let path = self.tmp_path;
         let file = self
             .out
             .into_inner()
-            .map_err(|e| Error::io(&tmp_path, e.into_error()))?;
+            .map_err(|e| Error::io(&path, e.into_error()))?;
         // fsync before the caller renames, or a crash could leave the new
         // name pointing at a file whose blocks never reached the disk.
-        file.sync_all().map_err(|e| Error::io(&tmp_path, e))?;
-        Ok(tmp_path)
+        file.sync_all().map_err(|e| Error::io(&path, e))?;
+        Ok(file)
     }
 }
 

@@ -12,18 +12,31 @@ pub const MAGIC: [u8; 8] = *b"\x89HST\r\n\x1a\n";
 /// Last eight bytes of a complete file: its presence means `finish()` ran.
 pub const END_MAGIC: [u8; 8] = *b"\x89HSTEND\n";
 /// Format version written by this code; readers reject versions they do not know.
-/// Version 2 stores each chunk's records as byte planes; version 1 stored them
-/// whole, one after another, and is still read.
-pub const VERSION: u16 = 2;
-/// Oldest version this code reads.
+/// Version 3 is version 2 (each chunk's records as byte planes) with the
+/// preamble checksum over the version, flags and header length too; version 1
+/// stored records whole, one after another. Versions 1 and 2 are read only on
+/// request (`HstReader::open_legacy`, `hugescope trace convert`).
+pub const VERSION: u16 = 3;
+/// Oldest version this code reads (on request: see `VERSION`).
 pub const MIN_READ_VERSION: u16 = 1;
+/// The last version whose preamble checksum covers the header JSON alone.
+pub const LAST_UNCHECKED_VERSION: u16 = 2;
+
+/// The preamble checksum of version 3 on: CRC-32 of the version, flags and
+/// header length fields (bytes 8..16) followed by the header JSON.
+pub(super) fn preamble_crc(pre: &[u8], json: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(&pre[8..16]);
+    h.update(json);
+    h.finalize()
+}
 
 /// How a chunk's uncompressed payload holds its records.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Layout {
     /// Version 1: each record's 8 little-endian bytes in turn.
     Records,
-    /// Version 2: byte p of every record, for p = 0..8 (see `planes.rs`).
+    /// Versions 2 and 3: byte p of every record, for p = 0..8 (see `planes.rs`).
     Planes,
 }
 

@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! file    = preamble header_json frame* footer trailer
-//! preamble= magic[8] version:u16 flags:u16 header_len:u32 header_crc:u32   (20 bytes)
+//! preamble= magic[8] version:u16 flags:u16 header_len:u32 preamble_crc:u32 (20 bytes)
 //! frame   = "CHNK" records:u32 payload_len:u32 crc:u32  zstd_payload      (16 + payload)
 //! payload = zstd(8 byte planes of the chunk's records)  (version 2; see `planes.rs`)
 //! footer  = "FOOT" json_len:u32 json_crc:u32 reserved:u32  summary_json
@@ -16,11 +16,19 @@
 //! carries a CRC-32 of its uncompressed bytes so corruption is caught where it is.
 //! The footer holds the [`TraceSummary`] (counts, markers) and the trailer points to
 //! it, so `summarize(path, false)` reads a few hundred bytes instead of the trace.
+//!
+//! Since version 3 the preamble's checksum covers the version, flags and
+//! header length as well as the header JSON. Before, it covered the JSON
+//! only, so a version field changed to another legal version (2 to 1) went
+//! unnoticed and every chunk decoded, checksums and all, as garbage. Files of
+//! versions 1 and 2 are therefore refused by [`HstReader::open`] with one line
+//! naming `hugescope trace convert`, which reads them through
+//! [`HstReader::open_legacy`] (the user vouching for the version) and writes
+//! version 3.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{ErrorKind, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::encode::{Encoder, Pipeline};
 use super::readahead::{for_each_chunk, ChunkSource};
@@ -31,9 +39,10 @@ use crate::error::{Error, Result};
 // The container's fixed bytes and the footer's summary, under the names the
 // rest of hugescope has always used for them (`hst::MAGIC`, `hst::TraceSummary`).
 pub use super::frames::{
-    Layout, CHUNK_TAG, END_MAGIC, FOOTER_TAG, FRAME_HEADER_LEN, MAGIC, MIN_READ_VERSION, PREAMBLE_LEN, TRAILER_LEN, VERSION,
+    Layout, CHUNK_TAG, END_MAGIC, FOOTER_TAG, FRAME_HEADER_LEN, LAST_UNCHECKED_VERSION, MAGIC, MIN_READ_VERSION, PREAMBLE_LEN, TRAILER_LEN, VERSION,
 };
 pub use super::summary::{Marker, TraceSummary};
+use super::frames::preamble_crc;
 
 /// Records per chunk written by default: 512 KiB uncompressed, large enough that
 /// per-chunk costs (a syscall, a checksum finalisation, zstd frame setup) vanish,
@@ -59,9 +68,6 @@ fn le_u64(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(x)
 }
 
-/// Makes temp names unique within one process too (two writers to one target).
-static TEMP_SEQ: AtomicU64 = AtomicU64::new(0);
-
 // ---------------------------------------------------------------------------
 // Writer
 // ---------------------------------------------------------------------------
@@ -77,7 +83,8 @@ static TEMP_SEQ: AtomicU64 = AtomicU64::new(0);
 /// bytes are the same either way.
 pub struct HstWriter {
     path: PathBuf,
-    tmp_path: PathBuf,
+    /// The file being written, named only when finished.
+    staged: crate::output::Staged,
     pipeline: Pipeline,
     chunk_records: usize,
     /// Packed records of the chunk being filled.
@@ -117,13 +124,9 @@ impl HstWriter {
         inputs: &[&Path],
     ) -> Result<HstWriter> {
         let path = crate::output::check(path, Some(crate::output::Kind::Trace), inputs, false)?;
-        let name = path
-            .file_name()
-            .ok_or_else(|| Error::input(format!("{}: not a file path", path.display())))?;
-        let dir = match path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
+        if path.file_name().is_none() {
+            return Err(Error::input(format!("{}: not a file path", path.display())));
+        }
         let json = serde_json::to_vec(header).map_err(|e| {
             Error::input(format!(
                 "{}: cannot encode the trace header: {e}",
@@ -139,19 +142,12 @@ impl HstWriter {
             )));
         }
 
-        let seq = TEMP_SEQ.fetch_add(1, Ordering::Relaxed);
-        let mut tmp_name = std::ffi::OsString::from(".");
-        tmp_name.push(name);
-        tmp_name.push(format!(".tmp-{}-{}", std::process::id(), seq));
-        let tmp_path = dir.join(tmp_name);
-        let file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp_path)
-            .map_err(|e| Error::io(&tmp_path, e))?;
+        // Unnamed until finished (crate::output::Staged): a SIGKILL mid-write
+        // leaves no temporary file behind.
+        let (staged, file) = crate::output::Staged::create(&path)?;
         let mut w = HstWriter {
-            path,
-            tmp_path: tmp_path.clone(),
+            path: path.clone(),
+            staged,
             pipeline: Pipeline::Gone,
             chunk_records: DEFAULT_CHUNK_RECORDS,
             recs: Vec::new(),
@@ -162,13 +158,16 @@ impl HstWriter {
             finished: false,
         };
         // From here on an error drops `w`, which removes the temporary file.
-        w.pipeline = Pipeline::Inline(Encoder::new(tmp_path, file, layout)?);
+        w.pipeline = Pipeline::Inline(Encoder::new(path, file, layout)?);
         let mut pre = [0u8; PREAMBLE_LEN as usize];
         pre[0..8].copy_from_slice(&MAGIC);
         pre[8..10].copy_from_slice(&layout.version().to_le_bytes());
         pre[10..12].copy_from_slice(&0u16.to_le_bytes());
         pre[12..16].copy_from_slice(&(json.len() as u32).to_le_bytes());
-        pre[16..20].copy_from_slice(&crc32fast::hash(&json).to_le_bytes());
+        // Version 1 (records, written only by tests of the old layout) keeps
+        // its own checksum rule so that it is exactly the old format.
+        let crc = if layout == Layout::Records { crc32fast::hash(&json) } else { preamble_crc(&pre, &json) };
+        pre[16..20].copy_from_slice(&crc.to_le_bytes());
         if let Pipeline::Inline(enc) = &mut w.pipeline {
             enc.put(&pre)?;
             enc.put(&json)?;
@@ -277,8 +276,8 @@ impl HstWriter {
         tr[0..8].copy_from_slice(&footer_offset.to_le_bytes());
         tr[8..16].copy_from_slice(&END_MAGIC);
         enc.put(&tr)?;
-        enc.sync()?;
-        std::fs::rename(&self.tmp_path, &self.path).map_err(|e| Error::io(&self.path, e))?;
+        let file = enc.sync()?;
+        self.staged.commit(&file)?;
         self.finished = true;
         Ok(summary)
     }
@@ -305,10 +304,9 @@ impl HstWriter {
 impl Drop for HstWriter {
     fn drop(&mut self) {
         if !self.finished {
-            // Stops an encoder thread and closes the file first.
+            // Stops an encoder thread and closes the file first; dropping
+            // `staged` then removes a named temporary file, if there is one.
             self.pipeline = Pipeline::Gone;
-            // Best effort: nothing useful can be done with an error here.
-            let _ = std::fs::remove_file(&self.tmp_path);
         }
     }
 }
@@ -365,16 +363,22 @@ impl HstReader {
     /// trailer says there is one. A file without a trailer opens (its chunks can
     /// be streamed) but reading it to the end reports the truncation.
     pub fn open(path: impl AsRef<Path>) -> Result<HstReader> {
-        let path = path.as_ref().to_path_buf();
-        let mut file = File::open(&path).map_err(|e| Error::io(&path, e))?;
+        Self::open_versions(path.as_ref(), false)
+    }
+
+    /// [`open`](Self::open) that also reads versions 1 and 2, whose preamble
+    /// checksum does not cover the version field: the caller (`hugescope trace
+    /// convert`) takes the version as the file states it.
+    pub fn open_legacy(path: impl AsRef<Path>) -> Result<HstReader> {
+        Self::open_versions(path.as_ref(), true)
+    }
+
+    fn open_versions(path: &Path, legacy: bool) -> Result<HstReader> {
+        let path = path.to_path_buf();
+        // A FIFO, socket or device is refused before anything is read
+        // (crate::input): an .hst reader needs a seekable regular file.
+        let mut file = crate::input::open(&path, "trace")?;
         let meta = file.metadata().map_err(|e| Error::io(&path, e))?;
-        if !meta.is_file() {
-            return Err(Error::format(
-                &path,
-                0,
-                "not a regular file (an .hst reader needs a seekable file)",
-            ));
-        }
         let file_len = meta.len();
         if file_len == 0 {
             return Err(Error::format(&path, 0, "empty file, not an .hst trace"));
@@ -408,7 +412,15 @@ impl HstReader {
             return Err(Error::format(
                 &path,
                 8,
-                format!("unsupported .hst version {version} (this build reads versions {MIN_READ_VERSION} to {VERSION})"),
+                format!("unsupported .hst version {version} (this build reads version {VERSION}, and {MIN_READ_VERSION} to {LAST_UNCHECKED_VERSION} through 'hugescope trace convert')"),
+            ));
+        }
+        if version <= LAST_UNCHECKED_VERSION && !legacy {
+            return Err(Error::format(
+                &path,
+                8,
+                format!("format version {version}, written by an older hugescope: its preamble has no checksum over the version, so an edited version cannot be told from a real one; convert it once with 'hugescope trace convert {} -o NEW.hst'",
+                        crate::error::shown_path(&path)),
             ));
         }
         let flags = le_u16(&pre, 10);
@@ -437,11 +449,12 @@ impl HstReader {
         }
         let mut json = vec![0u8; header_len as usize];
         read_exact_at(&mut file, &path, PREAMBLE_LEN, &mut json)?;
-        if crc32fast::hash(&json) != header_crc {
+        let crc = if version <= LAST_UNCHECKED_VERSION { crc32fast::hash(&json) } else { preamble_crc(&pre, &json) };
+        if crc != header_crc {
             return Err(Error::format(
                 &path,
-                PREAMBLE_LEN,
-                "header checksum mismatch (corrupt header)",
+                8,
+                "preamble checksum mismatch: the version, flags, header length or header were changed (corrupt file)",
             ));
         }
         let header: TraceHeader = serde_json::from_slice(&json)
@@ -895,7 +908,6 @@ impl std::fmt::Debug for HstWriter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HstWriter")
             .field("path", &self.path)
-            .field("tmp_path", &self.tmp_path)
             .field("records", &self.count)
             .finish()
     }

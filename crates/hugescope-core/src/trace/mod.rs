@@ -2,6 +2,7 @@
 //! trace header, and the `.hst` on-disk format (see `docs/trace-format.md`).
 
 mod encode;
+pub mod convert;
 pub mod frames;
 pub mod hst;
 pub mod import;

@@ -27,6 +27,15 @@ pub fn u32_at(b: &[u8], at: u64) -> u32 {
 }
 
 /// The header JSON of a file.
+/// The version-3 preamble checksum: CRC-32 of the version, flags and header
+/// length fields (bytes 8..16 of `pre`) followed by the header JSON.
+pub fn preamble_crc(pre: &[u8], json: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(&pre[8..16]);
+    h.update(json);
+    h.finalize()
+}
+
 pub fn header_json(bytes: &[u8]) -> &[u8] {
     &bytes[20..20 + u32_at(bytes, 12) as usize]
 }
@@ -41,7 +50,7 @@ pub fn splice_header(bytes: &[u8], json: &[u8]) -> Vec<u8> {
     let moved = footer as i64 + json.len() as i64 - (data_start as i64 - 20);
     let mut b = bytes[..12].to_vec();
     b.extend_from_slice(&(json.len() as u32).to_le_bytes());
-    b.extend_from_slice(&crc32fast::hash(json).to_le_bytes());
+    b.extend_from_slice(&preamble_crc(&b, json).to_le_bytes());
     b.extend_from_slice(json);
     b.extend_from_slice(&bytes[data_start..trailer]);
     b.extend_from_slice(&(moved as u64).to_le_bytes());

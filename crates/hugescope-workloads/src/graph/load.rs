@@ -5,7 +5,15 @@
 
 use std::path::Path;
 
+use hugescope_core::error::{shown, shown_path};
 use hugescope_core::{Error, Result};
+
+/// A token or line of the file as an error shows it: cut and escaped, so a
+/// 3 GB line of NULs is no 3 GB message (the whole line used to be copied
+/// into it).
+fn tok_shown(t: &str) -> String {
+    shown(t, 80)
+}
 
 /// A directed edge list. `w` holds weights when the file had them.
 #[derive(Clone, Debug, Default)]
@@ -28,7 +36,7 @@ impl EdgeList {
 }
 
 fn parse_id(tok: &str, path: &Path, line: usize, one_based: bool) -> Result<u32> {
-    let bad = |why: &str| Error::input(format!("{}: line {line}: vertex id '{tok}' {why}", path.display()));
+    let bad = |why: &str| Error::input(format!("{}: line {line}: vertex id '{}' {why}", shown_path(path), tok_shown(tok)));
     let v: u64 = tok.parse().map_err(|_| bad("is not a non-negative integer"))?;
     let v = if one_based {
         v.checked_sub(1).ok_or_else(|| bad("is 0 in a 1-based Matrix Market file"))?
@@ -46,16 +54,20 @@ fn parse_id(tok: &str, path: &Path, line: usize, one_based: bool) -> Result<u32>
 fn parse_weight(tok: &str, path: &Path, line: usize) -> Result<u32> {
     let f: f64 = tok
         .parse()
-        .map_err(|_| Error::input(format!("{}: line {line}: weight '{tok}' is not a number", path.display())))?;
+        .map_err(|_| Error::input(format!("{}: line {line}: weight '{}' is not a number", shown_path(path), tok_shown(tok))))?;
     if !f.is_finite() {
-        return Err(Error::input(format!("{}: line {line}: weight '{tok}' is not finite", path.display())));
+        return Err(Error::input(format!("{}: line {line}: weight '{}' is not finite", shown_path(path), tok_shown(tok))));
     }
     Ok(f.abs().round().clamp(1.0, (u32::MAX / 4) as f64) as u32)
 }
 
 pub fn load(path: &Path) -> Result<EdgeList> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::input(format!("cannot read graph file '{}': {e}", path.display())))?;
+    // A graph file is a workload parameter: a missing or unreadable one is
+    // bad input (as before input.rs), not an I/O failure of the run.
+    let text = hugescope_core::input::read_text(path, "graph file", hugescope_core::input::MAX_GRAPH_BYTES).map_err(|e| match e {
+        Error::Io { source, .. } => Error::input(format!("cannot read graph file '{}': {source}", shown_path(path))),
+        other => other,
+    })?;
     parse(&text, path)
 }
 
@@ -72,7 +84,7 @@ pub fn parse(text: &str, path: &Path) -> Result<EdgeList> {
             if toks.len() < 5 || toks[1] != "matrix" || toks[2] != "coordinate" {
                 return Err(Error::input(format!(
                     "{}: line 1: only 'matrix coordinate' Matrix Market files are supported",
-                    path.display()
+                    shown_path(path)
                 )));
             }
             pattern = toks[3] == "pattern";
@@ -97,14 +109,14 @@ pub fn parse(text: &str, path: &Path) -> Result<EdgeList> {
             if nums.len() != 3 {
                 return Err(Error::input(format!(
                     "{}: line {ln}: expected the Matrix Market size line 'rows cols entries'",
-                    path.display()
+                    shown_path(path)
                 )));
             }
-            let rows: u64 = nums[0].parse().map_err(|_| Error::input(format!("{}: line {ln}: bad row count", path.display())))?;
-            let cols: u64 = nums[1].parse().map_err(|_| Error::input(format!("{}: line {ln}: bad column count", path.display())))?;
+            let rows: u64 = nums[0].parse().map_err(|_| Error::input(format!("{}: line {ln}: bad row count", shown_path(path))))?;
+            let cols: u64 = nums[1].parse().map_err(|_| Error::input(format!("{}: line {ln}: bad column count", shown_path(path))))?;
             declared_n = rows.max(cols);
             if declared_n >= u32::MAX as u64 {
-                return Err(Error::input(format!("{}: line {ln}: too many vertices for 32-bit ids", path.display())));
+                return Err(Error::input(format!("{}: line {ln}: too many vertices for 32-bit ids", shown_path(path))));
             }
             size_seen = true;
             continue;
@@ -113,8 +125,9 @@ pub fn parse(text: &str, path: &Path) -> Result<EdgeList> {
             (Some(a), Some(b)) => (a, b),
             _ => {
                 return Err(Error::input(format!(
-                    "{}: line {ln}: expected an edge 'u v [weight]', got '{t}'",
-                    path.display()
+                    "{}: line {ln}: expected an edge 'u v [weight]', got '{}'",
+                    shown_path(path),
+                    tok_shown(t)
                 )))
             }
         };
@@ -133,11 +146,11 @@ pub fn parse(text: &str, path: &Path) -> Result<EdgeList> {
         weights.push(w);
     }
     if mm && !size_seen {
-        return Err(Error::input(format!("{}: Matrix Market file has no size line", path.display())));
+        return Err(Error::input(format!("{}: Matrix Market file has no size line", shown_path(path))));
     }
     el.n = if el.src.is_empty() { declared_n as usize } else { (max_id + 1).max(declared_n) as usize };
     if el.n == 0 {
-        return Err(Error::input(format!("{}: the graph file contains no edges", path.display())));
+        return Err(Error::input(format!("{}: the graph file contains no edges", shown_path(path))));
     }
     if any_weight {
         el.w = Some(weights);

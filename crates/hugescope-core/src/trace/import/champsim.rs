@@ -62,6 +62,11 @@ pub fn parse(r: &mut dyn Read, feed: &mut Feed<'_>, opts: &ImportOptions) -> Res
         if got == 0 {
             return Ok(());
         }
+        // A record without memory operands gives no access, so `Feed::offer`
+        // never checks for cancellation on a run of them: checked here too.
+        if (offset / RECORD as u64).is_multiple_of(super::CANCEL_EVERY) {
+            crate::cancel::check()?;
+        }
         if got < RECORD {
             return Err(feed.error(
                 offset,

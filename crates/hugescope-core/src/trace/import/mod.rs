@@ -28,7 +28,7 @@ pub const MAX_LINE: usize = 4096;
 
 /// How many accesses pass between two checks of `cancel`: cheap enough to
 /// vanish in the parsing cost, often enough that Ctrl-C stops an import at once.
-const CANCEL_EVERY: u64 = 1 << 16;
+pub(crate) const CANCEL_EVERY: u64 = 1 << 16;
 
 /// The input formats `import` understands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -206,6 +206,11 @@ impl<R: BufRead> Lines<R> {
         if n == 0 {
             return Ok(None);
         }
+        // Lines that give no access (blank, comments, lackey's instruction
+        // lines) never reach `Feed::offer`'s check: polled here as well.
+        if self.line.is_multiple_of(CANCEL_EVERY) {
+            crate::cancel::check()?;
+        }
         self.offset = self.next_offset;
         self.next_offset += n as u64;
         self.line += 1;
@@ -286,7 +291,7 @@ pub fn import(
 /// decompressed through the `xz` command as a stream (no pure-Rust xz decoder
 /// is among this project's dependencies; see `docs/tracing.md`).
 pub fn open_input(path: &Path) -> Result<Box<dyn Read + Send>> {
-    let f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let f = crate::input::open(path, "trace to import")?;
     if path.extension().is_some_and(|e| e == "xz") {
         return Ok(Box::new(xz::XzReader::spawn(f, path)?));
     }

@@ -34,7 +34,7 @@ pub struct Meta {
 }
 
 pub fn read_meta(path: &Path) -> Result<Meta> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let text = crate::input::read_text(path, "raw trace's metadata file", crate::input::MAX_TEXT_BYTES)?;
     let mut m = Meta::default();
     for line in text.lines() {
         if let Some(rest) = line.strip_prefix("# ") {
@@ -86,7 +86,7 @@ pub fn convert(raw: &Path, meta: &Path, output: &Path, mut header: TraceHeader) 
     }
     header.regions = regions;
     header.cpus = m.threads.unwrap_or(1).clamp(1, MAX_CPUS);
-    let f = std::fs::File::open(raw).map_err(|e| Error::io(raw, e))?;
+    let f = crate::input::open(raw, "raw trace")?;
     let mut r = BufReader::with_capacity(1 << 20, f);
     let mut magic = [0u8; 8];
     r.read_exact(&mut magic).map_err(|_| Error::format(raw, 0, "shorter than the 8-byte magic"))?;

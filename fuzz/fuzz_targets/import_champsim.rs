@@ -1,0 +1,5 @@
+//! The champsim importer (`hugescope trace import champsim`): see `hugescope_fuzz::import`.
+#![no_main]
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| hugescope_fuzz::import(hugescope_core::trace::import::Format::ChampSim, data));
