@@ -691,6 +691,7 @@ mod tests {
     /// infinities and duplicate keys are refused in every format.
     #[test]
     fn type_errors_name_the_key_in_plain_words() {
+        use crate::configuration::{Config, Source};
         let load = |text: &str, name: &str| Config::load(None, Some(Source { name, text }), &[], &[]).unwrap_err().to_string();
         let e = load("[machine.l1.4k]\nentries = 1.5\n", "c.toml");
         assert!(e.contains("l1.4k.entries: invalid type: the number `1.5`, expected a whole number"), "{e}");
