@@ -384,7 +384,7 @@ class RunResult:
     def outcomes(self) -> List[Dict[str, Any]]:
         if not self.runs:
             return []
-        return [dict(a["outcome"], t_s=a.get("t_s"), point=a.get("point"), attempts=a.get("attempts"))
+        return [dict(a["outcome"], t_s=a.get("t_s"), done_s=a.get("done_s"), point=a.get("point"), attempts=a.get("attempts"))
                 for a in self.runs[0].get("applied", [])]
 
     def __getitem__(self, k):

@@ -65,6 +65,11 @@ pub struct CoverageSample {
 pub struct AppliedEntry {
     /// Seconds since start when the entry was (last) applied.
     pub t_s: f64,
+    /// Seconds since start when that plan step returned: the pages are huge
+    /// from here on, not from `t_s` (a collapse of a few MiB takes tens of
+    /// milliseconds, longer on a loaded machine).
+    #[serde(default)]
+    pub done_s: f64,
     /// How many times it was tried (a `Start` entry is retried until populated).
     pub attempts: u32,
     pub outcome: CollapseOutcome,
@@ -185,7 +190,7 @@ pub fn launch_with_stop(mut cmd: Command, entries: &[PlanEntry], opts: &LaunchOp
         let due_s = match wall_clock_time(&e.when, opts.accesses_per_second) {
             Ok(t) => t,
             Err(why) => {
-                applied.push(AppliedEntry { t_s: 0.0, attempts: 0, outcome: CollapseOutcome::not_applied(i, e, why) });
+                applied.push(AppliedEntry { t_s: 0.0, done_s: 0.0, attempts: 0, outcome: CollapseOutcome::not_applied(i, e, why) });
                 continue;
             }
         };
@@ -244,6 +249,7 @@ pub fn launch_with_stop(mut cmd: Command, entries: &[PlanEntry], opts: &LaunchOp
             }
             let items: Vec<(usize, &PlanEntry)> = ready.iter().map(|&(k, _)| (pending[k].index, &pending[k].entry)).collect();
             let outcomes = if items.is_empty() { Vec::new() } else { applier.apply_step(&items, vmas.as_deref()) };
+            let done_s = t0.elapsed().as_secs_f64();
             let mut done = Vec::new();
             for (&(k, populated), o) in ready.iter().zip(outcomes) {
                 let p = &mut pending[k];
@@ -259,7 +265,7 @@ pub fn launch_with_stop(mut cmd: Command, entries: &[PlanEntry], opts: &LaunchOp
                 if !populated && expired && o.status == Status::Skipped {
                     o.reason = format!("range not mapped and populated within {} s: {}", opts.start_timeout_s, o.reason);
                 }
-                applied.push(AppliedEntry { t_s: now, attempts: p.attempts, outcome: o });
+                applied.push(AppliedEntry { t_s: now, done_s, attempts: p.attempts, outcome: o });
                 done.push(k);
             }
             if !done.is_empty() {
@@ -305,7 +311,7 @@ pub fn launch_with_stop(mut cmd: Command, entries: &[PlanEntry], opts: &LaunchOp
             o.reason = format!("process exited before the entry was applied ({})", o.reason);
             o.errno = o.errno.or(Some("ESRCH".into()));
         }
-        applied.push(AppliedEntry { t_s: wall_s, attempts: p.attempts, outcome: o });
+        applied.push(AppliedEntry { t_s: wall_s, done_s: wall_s, attempts: p.attempts, outcome: o });
     }
     applied.sort_by_key(|a| a.outcome.index);
     drop(child);

@@ -38,9 +38,12 @@ fn launch_disables_aslr_and_applies_timed_plan() {
     assert!(timed.t_s >= 0.6 && timed.t_s < 1.5, "applied at {}", timed.t_s);
     assert_eq!(timed.outcome.bytes_huge_after_exact, Some(4 * MIB));
     assert_eq!(r.applied[2].outcome.status, Status::Skipped);
-    // Coverage over time: 2 MiB after the start entry, 6 MiB after the timed one.
+    assert!(timed.done_s >= timed.t_s && timed.done_s <= r.wall_s, "done at {}", timed.done_s);
+    // Coverage over time: 2 MiB after the start entry, 6 MiB once the timed
+    // step has returned (not from when it began: under load the collapse
+    // itself took 60 ms and a sample fell inside it).
     let before: Vec<_> = r.samples.iter().filter(|s| s.t_s > 0.1 && s.t_s < 0.55).collect();
-    let after: Vec<_> = r.samples.iter().filter(|s| s.t_s > timed.t_s + 0.01).collect();
+    let after: Vec<_> = r.samples.iter().filter(|s| s.t_s > timed.done_s + 0.01).collect();
     assert!(!before.is_empty() && !after.is_empty(), "{:?}", r.samples);
     assert!(before.iter().all(|s| s.anon_huge_bytes == 2 * MIB), "{before:?}");
     assert!(after.iter().all(|s| s.anon_huge_bytes == 6 * MIB), "{after:?}");
