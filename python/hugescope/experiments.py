@@ -34,7 +34,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 from . import _core, _io, sweep_parts
 from ._core import HugescopeError
 from ._io import check_output, note_written, write_atomic, write_json
-from .configuration import os_overrides, source_args
+from .configuration import OS_COSTS_KEYWORD, OS_KEYWORDS, check_keywords, os_overrides, source_args
 from .results import SimResult
 from .units import U64_MAX, check_float, check_int
 
@@ -50,9 +50,16 @@ DEFAULT_PCC_SIZES = [4, 8, 16, 32, 64, 128, 256, 512, 1024]
 DEFAULT_MULTI_POLICIES = ["pcc:promotion_policy=1", "pcc:promotion_policy=0"]
 DEFAULT_MULTI_BUDGETS = [1, 2, 4, 8, 16, 32]
 
-#: Options shared by every experiment and passed to the core unchanged.
-COMMON_OPTIONS = ("preset", "config", "set", "memory", "footprint", "duration", "rate", "seed", "os_costs",
-                  "sample_every", "threads")
+#: The OS keywords an experiment sets per configuration (its points), not
+#: for the whole sweep; ``frag_mobility`` has no per-point form and is set by
+#: a file's ``[os]`` or ``set=["os.frag_mobility=..."]``.
+PER_POINT_KEYWORDS = ("budget", "frag", "frag_method", "frag_mobility")
+
+#: Options shared by every experiment and passed to the core unchanged: the
+#: machine source, the OS keywords (``configuration.OS_KEYWORDS``) less the
+#: per-point ones, and the threads.
+COMMON_OPTIONS = (("preset", "config", "set") + tuple(k for k in OS_KEYWORDS if k not in PER_POINT_KEYWORDS)
+                  + (OS_COSTS_KEYWORD, "threads"))
 
 #: Configurations per core call. Each batch costs one decoding pass per
 #: thread, and is the unit a checkpoint keeps: 12 keeps the default curve
@@ -95,15 +102,7 @@ def _check_common(common: Dict[str, Any]) -> Dict[str, Any]:
     for k in ("memory", "footprint"):
         if k in out:
             out[k] = str(out[k])
-    for k in ("duration", "rate"):
-        if k in out:
-            out[k] = check_float(out[k], k, positive=True)
-    if "duration" in out and "rate" in out:
-        raise HugescopeError(DURATION_AND_RATE)
-    if "seed" in out:
-        out["seed"] = check_int(out["seed"], "seed")
-    if "sample_every" in out:
-        out["sample_every"] = check_int(out["sample_every"], "sample_every", 1)
+    out = check_keywords(out)
     if "threads" in out:
         out["threads"] = check_int(out["threads"], "threads", 1, MAX_THREADS)
     return out
@@ -117,9 +116,6 @@ def _core_args(opts: Dict[str, Any]) -> Dict[str, Any]:
     out["overrides"] = list(opts.get("overrides", [])) + os_overrides(opts)
     return out
 
-
-#: Both set the virtual time base; one would silently win over the other.
-DURATION_AND_RATE = "duration and rate both set the virtual time base (rate = accesses / duration); give one of them"
 
 
 def _trace_path(trace) -> str:
