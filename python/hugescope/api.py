@@ -93,9 +93,8 @@ def simulate(
         if given:
             raise _core.HugescopeError(f"OS options {', '.join(given)} have no effect without a policy "
                                        "(the OS model runs only with one)")
-        text = _core.simulate_static(_trace(trace), overrides=_overrides(set), pages=str(pages or "4k"), progress=progress,
-                                     **src)
-        return SimResult(json.loads(text))
+        return SimResult(_core.simulate_static(_trace(trace), overrides=_overrides(set), pages=str(pages or "4k"),
+                                               progress=progress, **src))
     if pages is not None:
         raise _core.HugescopeError("pages= is a static map; with a policy use policy='static:plan=FILE'")
     return compare(trace, [policy], preset=preset, config=config, set=set, quantum_ms=quantum_ms,
@@ -194,14 +193,14 @@ def compare(
         lo, hi = _core.QUANTUM_MS_RANGE
         q = _core.DEFAULT_QUANTUM_MS if quantum_ms is None else units.check_float(quantum_ms, "quantum_ms", lo, hi)
         starts = _start_times(start_s, len(traces))
-        text = _core.simulate_concurrent(traces, policies, overrides=overrides, with_base=with_base, quantum_ms=q,
-                                         start_s=starts, host_policy=host_policy, progress=progress, **src)
+        records = _core.simulate_concurrent(traces, policies, overrides=overrides, with_base=with_base, quantum_ms=q,
+                                            start_s=starts, host_policy=host_policy, progress=progress, **src)
     else:
         if start_s is not None:
             raise _core.HugescopeError("start_s: start times are for concurrent runs (a list of traces)")
-        text = _core.simulate_policies(_trace(trace), policies, overrides=overrides, with_base=with_base,
-                                       host_policy=host_policy, progress=progress, **src)
-    return [SimResult(d) for d in json.loads(text)]
+        records = _core.simulate_policies(_trace(trace), policies, overrides=overrides, with_base=with_base,
+                                          host_policy=host_policy, progress=progress, **src)
+    return [SimResult(r) for r in records]
 
 
 def _start_times(start_s, n: int) -> List[float]:

@@ -235,8 +235,7 @@ def _run_batches(path: str, configs: List[Dict[str, Any]], todo: List[int], opts
         return
     for b in range(0, len(todo), BATCH):
         idx = todo[b:b + BATCH]
-        text = _core.run_specs(path, json.dumps([configs[i] for i in idx]), threads=opts["threads"], **core_args)
-        yield idx, json.loads(text)
+        yield idx, _core.run_specs(path, json.dumps([configs[i] for i in idx]), threads=opts["threads"], **core_args)
 
 
 def run_configs(trace, configs: Sequence[Dict[str, Any]], progress: Optional[Callable] = None,
@@ -273,7 +272,7 @@ def run_configs(trace, configs: Sequence[Dict[str, Any]], progress: Optional[Cal
     opts = _check_common(common)
     opts.setdefault("threads", min(2, os.cpu_count() or 1))
     configs = list(configs)
-    done: Dict[int, Dict[str, Any]] = {}
+    done: Dict[int, Any] = {}
     fingerprint = None
     parts = sweep_parts.streaming(checkpoint)
     inputs = [path] + ([opts["config"]] if opts.get("config") else [])
@@ -291,6 +290,7 @@ def run_configs(trace, configs: Sequence[Dict[str, Any]], progress: Optional[Cal
         if parts and os.path.lexists(parts):
             done.update(sweep_parts.load(parts, fingerprint, len(configs),
                                          lambda where, saved: _refuse_other_run(where, saved, fingerprint)))
+    done = {i: SimResult(d) for i, d in done.items()}  # the saved points, read back into the core's records
     writer = sweep_parts.PartWriter(parts, fingerprint, inputs) if parts else None
     todo = [i for i in range(len(configs)) if i not in done]
     if progress and done:
@@ -299,15 +299,15 @@ def run_configs(trace, configs: Sequence[Dict[str, Any]], progress: Optional[Cal
                                          bool(share))) as runs:
         for idx, results in runs:
             for i, d in zip(idx, results):
-                done[i] = d
+                done[i] = SimResult(d)
             if writer:
-                writer.append([(i, done[i], row(i, SimResult(done[i])) if row else None) for i in idx])
+                writer.append([(i, done[i].to_dict(), row(i, done[i]) if row else None) for i in idx])
             elif checkpoint and len(done) < len(configs):
                 write_json(checkpoint, {"hugescope_checkpoint": CHECKPOINT_VERSION, "fingerprint": fingerprint,
-                                        "results": {str(i): done[i] for i in sorted(done)}})
+                                        "results": {str(i): done[i].to_dict() for i in sorted(done)}})
             if progress:
                 progress(len(done), len(configs))
-    return [SimResult(done[i]) for i in range(len(configs))]
+    return [done[i] for i in range(len(configs))]
 
 
 def _sequence(values, what: str) -> list:
@@ -333,33 +333,34 @@ def _policy_list(policies: Iterable[str]) -> List[str]:
 
 
 def _row(r: SimResult, **extra) -> Dict[str, Any]:
-    """The columns every simulated row has (all traceable to JSON counters)."""
-    d = r.to_dict()
-    t = d["translation"]
-    procs = d.get("processes", [])
-    fp = sum(p["footprint_bytes"] for p in procs) or d.get("footprint_bytes") or 0
-    huge = sum(p["huge_bytes"] for p in procs)
-    params = d["label"].partition(":")[2]
+    """The columns every simulated row has (all traceable to the core's
+    result fields)."""
+    d = r.record
+    t = d.translation
+    procs = getattr(d, "processes", [])
+    fp = sum(p.footprint_bytes for p in procs) or getattr(d, "footprint_bytes", None) or 0
+    huge = sum(p.huge_bytes for p in procs)
+    params = d.label.partition(":")[2]
     row = {
-        "policy": d["label"],
-        "policy_name": d["policy"],
+        "policy": d.label,
+        "policy_name": d.policy,
         "params": params,
-        "accesses": t["accesses"],
-        "walks": t["walks"],
-        "ptw_rate": t["walks"] / t["accesses"] if t["accesses"] else 0.0,
-        "walks_per_1k": t["walks_per_1k_accesses"],
-        "speedup_est": d.get("speedup_vs_base"),
-        "xlat_speedup_est": d.get("translation_speedup_vs_base"),
-        "walk_reduction": d.get("walk_reduction_vs_base"),
+        "accesses": t.accesses,
+        "walks": t.walks,
+        "ptw_rate": t.walks / t.accesses if t.accesses else 0.0,
+        "walks_per_1k": t.walks_per_1k_accesses,
+        "speedup_est": getattr(d, "speedup_vs_base", None),
+        "xlat_speedup_est": getattr(d, "translation_speedup_vs_base", None),
+        "walk_reduction": getattr(d, "walk_reduction_vs_base", None),
         "huge_bytes": huge,
         "huge_share": huge / fp if fp else 0.0,
-        "huge_bytes_peak": d.get("huge_bytes_peak", 0),
-        "budget_bytes": d.get("budget_bytes"),
-        "footprint_bytes": d.get("footprint_bytes"),
-        "promotions": d["os_stats"]["promotions"],
-        "promotion_failures": sum(d["os_stats"]["promotion_failures"].values()),
-        "total_cycles_est": d["cost"]["total_cycles"],
-        "virtual_seconds": d.get("virtual_seconds"),
+        "huge_bytes_peak": getattr(d, "huge_bytes_peak", 0),
+        "budget_bytes": getattr(d, "budget_bytes", None),
+        "footprint_bytes": getattr(d, "footprint_bytes", None),
+        "promotions": d.os_stats.promotions,
+        "promotion_failures": sum(d.os_stats.promotion_failures.values()),
+        "total_cycles_est": d.cost.total_cycles,
+        "virtual_seconds": getattr(d, "virtual_seconds", None),
         "kind": "estimate",
     }
     row.update(extra)
@@ -376,7 +377,7 @@ def _frame(rows: List[Dict[str, Any]], meta: Dict[str, Any]):
 
 def _meta(experiment: str, trace: str, results: List[SimResult], options: Dict[str, Any]) -> Dict[str, Any]:
     info = json.loads(_core.trace_info(trace, False))
-    first = results[0].to_dict() if results else {}
+    first = results[0].record if results else None
     h = info["header"]
     return {
         "hugescope_experiment": experiment,
@@ -385,12 +386,18 @@ def _meta(experiment: str, trace: str, results: List[SimResult], options: Dict[s
         "trace": {"path": trace, "workload": h["workload"], "params": h.get("params", {}),
                   "regions": h.get("regions", []), "cpus": h.get("cpus"), "processes": h.get("processes", 1),
                   "accesses": info["summary"]["accesses"]},
-        "machine": first.get("machine"),
-        "os": first.get("os"),
-        "time_base": first.get("time_base"),
-        "memory_bytes": first.get("memory_bytes"),
+        "machine": _plain(getattr(first, "machine", None)),
+        "os": _plain(getattr(first, "os", None)),
+        "time_base": _plain(getattr(first, "time_base", None)),
+        "memory_bytes": getattr(first, "memory_bytes", None),
         "options": options,
     }
+
+
+def _plain(v):
+    """A result field as plain data for a table's metadata (a record's
+    sub-tree as a dict)."""
+    return v.to_dict() if isinstance(v, _core.Record) else v
 
 
 def _stem(trace: str) -> str:
@@ -543,8 +550,9 @@ def frag(trace, levels: Sequence[float] = DEFAULT_FRAG_LEVELS, policies: Sequenc
     if out:
         check_outputs(out, f"frag-{_stem(path)}", (), [path])
     def row(i, r):
-        fr = r.to_dict().get("fragmentation") or {}
-        return _row(r, experiment="frag", blocked_share=fr.get("blocked_share"), fmfi=fr.get("fmfi"), **tags[i])
+        fr = getattr(r.record, "fragmentation", None)
+        return _row(r, experiment="frag", blocked_share=getattr(fr, "blocked_share", None),
+                    fmfi=getattr(fr, "fmfi", None), **tags[i])
 
     results = run_configs(path, configs, progress=progress, checkpoint=ckpt, resume=resume, row=row, **common)
     rows = [row(i, r) for i, r in enumerate(results)]
@@ -615,25 +623,25 @@ def tlb_sizes(trace, entries: Optional[Sequence[int]] = None, pages: str = "4k",
     sizes = [] if entries is None else [check_int(e, "TLB entries", 1, U64_MAX) for e in _sequence(entries, "TLB entries")]
     if out:
         check_outputs(out, f"tlb-sizes-{_stem(path)}", (), [path])
-    rep = json.loads(_core.simulate_tlb_sizes(path, sizes, overrides=overrides, pages=str(pages), structure=structure,
-                                              progress=progress, **src))
-    configured = next(p for p in rep["points"] if p["entries"] == rep["configured_entries"])
-    ref = configured["result"]["cost"]["total_cycles"]
+    rep = _core.simulate_tlb_sizes(path, sizes, overrides=overrides, pages=str(pages), structure=structure,
+                                   progress=progress, **src)
+    configured = next(p for p in rep.points if p.entries == rep.configured_entries)
+    ref = configured.result.cost.total_cycles
     rows = []
-    for p in rep["points"]:
-        r = p["result"]
-        t, c = r["translation"], r["cost"]
-        rows.append({"experiment": "tlb-sizes", "structure": rep["structure"], "sets": rep["sets"],
-                     "entries": p["entries"], "ways": p["ways"], "configured": p["entries"] == rep["configured_entries"],
-                     "pages": r["pages"], "accesses": t["accesses"], "l1_hits": t["l1_hits"], "l2_hits": t["l2_hits"],
-                     "walks": t["walks"], "walks_per_1k_accesses": t["walks_per_1k_accesses"],
-                     "walk_refs": t["walk_refs"], "pwc_hits": t["pwc_hits"],
-                     "translation_cycles": c["translation_cycles"], "translation_share": c["translation_share"],
-                     "speedup_vs_configured": ref / c["total_cycles"] if c["total_cycles"] else None,
+    for p in rep.points:
+        r = p.result
+        t, c = r.translation, r.cost
+        rows.append({"experiment": "tlb-sizes", "structure": rep.structure, "sets": rep.sets,
+                     "entries": p.entries, "ways": p.ways, "configured": p.entries == rep.configured_entries,
+                     "pages": r.pages, "accesses": t.accesses, "l1_hits": t.l1_hits, "l2_hits": t.l2_hits,
+                     "walks": t.walks, "walks_per_1k_accesses": t.walks_per_1k_accesses,
+                     "walk_refs": t.walk_refs, "pwc_hits": t.pwc_hits,
+                     "translation_cycles": c.translation_cycles, "translation_share": c.translation_share,
+                     "speedup_vs_configured": ref / c.total_cycles if c.total_cycles else None,
                      "kind": "estimate"})
-    df = _frame(rows, _meta("tlb-sizes", path, [SimResult(configured["result"])],
-                            {"structure": rep["structure"], "sets": rep["sets"], "entries": sizes, "pages": str(pages),
-                             "configured_entries": rep["configured_entries"],
+    df = _frame(rows, _meta("tlb-sizes", path, [SimResult(configured.result)],
+                            {"structure": rep.structure, "sets": rep.sets, "entries": sizes, "pages": str(pages),
+                             "configured_entries": rep.configured_entries,
                              "how": "one simulation; every size from the widest set's LRU stack distances (exact)"}))
     if out:
         _done(df, out, None)
@@ -773,24 +781,25 @@ def multi(trace, policies: Sequence[str] = DEFAULT_MULTI_POLICIES, budgets: Sequ
     cpu_map = _process_cpus(info["header"])
     rows, per_proc, timeline = [], [], []
     for r, t in zip(results, tags):
-        d = r.to_dict()
+        d = r.record
         rows.append(_row(r, experiment="multi", **t))
-        walks = d["translation"].get("per_cpu_walks", [])
-        base_walks = ((d.get("base") or {}).get("translation") or {}).get("per_cpu_walks", [])
-        for p in d.get("processes", []):
+        walks = getattr(d.translation, "per_cpu_walks", [])
+        base = getattr(d, "base", None)
+        base_walks = [] if base is None else getattr(base.translation, "per_cpu_walks", [])
+        for p in getattr(d, "processes", []):
             wr = None
-            if cpu_map and p["pid"] in cpu_map:
-                w = sum(walks[c] for c in cpu_map[p["pid"]] if c < len(walks))
-                bw = sum(base_walks[c] for c in cpu_map[p["pid"]] if c < len(base_walks))
+            if cpu_map and p.pid in cpu_map:
+                w = sum(walks[c] for c in cpu_map[p.pid] if c < len(walks))
+                bw = sum(base_walks[c] for c in cpu_map[p.pid] if c < len(base_walks))
                 wr = 1.0 - w / bw if bw else None
-            per_proc.append({"experiment": "multi", "policy": d["label"], "budget_pct": t["budget_pct"],
-                             "role": t["role"], "pid": p["pid"], "process": p["name"], "huge_bytes": p["huge_bytes"],
-                             "huge_share": p["huge_share"], "footprint_bytes": p["footprint_bytes"],
+            per_proc.append({"experiment": "multi", "policy": d.label, "budget_pct": t["budget_pct"],
+                             "role": t["role"], "pid": p.pid, "process": p.name, "huge_bytes": p.huge_bytes,
+                             "huge_share": p.huge_share, "footprint_bytes": p.footprint_bytes,
                              "walk_reduction": wr, "kind": "estimate"})
-        for smp in d.get("timeline", []):
-            for pid, h in enumerate(smp["huge_bytes"]):
-                timeline.append({"policy": d["label"], "budget_pct": t["budget_pct"], "role": t["role"],
-                                 "time_s": smp["time_s"], "accesses": smp["accesses"], "pid": pid, "huge_bytes": h,
+        for smp in getattr(d, "timeline", []):
+            for pid, h in enumerate(smp.huge_bytes):
+                timeline.append({"policy": d.label, "budget_pct": t["budget_pct"], "role": t["role"],
+                                 "time_s": smp.time_s, "accesses": smp.accesses, "pid": pid, "huge_bytes": h,
                                  "kind": "estimate"})
     meta = _meta("multi", path, results, {"policies": policies, "budgets_pct": budgets,
                                             "per_process_walks": cpu_map is not None})

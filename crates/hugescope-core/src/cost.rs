@@ -129,6 +129,102 @@ pub fn speedup(baseline: &CostEstimate, run: &CostEstimate) -> f64 {
     }
 }
 
+// ---------------------------------------------------------------------------
+// The calibrated model (docs/cost-model.md, "The calibrated model")
+// ---------------------------------------------------------------------------
+//
+//   X(P)         = l2_hits x l2_hit_ns + pwc_hits x pwc_hit_ns
+//                + walk_refs_llc x walk_ref_llc_ns + walk_refs_mem x walk_ref_mem_ns
+//   predicted(P) = T_allhuge (measured) + (1 - overlap) x (X(P) - X(all huge))
+//
+// X is `translation_cycles` above priced in nanoseconds (a clock of 1 GHz,
+// L1 hits free, the page-table line cache's split on when the counters have
+// it), so the simulator's estimate and the calibrated prediction are one
+// formula. The program's own time is the measured all-huge run, which
+// differs from any plan's only by translation; `overlap` is the share of
+// translation time hidden behind other work. `python/hugescope/cost_model.py`
+// fits the free parameters to measured plans (a least-squares search) and
+// calls these for every prediction.
+
+/// A parameter of the calibrated model: its name, unit, upper bound (every
+/// lower bound is 0) and the value used without a calibration.
+pub struct CalibratedParam {
+    pub name: &'static str,
+    pub unit: &'static str,
+    pub upper: f64,
+    pub default: f64,
+}
+
+/// The calibrated model's parameters, in order. Bounds: a fraction, and no
+/// memory reference takes a microsecond. Defaults: the preset estimates of
+/// docs/assumptions.md at 3 GHz (7 cycles per L2 TLB hit, 1 per PWC hit, 50
+/// per walk reference) and a DRAM access of 90 ns; no overlap.
+pub const CALIBRATED_PARAMS: [CalibratedParam; 5] = [
+    CalibratedParam { name: "l2_hit_ns", unit: "ns per L1 TLB miss that hits the L2 TLB", upper: 1000.0, default: 7.0 / 3.0 },
+    CalibratedParam { name: "pwc_hit_ns", unit: "ns per page-walk-cache hit", upper: 1000.0, default: 1.0 / 3.0 },
+    CalibratedParam {
+        name: "walk_ref_llc_ns",
+        unit: "ns per page-walk reference that hits the page-table line cache (LLC)",
+        upper: 1000.0,
+        default: 50.0 / 3.0,
+    },
+    CalibratedParam { name: "walk_ref_mem_ns", unit: "ns per page-walk reference that misses it (DRAM)", upper: 1000.0, default: 90.0 },
+    CalibratedParam { name: "overlap", unit: "fraction (0..1) of translation time hidden behind other work", upper: 1.0, default: 0.0 },
+];
+
+/// Values of the calibrated model's parameters (`CALIBRATED_PARAMS`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Calibrated {
+    pub l2_hit_ns: f64,
+    pub pwc_hit_ns: f64,
+    pub walk_ref_llc_ns: f64,
+    pub walk_ref_mem_ns: f64,
+    pub overlap: f64,
+}
+
+impl Calibrated {
+    /// The parameters in `CALIBRATED_PARAMS` order, each checked against its
+    /// bounds (a message naming the parameter, its value and its unit).
+    pub fn new(values: [f64; 5]) -> crate::Result<Calibrated> {
+        for (p, &v) in CALIBRATED_PARAMS.iter().zip(&values) {
+            if !(v.is_finite() && (0.0..=p.upper).contains(&v)) {
+                return Err(crate::Error::input(format!(
+                    "cost model parameter {}={v} is not between 0 and {} ({})",
+                    p.name, p.upper, p.unit
+                )));
+            }
+        }
+        let [l2_hit_ns, pwc_hit_ns, walk_ref_llc_ns, walk_ref_mem_ns, overlap] = values;
+        Ok(Calibrated { l2_hit_ns, pwc_hit_ns, walk_ref_llc_ns, walk_ref_mem_ns, overlap })
+    }
+
+    /// X: the translation time of a run's counters before overlap, in
+    /// seconds. Counters without the line cache's split price every walk
+    /// reference as an LLC hit.
+    pub fn translation_seconds(&self, c: &TranslationCounters) -> f64 {
+        let priced = CostConfig {
+            base_cycles_per_access: 0.0,
+            l1_hit_cycles: 0.0,
+            l2_hit_cycles: self.l2_hit_ns,
+            walk_ref_cycles: self.walk_ref_llc_ns,
+            pwc_hit_cycles: self.pwc_hit_ns,
+            pt_cache_lines: u64::from(c.walk_refs_mem.is_some()),
+            walk_ref_mem_cycles: self.walk_ref_mem_ns,
+            cpu_ghz: 1.0,
+            source: String::new(),
+        };
+        1e-9 * translation_cycles(c, &priced)
+    }
+
+    /// Predicted run time (s, an estimate) of a plan with counters `plan`:
+    /// the workload's measured all-huge time `t_huge` plus the translation
+    /// time the plan adds over all huge (`huge`), less the overlapped share.
+    pub fn predict_seconds(&self, t_huge: f64, plan: &TranslationCounters, huge: &TranslationCounters) -> f64 {
+        let dx = self.translation_seconds(plan) - self.translation_seconds(huge);
+        t_huge + (1.0 - self.overlap) * dx
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -162,5 +258,32 @@ mod tests {
         assert_eq!(translation_cycles(&c2, &q), 70.0 + 15.0 * 50.0 + 10.0 * 200.0 + 5.0);
         // Off, the classes are ignored even if present.
         assert_eq!(translation_cycles(&c2, &p), 70.0 + 1250.0 + 5.0);
+    }
+
+    #[test]
+    fn calibrated_prediction_by_hand() {
+        let p = Calibrated::new([2.0, 0.5, 20.0, 100.0, 0.25]).unwrap();
+        let plan = TranslationCounters {
+            l2_hits: 100_000,
+            pwc_hits: 400_000,
+            walk_refs: 3_000_000,
+            walk_refs_llc: Some(2_000_000),
+            walk_refs_mem: Some(1_000_000),
+            l1_hits: 7, // free in this model
+            ..Default::default()
+        };
+        let huge = TranslationCounters { l2_hits: 1000, walk_refs_llc: Some(0), walk_refs_mem: Some(0), ..Default::default() };
+        // X(plan) = 1e5*2 + 4e5*0.5 + 2e6*20 + 1e6*100 ns = 140.4e6 ns; X(huge) = 2e3 ns.
+        assert!((p.translation_seconds(&plan) - 0.1404).abs() < 1e-15);
+        let dx = (140.4e6 - 2e3) * 1e-9;
+        assert!((p.predict_seconds(1.0, &plan, &huge) - (1.0 + 0.75 * dx)).abs() < 1e-12);
+        assert_eq!(p.predict_seconds(1.0, &huge, &huge), 1.0);
+        // Without the split every reference is an LLC hit: 3e6 x 20 ns.
+        let unsplit = TranslationCounters { walk_refs_llc: None, walk_refs_mem: None, ..plan.clone() };
+        assert!((p.translation_seconds(&unsplit) - (2e5 + 2e5 + 3e6 * 20.0) * 1e-9).abs() < 1e-15);
+        // Out of bounds, NaN: refused naming the parameter.
+        let e = Calibrated::new([2.0, 0.5, 20.0, 100.0, 1.5]).unwrap_err().to_string();
+        assert!(e.contains("overlap=1.5"), "{e}");
+        assert!(Calibrated::new([f64::NAN, 0.5, 20.0, 100.0, 0.0]).unwrap_err().to_string().contains("l2_hit_ns"));
     }
 }

@@ -1,9 +1,12 @@
 //! Bindings of the experiments (utility curves, fragmentation, sensitivity,
 //! reuse distance, trace merging). As everywhere in the bindings, arguments are
-//! plain values and structured data crosses as JSON text; the logic lives in
+//! plain values; simulation results cross as `Record`s, reports as JSON text;
+//! the logic lives in
 //! `hugescope-core` and `python/hugescope/experiments.py`.
 
+use crate::record::records;
 use crate::{err, json, load_config};
+use pyo3::types::PyList;
 use hugescope_core::reuse::{self, Average, ReuseOptions};
 use hugescope_core::sweep_batch::{self, SweepPoint};
 use hugescope_core::trace::merge::{self, MergeOptions};
@@ -16,8 +19,8 @@ use pyo3::prelude::*;
 /// `specs_json` is a JSON list of `{"policy": "pcc:size=64", "label": ...,
 /// "budget": 0.04, "frag": 0.5, "frag_method": "pcc"}` (`SweepPoint`);
 /// budget and fragmentation are per configuration, everything else is
-/// shared. The GIL is released while simulating. Returns the results in the
-/// order of `specs_json`. `share=False` simulates every configuration on its
+/// shared. The GIL is released while simulating. Returns the results
+/// (`Record`s) in the order of `specs_json`. `share=False` simulates every configuration on its
 /// own (the same results, byte for byte; for measuring what sharing saves).
 #[pyfunction]
 #[pyo3(signature = (trace, specs_json, preset=None, config=None, overrides=Vec::new(), threads=2, config_text=None, share=true))]
@@ -32,12 +35,12 @@ fn run_specs(
     threads: usize,
     config_text: Option<String>,
     share: bool,
-) -> PyResult<String> {
+) -> PyResult<Py<PyList>> {
     let cfg = load_config(preset.as_deref(), config.as_deref(), config_text.as_deref(), &overrides, &[])?;
     let points: Vec<SweepPoint> =
         serde_json::from_str(&specs_json).map_err(|e| err(format!("experiment configurations: {e}")))?;
     let results = crate::interrupt::cancellable(py, || sweep_batch::run_points(&trace, &cfg, &points, threads, share).map_err(err))?;
-    json(&results)
+    records(py, &results)
 }
 
 /// Page reuse distance at 4KB and 2MB per page, classified as in the PCC
