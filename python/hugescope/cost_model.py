@@ -77,8 +77,7 @@ def features(sim: Dict[str, Any]) -> Dict[str, float]:
 
 def _counts(feat: Dict[str, float]):
     # The counters the core's model reads, in its order.
-    return (feat["l2_hits"], feat["pwc_hits"], feat["walk_refs_llc"], feat["walk_refs_mem"],
-            bool(feat.get("classified", 1.0)))
+    return (feat["l2_hits"], feat["pwc_hits"], feat["walk_refs_llc"], feat["walk_refs_mem"])
 
 
 def _values(params: Dict[str, float]) -> list:
@@ -108,7 +107,7 @@ def translation_seconds(feat: Dict[str, float], params: Dict[str, float]) -> flo
 
 def _check_params(params: Dict[str, float]) -> Dict[str, float]:
     values = _values(params)
-    _core_call(_core.cost_translation_seconds, (0.0, 0.0, 0.0, 0.0, False), values)  # the core checks the bounds
+    _core_call(_core.cost_translation_seconds, (0.0, 0.0, 0.0, 0.0), values)  # the core checks the bounds
     return dict(zip(PARAM_UNITS, values))
 
 

@@ -3,33 +3,21 @@
 //! every prediction, so the formula lives once, in the core.
 
 use crate::err;
-use hugescope_core::cost::{Calibrated, CALIBRATED_PARAMS};
-use hugescope_core::stats::TranslationCounters;
+use hugescope_core::cost::{Calibrated, Priced, CALIBRATED_PARAMS};
 use pyo3::prelude::*;
 
-/// The counters the model reads, as the Python side holds them (reals of
-/// whole counts): L2 TLB hits, PWC hits, walk references that hit the
-/// page-table line cache and that missed it, and whether the run split them.
-type Counts = (f64, f64, f64, f64, bool);
+/// The counters the model reads, as the Python side holds them (reals: a
+/// fit may scale them): L2 TLB hits, PWC hits, walk references that hit the
+/// page-table line cache and that missed it.
+type Counts = (f64, f64, f64, f64);
 
-fn count(v: f64, what: &str) -> PyResult<u64> {
-    if v.is_finite() && v >= 0.0 && v.fract() == 0.0 && v < 9.007_199_254_740_992e15 {
-        Ok(v as u64)
-    } else {
-        Err(err(format!("cost model counter {what}={v} is not a whole, non-negative count")))
+fn priced((l2_hits, pwc_hits, walk_refs_llc, walk_refs_mem): Counts) -> PyResult<Priced> {
+    for (v, what) in [(l2_hits, "l2_hits"), (pwc_hits, "pwc_hits"), (walk_refs_llc, "walk_refs_llc"), (walk_refs_mem, "walk_refs_mem")] {
+        if !(v.is_finite() && v >= 0.0) {
+            return Err(err(format!("cost model counter {what}={v} is not a finite, non-negative count")));
+        }
     }
-}
-
-fn counters((l2, pwc, llc, mem, classified): Counts) -> PyResult<TranslationCounters> {
-    let (llc, mem) = (count(llc, "walk_refs_llc")?, count(mem, "walk_refs_mem")?);
-    Ok(TranslationCounters {
-        l2_hits: count(l2, "l2_hits")?,
-        pwc_hits: count(pwc, "pwc_hits")?,
-        walk_refs: llc + mem,
-        walk_refs_llc: classified.then_some(llc),
-        walk_refs_mem: classified.then_some(mem),
-        ..Default::default()
-    })
+    Ok(Priced { l1_hits: 0.0, l2_hits, walk_refs_llc, walk_refs_mem, pwc_hits })
 }
 
 /// The parameters: (name, unit, upper bound, default) each, in order.
@@ -41,14 +29,14 @@ fn cost_params() -> Vec<(&'static str, &'static str, f64, f64)> {
 /// X: translation seconds of `counts` under `params` (in `cost_params` order).
 #[pyfunction]
 fn cost_translation_seconds(counts: Counts, params: [f64; 5]) -> PyResult<f64> {
-    Ok(Calibrated::new(params).map_err(err)?.translation_seconds(&counters(counts)?))
+    Ok(Calibrated::new(params).map_err(err)?.translation_seconds(&priced(counts)?))
 }
 
 /// Predicted seconds of a plan from its counts, the all-huge counts and the
 /// measured all-huge time (an estimate).
 #[pyfunction]
 fn cost_predict_seconds(t_huge: f64, plan: Counts, huge: Counts, params: [f64; 5]) -> PyResult<f64> {
-    Ok(Calibrated::new(params).map_err(err)?.predict_seconds(t_huge, &counters(plan)?, &counters(huge)?))
+    Ok(Calibrated::new(params).map_err(err)?.predict_seconds(t_huge, &priced(plan)?, &priced(huge)?))
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -255,7 +255,17 @@ impl Record {
     }
 }
 
+/// A list of results as one JSON array (a run of several policies), in the
+/// form of `Record.to_json`.
+#[pyfunction]
+#[pyo3(signature = (records, indent=None))]
+fn records_to_json(records: Vec<PyRef<'_, Record>>, indent: Option<usize>) -> PyResult<String> {
+    let nodes: Vec<&Node> = records.iter().map(|r| &*r.node).collect();
+    crate::pyjson::to_string(&nodes, indent)
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Record>()?;
+    m.add_function(wrap_pyfunction!(records_to_json, m)?)?;
     Ok(())
 }
