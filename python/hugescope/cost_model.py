@@ -60,19 +60,33 @@ BASE_PLANS = ("base", "4k", "none")
 FEATURES = ("accesses", "l1_hits", "l2_hits", "walks", "walk_refs", "walk_refs_llc", "walk_refs_mem", "pwc_hits")
 
 
-def features(sim: Dict[str, Any]) -> Dict[str, float]:
-    """The counters the model uses, from one ``simulate()`` result dict
-    (``SimResult.to_dict()``). Without the page-table line cache's split,
-    every walk reference counts as an LLC hit (``classified`` 0)."""
-    if not isinstance(sim, dict) or not isinstance(sim.get("translation"), dict):
+def features(sim) -> Dict[str, float]:
+    """The counters the model uses, from one ``simulate()`` result (a
+    ``SimResult``, its record, or its dict form). Without the page-table line
+    cache's split, every walk reference counts as an LLC hit (``classified``
+    0)."""
+    from .results import as_record
+
+    rec = as_record(sim) if isinstance(sim, (dict, _core.Record)) or hasattr(sim, "record") else None
+    t = getattr(rec, "translation", None)
+    if not isinstance(t, _core.Record):
         raise ValueError("features: not a simulation result (no 'translation' counters)")
-    t = sim["translation"]
-    out = {k: float(t[k]) for k in ("accesses", "l1_hits", "l2_hits", "walks", "walk_refs", "pwc_hits")}
+    out = {"accesses": float(t.accesses), "l1_hits": float(t.l1_hits), "l2_hits": float(t.l2_hits),
+           "walks": float(t.walks), "walk_refs": float(t.walk_refs), "pwc_hits": float(t.pwc_hits)}
     classified = "walk_refs_mem" in t
-    out["walk_refs_mem"] = float(t["walk_refs_mem"]) if classified else 0.0
-    out["walk_refs_llc"] = float(t["walk_refs_llc"]) if classified else out["walk_refs"]
+    out["walk_refs_mem"] = float(t.walk_refs_mem) if classified else 0.0
+    out["walk_refs_llc"] = float(t.walk_refs_llc) if classified else out["walk_refs"]
     out["classified"] = 1.0 if classified else 0.0
     return out
+
+
+def walker_cycles(translation, cost) -> float:
+    """Cycles the page walker spends (walk references and PWC hits, the
+    L1-miss/L2-hit term left out; an estimate) from a result's
+    ``translation`` record and its machine's ``cost`` record
+    (``hugescope_core::cost::walker_cycles``)."""
+    return _core.cost_walker_cycles(float(translation.walk_refs), float(translation.pwc_hits),
+                                    float(cost.walk_ref_cycles), float(cost.pwc_hit_cycles))
 
 
 def _counts(feat: Dict[str, float]):

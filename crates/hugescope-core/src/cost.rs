@@ -126,6 +126,23 @@ pub fn translation_cycles(c: &TranslationCounters, p: &CostConfig) -> f64 {
     priced_cycles(&Priced::of(c), p)
 }
 
+/// Cycles the page walker spends: walk references and PWC hits priced as
+/// in `priced_cycles`, the L1-miss/L2-hit term left out (the direct-segments
+/// paper's overhead of the walks alone, ISCA'13 §6; every reference at
+/// `walk_ref_cycles`, as the line cache is off on its machines).
+pub fn walker_cycles(walk_refs: f64, pwc_hits: f64, p: &CostConfig) -> f64 {
+    let walks_only = CostConfig { pt_cache_lines: 0, ..p.clone() };
+    priced_cycles(&Priced { walk_refs_llc: walk_refs, pwc_hits, ..Default::default() }, &walks_only)
+}
+
+/// Cycles of `accesses` accesses with translation counters `n` and no OS
+/// work (a static page map): the base cost plus `priced_cycles`, as
+/// `estimate` adds them. `hugescope calibrate` fits `p`'s base and walk
+/// prices to measured times through this.
+pub fn static_cycles(accesses: f64, n: &Priced, p: &CostConfig) -> f64 {
+    accesses * p.base_cycles_per_access + priced_cycles(n, p)
+}
+
 pub fn estimate(c: &TranslationCounters, p: &CostConfig, os_cycles: f64) -> CostEstimate {
     let base_cycles = c.accesses as f64 * p.base_cycles_per_access;
     let translation_cycles = translation_cycles(c, p);
@@ -324,6 +341,25 @@ mod tests {
         let e = Calibrated::new([2.0, 0.5, 20.0, 100.0, 1.5]).unwrap_err().to_string();
         assert!(e.contains("overlap=1.5"), "{e}");
         assert!(Calibrated::new([f64::NAN, 0.5, 20.0, 100.0, 0.0]).unwrap_err().to_string().contains("l2_hit_ns"));
+    }
+
+    #[test]
+    fn walker_cycles_are_references_and_pwc_hits_alone() {
+        let p = CostConfig {
+            base_cycles_per_access: 10.0,
+            l1_hit_cycles: 0.5,
+            l2_hit_cycles: 7.0,
+            walk_ref_cycles: 50.0,
+            pwc_hit_cycles: 1.0,
+            pt_cache_lines: 64,
+            walk_ref_mem_cycles: 200.0,
+            cpu_ghz: 1.0,
+            source: "test".into(),
+        };
+        // 25 references x 50 + 5 PWC hits x 1; base, L1, L2 and the line
+        // cache's DRAM price play no part.
+        assert_eq!(walker_cycles(25.0, 5.0, &p), 1255.0);
+        assert_eq!(walker_cycles(0.0, 0.0, &p), 0.0);
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! every prediction, so the formula lives once, in the core.
 
 use crate::err;
-use hugescope_core::cost::{Calibrated, Priced, CALIBRATED_PARAMS};
+use hugescope_core::config::CostConfig;
+use hugescope_core::cost::{static_cycles, walker_cycles, Calibrated, Priced, CALIBRATED_PARAMS};
 use pyo3::prelude::*;
 
 /// The counters the model reads, as the Python side holds them (reals: a
@@ -39,7 +40,52 @@ fn cost_predict_seconds(t_huge: f64, plan: Counts, huge: Counts, params: [f64; 5
     Ok(Calibrated::new(params).map_err(err)?.predict_seconds(t_huge, &priced(plan)?, &priced(huge)?))
 }
 
+/// Cycles of a static-map run (`hugescope_core::cost::static_cycles`) from
+/// its counters `(accesses, l1_hits, l2_hits, walk_refs, pwc_hits)` and the
+/// prices `(base_cycles_per_access, l1_hit_cycles, l2_hit_cycles,
+/// walk_ref_cycles, pwc_hit_cycles)` of a machine's `[cost]` (the page-table
+/// line cache off: every reference at `walk_ref_cycles`).
+#[pyfunction]
+fn cost_static_cycles(counts: (f64, f64, f64, f64, f64), prices: (f64, f64, f64, f64, f64)) -> f64 {
+    let (accesses, l1_hits, l2_hits, walk_refs, pwc_hits) = counts;
+    let (base, l1, l2, walk_ref, pwc) = prices;
+    let p = CostConfig {
+        base_cycles_per_access: base,
+        l1_hit_cycles: l1,
+        l2_hit_cycles: l2,
+        walk_ref_cycles: walk_ref,
+        pwc_hit_cycles: pwc,
+        pt_cache_lines: 0,
+        walk_ref_mem_cycles: 0.0,
+        cpu_ghz: 1.0,
+        source: String::new(),
+    };
+    let n = Priced { l1_hits, l2_hits, walk_refs_llc: walk_refs, walk_refs_mem: 0.0, pwc_hits };
+    static_cycles(accesses, &n, &p)
+}
+
+/// Cycles the page walker spends (`hugescope_core::cost::walker_cycles`)
+/// for `walk_refs` references and `pwc_hits` PWC hits at a machine's
+/// `walk_ref_cycles` and `pwc_hit_cycles`.
+#[pyfunction]
+fn cost_walker_cycles(walk_refs: f64, pwc_hits: f64, walk_ref_cycles: f64, pwc_hit_cycles: f64) -> f64 {
+    let p = CostConfig {
+        base_cycles_per_access: 0.0,
+        l1_hit_cycles: 0.0,
+        l2_hit_cycles: 0.0,
+        walk_ref_cycles,
+        pwc_hit_cycles,
+        pt_cache_lines: 0,
+        walk_ref_mem_cycles: 0.0,
+        cpu_ghz: 1.0,
+        source: String::new(),
+    };
+    walker_cycles(walk_refs, pwc_hits, &p)
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(cost_walker_cycles, m)?)?;
+    m.add_function(wrap_pyfunction!(cost_static_cycles, m)?)?;
     m.add_function(wrap_pyfunction!(cost_params, m)?)?;
     m.add_function(wrap_pyfunction!(cost_translation_seconds, m)?)?;
     m.add_function(wrap_pyfunction!(cost_predict_seconds, m)?)?;
