@@ -358,7 +358,7 @@ def _row(r: SimResult, **extra) -> Dict[str, Any]:
         "budget_bytes": getattr(d, "budget_bytes", None),
         "footprint_bytes": getattr(d, "footprint_bytes", None),
         "promotions": d.os_stats.promotions,
-        "promotion_failures": sum(d.os_stats.promotion_failures.values()),
+        "promotion_failures": sum(d.os_stats.promotion_failures._values()),
         "total_cycles_est": d.cost.total_cycles,
         "virtual_seconds": getattr(d, "virtual_seconds", None),
         "kind": "estimate",
@@ -652,7 +652,8 @@ def tlb_sizes(trace, entries: Optional[Sequence[int]] = None, pages: str = "4k",
 
 class ReuseResult:
     """Reuse-distance analysis: ``regions`` (one row per region x class),
-    ``points`` (sampled 4KB pages for the scatter), ``report`` (the raw JSON)."""
+    ``points`` (sampled 4KB pages for the scatter), ``report`` (the core's
+    ``ReuseReport`` record)."""
 
     def __init__(self, regions, points, report: Dict[str, Any], meta: Dict[str, Any]):
         self.regions = regions
@@ -683,23 +684,23 @@ def reuse(trace, threshold: float = 1024, average: str = "ema", alpha: float = 0
         raise HugescopeError(f"average: '{average}' is not one of ema, mean")
     if out:
         check_outputs(out, f"reuse-{_stem(path)}", ("points",), [path])
-    rep = json.loads(_core.reuse_distance(path, threshold=threshold, average=str(average), alpha=alpha,
-                                          max_points=max_points, seed=seed))
+    rep = _core.reuse_distance(path, threshold=threshold, average=str(average), alpha=alpha, max_points=max_points,
+                               seed=seed)
     rows = []
-    names = [g["name"] for g in rep["regions"]]
-    for g in rep["regions"] + [rep["total"]]:
-        if g["pages"] == 0 and g["name"] != "(all)":
+    names = [g.name for g in rep.regions]
+    for g in rep.regions + [rep.total]:
+        if g.pages == 0 and g.name != "(all)":
             continue
-        for c in g["classes"]:
-            rows.append({"experiment": "reuse", "region": g["name"], "pid": g["pid"], "region_bytes": g["len"],
-                         "pages": g["pages"], "accesses": g["accesses"], "single_access_pages": g["single_access_pages"],
-                         "mean_rd_4k": g["mean_rd_small"], "mean_rd_2m": g["mean_rd_huge"], "class": c["class"],
-                         "class_pages": c["pages"], "class_accesses": c["accesses"], "page_share": c["page_share"],
-                         "access_share": c["access_share"], "kind": "measurement"})
+        for c in g.classes:
+            rows.append({"experiment": "reuse", "region": g.name, "pid": g.pid, "region_bytes": g.len,
+                         "pages": g.pages, "accesses": g.accesses, "single_access_pages": g.single_access_pages,
+                         "mean_rd_4k": g.mean_rd_small, "mean_rd_2m": g.mean_rd_huge, "class": getattr(c, "class"),
+                         "class_pages": c.pages, "class_accesses": c.accesses, "page_share": c.page_share,
+                         "access_share": c.access_share, "kind": "measurement"})
     regions = pd.DataFrame(rows)
-    points = pd.DataFrame([{"pid": p["pid"], "addr": p["addr"], "region": names[p["region"]], "rd_4k": p["rd_small"],
-                            "rd_2m": p["rd_huge"], "class": p["class"], "accesses": p["accesses"]}
-                           for p in rep["points"]],
+    points = pd.DataFrame([{"pid": p.pid, "addr": p.addr, "region": names[p.region], "rd_4k": p.rd_small,
+                            "rd_2m": p.rd_huge, "class": getattr(p, "class"), "accesses": p.accesses}
+                           for p in rep.points],
                           columns=["pid", "addr", "region", "rd_4k", "rd_2m", "class", "accesses"])
     info = json.loads(_core.trace_info(path, False))
     h = info["header"]
@@ -707,7 +708,7 @@ def reuse(trace, threshold: float = 1024, average: str = "ema", alpha: float = 0
             "trace": {"path": path, "workload": h["workload"], "params": h.get("params", {}),
                       "regions": h.get("regions", []), "cpus": h.get("cpus"), "processes": h.get("processes", 1),
                       "accesses": info["summary"]["accesses"]},
-            "options": rep["options"], "points_total": rep["points_total"], "points_kept": len(rep["points"])}
+            "options": rep.options.to_dict(), "points_total": rep.points_total, "points_kept": len(rep.points)}
     regions.attrs["meta"] = meta
     res = ReuseResult(regions, points, rep, meta)
     if out:

@@ -4,7 +4,7 @@
 //! the logic lives in
 //! `hugescope-core` and `python/hugescope/experiments.py`.
 
-use crate::record::records;
+use crate::record::{records, Record};
 use crate::{err, json, load_config};
 use pyo3::types::PyList;
 use hugescope_core::reuse::{self, Average, ReuseOptions};
@@ -45,7 +45,7 @@ fn run_specs(
 
 /// Page reuse distance at 4KB and 2MB per page, classified as in the PCC
 /// paper's Fig. 2 (see `hugescope_core::reuse`). `average` is "ema" (with
-/// `alpha`) or "mean". Returns the JSON `ReuseReport`.
+/// `alpha`) or "mean". Returns the `ReuseReport` as a `Record`.
 #[pyfunction]
 #[pyo3(signature = (trace, threshold=1024.0, average="ema".to_string(), alpha=0.9, max_points=20000, seed=1,
     small_shift=12, huge_shift=21))]
@@ -60,7 +60,7 @@ fn reuse_distance(
     seed: u64,
     small_shift: u32,
     huge_shift: u32,
-) -> PyResult<String> {
+) -> PyResult<Record> {
     let average = match average.as_str() {
         "ema" => Average::Ema { alpha },
         "mean" => Average::Mean,
@@ -68,7 +68,7 @@ fn reuse_distance(
     };
     let opts = ReuseOptions { threshold, average, small_shift, huge_shift, max_points, seed };
     let report = crate::interrupt::cancellable(py, || reuse::analyze_file(&trace, &opts).map_err(err))?;
-    json(&report)
+    Record::of(&report)
 }
 
 /// Interleave traces into one multi-process trace (`hugescope_core::trace::merge`).

@@ -208,17 +208,19 @@ impl Record {
         self.node.field(name).is_some()
     }
 
-    /// The field names, in the Rust type's order.
-    fn fields(&self) -> Vec<String> {
+    /// The field names, in the Rust type's order. (Named as namedtuple's,
+    /// with an underscore, so no result field can hide it: a result may
+    /// have a field `values`.)
+    fn _fields(&self) -> Vec<String> {
         match &*self.node {
             Node::Map(m) => m.iter().map(|(k, _)| k.clone()).collect(),
             _ => Vec::new(),
         }
     }
 
-    /// The field values, in the order of `fields` (a table of counters
+    /// The field values, in the order of `_fields` (a table of counters
     /// summed whole, such as the promotion failures by cause).
-    fn values(&self, py: Python<'_>) -> PyResult<Vec<Py<PyAny>>> {
+    fn _values(&self, py: Python<'_>) -> PyResult<Vec<Py<PyAny>>> {
         match &*self.node {
             Node::Map(m) => m.iter().map(|(_, v)| to_py(py, v, false)).collect(),
             _ => Ok(Vec::new()),
@@ -226,7 +228,7 @@ impl Record {
     }
 
     fn __dir__(&self) -> Vec<String> {
-        self.fields()
+        self._fields()
     }
 
     /// The whole result as plain dicts and lists (a new copy each call).
@@ -251,7 +253,7 @@ impl Record {
     }
 
     fn __repr__(&self) -> String {
-        format!("Record({})", self.fields().join(", "))
+        format!("Record({})", self._fields().join(", "))
     }
 }
 
