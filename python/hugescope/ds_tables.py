@@ -121,8 +121,10 @@ def _row(workload: str, label: str, spec: str, d) -> Dict[str, Any]:
         "walks_total": getattr(seg, "walks_total", None),
         "kind": "estimate",
     }
-    for k, v in (seg.get("walks_outside") or {}).items():
-        row[f"walks_outside_{k}"] = v
+    outside = getattr(seg, "walks_outside", None)  # walks outside the segment, by cause
+    if outside:
+        for k, v in zip(outside._fields(), outside._values()):
+            row[f"walks_outside_{k}"] = v
     return row
 
 
