@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import hugescope as hs
-from hugescope import daemon_study, hst, linux, workloads
+from hugescope import daemon_study, linux, trace_reader, workloads
 
 from conftest import run_cli
 from test_linux import THP, needs_root
@@ -37,7 +37,7 @@ def test_hotcold_layout_puts_cold_first_in_a_separate_mapping():
 def test_hotcold_trace_sends_the_hot_share_to_the_hot_table(tmp_path):
     out = tmp_path / "hc.hst"
     r = workloads.trace("hotcold", str(out), **SMALL)
-    a = hst.read_accesses(str(out))
+    a = trace_reader.read_accesses(str(out))
     addr = np.asarray(a["addr"], dtype=np.uint64)
     lay = workloads.layout("hotcold", **SMALL)
     hot = next(x for x in lay["regions"] if x["name"] == "hot")

@@ -137,8 +137,8 @@ def test_merge_round_trip(traces, tmp_path):
     assert [r["pid"] for r in h["regions"]] == [0] * len(a["header"]["regions"]) + [1] * len(b["header"]["regions"])
     assert len(m["summary"]["markers"]) == len(a["summary"]["markers"]) + len(b["summary"]["markers"])
     # the stream itself: each pid's records are its input's, in order, on its own cpu
-    from hugescope import hst
-    ra, rb, rm = (hst.read_accesses(p) for p in (traces["bfs"], traces["pr"], out))
+    from hugescope import trace_reader
+    ra, rb, rm = (trace_reader.read_accesses(p) for p in (traces["bfs"], traces["pr"], out))
     assert (rm["pid"][:1000] == 0).all() and (rm["pid"][1000:2000] == 1).all()
     for pid, src in ((0, ra), (1, rb)):
         mine = rm[rm["pid"] == pid]

@@ -97,13 +97,11 @@ def test_pooled_wired_pages_keep_more_contiguity_than_scattered(small):
 def test_a_late_process_starts_at_its_start_time(small):
     # _core.simulate_concurrent's start_s: the second copy starts at 5 s, so
     # (same work, same rate) it finishes 5 s after the first.
-    import json
-
     from hugescope import _core
 
-    both = json.loads(_core.simulate_concurrent([small, small], ["base"], with_base=False, overrides=["os.duration=2"],
-                                                 start_s=[0.0, 5.0]))
-    f = [p["finish_seconds"] for p in both[0]["processes"]]
+    both = _core.simulate_concurrent([small, small], ["base"], with_base=False, overrides=["os.duration=2"],
+                                     start_s=[0.0, 5.0])
+    f = [p.finish_seconds for p in both[0].processes]
     assert f[1] == pytest.approx(f[0] + 5.0)
     with pytest.raises(hs.HugescopeError, match=r"start_s\[0\]=-1"):
         _core.simulate_concurrent([small, small], ["base"], start_s=[-1.0])

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import hugescope as hs
-from hugescope import hst, tracing
+from hugescope import trace_reader, tracing
 
 from conftest import run_cli
 
@@ -82,8 +82,8 @@ def _addresses(out: str):
 def _read(path):
     """A trace's header and its accesses as (addr, write, cpu), read by the
     Python reader (independent of the Rust writer)."""
-    a = hst.read_accesses(str(path))
-    return hst.read_header(str(path)), [(int(x), bool(w), int(c)) for x, w, c in zip(a["addr"], a["write"], a["cpu"])]
+    a = trace_reader.read_accesses(str(path))
+    return trace_reader.read_header(str(path)), [(int(x), bool(w), int(c)) for x, w, c in zip(a["addr"], a["write"], a["cpu"])]
 
 
 def test_instrumented_trace_counts_and_regions(prog, tmp_path, capfd):

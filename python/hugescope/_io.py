@@ -239,10 +239,23 @@ def _write_file(target: str, blob: bytes) -> None:
     return target
 
 
+def dumps(data: Any) -> str:
+    """``data`` as indented JSON. A simulation result (``SimResult``) or a
+    list of them is written by the core from its typed records
+    (``Record.to_json``; the same bytes ``json.dumps`` gives their dicts)."""
+    from .results import SimResult
+
+    if isinstance(data, SimResult):
+        return data.to_json(2)
+    if isinstance(data, list) and data and all(isinstance(r, SimResult) for r in data):
+        return _core.records_to_json([r.record for r in data], 2)
+    return json.dumps(data, indent=2)
+
+
 def write_json(path, data: Any, inputs: Iterable = (), follow_symlinks: Optional[bool] = None,
                make_dirs: bool = False) -> str:
-    """``write_atomic`` of ``data`` as indented JSON (kind ``json``)."""
-    return write_atomic(path, json.dumps(data, indent=2) + "\n", kind="json", inputs=inputs,
+    """``write_atomic`` of ``data`` as indented JSON (kind ``json``; ``dumps``)."""
+    return write_atomic(path, dumps(data) + "\n", kind="json", inputs=inputs,
                         follow_symlinks=follow_symlinks, make_dirs=make_dirs)
 
 
@@ -255,7 +268,7 @@ def emit_json(path, data: Any, inputs: Iterable = (), follow_symlinks: Optional[
     """``--json PATH``: ``write_json`` to a file, or print the same indented
     JSON to standard output when ``path`` is ``-``. Returns what was written."""
     if is_stdout(path):
-        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+        sys.stdout.write(dumps(data) + "\n")
         sys.stdout.flush()
         return STDOUT
     return write_json(path, data, inputs=inputs, follow_symlinks=follow_symlinks)

@@ -7,7 +7,7 @@ import os
 from typing import Callable, Iterable, List, Optional
 
 from . import _core, units
-from .configuration import os_overrides, source_args
+from .configuration import OS_COSTS_KEYWORD, OS_KEYWORDS, check_keywords, os_overrides, source_args
 from .results import SimResult
 
 
@@ -93,9 +93,8 @@ def simulate(
         if given:
             raise _core.HugescopeError(f"OS options {', '.join(given)} have no effect without a policy "
                                        "(the OS model runs only with one)")
-        text = _core.simulate_static(_trace(trace), overrides=_overrides(set), pages=str(pages or "4k"), progress=progress,
-                                     **src)
-        return SimResult(json.loads(text))
+        return SimResult(_core.simulate_static(_trace(trace), overrides=_overrides(set), pages=str(pages or "4k"),
+                                               progress=progress, **src))
     if pages is not None:
         raise _core.HugescopeError("pages= is a static map; with a policy use policy='static:plan=FILE'")
     return compare(trace, [policy], preset=preset, config=config, set=set, quantum_ms=quantum_ms,
@@ -175,28 +174,17 @@ def compare(
     policies = [str(p) for p in policies]
     if not policies and not from_config:
         raise _core.HugescopeError("policies: empty list (and no [[policy]] entries in a configuration)")
-    known = {"memory", "frag", "frag_method", "frag_mobility", "budget", "footprint", "duration", "rate", "seed", "os_costs",
-             "sample_every"}
+    known = {*OS_KEYWORDS, OS_COSTS_KEYWORD}  # (not set(): `set` is a parameter here)
     unknown = sorted(k for k in os_options if k not in known)  # (`set` is a parameter here)
     if unknown:
         raise _core.HugescopeError(f"unknown OS option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-    opts = {k: v for k, v in os_options.items() if v is not None}
     # Flag-style checks kept from before the keywords became [os] keys: they
     # name the keyword and accept "4%"; the core checks the key again.
+    opts = check_keywords(os_options)
     if "budget" in opts:
         opts["budget"] = _share(opts["budget"], "budget")
     if "frag" in opts:
         opts["frag"] = _share(opts["frag"], "frag")
-    for k in ("duration", "rate"):
-        if k in opts:
-            opts[k] = units.check_float(opts[k], k, positive=True)
-    if "duration" in opts and "rate" in opts:
-        from .experiments import DURATION_AND_RATE
-        raise _core.HugescopeError(DURATION_AND_RATE)
-    if "seed" in opts:
-        opts["seed"] = units.check_int(opts["seed"], "seed")
-    if "sample_every" in opts:
-        opts["sample_every"] = units.check_int(opts["sample_every"], "sample_every", 1)
     overrides = _overrides(set) + os_overrides(opts)
     if _concurrent(trace) or quantum_ms is not None:
         traces = [_trace(t) for t in trace] if _concurrent(trace) else [_trace(trace)]
@@ -205,14 +193,14 @@ def compare(
         lo, hi = _core.QUANTUM_MS_RANGE
         q = _core.DEFAULT_QUANTUM_MS if quantum_ms is None else units.check_float(quantum_ms, "quantum_ms", lo, hi)
         starts = _start_times(start_s, len(traces))
-        text = _core.simulate_concurrent(traces, policies, overrides=overrides, with_base=with_base, quantum_ms=q,
-                                         start_s=starts, host_policy=host_policy, progress=progress, **src)
+        records = _core.simulate_concurrent(traces, policies, overrides=overrides, with_base=with_base, quantum_ms=q,
+                                            start_s=starts, host_policy=host_policy, progress=progress, **src)
     else:
         if start_s is not None:
             raise _core.HugescopeError("start_s: start times are for concurrent runs (a list of traces)")
-        text = _core.simulate_policies(_trace(trace), policies, overrides=overrides, with_base=with_base,
-                                       host_policy=host_policy, progress=progress, **src)
-    return [SimResult(d) for d in json.loads(text)]
+        records = _core.simulate_policies(_trace(trace), policies, overrides=overrides, with_base=with_base,
+                                          host_policy=host_policy, progress=progress, **src)
+    return [SimResult(r) for r in records]
 
 
 def _start_times(start_s, n: int) -> List[float]:

@@ -68,9 +68,9 @@ def hwm():
     with open("/proc/self/status") as f:
         return next(int(l.split()[1]) for l in f if l.startswith("VmHWM:"))
 before = hwm()
-out = json.loads(_core.simulate_policies(sys.argv[1], [sys.argv[2]], sys.argv[3], with_base=False))
+out = _core.simulate_policies(sys.argv[1], [sys.argv[2]], sys.argv[3], with_base=False)
 print(json.dumps({"rss_kib_after_import": before, "rss_kib_peak": hwm(),
-                  "accesses": out[0]["translation"]["accesses"]}))
+                  "accesses": out[0].translation.accesses}))
 """
 
 

@@ -22,7 +22,6 @@ static simulation per size (with a check that the results are identical).
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from typing import Any, Callable, Dict, List, Optional
@@ -49,7 +48,7 @@ def _best(f: Callable[[], Any], repeat: int):
 
 
 def _same(a, b) -> bool:
-    return [json.dumps(x.to_dict(), sort_keys=True) for x in a] == [json.dumps(x.to_dict(), sort_keys=True) for x in b]
+    return [x.record for x in a] == [x.record for x in b]
 
 
 def divergence(results) -> Dict[str, Any]:
@@ -113,22 +112,20 @@ def measure_tlb_sizes(trace: str, repeat: int = 3) -> Dict[str, Any]:
     from . import _core
 
     one_s, _ = _best(lambda: _core.simulate_static(trace, pages="4k"), repeat)
-    pass_s, text = _best(lambda: _core.simulate_tlb_sizes(trace, []), repeat)
-    rep = json.loads(text)
-    key = rep["structure"][len("l2."):]
+    pass_s, rep = _best(lambda: _core.simulate_tlb_sizes(trace, []), repeat)
+    key = rep.structure[len("l2."):]
 
     def separate():
-        return [json.loads(_core.simulate_static(trace, pages="4k", overrides=[
-            f"l2.{key}.entries={p['entries']}", f"l2.{key}.ways={p['result']['machine']['l2'][key]['ways']}"]))
-            for p in rep["points"]]
+        return [_core.simulate_static(trace, pages="4k", overrides=[
+            f"l2.{key}.entries={p.entries}", f"l2.{key}.ways={getattr(p.result.machine.l2, key).ways}"])
+            for p in rep.points]
 
     separate_s, runs = _best(separate, repeat)
-    same = [json.dumps(p["result"], sort_keys=True) for p in rep["points"]] == \
-        [json.dumps(r, sort_keys=True) for r in runs]
-    return {"sizes": len(rep["points"]), "one_static_s": one_s, "one_pass_s": pass_s, "separate_s": separate_s,
+    same = [p.result for p in rep.points] == runs
+    return {"sizes": len(rep.points), "one_static_s": one_s, "one_pass_s": pass_s, "separate_s": separate_s,
             "one_pass_ratio": pass_s / one_s, "separate_ratio": separate_s / one_s, "identical": same,
-            "walks_priced": rep["walks_priced"],
-            "size_walks": sum(p["result"]["translation"]["walks"] for p in rep["points"])}
+            "walks_priced": rep.walks_priced,
+            "size_walks": sum(p.result.translation.walks for p in rep.points)}
 
 
 def report(traces: List[str], duration: Optional[float], console, json_out: Optional[dict] = None,

@@ -48,6 +48,7 @@ import socket
 import tempfile
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from . import _core
 from ._core import HugescopeError
 from ._io import write_atomic
 
@@ -110,15 +111,19 @@ def host_ghz() -> Optional[float]:
 
 # ---------------------------------------------------------------- the fit (pure math)
 
-def counts_of(sim: Dict[str, Any]) -> Dict[str, float]:
-    """The cost model's counters from a simulation result dict (``SimResult.to_dict()``)."""
-    t = sim["translation"]
-    return {k: float(t[k]) for k in COUNTERS}
+def counts_of(sim) -> Dict[str, float]:
+    """The cost model's counters from a simulation result (a ``SimResult``, or its dict form)."""
+    from .results import as_record
+
+    t = as_record(sim).translation
+    return {k: float(getattr(t, k)) for k in COUNTERS}
 
 
 def cycles(counts: Dict[str, float], cost: Dict[str, float]) -> float:
-    """Cycles of the cost model (translation plus base; no OS costs: static maps have none)."""
-    return sum(counts[k] * float(cost[LATENCY_KEY[k]]) for k in COUNTERS)
+    """Cycles of the cost model (translation plus base; no OS costs: static maps have none),
+    computed by the core (``hugescope_core::cost::static_cycles``)."""
+    return _core.cost_static_cycles(tuple(float(counts[k]) for k in COUNTERS),
+                                    tuple(float(cost[LATENCY_KEY[k]]) for k in COUNTERS))
 
 
 def nnls(rows: Sequence[Sequence[float]], rhs: Sequence[float]) -> Tuple[List[float], float]:
@@ -314,7 +319,7 @@ def measure(workloads_: Sequence[Tuple[str, Dict[str, Any]]], repeat: int = 3, w
             info = workloads.trace(name, path, **params)
             for pages, key in (("4k", "base"), ("2m", "huge")):
                 log(f"{label}: simulating pages={pages}")
-                sim = api.simulate(path, pages=pages, **machine_args(preset, config)).to_dict()
+                sim = api.simulate(path, pages=pages, **machine_args(preset, config))
                 side[key]["counts"] = counts_of(sim)
                 side[key]["pages"] = pages
             # The trace is of the very run that was measured: same parameters, same result.

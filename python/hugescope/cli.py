@@ -19,6 +19,7 @@ from rich.table import Table
 
 from . import _core, _io, api, units, workloads
 from ._io import check_output, emit_json, is_stdout
+from .configuration import OS_COSTS_KEYWORD, OS_KEYWORDS
 from .errors import EXIT_FAILURE, EXIT_USAGE, Interrupted, RunFailed
 from .progress import progress_counter, progress_share
 
@@ -70,38 +71,38 @@ def _fmt(n) -> str:
 
 
 def render_sim(r) -> None:
-    d = r.to_dict()
-    t, c = d["translation"], d["cost"]
-    what = f"pages: {d['pages']}" if "pages" in d else f"policy: {d.get('label', d.get('policy'))}"
-    tab = Table(title=f"{(d.get('trace') or {}).get('workload', 'trace')} on {d['machine']['name']}, {what}")
+    d = r.record
+    t, c = d.translation, d.cost
+    what = f"pages: {d.pages}" if "pages" in d else f"policy: {getattr(d, 'label', getattr(d, 'policy', None))}"
+    trace = getattr(d, "trace", None)
+    tab = Table(title=f"{getattr(trace, 'workload', 'trace')} on {d.machine.name}, {what}")
     tab.add_column("page size")
     for col in ("accesses", "L1 hits", "L1 misses", "L2 hits", "L2 misses (walks)"):
         tab.add_column(col, justify="right")
-    for row in t["by_page_size"]:
-        if row["accesses"] == 0:
+    for row in t.by_page_size:
+        if row.accesses == 0:
             continue
-        tab.add_row(row["page_size"], _fmt(row["accesses"]), _fmt(row["l1_hits"]), _fmt(row["l1_misses"]),
-                    _fmt(row["l2_hits"]), _fmt(row["l2_misses"]))
+        tab.add_row(row.page_size, _fmt(row.accesses), _fmt(row.l1_hits), _fmt(row.l1_misses),
+                    _fmt(row.l2_hits), _fmt(row.l2_misses))
     console.print(tab)
     s = Table(show_header=False, box=None)
     s.add_column(style="bold")
     s.add_column(justify="right")
-    s.add_row("accesses", _fmt(t["accesses"]))
-    s.add_row("walks", _fmt(t["walks"]))
-    s.add_row("walk references", _fmt(t["walk_refs"]))
-    s.add_row("PWC hits", _fmt(t["pwc_hits"]))
-    s.add_row("walks per 1000 accesses", f"{t['walks_per_1k_accesses']:.2f}")
-    s.add_row("references per walk", f"{t['refs_per_walk']:.2f}")
-    s.add_row("translation cycle share (estimate)", f"{100 * c['translation_share']:.1f}%")
-    s.add_row("total cycles (estimate)", f"{c['total_cycles']:.4g}")
+    s.add_row("accesses", _fmt(t.accesses))
+    s.add_row("walks", _fmt(t.walks))
+    s.add_row("walk references", _fmt(t.walk_refs))
+    s.add_row("PWC hits", _fmt(t.pwc_hits))
+    s.add_row("walks per 1000 accesses", f"{t.walks_per_1k_accesses:.2f}")
+    s.add_row("references per walk", f"{t.refs_per_walk:.2f}")
+    s.add_row("translation cycle share (estimate)", f"{100 * c.translation_share:.1f}%")
+    s.add_row("total cycles (estimate)", f"{c.total_cycles:.4g}")
     console.print(s)
 
 
 def _os_options(a) -> dict:
-    return {
-        "memory": a.memory, "frag": a.frag, "frag_method": a.frag_method, "budget": a.budget,
-        "footprint": a.footprint, "duration": a.duration, "rate": a.rate, "seed": a.seed, "os_costs": a.os,
-    }
+    """The OS keywords (``configuration.OS_KEYWORDS``) the command's flags set;
+    ``--os COST=US`` gives the OS costs."""
+    return {**{k: getattr(a, k, None) for k in OS_KEYWORDS}, OS_COSTS_KEYWORD: a.os}
 
 
 def render_policies(results) -> None:
@@ -118,23 +119,23 @@ def render_policies(results) -> None:
                   "-" if s.get("xlat_speedup_est") is None else f"{s['xlat_speedup_est']:.3f}x",
                   "-" if s.get("speedup_est") is None else f"{s['speedup_est']:.3f}x")
     console.print(t)
-    d = results[0].to_dict()
-    notes = [f"virtual time {d['virtual_seconds']:.3f} s ({d['time_base']['kind'].replace('_', ' ')})",
-             f"memory {_size(d['memory_bytes'])}"]
-    if d.get("fragmentation"):
-        f = d["fragmentation"]
-        notes.append(f"fragmented ({f['method']}): {100 * f['blocked_share']:.0f}% of 2MB blocks, FMFI {f['fmfi']:.2f}")
-    if d.get("budget_bytes") is not None:
-        notes.append(f"budget {_size(d['budget_bytes'])} of {_size(d['footprint_bytes'])} footprint")
+    d = results[0].record
+    notes = [f"virtual time {d.virtual_seconds:.3f} s ({d.time_base.kind.replace('_', ' ')})",
+             f"memory {_size(d.memory_bytes)}"]
+    f = getattr(d, "fragmentation", None)
+    if f:
+        notes.append(f"fragmented ({f.method}): {100 * f.blocked_share:.0f}% of 2MB blocks, FMFI {f.fmfi:.2f}")
+    if getattr(d, "budget_bytes", None) is not None:
+        notes.append(f"budget {_size(d.budget_bytes)} of {_size(d.footprint_bytes)} footprint")
     console.print("; ".join(notes))
     for r in results:
-        for w in r.to_dict().get("warnings", []):
-            err_console.print(f"[yellow]warning ({escape(str(r['label']))}):[/] {escape(str(w))}")
-    procs = results[0]["processes"]
+        for w in getattr(r.record, "warnings", []):
+            err_console.print(f"[yellow]warning ({escape(str(r.record.label))}):[/] {escape(str(w))}")
+    procs = results[0].record.processes
     if len(procs) > 1:
         # A concurrent run (several traces) also shows when each process
         # finished on its own virtual time, the fairness measure of Ingens §4.
-        concurrent = any(p.get("finish_seconds") is not None for p in procs)
+        concurrent = any(getattr(p, "finish_seconds", None) is not None for p in procs)
         title = "per process (finish: the process's own virtual time)" if concurrent else "per process"
         pt = Table(title=title)
         cols = ["policy", "pid", "name"] + (["finish (s)", "huge MB"] if concurrent else []) + \
@@ -142,10 +143,10 @@ def render_policies(results) -> None:
         for c in cols:
             pt.add_column(c, justify="left" if c in ("policy", "name") else "right")
         for r in results:
-            for p in r["processes"]:
-                timing = [f"{p['finish_seconds']:.6f}", f"{p['huge_bytes'] / 2**20:,.1f}"] if concurrent else []
-                pt.add_row(r["label"], str(p["pid"]), p["name"], *timing, f"{100 * p['huge_share']:.1f}%",
-                           _size(p["rss_bytes"]), f"{p['bloat']:.2f}")
+            for p in r.record.processes:
+                timing = [f"{p.finish_seconds:.6f}", f"{p.huge_bytes / 2**20:,.1f}"] if concurrent else []
+                pt.add_row(r.record.label, str(p.pid), p.name, *timing, f"{100 * p.huge_share:.1f}%",
+                           _size(p.rss_bytes), f"{p.bloat:.2f}")
         console.print(pt)
 
 
@@ -292,7 +293,7 @@ def _simulate(a, file_policies, inputs) -> int:
             r = api.simulate(a.trace[0], preset=a.preset, pages=a.pages or "4k", config=a.config, set=a.set,
                              progress=tick)
         if a.json:
-            emit_json(a.json, r.to_dict(), inputs=inputs)
+            emit_json(a.json, r, inputs=inputs)
         if not a.quiet:
             render_sim(r)
         return 0
@@ -305,8 +306,7 @@ def _simulate(a, file_policies, inputs) -> int:
                               with_base=not a.no_base, quantum_ms=a.quantum_ms, host_policy=a.host_policy, progress=tick,
                               virt=a.virt, **opts)
     if a.json:
-        data = results[0].to_dict() if len(results) == 1 else [r.to_dict() for r in results]
-        emit_json(a.json, data, inputs=inputs)
+        emit_json(a.json, results[0] if len(results) == 1 else results, inputs=inputs)
     if a.emit_plan:
         emit_json(a.emit_plan, _emitted_plan(a, results[0]), inputs=inputs)
     if not a.quiet:
@@ -320,13 +320,13 @@ def _emitted_plan(a, r) -> dict:
     """The plan ``--emit-plan`` writes: the policy's record retimed to
     ``--timing`` for the target that replays it, adjacent ranges merged, hex
     addresses, and a header with the simulator's estimate (plan.rs ``emit``)."""
-    d = r.to_dict()
-    estimate = {"speedup_vs_base": d.get("speedup_vs_base"),
-                "translation_speedup_vs_base": d.get("translation_speedup_vs_base"),
+    d = r.record
+    estimate = {"speedup_vs_base": getattr(d, "speedup_vs_base", None),
+                "translation_speedup_vs_base": getattr(d, "translation_speedup_vs_base", None),
                 "how": "simulated: base-page cycles / cycles under this plan's policy on the trace, "
                        "cost model, OS work on the program's path included"}
     return json.loads(_core.plan_emit(json.dumps(r.plan()), a.timing, a.trace[0], a.rate, a.duration,
-                                      d.get("policy"), json.dumps(estimate)))
+                                      getattr(d, "policy", None), json.dumps(estimate)))
 
 
 # ---------------------------------------------------------------- trace

@@ -360,13 +360,13 @@ def cmd_reuse(a) -> int:
     t = Table(title=f"page reuse classes per region (measured on the trace; threshold {a.threshold:g})")
     for c in ("region", "pid", "pages", "TLB-friendly", "HUB", "low reuse", "HUB accesses"):
         t.add_column(c, justify="left" if c == "region" else "right")
-    for g in res.report["regions"] + [res.report["total"]]:
-        if g["pages"] == 0:
+    for g in res.report.regions + [res.report.total]:
+        if g.pages == 0:
             continue
-        cl = {c["class"]: c for c in g["classes"]}
-        t.add_row(g["name"], str(g["pid"]), f"{g['pages']:,}", f"{100 * cl['tlb_friendly']['page_share']:.1f}%",
-                  f"{100 * cl['hub']['page_share']:.1f}%", f"{100 * cl['low_reuse']['page_share']:.1f}%",
-                  f"{100 * cl['hub']['access_share']:.1f}%")
+        cl = {getattr(c, "class"): c for c in g.classes}  # (`class` is a Python keyword)
+        t.add_row(g.name, str(g.pid), f"{g.pages:,}", f"{100 * cl['tlb_friendly'].page_share:.1f}%",
+                  f"{100 * cl['hub'].page_share:.1f}%", f"{100 * cl['low_reuse'].page_share:.1f}%",
+                  f"{100 * cl['hub'].access_share:.1f}%")
     _cli().console.print(t)
     _finish(res.regions, a, extra={"points": res.points})
     return 0

@@ -22,9 +22,12 @@ from typing import Any, Dict, Iterable, List, Optional
 from . import units, _core
 
 #: Keyword and flag names that set an OS key (the sugar of the API keywords
-#: and CLI flags); each maps to ``os.<name>``. ``os_costs`` entries are
-#: ``COST=US`` and map to ``os.COST``.
-_SUGAR = ("memory", "footprint", "budget", "frag", "frag_method", "frag_mobility", "duration", "rate", "seed", "sample_every")
+#: and CLI flags); each maps to ``os.<name>``. The one list of them: the API's
+#: check of its keywords (``api.compare``) reads it too.
+OS_KEYWORDS = ("memory", "footprint", "budget", "frag", "frag_method", "frag_mobility", "duration", "rate", "seed",
+               "sample_every")
+#: The keyword whose ``COST=US`` entries map to ``os.COST`` (the OS costs).
+OS_COSTS_KEYWORD = "os_costs"
 
 
 def knobs() -> List[Dict[str, Any]]:
@@ -105,6 +108,28 @@ def load(preset: Optional[str] = None, file=None, set: Optional[Iterable[str]] =
     return Config(json.loads(_core.resolve_config(**args)), _core.resolve_config(toml=True, **args))
 
 
+#: Both set the virtual time base; one would silently win over the other.
+DURATION_AND_RATE = "duration and rate both set the virtual time base (rate = accesses / duration); give one of them"
+
+
+def check_keywords(opts: Dict[str, Any]) -> Dict[str, Any]:
+    """Check the OS keywords of ``opts`` (None values dropped) the way a flag
+    is checked, naming the keyword: ``duration`` and ``rate`` positive and
+    not both, ``seed`` an integer, ``sample_every`` at least 1. The core
+    checks each ``os.KEY`` again; this only names the keyword."""
+    out = {k: v for k, v in opts.items() if v is not None}
+    for k in ("duration", "rate"):
+        if k in out:
+            out[k] = units.check_float(out[k], k, positive=True)
+    if "duration" in out and "rate" in out:
+        raise _core.HugescopeError(DURATION_AND_RATE)
+    if "seed" in out:
+        out["seed"] = units.check_int(out["seed"], "seed")
+    if "sample_every" in out:
+        out["sample_every"] = units.check_int(out["sample_every"], "sample_every", 1)
+    return out
+
+
 def source_args(preset: Optional[str], file) -> Dict[str, Any]:
     """The core's ``preset``/``config``/``config_text`` arguments for a
     preset and a file path or ``Config`` (the name "calibrated" resolves to
@@ -143,10 +168,10 @@ def os_overrides(options: Dict[str, Any]) -> List[str]:
     ``budget=0.04`` -> ``os.budget=0.04``, ``os_costs=["fault_base_us=2.5"]``
     -> ``os.fault_base_us=2.5``). Values are checked by the core."""
     out = []
-    for k in _SUGAR:
+    for k in OS_KEYWORDS:
         if options.get(k) is not None:
             out.append(f"os.{k}={_text(options[k])}")
-    for c in _strings(options.get("os_costs"), "os_costs"):
+    for c in _strings(options.get(OS_COSTS_KEYWORD), OS_COSTS_KEYWORD):
         key, eq, value = c.partition("=")
         if not eq or not key.strip():
             raise _core.HugescopeError(f"OS cost override '{c}' is not COST=US (e.g. fault_base_us=2.5)")

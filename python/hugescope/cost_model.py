@@ -29,7 +29,9 @@ The latencies come from the microbenchmarks of ``hugescope calibrate``
 (``params_from_cost``); ``fit`` then fits the free parameters (by default
 ``overlap`` and ``walk_ref_mem_ns``) to measured plans by least squares of the
 relative error of the predicted speedups, every parameter within its bounds.
-Everything this module returns is an estimate of the model.
+Everything this module returns is an estimate of the model. The model itself
+(the formula, the parameters' units, bounds and defaults) is the core's
+(``hugescope_core::cost::Calibrated``): this module fits and calls it.
 
 A point: ``{"workload": str, "plan": str, "features": features(sim of this
 plan's static map), "features_huge": features(sim of all huge), "t_huge":
@@ -40,26 +42,16 @@ when only predicting). The base-page plan of a workload is the point whose
 
 from __future__ import annotations
 
-import math
 from typing import Any, Dict, List, Optional, Sequence
 
-#: Every parameter and its unit.
-PARAM_UNITS: Dict[str, str] = {
-    "l2_hit_ns": "ns per L1 TLB miss that hits the L2 TLB",
-    "pwc_hit_ns": "ns per page-walk-cache hit",
-    "walk_ref_llc_ns": "ns per page-walk reference that hits the page-table line cache (LLC)",
-    "walk_ref_mem_ns": "ns per page-walk reference that misses it (DRAM)",
-    "overlap": "fraction (0..1) of translation time hidden behind other work",
-}
-#: Upper bounds of the parameters (lower bounds are all 0): a fraction, and
-#: no memory reference takes a microsecond.
-BOUNDS: Dict[str, float] = {"l2_hit_ns": 1000.0, "pwc_hit_ns": 1000.0, "walk_ref_llc_ns": 1000.0,
-                            "walk_ref_mem_ns": 1000.0, "overlap": 1.0}
-#: Parameters without a calibration: the preset estimates of docs/assumptions.md
-#: at 3 GHz (7 cycles per L2 TLB hit, 1 per PWC hit, 50 per walk reference)
-#: and a DRAM access of 90 ns; no overlap.
-DEFAULT_PARAMS: Dict[str, float] = {"l2_hit_ns": 7 / 3.0, "pwc_hit_ns": 1 / 3.0, "walk_ref_llc_ns": 50 / 3.0,
-                                    "walk_ref_mem_ns": 90.0, "overlap": 0.0}
+from . import _core
+
+#: Every parameter and its unit, its upper bound (lower bounds are all 0) and
+#: its value without a calibration: the core's table
+#: (``hugescope_core::cost::CALIBRATED_PARAMS``), read once.
+PARAM_UNITS: Dict[str, str] = {name: unit for name, unit, _, _ in _core.cost_params()}
+BOUNDS: Dict[str, float] = {name: upper for name, _, upper, _ in _core.cost_params()}
+DEFAULT_PARAMS: Dict[str, float] = {name: default for name, _, _, default in _core.cost_params()}
 #: What ``fit`` fits unless told otherwise; the rest are held at ``start``.
 FREE = ("overlap", "walk_ref_mem_ns")
 #: Plan names of the base-page run of a workload.
@@ -68,49 +60,82 @@ BASE_PLANS = ("base", "4k", "none")
 FEATURES = ("accesses", "l1_hits", "l2_hits", "walks", "walk_refs", "walk_refs_llc", "walk_refs_mem", "pwc_hits")
 
 
-def features(sim: Dict[str, Any]) -> Dict[str, float]:
-    """The counters the model uses, from one ``simulate()`` result dict
-    (``SimResult.to_dict()``). Without the page-table line cache's split,
-    every walk reference counts as an LLC hit (``classified`` 0)."""
-    if not isinstance(sim, dict) or not isinstance(sim.get("translation"), dict):
+def features(sim) -> Dict[str, float]:
+    """The counters the model uses, from one ``simulate()`` result (a
+    ``SimResult``, its record, or its dict form). Without the page-table line
+    cache's split, every walk reference counts as an LLC hit (``classified``
+    0)."""
+    from .results import as_record
+
+    rec = as_record(sim) if isinstance(sim, (dict, _core.Record)) or hasattr(sim, "record") else None
+    t = getattr(rec, "translation", None)
+    if not isinstance(t, _core.Record):
         raise ValueError("features: not a simulation result (no 'translation' counters)")
-    t = sim["translation"]
-    out = {k: float(t[k]) for k in ("accesses", "l1_hits", "l2_hits", "walks", "walk_refs", "pwc_hits")}
+    out = {"accesses": float(t.accesses), "l1_hits": float(t.l1_hits), "l2_hits": float(t.l2_hits),
+           "walks": float(t.walks), "walk_refs": float(t.walk_refs), "pwc_hits": float(t.pwc_hits)}
     classified = "walk_refs_mem" in t
-    out["walk_refs_mem"] = float(t["walk_refs_mem"]) if classified else 0.0
-    out["walk_refs_llc"] = float(t["walk_refs_llc"]) if classified else out["walk_refs"]
+    out["walk_refs_mem"] = float(t.walk_refs_mem) if classified else 0.0
+    out["walk_refs_llc"] = float(t.walk_refs_llc) if classified else out["walk_refs"]
     out["classified"] = 1.0 if classified else 0.0
     return out
 
 
-def translation_seconds(feat: Dict[str, float], params: Dict[str, float]) -> float:
-    """X: the translation time of a run's counters before overlap, in seconds."""
-    return 1e-9 * (feat["l2_hits"] * params["l2_hit_ns"] + feat["pwc_hits"] * params["pwc_hit_ns"]
-                   + feat["walk_refs_llc"] * params["walk_ref_llc_ns"]
-                   + feat["walk_refs_mem"] * params["walk_ref_mem_ns"])
+def walker_cycles(translation, cost) -> float:
+    """Cycles the page walker spends (walk references and PWC hits, the
+    L1-miss/L2-hit term left out; an estimate) from a result's
+    ``translation`` record and its machine's ``cost`` record
+    (``hugescope_core::cost::walker_cycles``)."""
+    return _core.cost_walker_cycles(float(translation.walk_refs), float(translation.pwc_hits),
+                                    float(cost.walk_ref_cycles), float(cost.pwc_hit_cycles))
 
 
-def _check_params(params: Dict[str, float]) -> Dict[str, float]:
+def _counts(feat: Dict[str, float]):
+    # The counters the core's model reads, in its order.
+    return (feat["l2_hits"], feat["pwc_hits"], feat["walk_refs_llc"], feat["walk_refs_mem"])
+
+
+def _values(params: Dict[str, float]) -> list:
     missing = [k for k in PARAM_UNITS if k not in params]
     if missing:
         raise ValueError(f"cost model parameters missing: {', '.join(missing)}")
     for k in PARAM_UNITS:
-        v = params[k]
-        if not (isinstance(v, (int, float)) and math.isfinite(v) and 0.0 <= v <= BOUNDS[k]):
-            raise ValueError(f"cost model parameter {k}={v!r} is not between 0 and {BOUNDS[k]} ({PARAM_UNITS[k]})")
-    return {k: float(params[k]) for k in PARAM_UNITS}
+        if not isinstance(params[k], (int, float)):
+            raise ValueError(f"cost model parameter {k}={params[k]!r} is not a number ({PARAM_UNITS[k]})")
+    return [float(params[k]) for k in PARAM_UNITS]
+
+
+def _core_call(fn, *args):
+    # The core's refusals (a parameter out of bounds, a counter that is no
+    # count) are ValueErrors here, as this module's callers expect.
+    try:
+        return fn(*args)
+    except _core.HugescopeError as e:
+        raise ValueError(str(e)) from None
+
+
+def translation_seconds(feat: Dict[str, float], params: Dict[str, float]) -> float:
+    """X: the translation time of a run's counters before overlap, in seconds
+    (``hugescope_core::cost::Calibrated::translation_seconds``)."""
+    return _core_call(_core.cost_translation_seconds, _counts(feat), _values(params))
+
+
+def _check_params(params: Dict[str, float]) -> Dict[str, float]:
+    values = _values(params)
+    _core_call(_core.cost_translation_seconds, (0.0, 0.0, 0.0, 0.0), values)  # the core checks the bounds
+    return dict(zip(PARAM_UNITS, values))
 
 
 def predict_seconds(point: Dict[str, Any], params: Dict[str, float]) -> float:
     """Predicted run time (s, an estimate) of ``point``'s plan: its workload's
     measured all-huge time plus the translation time the plan adds over all
-    huge, less the overlapped share."""
-    p = _check_params(params)
+    huge, less the overlapped share
+    (``hugescope_core::cost::Calibrated::predict_seconds``)."""
+    values = _check_params(params).values()
     t_huge = float(point["t_huge"])
     if not t_huge > 0:
         raise ValueError(f"{point.get('workload')}/{point.get('plan')}: t_huge {point['t_huge']!r} is not positive")
-    dx = translation_seconds(point["features"], p) - translation_seconds(point["features_huge"], p)
-    return t_huge + (1.0 - p["overlap"]) * dx
+    return _core_call(_core.cost_predict_seconds, t_huge, _counts(point["features"]), _counts(point["features_huge"]),
+                      list(values))
 
 
 def params_from_cost(cost: Dict[str, Any], overlap: float = 0.0) -> Dict[str, float]:

@@ -62,13 +62,14 @@ def static_table(traces: dict) -> Table:
         t.add_column(c, justify="left" if c == "workload" else "right")
     rows = {}
     for name, path in traces.items():
-        r4 = api.simulate(path, preset="haswell-pcc", pages="4k").to_dict()
-        r2 = api.simulate(path, preset="haswell-pcc", pages="2m").to_dict()
-        rows[name] = {"4k": r4, "2m": r2}
-        t.add_row(name, f"{r4['translation']['accesses']:,}",
-                  f"{r4['translation']['walks_per_1k_accesses']:.2f}", f"{r2['translation']['walks_per_1k_accesses']:.2f}",
-                  f"{100 * r4['cost']['translation_share']:.1f}%", f"{100 * r2['cost']['translation_share']:.1f}%",
-                  f"{r4['cost']['total_cycles'] / r2['cost']['total_cycles']:.3f}x")
+        r4 = api.simulate(path, preset="haswell-pcc", pages="4k")
+        r2 = api.simulate(path, preset="haswell-pcc", pages="2m")
+        rows[name] = {"4k": r4.to_dict(), "2m": r2.to_dict()}
+        a, b = r4.record, r2.record
+        t.add_row(name, f"{a.translation.accesses:,}",
+                  f"{a.translation.walks_per_1k_accesses:.2f}", f"{b.translation.walks_per_1k_accesses:.2f}",
+                  f"{100 * a.cost.translation_share:.1f}%", f"{100 * b.cost.translation_share:.1f}%",
+                  f"{a.cost.total_cycles / b.cost.total_cycles:.3f}x")
     return t, rows
 
 

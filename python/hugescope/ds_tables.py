@@ -90,43 +90,41 @@ GUPS_SIZES = {
 GUPS_UPDATES = {"ci": "256K", "paper": "4M"}
 
 
-def _walker_cycles(t: Dict[str, Any], cost: Dict[str, Any]) -> float:
-    """Cycles the page walker spends: the walk references and PWC hits of the
-    cost model's formula (``cost.rs``), without the L1-miss/L2-hit term."""
-    return t["walk_refs"] * cost["walk_ref_cycles"] + t["pwc_hits"] * cost["pwc_hit_cycles"]
+def _row(workload: str, label: str, spec: str, d) -> Dict[str, Any]:
+    """One table row from a result's record ``d``."""
+    from .cost_model import walker_cycles
 
-
-def _row(workload: str, label: str, spec: str, d: Dict[str, Any]) -> Dict[str, Any]:
-    t = d["translation"]
-    cost = d["machine"]["cost"]
-    c = d["cost"]
-    walker = _walker_cycles(t, cost)
-    seg = t.get("segment") or {}
+    t = d.translation
+    c = d.cost
+    walker = walker_cycles(t, d.machine.cost)
+    seg = getattr(t, "segment", None)
     row = {
         "workload": workload,
         "config": label,
         "pages": spec,
-        "accesses": t["accesses"],
-        "l2_hits": t["l2_hits"],
-        "walks": t["walks"],
-        "walks_per_1k": t["walks_per_1k_accesses"],
-        "walk_refs": t["walk_refs"],
+        "accesses": t.accesses,
+        "l2_hits": t.l2_hits,
+        "walks": t.walks,
+        "walks_per_1k": t.walks_per_1k_accesses,
+        "walk_refs": t.walk_refs,
         "walker_cycles": walker,
-        "translation_cycles": c["translation_cycles"],
-        "base_cycles": c["base_cycles"],
-        "total_cycles": c["total_cycles"],
-        "overhead": walker / c["total_cycles"] if c["total_cycles"] else 0.0,
-        "overhead_with_l2": c["translation_share"],
-        "segment_hits": seg.get("hits", 0),
-        "avoided_lookups": seg.get("avoided_lookups", 0),
-        "covered_bytes": seg.get("covered_bytes", 0),
-        "primary_bytes": seg.get("primary_bytes", 0),
-        "walks_in_primary": seg.get("walks_in_primary"),
-        "walks_total": seg.get("walks_total"),
+        "translation_cycles": c.translation_cycles,
+        "base_cycles": c.base_cycles,
+        "total_cycles": c.total_cycles,
+        "overhead": walker / c.total_cycles if c.total_cycles else 0.0,
+        "overhead_with_l2": c.translation_share,
+        "segment_hits": getattr(seg, "hits", 0),
+        "avoided_lookups": getattr(seg, "avoided_lookups", 0),
+        "covered_bytes": getattr(seg, "covered_bytes", 0),
+        "primary_bytes": getattr(seg, "primary_bytes", 0),
+        "walks_in_primary": getattr(seg, "walks_in_primary", None),
+        "walks_total": getattr(seg, "walks_total", None),
         "kind": "estimate",
     }
-    for k, v in (seg.get("walks_outside") or {}).items():
-        row[f"walks_outside_{k}"] = v
+    outside = getattr(seg, "walks_outside", None)  # walks outside the segment, by cause
+    if outside:
+        for k, v in zip(outside._fields(), outside._values()):
+            row[f"walks_outside_{k}"] = v
     return row
 
 
@@ -135,7 +133,7 @@ def simulate_configs(path: str, workload: str, preset: str, configs, done: Calla
     simulated under that static map on ``preset``."""
     rows = []
     for label, spec in configs:
-        rows.append(_row(workload, label, spec, api.simulate(path, preset=preset, pages=spec).to_dict()))
+        rows.append(_row(workload, label, spec, api.simulate(path, preset=preset, pages=spec).record))
         done(label)
     return rows
 

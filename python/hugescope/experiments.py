@@ -34,7 +34,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 from . import _core, _io, sweep_parts
 from ._core import HugescopeError
 from ._io import check_output, note_written, write_atomic, write_json
-from .configuration import os_overrides, source_args
+from .configuration import OS_COSTS_KEYWORD, OS_KEYWORDS, check_keywords, os_overrides, source_args
 from .results import SimResult
 from .units import U64_MAX, check_float, check_int
 
@@ -50,9 +50,16 @@ DEFAULT_PCC_SIZES = [4, 8, 16, 32, 64, 128, 256, 512, 1024]
 DEFAULT_MULTI_POLICIES = ["pcc:promotion_policy=1", "pcc:promotion_policy=0"]
 DEFAULT_MULTI_BUDGETS = [1, 2, 4, 8, 16, 32]
 
-#: Options shared by every experiment and passed to the core unchanged.
-COMMON_OPTIONS = ("preset", "config", "set", "memory", "footprint", "duration", "rate", "seed", "os_costs",
-                  "sample_every", "threads")
+#: The OS keywords an experiment sets per configuration (its points), not
+#: for the whole sweep; ``frag_mobility`` has no per-point form and is set by
+#: a file's ``[os]`` or ``set=["os.frag_mobility=..."]``.
+PER_POINT_KEYWORDS = ("budget", "frag", "frag_method", "frag_mobility")
+
+#: Options shared by every experiment and passed to the core unchanged: the
+#: machine source, the OS keywords (``configuration.OS_KEYWORDS``) less the
+#: per-point ones, and the threads.
+COMMON_OPTIONS = (("preset", "config", "set") + tuple(k for k in OS_KEYWORDS if k not in PER_POINT_KEYWORDS)
+                  + (OS_COSTS_KEYWORD, "threads"))
 
 #: Configurations per core call. Each batch costs one decoding pass per
 #: thread, and is the unit a checkpoint keeps: 12 keeps the default curve
@@ -95,15 +102,7 @@ def _check_common(common: Dict[str, Any]) -> Dict[str, Any]:
     for k in ("memory", "footprint"):
         if k in out:
             out[k] = str(out[k])
-    for k in ("duration", "rate"):
-        if k in out:
-            out[k] = check_float(out[k], k, positive=True)
-    if "duration" in out and "rate" in out:
-        raise HugescopeError(DURATION_AND_RATE)
-    if "seed" in out:
-        out["seed"] = check_int(out["seed"], "seed")
-    if "sample_every" in out:
-        out["sample_every"] = check_int(out["sample_every"], "sample_every", 1)
+    out = check_keywords(out)
     if "threads" in out:
         out["threads"] = check_int(out["threads"], "threads", 1, MAX_THREADS)
     return out
@@ -117,9 +116,6 @@ def _core_args(opts: Dict[str, Any]) -> Dict[str, Any]:
     out["overrides"] = list(opts.get("overrides", [])) + os_overrides(opts)
     return out
 
-
-#: Both set the virtual time base; one would silently win over the other.
-DURATION_AND_RATE = "duration and rate both set the virtual time base (rate = accesses / duration); give one of them"
 
 
 def _trace_path(trace) -> str:
@@ -239,8 +235,7 @@ def _run_batches(path: str, configs: List[Dict[str, Any]], todo: List[int], opts
         return
     for b in range(0, len(todo), BATCH):
         idx = todo[b:b + BATCH]
-        text = _core.run_specs(path, json.dumps([configs[i] for i in idx]), threads=opts["threads"], **core_args)
-        yield idx, json.loads(text)
+        yield idx, _core.run_specs(path, json.dumps([configs[i] for i in idx]), threads=opts["threads"], **core_args)
 
 
 def run_configs(trace, configs: Sequence[Dict[str, Any]], progress: Optional[Callable] = None,
@@ -277,7 +272,7 @@ def run_configs(trace, configs: Sequence[Dict[str, Any]], progress: Optional[Cal
     opts = _check_common(common)
     opts.setdefault("threads", min(2, os.cpu_count() or 1))
     configs = list(configs)
-    done: Dict[int, Dict[str, Any]] = {}
+    done: Dict[int, Any] = {}
     fingerprint = None
     parts = sweep_parts.streaming(checkpoint)
     inputs = [path] + ([opts["config"]] if opts.get("config") else [])
@@ -295,6 +290,7 @@ def run_configs(trace, configs: Sequence[Dict[str, Any]], progress: Optional[Cal
         if parts and os.path.lexists(parts):
             done.update(sweep_parts.load(parts, fingerprint, len(configs),
                                          lambda where, saved: _refuse_other_run(where, saved, fingerprint)))
+    done = {i: SimResult(d) for i, d in done.items()}  # the saved points, read back into the core's records
     writer = sweep_parts.PartWriter(parts, fingerprint, inputs) if parts else None
     todo = [i for i in range(len(configs)) if i not in done]
     if progress and done:
@@ -303,15 +299,15 @@ def run_configs(trace, configs: Sequence[Dict[str, Any]], progress: Optional[Cal
                                          bool(share))) as runs:
         for idx, results in runs:
             for i, d in zip(idx, results):
-                done[i] = d
+                done[i] = SimResult(d)
             if writer:
-                writer.append([(i, done[i], row(i, SimResult(done[i])) if row else None) for i in idx])
+                writer.append([(i, done[i].to_dict(), row(i, done[i]) if row else None) for i in idx])
             elif checkpoint and len(done) < len(configs):
                 write_json(checkpoint, {"hugescope_checkpoint": CHECKPOINT_VERSION, "fingerprint": fingerprint,
-                                        "results": {str(i): done[i] for i in sorted(done)}})
+                                        "results": {str(i): done[i].to_dict() for i in sorted(done)}})
             if progress:
                 progress(len(done), len(configs))
-    return [SimResult(done[i]) for i in range(len(configs))]
+    return [done[i] for i in range(len(configs))]
 
 
 def _sequence(values, what: str) -> list:
@@ -337,33 +333,34 @@ def _policy_list(policies: Iterable[str]) -> List[str]:
 
 
 def _row(r: SimResult, **extra) -> Dict[str, Any]:
-    """The columns every simulated row has (all traceable to JSON counters)."""
-    d = r.to_dict()
-    t = d["translation"]
-    procs = d.get("processes", [])
-    fp = sum(p["footprint_bytes"] for p in procs) or d.get("footprint_bytes") or 0
-    huge = sum(p["huge_bytes"] for p in procs)
-    params = d["label"].partition(":")[2]
+    """The columns every simulated row has (all traceable to the core's
+    result fields)."""
+    d = r.record
+    t = d.translation
+    procs = getattr(d, "processes", [])
+    fp = sum(p.footprint_bytes for p in procs) or getattr(d, "footprint_bytes", None) or 0
+    huge = sum(p.huge_bytes for p in procs)
+    params = d.label.partition(":")[2]
     row = {
-        "policy": d["label"],
-        "policy_name": d["policy"],
+        "policy": d.label,
+        "policy_name": d.policy,
         "params": params,
-        "accesses": t["accesses"],
-        "walks": t["walks"],
-        "ptw_rate": t["walks"] / t["accesses"] if t["accesses"] else 0.0,
-        "walks_per_1k": t["walks_per_1k_accesses"],
-        "speedup_est": d.get("speedup_vs_base"),
-        "xlat_speedup_est": d.get("translation_speedup_vs_base"),
-        "walk_reduction": d.get("walk_reduction_vs_base"),
+        "accesses": t.accesses,
+        "walks": t.walks,
+        "ptw_rate": t.walks / t.accesses if t.accesses else 0.0,
+        "walks_per_1k": t.walks_per_1k_accesses,
+        "speedup_est": getattr(d, "speedup_vs_base", None),
+        "xlat_speedup_est": getattr(d, "translation_speedup_vs_base", None),
+        "walk_reduction": getattr(d, "walk_reduction_vs_base", None),
         "huge_bytes": huge,
         "huge_share": huge / fp if fp else 0.0,
-        "huge_bytes_peak": d.get("huge_bytes_peak", 0),
-        "budget_bytes": d.get("budget_bytes"),
-        "footprint_bytes": d.get("footprint_bytes"),
-        "promotions": d["os_stats"]["promotions"],
-        "promotion_failures": sum(d["os_stats"]["promotion_failures"].values()),
-        "total_cycles_est": d["cost"]["total_cycles"],
-        "virtual_seconds": d.get("virtual_seconds"),
+        "huge_bytes_peak": getattr(d, "huge_bytes_peak", 0),
+        "budget_bytes": getattr(d, "budget_bytes", None),
+        "footprint_bytes": getattr(d, "footprint_bytes", None),
+        "promotions": d.os_stats.promotions,
+        "promotion_failures": sum(d.os_stats.promotion_failures._values()),
+        "total_cycles_est": d.cost.total_cycles,
+        "virtual_seconds": getattr(d, "virtual_seconds", None),
         "kind": "estimate",
     }
     row.update(extra)
@@ -380,7 +377,7 @@ def _frame(rows: List[Dict[str, Any]], meta: Dict[str, Any]):
 
 def _meta(experiment: str, trace: str, results: List[SimResult], options: Dict[str, Any]) -> Dict[str, Any]:
     info = json.loads(_core.trace_info(trace, False))
-    first = results[0].to_dict() if results else {}
+    first = results[0].record if results else None
     h = info["header"]
     return {
         "hugescope_experiment": experiment,
@@ -389,12 +386,18 @@ def _meta(experiment: str, trace: str, results: List[SimResult], options: Dict[s
         "trace": {"path": trace, "workload": h["workload"], "params": h.get("params", {}),
                   "regions": h.get("regions", []), "cpus": h.get("cpus"), "processes": h.get("processes", 1),
                   "accesses": info["summary"]["accesses"]},
-        "machine": first.get("machine"),
-        "os": first.get("os"),
-        "time_base": first.get("time_base"),
-        "memory_bytes": first.get("memory_bytes"),
+        "machine": _plain(getattr(first, "machine", None)),
+        "os": _plain(getattr(first, "os", None)),
+        "time_base": _plain(getattr(first, "time_base", None)),
+        "memory_bytes": getattr(first, "memory_bytes", None),
         "options": options,
     }
+
+
+def _plain(v):
+    """A result field as plain data for a table's metadata (a record's
+    sub-tree as a dict)."""
+    return v.to_dict() if isinstance(v, _core.Record) else v
 
 
 def _stem(trace: str) -> str:
@@ -547,8 +550,9 @@ def frag(trace, levels: Sequence[float] = DEFAULT_FRAG_LEVELS, policies: Sequenc
     if out:
         check_outputs(out, f"frag-{_stem(path)}", (), [path])
     def row(i, r):
-        fr = r.to_dict().get("fragmentation") or {}
-        return _row(r, experiment="frag", blocked_share=fr.get("blocked_share"), fmfi=fr.get("fmfi"), **tags[i])
+        fr = getattr(r.record, "fragmentation", None)
+        return _row(r, experiment="frag", blocked_share=getattr(fr, "blocked_share", None),
+                    fmfi=getattr(fr, "fmfi", None), **tags[i])
 
     results = run_configs(path, configs, progress=progress, checkpoint=ckpt, resume=resume, row=row, **common)
     rows = [row(i, r) for i, r in enumerate(results)]
@@ -619,25 +623,25 @@ def tlb_sizes(trace, entries: Optional[Sequence[int]] = None, pages: str = "4k",
     sizes = [] if entries is None else [check_int(e, "TLB entries", 1, U64_MAX) for e in _sequence(entries, "TLB entries")]
     if out:
         check_outputs(out, f"tlb-sizes-{_stem(path)}", (), [path])
-    rep = json.loads(_core.simulate_tlb_sizes(path, sizes, overrides=overrides, pages=str(pages), structure=structure,
-                                              progress=progress, **src))
-    configured = next(p for p in rep["points"] if p["entries"] == rep["configured_entries"])
-    ref = configured["result"]["cost"]["total_cycles"]
+    rep = _core.simulate_tlb_sizes(path, sizes, overrides=overrides, pages=str(pages), structure=structure,
+                                   progress=progress, **src)
+    configured = next(p for p in rep.points if p.entries == rep.configured_entries)
+    ref = configured.result.cost.total_cycles
     rows = []
-    for p in rep["points"]:
-        r = p["result"]
-        t, c = r["translation"], r["cost"]
-        rows.append({"experiment": "tlb-sizes", "structure": rep["structure"], "sets": rep["sets"],
-                     "entries": p["entries"], "ways": p["ways"], "configured": p["entries"] == rep["configured_entries"],
-                     "pages": r["pages"], "accesses": t["accesses"], "l1_hits": t["l1_hits"], "l2_hits": t["l2_hits"],
-                     "walks": t["walks"], "walks_per_1k_accesses": t["walks_per_1k_accesses"],
-                     "walk_refs": t["walk_refs"], "pwc_hits": t["pwc_hits"],
-                     "translation_cycles": c["translation_cycles"], "translation_share": c["translation_share"],
-                     "speedup_vs_configured": ref / c["total_cycles"] if c["total_cycles"] else None,
+    for p in rep.points:
+        r = p.result
+        t, c = r.translation, r.cost
+        rows.append({"experiment": "tlb-sizes", "structure": rep.structure, "sets": rep.sets,
+                     "entries": p.entries, "ways": p.ways, "configured": p.entries == rep.configured_entries,
+                     "pages": r.pages, "accesses": t.accesses, "l1_hits": t.l1_hits, "l2_hits": t.l2_hits,
+                     "walks": t.walks, "walks_per_1k_accesses": t.walks_per_1k_accesses,
+                     "walk_refs": t.walk_refs, "pwc_hits": t.pwc_hits,
+                     "translation_cycles": c.translation_cycles, "translation_share": c.translation_share,
+                     "speedup_vs_configured": ref / c.total_cycles if c.total_cycles else None,
                      "kind": "estimate"})
-    df = _frame(rows, _meta("tlb-sizes", path, [SimResult(configured["result"])],
-                            {"structure": rep["structure"], "sets": rep["sets"], "entries": sizes, "pages": str(pages),
-                             "configured_entries": rep["configured_entries"],
+    df = _frame(rows, _meta("tlb-sizes", path, [SimResult(configured.result)],
+                            {"structure": rep.structure, "sets": rep.sets, "entries": sizes, "pages": str(pages),
+                             "configured_entries": rep.configured_entries,
                              "how": "one simulation; every size from the widest set's LRU stack distances (exact)"}))
     if out:
         _done(df, out, None)
@@ -648,7 +652,8 @@ def tlb_sizes(trace, entries: Optional[Sequence[int]] = None, pages: str = "4k",
 
 class ReuseResult:
     """Reuse-distance analysis: ``regions`` (one row per region x class),
-    ``points`` (sampled 4KB pages for the scatter), ``report`` (the raw JSON)."""
+    ``points`` (sampled 4KB pages for the scatter), ``report`` (the core's
+    ``ReuseReport`` record)."""
 
     def __init__(self, regions, points, report: Dict[str, Any], meta: Dict[str, Any]):
         self.regions = regions
@@ -679,23 +684,23 @@ def reuse(trace, threshold: float = 1024, average: str = "ema", alpha: float = 0
         raise HugescopeError(f"average: '{average}' is not one of ema, mean")
     if out:
         check_outputs(out, f"reuse-{_stem(path)}", ("points",), [path])
-    rep = json.loads(_core.reuse_distance(path, threshold=threshold, average=str(average), alpha=alpha,
-                                          max_points=max_points, seed=seed))
+    rep = _core.reuse_distance(path, threshold=threshold, average=str(average), alpha=alpha, max_points=max_points,
+                               seed=seed)
     rows = []
-    names = [g["name"] for g in rep["regions"]]
-    for g in rep["regions"] + [rep["total"]]:
-        if g["pages"] == 0 and g["name"] != "(all)":
+    names = [g.name for g in rep.regions]
+    for g in rep.regions + [rep.total]:
+        if g.pages == 0 and g.name != "(all)":
             continue
-        for c in g["classes"]:
-            rows.append({"experiment": "reuse", "region": g["name"], "pid": g["pid"], "region_bytes": g["len"],
-                         "pages": g["pages"], "accesses": g["accesses"], "single_access_pages": g["single_access_pages"],
-                         "mean_rd_4k": g["mean_rd_small"], "mean_rd_2m": g["mean_rd_huge"], "class": c["class"],
-                         "class_pages": c["pages"], "class_accesses": c["accesses"], "page_share": c["page_share"],
-                         "access_share": c["access_share"], "kind": "measurement"})
+        for c in g.classes:
+            rows.append({"experiment": "reuse", "region": g.name, "pid": g.pid, "region_bytes": g.len,
+                         "pages": g.pages, "accesses": g.accesses, "single_access_pages": g.single_access_pages,
+                         "mean_rd_4k": g.mean_rd_small, "mean_rd_2m": g.mean_rd_huge, "class": getattr(c, "class"),
+                         "class_pages": c.pages, "class_accesses": c.accesses, "page_share": c.page_share,
+                         "access_share": c.access_share, "kind": "measurement"})
     regions = pd.DataFrame(rows)
-    points = pd.DataFrame([{"pid": p["pid"], "addr": p["addr"], "region": names[p["region"]], "rd_4k": p["rd_small"],
-                            "rd_2m": p["rd_huge"], "class": p["class"], "accesses": p["accesses"]}
-                           for p in rep["points"]],
+    points = pd.DataFrame([{"pid": p.pid, "addr": p.addr, "region": names[p.region], "rd_4k": p.rd_small,
+                            "rd_2m": p.rd_huge, "class": getattr(p, "class"), "accesses": p.accesses}
+                           for p in rep.points],
                           columns=["pid", "addr", "region", "rd_4k", "rd_2m", "class", "accesses"])
     info = json.loads(_core.trace_info(path, False))
     h = info["header"]
@@ -703,7 +708,7 @@ def reuse(trace, threshold: float = 1024, average: str = "ema", alpha: float = 0
             "trace": {"path": path, "workload": h["workload"], "params": h.get("params", {}),
                       "regions": h.get("regions", []), "cpus": h.get("cpus"), "processes": h.get("processes", 1),
                       "accesses": info["summary"]["accesses"]},
-            "options": rep["options"], "points_total": rep["points_total"], "points_kept": len(rep["points"])}
+            "options": rep.options.to_dict(), "points_total": rep.points_total, "points_kept": len(rep.points)}
     regions.attrs["meta"] = meta
     res = ReuseResult(regions, points, rep, meta)
     if out:
@@ -777,24 +782,25 @@ def multi(trace, policies: Sequence[str] = DEFAULT_MULTI_POLICIES, budgets: Sequ
     cpu_map = _process_cpus(info["header"])
     rows, per_proc, timeline = [], [], []
     for r, t in zip(results, tags):
-        d = r.to_dict()
+        d = r.record
         rows.append(_row(r, experiment="multi", **t))
-        walks = d["translation"].get("per_cpu_walks", [])
-        base_walks = ((d.get("base") or {}).get("translation") or {}).get("per_cpu_walks", [])
-        for p in d.get("processes", []):
+        walks = getattr(d.translation, "per_cpu_walks", [])
+        base = getattr(d, "base", None)
+        base_walks = [] if base is None else getattr(base.translation, "per_cpu_walks", [])
+        for p in getattr(d, "processes", []):
             wr = None
-            if cpu_map and p["pid"] in cpu_map:
-                w = sum(walks[c] for c in cpu_map[p["pid"]] if c < len(walks))
-                bw = sum(base_walks[c] for c in cpu_map[p["pid"]] if c < len(base_walks))
+            if cpu_map and p.pid in cpu_map:
+                w = sum(walks[c] for c in cpu_map[p.pid] if c < len(walks))
+                bw = sum(base_walks[c] for c in cpu_map[p.pid] if c < len(base_walks))
                 wr = 1.0 - w / bw if bw else None
-            per_proc.append({"experiment": "multi", "policy": d["label"], "budget_pct": t["budget_pct"],
-                             "role": t["role"], "pid": p["pid"], "process": p["name"], "huge_bytes": p["huge_bytes"],
-                             "huge_share": p["huge_share"], "footprint_bytes": p["footprint_bytes"],
+            per_proc.append({"experiment": "multi", "policy": d.label, "budget_pct": t["budget_pct"],
+                             "role": t["role"], "pid": p.pid, "process": p.name, "huge_bytes": p.huge_bytes,
+                             "huge_share": p.huge_share, "footprint_bytes": p.footprint_bytes,
                              "walk_reduction": wr, "kind": "estimate"})
-        for smp in d.get("timeline", []):
-            for pid, h in enumerate(smp["huge_bytes"]):
-                timeline.append({"policy": d["label"], "budget_pct": t["budget_pct"], "role": t["role"],
-                                 "time_s": smp["time_s"], "accesses": smp["accesses"], "pid": pid, "huge_bytes": h,
+        for smp in getattr(d, "timeline", []):
+            for pid, h in enumerate(smp.huge_bytes):
+                timeline.append({"policy": d.label, "budget_pct": t["budget_pct"], "role": t["role"],
+                                 "time_s": smp.time_s, "accesses": smp.accesses, "pid": pid, "huge_bytes": h,
                                  "kind": "estimate"})
     meta = _meta("multi", path, results, {"policies": policies, "budgets_pct": budgets,
                                             "per_process_walks": cpu_map is not None})

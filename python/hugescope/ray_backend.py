@@ -184,7 +184,9 @@ def simulate_batch(path: str, identity: Dict[str, Any], shipped: Optional[list],
                 from ._io import _write_file
 
                 _write_file(_copy_path(identity, create=True), ray.get(shipped[0]))
-        text = _core.run_specs(local, configs_json, threads=threads, **core_args)
+        records = _core.run_specs(local, configs_json, threads=threads, **core_args)
+        # The results travel as the JSON the core writes from its records.
+        text = "[" + ", ".join(r.to_json() for r in records) + "]"
         return {"results": text, "version": _core.version(), "copy_on": _node_id() if copy else None}
     except HugescopeError as e:
         return {"error": str(e)}

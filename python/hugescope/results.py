@@ -1,7 +1,10 @@
-"""Result objects: dict-backed, with DataFrame views.
+"""Result objects: the core's typed results, with DataFrame views.
 
-Every figure is traceable to a counter in the JSON the core produced; cycle
-figures are estimates of the cost model (``result["cost"]["kind"] ==
+A ``SimResult`` holds the core's ``Record`` of one simulation (the Rust
+result's fields, read by attribute: ``r.record.translation.walks``; see
+``hugescope-py/src/record.rs``). Every figure is traceable to a field of
+that record, and the JSON files are written from it by the core; cycle
+figures are estimates of the cost model (``r.record.cost.kind ==
 "estimate"``), never measurements.
 """
 
@@ -10,85 +13,107 @@ from __future__ import annotations
 import json
 from typing import Any, Dict
 
+from . import _core
+
+
+def as_record(data) -> "_core.Record":
+    """The core's record of a result: a ``Record`` as is, or one read from
+    a dict (a checkpoint's entry, a saved result file)."""
+    if isinstance(data, _core.Record):
+        return data
+    if isinstance(data, SimResult):
+        return data.record
+    return _core.Record.from_json(json.dumps(data))
+
 
 class SimResult:
     """The result of one simulation.
 
-    ``to_dict()`` gives the full JSON structure; ``to_frame()`` one row per page
-    size; ``summary()`` a flat dict of the headline numbers.
+    ``record`` is the core's typed result (attributes); ``to_dict()`` gives
+    the full structure as plain dicts; ``to_frame()`` one row per page size;
+    ``summary()`` a flat dict of the headline numbers.
     """
 
-    def __init__(self, data: Dict[str, Any]):
-        self._data = data
+    def __init__(self, data):
+        self.record = as_record(data)
+        self._dict = None
+
+    def _plain(self) -> Dict[str, Any]:
+        # The plain form, made once for dict-style reads (``r["translation"]``).
+        if self._dict is None:
+            self._dict = self.record.to_dict()
+        return self._dict
 
     def __getitem__(self, key: str) -> Any:
-        return self._data[key]
+        return self._plain()[key]
 
     def __contains__(self, key: str) -> bool:
-        return key in self._data
+        return key in self.record
 
     def to_dict(self) -> Dict[str, Any]:
-        return json.loads(json.dumps(self._data))
+        return self.record.to_dict()
 
     def to_json(self, indent: int = 2) -> str:
-        return json.dumps(self._data, indent=indent, sort_keys=False)
+        """The result as JSON, written by the core from its record."""
+        return self.record.to_json(indent)
 
     def summary(self) -> Dict[str, Any]:
-        t = self._data["translation"]
-        c = self._data["cost"]
+        r = self.record
+        t, c = r.translation, r.cost
         out = {
-            "pages": self._data.get("pages"),
-            "policy": self._data.get("policy"),
-            "accesses": t["accesses"],
-            "l1_hits": t["l1_hits"],
-            "l2_hits": t["l2_hits"],
-            "walks": t["walks"],
-            "walk_refs": t["walk_refs"],
-            "pwc_hits": t["pwc_hits"],
-            "walks_per_1k": t["walks_per_1k_accesses"],
-            "walk_rate": t["walk_rate"],
-            "translation_share_est": c["translation_share"],
-            "total_cycles_est": c["total_cycles"],
+            "pages": getattr(r, "pages", None),
+            "policy": getattr(r, "policy", None),
+            "accesses": t.accesses,
+            "l1_hits": t.l1_hits,
+            "l2_hits": t.l2_hits,
+            "walks": t.walks,
+            "walk_refs": t.walk_refs,
+            "pwc_hits": t.pwc_hits,
+            "walks_per_1k": t.walks_per_1k_accesses,
+            "walk_rate": t.walk_rate,
+            "translation_share_est": c.translation_share,
+            "total_cycles_est": c.total_cycles,
         }
-        if self._data.get("speedup_vs_base") is not None:
-            out["speedup_est"] = self._data["speedup_vs_base"]
-            out["xlat_speedup_est"] = self._data.get("translation_speedup_vs_base")
-        if "os_stats" in self._data:
-            o = self._data["os_stats"]
-            procs = self._data.get("processes", [])
-            fp = sum(p["footprint_bytes"] for p in procs) or self._data.get("footprint_bytes") or 0
-            huge = sum(p["huge_bytes"] for p in procs)
+        if getattr(r, "speedup_vs_base", None) is not None:
+            out["speedup_est"] = r.speedup_vs_base
+            out["xlat_speedup_est"] = getattr(r, "translation_speedup_vs_base", None)
+        if "os_stats" in r:
+            o = r.os_stats
+            procs = getattr(r, "processes", [])
+            fp = sum(p.footprint_bytes for p in procs) or getattr(r, "footprint_bytes", None) or 0
+            huge = sum(p.huge_bytes for p in procs)
             out.update({
-                "label": self._data.get("label"),
+                "label": getattr(r, "label", None),
                 "huge_bytes": huge,
                 "huge_share": huge / fp if fp else 0.0,
-                "promotions": o["promotions"],
-                "faults_base": o["faults_base"],
-                "faults_huge": sum(n for _, n in o["faults_huge"]),
-                "fault_fallbacks": o["fault_fallbacks"],
-                "bloat": max((p["bloat"] for p in procs), default=1.0),
-                "virtual_seconds": self._data.get("virtual_seconds"),
+                "promotions": o.promotions,
+                "faults_base": o.faults_base,
+                "faults_huge": sum(n for _, n in o.faults_huge),
+                "fault_fallbacks": o.fault_fallbacks,
+                "bloat": max((p.bloat for p in procs), default=1.0),
+                "virtual_seconds": getattr(r, "virtual_seconds", None),
             })
             # Reservation-based policies (navarro): the counters exist only
             # when reservations were made, so other summaries are unchanged.
             for key in ("reservations", "preemptions", "peak_reserved_frames", "wp_traps", "writeback_bytes"):
                 if key in o:
-                    out[key] = o[key]
+                    out[key] = getattr(o, key)
             # Page daemon runs only (os.pagedaemon, docs/kernel.md): what it
             # evicted and the contiguity left at the end.
-            d = o.get("pagedaemon")
+            d = getattr(o, "pagedaemon", None)
             if d is not None:
-                out.update({k: d[k] for k in ("pages_evicted", "refaults_soft", "refaults_hard", "bytes_written_back",
-                                              "wired_frames")})
-            if o.get("contiguity") is not None:
-                out["contiguity"] = o["contiguity"]["score"]
+                out.update({"pages_evicted": d.pages_evicted, "refaults_soft": d.refaults_soft,
+                            "refaults_hard": d.refaults_hard, "bytes_written_back": d.bytes_written_back,
+                            "wired_frames": d.wired_frames})
+            if getattr(o, "contiguity", None) is not None:
+                out["contiguity"] = o.contiguity.score
         # Virtualized runs only (--host-policy): the hypervisor's counters.
-        v = self._data.get("virt")
+        v = getattr(r, "virt", None)
         if v is not None:
-            out.update({"host_policy": v["host_policy"], "vm_exits": v["vm_exits"]["total"],
-                        "vm_exits_after_zap": v["vm_exits"]["ept_violation_after_zap"],
-                        "vm_exit_seconds": v["vm_exit_seconds"], "guest_huge_bytes": v["guest_huge_bytes"],
-                        "host_huge_bytes": v["host_huge_bytes"]})
+            out.update({"host_policy": v.host_policy, "vm_exits": v.vm_exits.total,
+                        "vm_exits_after_zap": v.vm_exits.ept_violation_after_zap,
+                        "vm_exit_seconds": v.vm_exit_seconds, "guest_huge_bytes": v.guest_huge_bytes,
+                        "host_huge_bytes": v.host_huge_bytes})
         return {k: v for k, v in out.items() if v is not None}
 
     def walks_by_pair(self):
@@ -96,8 +121,9 @@ class SimResult:
         page size (empty for a native run)."""
         import pandas as pd
 
-        return pd.DataFrame((self._data.get("virt") or {}).get("walks_by_pair", []),
-                            columns=["guest", "host", "walks", "walk_refs"])
+        v = getattr(self.record, "virt", None)
+        pairs = [] if v is None else [p.to_dict() for p in v.walks_by_pair]
+        return pd.DataFrame(pairs, columns=["guest", "host", "walks", "walk_refs"])
 
     def timeline(self):
         """Huge-page bytes, RSS and FMFI over virtual time (one row per sample
@@ -106,12 +132,12 @@ class SimResult:
         import pandas as pd
 
         rows = []
-        for smp in self._data.get("timeline", []):
-            for pid, (h, r) in enumerate(zip(smp["huge_bytes"], smp["rss_bytes"])):
-                row = {"time_s": smp["time_s"], "accesses": smp["accesses"], "pid": pid, "huge_bytes": h,
-                       "rss_bytes": r, "fmfi": smp["fmfi"], "promotions": smp["promotions"]}
+        for smp in getattr(self.record, "timeline", []):
+            for pid, (h, r) in enumerate(zip(smp.huge_bytes, smp.rss_bytes)):
+                row = {"time_s": smp.time_s, "accesses": smp.accesses, "pid": pid, "huge_bytes": h,
+                       "rss_bytes": r, "fmfi": smp.fmfi, "promotions": smp.promotions}
                 if "contiguity" in smp:
-                    row["contiguity"] = smp["contiguity"]
+                    row["contiguity"] = smp.contiguity
                 rows.append(row)
         return pd.DataFrame(rows)
 
@@ -119,11 +145,13 @@ class SimResult:
         """The page daemon's counters (``os_stats.pagedaemon``) plus the final
         contiguity metric; empty when the run had no daemon, wired stream or
         process exit configured."""
-        o = self._data.get("os_stats", {})
-        out = dict(o.get("pagedaemon") or {})
-        if o.get("contiguity") is not None:
-            out["contiguity"] = o["contiguity"]["score"]
-            out["free_extent_share"] = list(o["contiguity"]["free_extent_share"])
+        o = getattr(self.record, "os_stats", None)
+        d = None if o is None else getattr(o, "pagedaemon", None)
+        out = {} if d is None else d.to_dict()
+        c = None if o is None else getattr(o, "contiguity", None)
+        if c is not None:
+            out["contiguity"] = c.score
+            out["free_extent_share"] = list(c.free_extent_share)
         return out
 
     def processes(self):
@@ -133,7 +161,7 @@ class SimResult:
         import pandas as pd
 
         cols = ["pid", "name", "finish_seconds", "accesses", "huge_bytes", "rss_bytes", "base_rss_bytes", "bloat"]
-        rows = [{c: p.get(c) for c in cols} for p in self._data.get("processes", [])]
+        rows = [{c: getattr(p, c, None) for c in cols} for p in getattr(self.record, "processes", [])]
         df = pd.DataFrame(rows, columns=cols)
         # Single-trace runs have no finish time or per-process count: missing
         # values, with the columns' types the same as in a concurrent run.
@@ -143,13 +171,14 @@ class SimResult:
 
     def plan(self) -> dict:
         """The plan this policy executed (for ``--emit-plan`` and real replay)."""
-        return {"version": 1, "entries": self._data.get("executed_plan", [])}
+        plan = getattr(self.record, "executed_plan", [])
+        return {"version": 1, "entries": [e.to_dict() if isinstance(e, _core.Record) else e for e in plan]}
 
     def to_frame(self):
         """One row per page size: accesses, L1/L2 hits and misses, walks."""
         import pandas as pd
 
-        return pd.DataFrame(self._data["translation"]["by_page_size"]).set_index("page_size")
+        return pd.DataFrame([s.to_dict() for s in self.record.translation.by_page_size]).set_index("page_size")
 
     def __repr__(self) -> str:
         s = self.summary()

@@ -177,9 +177,9 @@ def prepare(label: str, name: str, params: Dict[str, Any], policies: Sequence[st
             else:
                 pages = "4k"
             log(f"{label}: simulating {p['plan']} ({len(p['regions'])} regions)")
-            sim = api.simulate(trace, pages=pages, **machine).to_dict()
+            sim = api.simulate(trace, pages=pages, **machine)
             p["features"] = cost_model.features(sim)
-            sims.setdefault("machine", sim.get("machine"))
+            sims.setdefault("machine", sim.record.machine.to_dict())
     return {"label": label, "workload": name, "params": params, "candidates": len(candidates), "ks": ks,
             "footprint": int(layout["footprint"]), "accesses": info["summary"]["accesses"],
             "trace_result": info.get("result"), "plans": plans, "machine": sims.get("machine")}

@@ -93,23 +93,26 @@ DS_PAPER_NOTE = ("ISCA'13 §3.3 (designed, not evaluated): a VMM or guest segmen
 MIB = 1 << 20
 
 
-def _row(workload: str, label: str, host: str, guest: str, d: Dict[str, Any]) -> Dict[str, Any]:
-    t = d["translation"]
-    cost = d["machine"]["cost"]
-    v = d.get("virt") or {}
-    walks, refs = t["walks"], t["walk_refs"]
+def _row(workload: str, label: str, host: str, guest: str, d) -> Dict[str, Any]:
+    """One table row from a virtualized result's record ``d``."""
+    from .cost_model import walker_cycles
+
+    t = d.translation
+    v = getattr(d, "virt", None)
+    exits = getattr(v, "vm_exits", None)
+    walks, refs = t.walks, t.walk_refs
     return {
         "workload": workload, "config": label, "host_policy": host, "guest_policy": guest,
         "walks": walks, "walk_refs": refs, "refs_per_walk": refs / walks if walks else None,
         # Cycles of the page walks alone (references and PWC hits), an estimate.
-        "walk_cycles_est": refs * cost["walk_ref_cycles"] + t.get("pwc_hits", 0) * cost["pwc_hit_cycles"],
-        "total_cycles_est": d["cost"]["total_cycles"],
-        "vm_exits": (v.get("vm_exits") or {}).get("total"),
-        "vm_exits_first_touch": (v.get("vm_exits") or {}).get("ept_violation_first_touch"),
-        "vm_exits_after_zap": (v.get("vm_exits") or {}).get("ept_violation_after_zap"),
-        "guest_huge_mib": (v.get("guest_huge_bytes") or 0) / MIB,
-        "host_huge_mib": (v.get("host_huge_bytes") or 0) / MIB,
-        "walks_by_pair": ", ".join(f"{p['guest']}/{p['host']} {p['walks']}" for p in v.get("walks_by_pair", [])),
+        "walk_cycles_est": walker_cycles(t, d.machine.cost),
+        "total_cycles_est": d.cost.total_cycles,
+        "vm_exits": getattr(exits, "total", None),
+        "vm_exits_first_touch": getattr(exits, "ept_violation_first_touch", None),
+        "vm_exits_after_zap": getattr(exits, "ept_violation_after_zap", None),
+        "guest_huge_mib": (getattr(v, "guest_huge_bytes", None) or 0) / MIB,
+        "host_huge_mib": (getattr(v, "host_huge_bytes", None) or 0) / MIB,
+        "walks_by_pair": ", ".join(f"{p.guest}/{p.host} {p.walks}" for p in getattr(v, "walks_by_pair", [])),
         "kind": "estimate",
     }
 
@@ -126,7 +129,7 @@ def _nested(paths: Dict[str, str], cfg: Dict[str, Any], step) -> List[Dict[str, 
             results = api.compare(path, [g for _, g in members], preset=PRESET, host_policy=host, with_base=False,
                                   **cfg["os"])
             for (label, guest), r in zip(members, results):
-                by_label[label] = _row(wl, label, host, guest, r.to_dict())
+                by_label[label] = _row(wl, label, host, guest, r.record)
             step(f"{wl}: host {host}")
         ref = by_label["hB/gB"]["total_cycles_est"]
         for label, _, _ in CONFIGS:
@@ -145,9 +148,8 @@ def _ds_virt(paths: Dict[str, str], cfg: Dict[str, Any], step) -> List[Dict[str,
             keys = [f"virt.guest_segment={'on' if gs else 'off'}", f"virt.vmm_segment={'on' if vs else 'off'}"]
             r = api.compare(path, ["base"], preset=PRESET, set=keys, host_policy="base", with_base=False,
                             **cfg["os"])[0]
-            d = r.to_dict()
-            row = _row(wl, label, "base", "base", d)
-            seg = (d.get("virt") or {}).get("guest_segment_walks")
+            row = _row(wl, label, "base", "base", r.record)
+            seg = getattr(getattr(r.record, "virt", None), "guest_segment_walks", None)
             row["guest_segment_walk_fraction"] = (seg / row["walks"] if seg is not None and row["walks"] else
                                                   (0.0 if not gs else None))
             by_label[label] = row

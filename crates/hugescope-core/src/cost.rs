@@ -82,11 +82,65 @@ impl CostConfig {
     }
 }
 
+/// The counters the model prices, as reals: a run's counts, or a fit's
+/// scaled ones (the calibrated model below).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Priced {
+    pub l1_hits: f64,
+    pub l2_hits: f64,
+    /// Walk references that hit the page-table line cache (all of them when
+    /// the run did not split them) and that missed it.
+    pub walk_refs_llc: f64,
+    pub walk_refs_mem: f64,
+    pub pwc_hits: f64,
+}
+
+impl Priced {
+    pub fn of(c: &TranslationCounters) -> Priced {
+        let mem = c.walk_refs_mem.unwrap_or(0);
+        Priced {
+            l1_hits: c.l1_hits as f64,
+            l2_hits: c.l2_hits as f64,
+            walk_refs_llc: (c.walk_refs - mem) as f64,
+            walk_refs_mem: mem as f64,
+            pwc_hits: c.pwc_hits as f64,
+        }
+    }
+}
+
+/// Translation cycles of `n` under `p`: the one formula of the model (the
+/// simulator's estimate and the calibrated prediction both price through
+/// it). With the line cache off every reference costs `walk_ref_cycles`;
+/// for whole counts below 2^53 the sums are exact, so this is bit for bit
+/// `walk_refs_cycles` of the counters.
+pub fn priced_cycles(n: &Priced, p: &CostConfig) -> f64 {
+    let refs = if p.pt_cache_lines == 0 {
+        (n.walk_refs_llc + n.walk_refs_mem) * p.walk_ref_cycles
+    } else {
+        n.walk_refs_llc * p.walk_ref_cycles + n.walk_refs_mem * p.walk_ref_mem_cycles
+    };
+    n.l1_hits * p.l1_hit_cycles + n.l2_hits * p.l2_hit_cycles + refs + n.pwc_hits * p.pwc_hit_cycles
+}
+
 pub fn translation_cycles(c: &TranslationCounters, p: &CostConfig) -> f64 {
-    c.l1_hits as f64 * p.l1_hit_cycles
-        + c.l2_hits as f64 * p.l2_hit_cycles
-        + p.walk_refs_cycles(c.walk_refs, c.walk_refs_mem.unwrap_or(0))
-        + c.pwc_hits as f64 * p.pwc_hit_cycles
+    priced_cycles(&Priced::of(c), p)
+}
+
+/// Cycles the page walker spends: walk references and PWC hits priced as
+/// in `priced_cycles`, the L1-miss/L2-hit term left out (the direct-segments
+/// paper's overhead of the walks alone, ISCA'13 §6; every reference at
+/// `walk_ref_cycles`, as the line cache is off on its machines).
+pub fn walker_cycles(walk_refs: f64, pwc_hits: f64, p: &CostConfig) -> f64 {
+    let walks_only = CostConfig { pt_cache_lines: 0, ..p.clone() };
+    priced_cycles(&Priced { walk_refs_llc: walk_refs, pwc_hits, ..Default::default() }, &walks_only)
+}
+
+/// Cycles of `accesses` accesses with translation counters `n` and no OS
+/// work (a static page map): the base cost plus `priced_cycles`, as
+/// `estimate` adds them. `hugescope calibrate` fits `p`'s base and walk
+/// prices to measured times through this.
+pub fn static_cycles(accesses: f64, n: &Priced, p: &CostConfig) -> f64 {
+    accesses * p.base_cycles_per_access + priced_cycles(n, p)
 }
 
 pub fn estimate(c: &TranslationCounters, p: &CostConfig, os_cycles: f64) -> CostEstimate {
@@ -129,6 +183,101 @@ pub fn speedup(baseline: &CostEstimate, run: &CostEstimate) -> f64 {
     }
 }
 
+// ---------------------------------------------------------------------------
+// The calibrated model (docs/cost-model.md, "The calibrated model")
+// ---------------------------------------------------------------------------
+//
+//   X(P)         = l2_hits x l2_hit_ns + pwc_hits x pwc_hit_ns
+//                + walk_refs_llc x walk_ref_llc_ns + walk_refs_mem x walk_ref_mem_ns
+//   predicted(P) = T_allhuge (measured) + (1 - overlap) x (X(P) - X(all huge))
+//
+// X is `translation_cycles` above priced in nanoseconds (a clock of 1 GHz,
+// L1 hits free, the page-table line cache's split on when the counters have
+// it), so the simulator's estimate and the calibrated prediction are one
+// formula. The program's own time is the measured all-huge run, which
+// differs from any plan's only by translation; `overlap` is the share of
+// translation time hidden behind other work. `python/hugescope/cost_model.py`
+// fits the free parameters to measured plans (a least-squares search) and
+// calls these for every prediction.
+
+/// A parameter of the calibrated model: its name, unit, upper bound (every
+/// lower bound is 0) and the value used without a calibration.
+pub struct CalibratedParam {
+    pub name: &'static str,
+    pub unit: &'static str,
+    pub upper: f64,
+    pub default: f64,
+}
+
+/// The calibrated model's parameters, in order. Bounds: a fraction, and no
+/// memory reference takes a microsecond. Defaults: the preset estimates of
+/// docs/assumptions.md at 3 GHz (7 cycles per L2 TLB hit, 1 per PWC hit, 50
+/// per walk reference) and a DRAM access of 90 ns; no overlap.
+pub const CALIBRATED_PARAMS: [CalibratedParam; 5] = [
+    CalibratedParam { name: "l2_hit_ns", unit: "ns per L1 TLB miss that hits the L2 TLB", upper: 1000.0, default: 7.0 / 3.0 },
+    CalibratedParam { name: "pwc_hit_ns", unit: "ns per page-walk-cache hit", upper: 1000.0, default: 1.0 / 3.0 },
+    CalibratedParam {
+        name: "walk_ref_llc_ns",
+        unit: "ns per page-walk reference that hits the page-table line cache (LLC)",
+        upper: 1000.0,
+        default: 50.0 / 3.0,
+    },
+    CalibratedParam { name: "walk_ref_mem_ns", unit: "ns per page-walk reference that misses it (DRAM)", upper: 1000.0, default: 90.0 },
+    CalibratedParam { name: "overlap", unit: "fraction (0..1) of translation time hidden behind other work", upper: 1.0, default: 0.0 },
+];
+
+/// Values of the calibrated model's parameters (`CALIBRATED_PARAMS`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Calibrated {
+    pub l2_hit_ns: f64,
+    pub pwc_hit_ns: f64,
+    pub walk_ref_llc_ns: f64,
+    pub walk_ref_mem_ns: f64,
+    pub overlap: f64,
+}
+
+impl Calibrated {
+    /// The parameters in `CALIBRATED_PARAMS` order, each checked against its
+    /// bounds (a message naming the parameter, its value and its unit).
+    pub fn new(values: [f64; 5]) -> crate::Result<Calibrated> {
+        for (p, &v) in CALIBRATED_PARAMS.iter().zip(&values) {
+            if !(v.is_finite() && (0.0..=p.upper).contains(&v)) {
+                return Err(crate::Error::input(format!(
+                    "cost model parameter {}={v} is not between 0 and {} ({})",
+                    p.name, p.upper, p.unit
+                )));
+            }
+        }
+        let [l2_hit_ns, pwc_hit_ns, walk_ref_llc_ns, walk_ref_mem_ns, overlap] = values;
+        Ok(Calibrated { l2_hit_ns, pwc_hit_ns, walk_ref_llc_ns, walk_ref_mem_ns, overlap })
+    }
+
+    /// X: the translation time of counters `n` before overlap, in seconds:
+    /// `priced_cycles` at 1 GHz with these prices, L1 hits free.
+    pub fn translation_seconds(&self, n: &Priced) -> f64 {
+        let prices = CostConfig {
+            base_cycles_per_access: 0.0,
+            l1_hit_cycles: 0.0,
+            l2_hit_cycles: self.l2_hit_ns,
+            walk_ref_cycles: self.walk_ref_llc_ns,
+            pwc_hit_cycles: self.pwc_hit_ns,
+            pt_cache_lines: 1,
+            walk_ref_mem_cycles: self.walk_ref_mem_ns,
+            cpu_ghz: 1.0,
+            source: String::new(),
+        };
+        1e-9 * priced_cycles(n, &prices)
+    }
+
+    /// Predicted run time (s, an estimate) of a plan with counters `plan`:
+    /// the workload's measured all-huge time `t_huge` plus the translation
+    /// time the plan adds over all huge (`huge`), less the overlapped share.
+    pub fn predict_seconds(&self, t_huge: f64, plan: &Priced, huge: &Priced) -> f64 {
+        let dx = self.translation_seconds(plan) - self.translation_seconds(huge);
+        t_huge + (1.0 - self.overlap) * dx
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -162,5 +311,91 @@ mod tests {
         assert_eq!(translation_cycles(&c2, &q), 70.0 + 15.0 * 50.0 + 10.0 * 200.0 + 5.0);
         // Off, the classes are ignored even if present.
         assert_eq!(translation_cycles(&c2, &p), 70.0 + 1250.0 + 5.0);
+    }
+
+    #[test]
+    fn calibrated_prediction_by_hand() {
+        let p = Calibrated::new([2.0, 0.5, 20.0, 100.0, 0.25]).unwrap();
+        let plan = TranslationCounters {
+            l2_hits: 100_000,
+            pwc_hits: 400_000,
+            walk_refs: 3_000_000,
+            walk_refs_llc: Some(2_000_000),
+            walk_refs_mem: Some(1_000_000),
+            l1_hits: 7, // free in this model
+            ..Default::default()
+        };
+        let (plan, huge) = (Priced::of(&plan), Priced { l2_hits: 1000.0, ..Default::default() });
+        // X(plan) = 1e5*2 + 4e5*0.5 + 2e6*20 + 1e6*100 ns = 140.4e6 ns; X(huge) = 2e3 ns.
+        assert!((p.translation_seconds(&plan) - 0.1404).abs() < 1e-15);
+        let dx = (140.4e6 - 2e3) * 1e-9;
+        assert!((p.predict_seconds(1.0, &plan, &huge) - (1.0 + 0.75 * dx)).abs() < 1e-12);
+        assert_eq!(p.predict_seconds(1.0, &huge, &huge), 1.0);
+        // Without the split every reference is an LLC hit: 3e6 x 20 ns.
+        let unsplit = Priced::of(&TranslationCounters { l2_hits: 100_000, pwc_hits: 400_000, walk_refs: 3_000_000, ..Default::default() });
+        assert!((p.translation_seconds(&unsplit) - (2e5 + 2e5 + 3e6 * 20.0) * 1e-9).abs() < 1e-15);
+        // A fit's scaled counts need not be whole.
+        let scaled = Priced { walk_refs_mem: 0.5, ..Default::default() };
+        assert!((p.translation_seconds(&scaled) - 50.0e-9).abs() < 1e-20);
+        // Out of bounds, NaN: refused naming the parameter.
+        let e = Calibrated::new([2.0, 0.5, 20.0, 100.0, 1.5]).unwrap_err().to_string();
+        assert!(e.contains("overlap=1.5"), "{e}");
+        assert!(Calibrated::new([f64::NAN, 0.5, 20.0, 100.0, 0.0]).unwrap_err().to_string().contains("l2_hit_ns"));
+    }
+
+    #[test]
+    fn walker_cycles_are_references_and_pwc_hits_alone() {
+        let p = CostConfig {
+            base_cycles_per_access: 10.0,
+            l1_hit_cycles: 0.5,
+            l2_hit_cycles: 7.0,
+            walk_ref_cycles: 50.0,
+            pwc_hit_cycles: 1.0,
+            pt_cache_lines: 64,
+            walk_ref_mem_cycles: 200.0,
+            cpu_ghz: 1.0,
+            source: "test".into(),
+        };
+        // 25 references x 50 + 5 PWC hits x 1; base, L1, L2 and the line
+        // cache's DRAM price play no part.
+        assert_eq!(walker_cycles(25.0, 5.0, &p), 1255.0);
+        assert_eq!(walker_cycles(0.0, 0.0, &p), 0.0);
+    }
+
+    #[test]
+    fn priced_cycles_is_bit_for_bit_the_counter_formula() {
+        // The estimate every result carries must not move by an ulp: the
+        // real-valued formula against the integer one it replaced.
+        let p = CostConfig {
+            base_cycles_per_access: 10.0,
+            l1_hit_cycles: 0.3,
+            l2_hit_cycles: 7.1,
+            walk_ref_cycles: 50.7,
+            pwc_hit_cycles: 1.3,
+            pt_cache_lines: 0,
+            walk_ref_mem_cycles: 0.0,
+            cpu_ghz: 3.0,
+            source: "test".into(),
+        };
+        let q = CostConfig { pt_cache_lines: 64, walk_ref_mem_cycles: 213.9, ..p.clone() };
+        for k in 0..200u64 {
+            let x = k * 7_919_993 + 3;
+            let c = TranslationCounters {
+                l1_hits: x * 13,
+                l2_hits: x * 3 + 1,
+                walk_refs: x * 4 + 7,
+                walk_refs_llc: Some(x * 3 + 7),
+                walk_refs_mem: Some(x),
+                pwc_hits: x / 3,
+                ..Default::default()
+            };
+            for p in [&p, &q] {
+                let old = c.l1_hits as f64 * p.l1_hit_cycles
+                    + c.l2_hits as f64 * p.l2_hit_cycles
+                    + p.walk_refs_cycles(c.walk_refs, c.walk_refs_mem.unwrap_or(0))
+                    + c.pwc_hits as f64 * p.pwc_hit_cycles;
+                assert_eq!(translation_cycles(&c, p).to_bits(), old.to_bits());
+            }
+        }
     }
 }

@@ -30,6 +30,7 @@ pub mod sim;
 pub mod stats;
 pub mod strict;
 pub mod sweep;
+pub mod sweep_batch;
 pub mod tlb_sizes;
 pub mod trace;
 pub mod units;

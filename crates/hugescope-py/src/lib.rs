@@ -1,8 +1,9 @@
 //! PyO3 bindings: the Python module `hugescope._core`.
 //!
-//! Deliberately thin. Arguments are plain values; structured results cross the
-//! boundary as JSON text that `python/hugescope` turns into result objects and
-//! DataFrames. All logic lives in the Rust crates; nothing is computed here.
+//! Deliberately thin. Arguments are plain values. Simulation results cross
+//! the boundary as typed records (`record.rs`: read by attribute, written to
+//! files from the same tree); the other structured answers still cross as
+//! JSON text. All logic lives in the Rust crates; nothing is computed here.
 
 use hugescope_core::config::{MachineConfig, PRESETS};
 use hugescope_core::configuration::{Config, Source};
@@ -10,12 +11,18 @@ use hugescope_core::os::config::os_knobs;
 use hugescope_core::trace::hst;
 use hugescope_core::input;
 use pyo3::prelude::*;
+use pyo3::types::PyList;
+use record::{records, Record};
 use serde::Serialize;
 
+mod cost;
 mod experiments;
 mod interrupt;
 mod linux;
+mod pyjson;
+mod record;
 mod reproduce;
+mod trace_reader;
 mod tracing;
 
 use interrupt::{cancellable, cancellable_progress};
@@ -139,16 +146,16 @@ fn simulate_static(
     pages: String,
     config_text: Option<String>,
     progress: Option<Py<PyAny>>,
-) -> PyResult<String> {
+) -> PyResult<Record> {
     let cfg = machine(preset.as_deref(), config.as_deref(), config_text.as_deref(), &overrides)?;
-    json(&cancellable_progress(py, progress, |hook| {
+    Record::of(&cancellable_progress(py, progress, |hook| {
         hugescope_core::sim::simulate_static_with_progress(&trace, cfg, &pages, hook).map_err(err)
     })?)
 }
 
 /// Every size in `entries` of one L2 TLB structure (`structure`, or the
 /// machine's only one) over a static page map, in one pass
-/// (`hugescope_core::tlb_sizes`). Returns the JSON `TlbSizesReport`.
+/// (`hugescope_core::tlb_sizes`). Returns the `TlbSizesReport` as a `Record`.
 #[pyfunction]
 #[pyo3(signature = (trace, entries, preset=None, config=None, overrides=Vec::new(), pages="4k".to_string(), structure=None, config_text=None, progress=None))]
 #[allow(clippy::too_many_arguments)]
@@ -163,9 +170,9 @@ fn simulate_tlb_sizes(
     structure: Option<String>,
     config_text: Option<String>,
     progress: Option<Py<PyAny>>,
-) -> PyResult<String> {
+) -> PyResult<Record> {
     let cfg = machine(preset.as_deref(), config.as_deref(), config_text.as_deref(), &overrides)?;
-    json(&cancellable_progress(py, progress, |hook| {
+    Record::of(&cancellable_progress(py, progress, |hook| {
         hugescope_core::tlb_sizes::simulate_tlb_sizes(&trace, cfg, &pages, structure.as_deref(), &entries, hook).map_err(err)
     })?)
 }
@@ -202,7 +209,7 @@ fn os_knob_list() -> PyResult<String> {
 /// speedup). The OS settings come from the configuration (`[os]`, and
 /// `os.KEY=VALUE` overrides, which the CLI's `--budget`, `--frag`, ... set);
 /// `policies` replace the file's `[[policy]]` entries when given. Returns a
-/// JSON list of results, one per policy. `progress(done, total)`: accesses
+/// list of results (`Record`s), one per policy. `progress(done, total)`: accesses
 /// simulated so far (`cancellable_progress`).
 #[pyfunction]
 #[pyo3(signature = (trace, policies=Vec::new(), preset=None, config=None, overrides=Vec::new(), with_base=true, config_text=None,
@@ -219,18 +226,18 @@ fn simulate_policies(
     config_text: Option<String>,
     host_policy: Option<String>,
     progress: Option<Py<PyAny>>,
-) -> PyResult<String> {
+) -> PyResult<Py<PyList>> {
     let (cfg, specs, os, mut opts) = run_setup(preset, config, config_text, &overrides, &policies, with_base)?;
     if let Some(host) = host_policy {
         // virt: the policies run in a guest over a host running `host`.
         let virt = hugescope_core::virt::VirtOptions::new(&host).map_err(err)?;
         let sched = hugescope_core::sched::SchedOptions::default();
-        return json(&cancellable_progress(py, progress, |hook| {
+        return records(py, &cancellable_progress(py, progress, |hook| {
             opts.progress = hook;
             hugescope_core::virt::simulate_virtual(&[trace.clone()], &cfg.machine, &os, &specs, &opts, &sched, &[], &virt).map_err(err)
         })?);
     }
-    json(&cancellable_progress(py, progress, |hook| {
+    records(py, &cancellable_progress(py, progress, |hook| {
         opts.progress = hook;
         hugescope_core::run::simulate_policies(&trace, &cfg.machine, &os, &specs, &opts).map_err(err)
     })?)
@@ -277,19 +284,19 @@ fn simulate_concurrent(
     start_s: Vec<f64>,
     host_policy: Option<String>,
     progress: Option<Py<PyAny>>,
-) -> PyResult<String> {
+) -> PyResult<Py<PyList>> {
     let sched = hugescope_core::sched::SchedOptions { quantum_ms };
     sched.check().map_err(err)?;
     let (cfg, specs, os, mut opts) = run_setup(preset, config, config_text, &overrides, &policies, with_base)?;
     if let Some(host) = host_policy {
         // virt: each trace runs in its own VM over a host running `host`.
         let virt = hugescope_core::virt::VirtOptions::new(&host).map_err(err)?;
-        return json(&cancellable_progress(py, progress, |hook| {
+        return records(py, &cancellable_progress(py, progress, |hook| {
             opts.progress = hook;
             hugescope_core::virt::simulate_virtual(&traces, &cfg.machine, &os, &specs, &opts, &sched, &start_s, &virt).map_err(err)
         })?);
     }
-    json(&cancellable_progress(py, progress, |hook| {
+    records(py, &cancellable_progress(py, progress, |hook| {
         opts.progress = hook;
         // `start_s`: each input's start time (a stream of processes).
         hugescope_core::run::simulate_concurrent_staggered(&traces, &cfg.machine, &os, &specs, &opts, &sched, &start_s).map_err(err)
@@ -460,9 +467,13 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(trace_workload, m)?)?;
     m.add_function(wrap_pyfunction!(native_workload, m)?)?;
     m.add_function(wrap_pyfunction!(check_output, m)?)?;
+    cost::register(m)?;
+    record::register(m)?;
+    m.add_function(wrap_pyfunction!(pyjson::float_repr, m)?)?;
     experiments::register(m)?;
     linux::register(m)?;
     tracing::register(m)?;
+    trace_reader::register(m)?;
     reproduce::register(m)?;
     Ok(())
 }
