@@ -290,6 +290,30 @@ def test_tiny_ds_end_to_end(monkeypatch):
     assert "below twice" in rows.loc["f5-gups-1g-knee", "reason"]
 
 
+def test_tiny_ds_at_paper_scale_measures_its_rows(monkeypatch):
+    # Paper scale runs the same study on SCALES['paper'] (shrunk here): every
+    # row it measures is judged, its command says --scale paper, and the GUPS
+    # sweep's tables are traced as addresses only (values=false).
+    tiny = {"gups": {"size": "8MiB", "updates": "20k", "values": False}, "graph500": {"scale": 11},
+            "npb-cg": {"rows": "3000"}, "memcached": {"records": "5k", "ops": "5k"},
+            "mysql": {"records": "5k", "ops": "2k"}, "npb-bt": {"grid": 8, "iterations": 1}}
+    monkeypatch.setitem(ds_tables.SCALES, "paper", tiny)
+    monkeypatch.setitem(ds_tables.GUPS_SIZES, "paper", ["64KiB", "1MiB", "8MiB"])
+    monkeypatch.setitem(ds_tables.GUPS_UPDATES, "paper", "20k")
+    traced = []
+    real = ds_tables.workloads.trace
+    monkeypatch.setattr(ds_tables.workloads, "trace", lambda w, path, **p: traced.append((w, p)) or real(w, path, **p))
+    r = reproduce.run(["ds"], scale="paper", seeds=[1])
+    rows = r.rows.set_index("id")
+    assert rows.loc["t4-graph500-4k", "verdict"] in ("reproduced", "not reproduced"), rows.loc["t4-graph500-4k"]
+    assert "--scale paper" in rows.loc["t4-gups-4k", "command"]
+    assert "values=False" in rows.loc["t4-gups-4k", "sources"] and "paper-scale size" in rows.loc["t4-gups-4k", "sources"]
+    sweep = [p for w, p in traced if w == "gups" and p["size"] in ("64KiB", "1MiB")]
+    assert len(sweep) == 2 and all(p.get("values") is False for p in sweep), traced
+    # Inputs stay inputs at paper scale.
+    assert rows.loc["t5-mysql", "verdict"] == "input" and rows.loc["t4-npb-cg-2m", "verdict"] == "input"
+
+
 # ---------------------------------------------------------------- the command
 
 def test_cli_writes_the_table_of_a_paper_not_wired_yet(tmp_path, capsys):
