@@ -290,6 +290,30 @@ def test_tiny_ds_end_to_end(monkeypatch):
     assert "below twice" in rows.loc["f5-gups-1g-knee", "reason"]
 
 
+def test_tiny_ds_at_paper_scale_measures_its_rows(monkeypatch):
+    # Paper scale runs the same study on SCALES['paper'] (shrunk here): every
+    # row it measures is judged, its command says --scale paper, and the GUPS
+    # sweep's tables are traced as addresses only (values=false).
+    tiny = {"gups": {"size": "8MiB", "updates": "20k", "values": False}, "graph500": {"scale": 11},
+            "npb-cg": {"rows": "3000"}, "memcached": {"records": "5k", "ops": "5k"},
+            "mysql": {"records": "5k", "ops": "2k"}, "npb-bt": {"grid": 8, "iterations": 1}}
+    monkeypatch.setitem(ds_tables.SCALES, "paper", tiny)
+    monkeypatch.setitem(ds_tables.GUPS_SIZES, "paper", ["64KiB", "1MiB", "8MiB"])
+    monkeypatch.setitem(ds_tables.GUPS_UPDATES, "paper", "20k")
+    traced = []
+    real = ds_tables.workloads.trace
+    monkeypatch.setattr(ds_tables.workloads, "trace", lambda w, path, **p: traced.append((w, p)) or real(w, path, **p))
+    r = reproduce.run(["ds"], scale="paper", seeds=[1])
+    rows = r.rows.set_index("id")
+    assert rows.loc["t4-graph500-4k", "verdict"] in ("reproduced", "not reproduced"), rows.loc["t4-graph500-4k"]
+    assert "--scale paper" in rows.loc["t4-gups-4k", "command"]
+    assert "values=False" in rows.loc["t4-gups-4k", "sources"] and "paper-scale size" in rows.loc["t4-gups-4k", "sources"]
+    sweep = [p for w, p in traced if w == "gups" and p["size"] in ("64KiB", "1MiB")]
+    assert len(sweep) == 2 and all(p.get("values") is False for p in sweep), traced
+    # Inputs stay inputs at paper scale.
+    assert rows.loc["t5-mysql", "verdict"] == "input" and rows.loc["t4-npb-cg-2m", "verdict"] == "input"
+
+
 # ---------------------------------------------------------------- the command
 
 def test_cli_writes_the_table_of_a_paper_not_wired_yet(tmp_path, capsys):
@@ -300,12 +324,24 @@ def test_cli_writes_the_table_of_a_paper_not_wired_yet(tmp_path, capsys):
     assert sorted(os.listdir(tmp_path)) == ["reproduction.csv", "reproduction.html", "reproduction.json"]
 
 
-def test_cli_paper_scale_says_what_each_row_needs(tmp_path, capsys):
-    code, _, err = run_cli("reproduce", "pcc", "--scale", "paper", "-o", tmp_path, capsys=capsys)
+def test_cli_paper_scale_runs_the_paper_sizes(tmp_path, capsys, monkeypatch):
+    # Paper scale runs reproduce/pcc.py's PAPER sizes (shrunk here): rows are
+    # judged, their commands say --scale paper, the footprint rows say which
+    # graph ran instead of the paper's Kronecker 25, and no trace is left.
+    for k, p in {"bfs": {"scale": 10, "direction_optimizing": False}, "pagerank": {"scale": 10, "iterations": 2},
+                 "sssp": {"scale": 10, "delta": 2}}.items():
+        monkeypatch.setitem(rpcc.PAPER, k, p)
+    traces = tmp_path / "traces"
+    code, _, err = run_cli("reproduce", "pcc", "--scale", "paper", "--seeds", "1", "-o", tmp_path / "out",
+                           "--traces", traces, capsys=capsys)
     assert code == 0, err
-    df = pd.read_csv(tmp_path / "reproduction.csv").set_index("id")
-    assert "sparse" in df.loc["f5-bfs-speedup", "reason"] and df.loc["t2-l2", "verdict"] == "input"
-    assert not (df["verdict"].isin(["reproduced", "shape", "not reproduced"])).any()
+    df = pd.read_csv(tmp_path / "out" / "reproduction.csv").set_index("id")
+    assert df.loc["f5-bfs-speedup", "verdict"] in ("reproduced", "not reproduced"), df.loc["f5-bfs-speedup"]
+    assert "--scale paper" in df.loc["f5-bfs-speedup", "command"] and "paper-scale size" in df.loc["f5-bfs-speedup",
+                                                                                                    "sources"]
+    assert "Kronecker 10" in df.loc["t1-bfs-kron", "reason"] and df.loc["t1-bfs-kron", "verdict"] == "not attempted"
+    assert df.loc["t2-l2", "verdict"] == "input" and df.loc["t2-pcc", "verdict"] == "input"
+    assert not [f for f in os.listdir(traces) if f.endswith(".hst") and not f.startswith("pcc-settings")]
 
 
 @pytest.mark.parametrize("args, msg", [

@@ -745,7 +745,8 @@ def add_commands(sub) -> None:
 
     d = sub.add_parser("ds-tables", help="direct segments: the paper's Tables 4/5 and GUPS scaling (ISCA'13)")
     d.add_argument("--scale", default="ci", choices=["ci", "paper"],
-                   help="ci: seconds, footprints up to 1GiB (default); paper: several GiB per workload, minutes")
+                   help="ci: seconds, footprints up to 1GiB (default); paper: GUPS to 32GiB (its Fig. 5 sweep "
+                        "included, addresses only) and the other workloads at docs/reproduction.md's sizes, minutes")
     d.add_argument("--workloads", default=None,
                    help="comma-separated subset of gups,graph500,npb-cg,memcached,mysql,npb-bt (default all)")
     d.add_argument("--preset", default="sandybridge-ds", help="machine preset (default sandybridge-ds, the paper's Table 1)")

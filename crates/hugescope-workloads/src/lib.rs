@@ -31,6 +31,7 @@ pub mod rbtree;
 pub mod registry;
 pub mod rng;
 pub mod seqtouch;
+pub mod shadow;
 pub mod sharemicro;
 pub mod shape;
 pub mod stream;

@@ -302,7 +302,14 @@ pub trait Mem {
     /// `arr` was initialised during setup (before `begin_run`): its pages are
     /// resident when the measured phase starts. Natively this is already true;
     /// a trace records it so the OS model faults them in first, in this order.
-    fn populated<T: Pod>(&mut self, _arr: &Arr<T>) {}
+    fn populated<T: Pod>(&mut self, arr: &Arr<T>) {
+        if !arr.is_empty() {
+            self.populated_span(arr.base(), arr.addr(arr.len()) - arr.base());
+        }
+    }
+    /// `populated` for the `bytes` from `base` (an array held as addresses
+    /// only, `shadow.rs`). Natively a no-op: the memory is resident.
+    fn populated_span(&mut self, _base: u64, _bytes: u64) {}
     /// Backend part of `release`: [lo, hi) are page-aligned element indices.
     fn release_pages<T: Pod>(&mut self, arr: &mut Arr<T>, lo: usize, hi: usize);
 }
@@ -348,10 +355,8 @@ impl Mem for Traced<'_> {
         arr[lo..hi].fill(T::default());
         self.sink.free(0, arr.addr(lo), arr.addr(hi) - arr.addr(lo));
     }
-    fn populated<T: Pod>(&mut self, arr: &Arr<T>) {
-        if !arr.is_empty() {
-            self.sink.populate(0, arr.base(), arr.addr(arr.len()) - arr.base());
-        }
+    fn populated_span(&mut self, base: u64, bytes: u64) {
+        self.sink.populate(0, base, bytes);
     }
 }
 

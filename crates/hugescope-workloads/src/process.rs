@@ -178,8 +178,8 @@ impl<M: Mem> Mem for Stepping<'_, M> {
     fn alloc<T: crate::mem::Pod>(&mut self, region: &hugescope_core::trace::Region, n: usize) -> Result<Arr<T>> {
         self.inner.alloc(region, n)
     }
-    fn populated<T: crate::mem::Pod>(&mut self, arr: &Arr<T>) {
-        self.inner.populated(arr)
+    fn populated_span(&mut self, base: u64, bytes: u64) {
+        self.inner.populated_span(base, bytes)
     }
     fn release_pages<T: crate::mem::Pod>(&mut self, arr: &mut Arr<T>, lo: usize, hi: usize) {
         self.inner.release_pages(arr, lo, hi)

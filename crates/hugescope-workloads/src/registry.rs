@@ -123,6 +123,14 @@ impl Resolved {
             .as_bool()
             .ok_or_else(|| Error::input(format!("{}: parameter '{k}' must be true or false", self.workload)))
     }
+    /// A boolean of `RECORDED_WHEN_GIVEN`: `default` when it was not given.
+    pub fn bool_or(&self, k: &str, default: bool) -> Result<bool> {
+        if self.map.contains_key(k) {
+            self.bool(k)
+        } else {
+            Ok(default)
+        }
+    }
     pub fn str(&self, k: &str) -> Result<&str> {
         self.get(k)?
             .as_str()
@@ -208,6 +216,13 @@ fn convert(workload: &str, spec: &ParamSpec, v: &Value) -> Result<Value> {
     }
 }
 
+/// Parameters that change how a trace is produced, not which accesses it
+/// holds (`values`: the data kept or only its addresses, `shadow.rs`). They
+/// enter the resolved parameters, and so a trace's header, only when given,
+/// so that traces made before they existed keep their bytes; read them with
+/// [`Resolved::bool_or`].
+const RECORDED_WHEN_GIVEN: &[&str] = &["values"];
+
 pub(crate) fn resolve(info: &WorkloadInfo, given: &Params) -> Result<Resolved> {
     for k in given.keys() {
         if !info.params.iter().any(|s| s.name == k) {
@@ -223,6 +238,7 @@ pub(crate) fn resolve(info: &WorkloadInfo, given: &Params) -> Result<Resolved> {
     for s in &info.params {
         let v = match given.get(s.name) {
             Some(v) => convert(info.name, s, v)?,
+            None if RECORDED_WHEN_GIVEN.contains(&s.name) => continue,
             None => convert(info.name, s, &Value::String(s.default.to_string()))?,
         };
         map.insert(s.name.to_string(), v);
@@ -301,6 +317,14 @@ impl Prepared {
             Prepared::Graph(c) => graph::temp_bytes(c),
             Prepared::Cg(c) => cg::temp_bytes(c),
             Prepared::Canneal(c) => canneal::temp_bytes(c),
+            _ => 0,
+        }
+    }
+    /// Bytes of regions a trace of this run holds as addresses only.
+    fn elided_bytes(&self) -> u64 {
+        match self {
+            Prepared::Gups(c) => gups::elided_bytes(c),
+            Prepared::Stream(c) => stream::elided_bytes(c),
             _ => 0,
         }
     }
@@ -414,17 +438,26 @@ fn check_memory(name: &str, footprint: u64, temp: u64) -> Result<()> {
     Ok(())
 }
 
-fn planned(name: &str, params: &Params) -> Result<(Prepared, Resolved, Layout, u32)> {
+/// Which backend a run is planned for: a trace holds no data its workload
+/// left out (`Prepared::elided_bytes`); a native run holds every region.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Backend {
+    Trace,
+    Native,
+}
+
+fn planned(name: &str, params: &Params, backend: Backend) -> Result<(Prepared, Resolved, Layout, u32)> {
     let (prep, r) = prepare(name, params)?;
     let layout = prep.layout()?;
-    check_memory(name, layout.footprint(), prep.temp_bytes())?;
+    let elided = if backend == Backend::Trace { prep.elided_bytes() } else { 0 };
+    check_memory(name, layout.footprint().saturating_sub(elided), prep.temp_bytes())?;
     let cpus = prep.cpus(&r)?;
     Ok((prep, r, layout, cpus))
 }
 
 /// Validate params and describe the run before it happens.
 pub fn plan(name: &str, params: &Params) -> Result<WorkloadLayout> {
-    let (_, r, layout, cpus) = planned(name, params)?;
+    let (_, r, layout, cpus) = planned(name, params, Backend::Trace)?;
     Ok(WorkloadLayout {
         workload: name.to_string(),
         footprint: layout.footprint(),
@@ -447,7 +480,7 @@ pub fn header(name: &str, params: &Params) -> Result<TraceHeader> {
 
 /// Trace mode: every access of the algorithm goes to `sink`.
 pub fn trace(name: &str, params: &Params, sink: &mut dyn AccessSink) -> Result<RunOutput> {
-    let (prep, _, layout, _) = planned(name, params)?;
+    let (prep, _, layout, _) = planned(name, params, Backend::Trace)?;
     let mut m = Traced::new(sink);
     // Cancellation unwinds out of the generator (see `Traced::touch`); the
     // sink is left as it was (an unfinished trace writer deletes its
@@ -477,7 +510,7 @@ pub fn native_events(name: &str, params: &Params, opts: &NativeOptions, on_event
 }
 
 fn native_in(name: &str, params: &Params, opts: &NativeOptions, mut m: Native<'_>) -> Result<NativeReport> {
-    let (prep, _, layout, _) = planned(name, params)?;
+    let (prep, _, layout, _) = planned(name, params, Backend::Native)?;
     let mut warnings = Vec::new();
     if thp_always() {
         warnings.push(

@@ -170,8 +170,7 @@ def run(papers: Union[str, Sequence[str]] = "all", scale: str = "ci", seeds: Uni
             measured: List[Dict[str, Any]] = []
             if p == "pcc":
                 measured += pcc.machine_rows()
-                if scale == "ci":
-                    measured += pcc.policy_rows(pcc.pcc_settings(tdir))
+                measured += pcc.policy_rows(pcc.pcc_settings(tdir))
                 m, ev = pcc.measure(scale, seed_list, tdir, step, reuse.get("pcc"), kernels)
                 measured += m
                 evidence[p] = ev

@@ -55,7 +55,8 @@ CG_INPUT = ("npb-cg places each of its eight arrays in its own 1GB page (k x 2MB
 
 
 def input_reason(row_id: str) -> Optional[str]:
-    """Why a DS row is an input at CI scale (None when it is not)."""
+    """Why a DS row is an input (None when it is not). The same at both
+    scales: paper scale keeps mysql's fitted parameters and npb-cg's layout."""
     if "-mysql" in row_id:
         return MYSQL_INPUT
     if row_id in ("t4-npb-cg-2m", "t4-npb-cg-1g", "s22-cg-1g-misses"):
@@ -63,24 +64,25 @@ def input_reason(row_id: str) -> Optional[str]:
     return None
 
 
-def params(w: str) -> Dict[str, Any]:
-    return dict(ds_tables.SCALES["ci"].get(w, {}))
+def params(w: str, scale: str = "ci") -> Dict[str, Any]:
+    return dict(ds_tables.SCALES[scale].get(w, {}))
 
 
-def source(w: str) -> str:
-    p = " ".join(f"{k}={v}" for k, v in params(w).items()) or "defaults"
-    return f"{w} {p}: {SOURCES[w]}; CI size from ds_tables.SCALES['ci']; {MACHINE}"
+def source(w: str, scale: str = "ci") -> str:
+    p = " ".join(f"{k}={v}" for k, v in params(w, scale).items()) or "defaults"
+    size = {"ci": "CI size", "paper": "paper-scale size (docs/reproduction.md, 'Paper scale')"}[scale]
+    return f"{w} {p}: {SOURCES[w]}; {size} from ds_tables.SCALES['{scale}']; {MACHINE}"
 
 
-def command(seeds: List[int], what: str = "") -> str:
-    return (f"hugescope reproduce ds --scale ci --seeds {len(seeds)}; one seed: for S in "
-            f"{' '.join(map(str, seeds))}; do hugescope ds-tables --scale ci --seed $S{what}; done")
+def command(seeds: List[int], what: str = "", scale: str = "ci") -> str:
+    return (f"hugescope reproduce ds --scale {scale} --seeds {len(seeds)}; one seed: for S in "
+            f"{' '.join(map(str, seeds))}; do hugescope ds-tables --scale {scale} --seed $S{what}; done")
 
 
-def table3(w: str) -> Dict[str, float]:
+def table3(w: str, scale: str = "ci") -> Dict[str, float]:
     """Anonymous read-write bytes over every mapped byte but the stacks (DS
     Table 3's measure, read from the workload's regions)."""
-    regions = workloads.layout(w, **params(w))["regions"]
+    regions = workloads.layout(w, **params(w, scale))["regions"]
     rw_kinds = {"anon", "heap", "bss"}
     total = sum(r["len"] for r in regions if r.get("kind", "anon") != "stack")
     rw = sum(r["len"] for r in regions if r.get("kind", "anon") in rw_kinds)
@@ -99,14 +101,12 @@ def measure(scale: str, seeds: Sequence[int], step: Callable[[str], None],
     import pandas as pd
 
     seeds = list(seeds)
-    if scale != "ci":
-        return [], pd.DataFrame()
     runs = {}
     for s in seeds:
         r = (reuse or {}).get(s)
         if r is None:
-            r = ds_tables.ds_tables(scale="ci", preset=PRESET, seed=s)
-            step(f"ds-tables seed {s}")
+            r = ds_tables.ds_tables(scale=scale, preset=PRESET, seed=s)
+            step(f"ds-tables {scale} seed {s}")
         runs[s] = r
     lines = {s: {t["workload"]: t for t in r.tables.to_dict("records")} for s, r in runs.items()}
     walks = {s: {(x["workload"], x["config"]): x for x in r.runs.to_dict("records")} for s, r in runs.items()}
@@ -123,8 +123,8 @@ def measure(scale: str, seeds: Sequence[int], step: Callable[[str], None],
                 f"{mib(REACH['1GB'])}")
 
     for w in WORKLOADS:
-        src = source(w)
-        cmd = command(seeds, f" --workloads {w}")
+        src = source(w, scale)
+        cmd = command(seeds, f" --workloads {w}", scale)
         e = ev(w)
         out.append(measured(f"t4-{w}-4k", col(w, "4KB %"), seeds, src, cmd, note=e))
         out.append(measured(f"t4-{w}-2m", col(w, "2MB %"), seeds, src, cmd, note=e))
@@ -147,19 +147,19 @@ def measure(scale: str, seeds: Sequence[int], step: Callable[[str], None],
         out.append(measured(f"f4-{w}-ds", col(w, "DS linear %"), seeds, src, cmd,
                             note=f"linear estimate on this run's 4KB overhead and f_DS; the DS run simulated "
                                  f"directly gives {sim}"))
-        t3 = table3(w)
+        t3 = table3(w, scale)
         others = ", ".join(f"{k} {mib(v)}" for k, v in sorted(t3["other"].items()))
-        out.append(measured(f"t3-{w}", [t3["share"]], [], f"{w} {' '.join(f'{k}={v}' for k, v in params(w).items())}: "
+        out.append(measured(f"t3-{w}", [t3["share"]], [], f"{w} {' '.join(f'{k}={v}' for k, v in params(w, scale).items())}: "
                             f"the workload's regions (docs/workloads.md 'Direct-segments workloads')",
                             f"hugescope trace info TRACE (regions and kinds of hugescope trace {w})",
                             note=f"read-write anonymous {mib(t3['rw'])} of {mib(t3['total'])} mapped (stacks left "
                                  f"out); the rest: {others or 'none'}"))
     cg = [walks[s][("npb-cg", "1GB")]["walks"] / max(walks[s][("npb-cg", "2MB")]["walks"], 1) for s in seeds]
-    out.append(measured("s22-cg-1g-misses", cg, seeds, source("npb-cg"), command(seeds, " --workloads npb-cg"),
+    out.append(measured("s22-cg-1g-misses", cg, seeds, source("npb-cg", scale), command(seeds, " --workloads npb-cg", scale),
                         note="; ".join(f"seed {s}: walks 1GB {walks[s][('npb-cg', '1GB')]['walks']:,}, 2MB "
                                        f"{walks[s][('npb-cg', '2MB')]['walks']:,}" for s in seeds)
                              + ": five streams over four 1GB entries thrash, while 2MB's 32 entries hold them"))
-    out += _gups(runs, seeds)
+    out += _gups(runs, seeds, scale)
     for m in out:
         why = input_reason(m["id"])
         if why and "input" not in m:
@@ -167,11 +167,11 @@ def measure(scale: str, seeds: Sequence[int], step: Callable[[str], None],
     return out, evidence
 
 
-def _gups(runs: Dict[int, Any], seeds: List[int]) -> List[Dict[str, Any]]:
+def _gups(runs: Dict[int, Any], seeds: List[int], scale: str = "ci") -> List[Dict[str, Any]]:
     out = []
     src = (f"gups over table sizes {', '.join(runs[seeds[0]].meta['gups_sizes'])}, "
            f"{runs[seeds[0]].meta['gups_updates']} updates each: HPCC RandomAccess, docs/workloads.md 'gups'; {MACHINE}")
-    cmd = command(seeds, " --workloads gups")
+    cmd = command(seeds, " --workloads gups", scale)
     sweep = {s: runs[s].gups.to_dict("records") for s in seeds}
 
     def at(s, config, pick):
@@ -184,8 +184,12 @@ def _gups(runs: Dict[int, Any], seeds: List[int]) -> List[Dict[str, Any]]:
         hi = [100 * at(s, config, lambda p: p[-1][1]) for s in seeds]
         lo = [100 * at(s, config, lambda p: p[0][1]) for s in seeds]
         note = f"largest table {largest}"
-        if config == "1GB":
-            note += f", a quarter of the 1GB TLB's {mib(REACH['1GB'])} reach: no 1GB walk can appear"
+        top = at(seeds[0], config, lambda p: p[-1][0])
+        if config == "1GB" and top <= REACH["1GB"]:
+            note += f", within the 1GB TLB's {mib(REACH['1GB'])} reach: no 1GB walk can appear"
+        r0 = next(r for r in sweep[seeds[0]] if r["config"] == config and r["footprint_bytes"] == top)
+        note += (f"; seed {seeds[0]}: {r0['walks_per_1k']:.1f} walks per 1000 accesses, "
+                 f"{r0['walk_refs'] / max(r0['walks'], 1):.2f} memory references per walk")
         out.append(measured(f"f5-gups-{key}-max", hi, seeds, src, cmd, note=note))
         out.append(measured(f"f5-gups-{key}-min", lo, seeds, src, cmd, note=f"smallest table {smallest}"))
     flat = [100 * max(r["overhead"] for r in sweep[s] if r["config"] == "DS") for s in seeds]
@@ -194,7 +198,7 @@ def _gups(runs: Dict[int, Any], seeds: List[int]) -> List[Dict[str, Any]]:
         ks = [next(k for k in runs[s].knees.to_dict("records") if k["config"] == config) for s in seeds]
         reach, end = ks[0]["reach_bytes"], ks[0]["largest_bytes"]
         if end < 2 * reach:
-            out.append(missing(f"f5-gups-{key}-knee", f"the CI sweep ends at {mib(end)}, below twice the "
+            out.append(missing(f"f5-gups-{key}-knee", f"the sweep ends at {mib(end)}, below twice the "
                                                       f"{config} TLB's reach ({mib(reach)}): no knee can show", src, cmd))
         elif any(k["knee_bytes"] is None or k["knee_bytes"] != k["knee_bytes"] for k in ks):
             out.append(missing(f"f5-gups-{key}-knee", "the walk rate never crosses half its largest value inside "

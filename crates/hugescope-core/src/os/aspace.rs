@@ -6,11 +6,12 @@
 //! khugepaged reason about) and the PMD accessed bit the PCC's cold-miss filter
 //! reads. Per PUD-level region (1GB): its accessed bit.
 //!
-//! Dense arrays per VMA, found by binary search with a one-entry cache, so a
-//! translation on a TLB miss costs no hashing and no allocation. Every
-//! per-page array is zero at creation and allocated zeroed, so the host backs
-//! only the parts a run writes: declared-but-untouched memory costs virtual
-//! address space, not resident memory (frame numbers: `pfns.rs`).
+//! Arrays per VMA, found by binary search with a one-entry cache, so a
+//! translation on a TLB miss costs no hashing. Frame numbers (`pfns.rs`) are
+//! sparse: a chunk of 512 pages gets storage when one of its pages first gets
+//! a frame, so declared-but-untouched memory costs 8 bytes per 2 MiB. The
+//! flag byte per page and the per-region counters are dense arrays allocated
+//! zeroed, so the host backs only the parts a run writes.
 
 use crate::trace::Region;
 
