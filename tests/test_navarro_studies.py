@@ -39,7 +39,9 @@ def test_writeback_study_shows_the_dirty_superpage_pathology(tmp_path):
     assert rows["no demote on write"]["writeback_bytes"] == 100 << 20
     assert rows["demote on write"]["writeback_bytes"] == 25 * 8192
     assert rows["demote on write"]["wp_traps"] == 25
-    assert [c["holds"] for c in r.checks()] == [True]
+    # Bytes and time: the flush waits os.writeback_us (5 ms) per 8KB page.
+    assert rows["no demote on write"]["writeback_seconds"] == pytest.approx(12800 * 5e-3)
+    assert [c["holds"] for c in r.checks()] == [True, True]
     paths = nav.save(r, str(tmp_path), plots=False)
     saved = json.load(open(paths["writeback_json"]))
     assert saved["hugescope_experiment"] == "navarro-writeback" and saved["kind"] == "estimate"
@@ -63,15 +65,19 @@ def test_preemption_study_preempts_one_reservation_every_seven_allocations():
 def test_writeback_penalty_is_the_models_disk_cost_per_page_written(tmp_path):
     # §6.7's time penalty: the flush waits os.writeback_us per base page it
     # writes. Without the trap 12800 8KB pages are written (100 MiB), with it
-    # 25: the runs differ by (12800 - 25) pages x the cost, at any cost.
+    # 25: the runs differ by (12800 - 25) pages x the cost, less the 25
+    # traps and demotions the trap costs (microseconds), at any disk cost.
     from hugescope import api, workloads
 
     trace = str(tmp_path / "dirty.hst")
     workloads.trace("dirtyfile", trace, size="100MiB")
+    extra = {}
     for us in (5000.0, 1000.0):
         wp, nowp = api.compare(trace, ["navarro", "navarro:wp=false"], preset="alpha-21264", with_base=False,
                                set=[f"os.writeback_us={us}"], os_costs=["shootdown_us=0.5"])
         a, b = wp.to_dict(), nowp.to_dict()
         assert (a["os_stats"]["writeback_bytes"], b["os_stats"]["writeback_bytes"]) == (25 * 8192, 100 << 20)
-        extra = b["virtual_seconds"] - a["virtual_seconds"]
-        assert extra == pytest.approx((12800 - 25) * us * 1e-6, rel=1e-6)
+        extra[us] = b["virtual_seconds"] - a["virtual_seconds"]
+        assert extra[us] == pytest.approx((12800 - 25) * us * 1e-6, abs=1e-3)
+    # Everything but the write-back cancels between the two disk costs.
+    assert extra[5000.0] - extra[1000.0] == pytest.approx((12800 - 25) * 4000e-6, rel=1e-9)
