@@ -185,7 +185,7 @@ def run(papers: Union[str, Sequence[str]] = "all", scale: str = "ci", seeds: Uni
                 # the largest this machine runs in well under an hour.
                 from . import ingens, navarro
 
-                m, ev = (ingens if p == "ingens" else navarro).measure(scale, seed_list, step)
+                m, ev = (ingens if p == "ingens" else navarro).measure(scale, seed_list, step, reuse.get(p))
                 measured += m
                 evidence[p] = ev
             rows += evaluate(p, scale, measured)

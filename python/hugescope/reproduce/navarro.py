@@ -13,7 +13,7 @@ seed, so their spread is zero.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from .. import navarro_study as nav
 from .common import mean, measured
@@ -38,15 +38,20 @@ def _command(scale: str, seeds: List[int], study: str) -> str:
             f"{' '.join(map(str, seeds))}; do hugescope navarro {study} --scale {scale} --seed $S; done")
 
 
-def measure(scale: str, seeds: Sequence[int], step: Callable[[str], None]) -> tuple:
+def measure(scale: str, seeds: Sequence[int], step: Callable[[str], None],
+            reuse: Optional[Dict[int, Any]] = None) -> tuple:
     """The Navarro rows' measurements at ``scale`` over ``seeds``, and the
-    evidence table (one row per study row, configuration and seed)."""
+    evidence table (one row per study row, configuration and seed).
+    ``reuse``: per seed, the studies a caller already ran at this scale (the
+    demo's)."""
     import pandas as pd
 
     seeds = list(seeds)
     runs: List[Dict[str, Any]] = []
     for s in seeds:
-        r = nav.navarro_studies(STUDIES, scale=scale, seed=s)
+        have = (reuse or {}).get(s)
+        r = have if have is not None and all(st in have.studies for st in STUDIES) else nav.navarro_studies(
+            STUDIES, scale=scale, seed=s)
         runs.append({st: r[st] for st in STUDIES})
         step(f"navarro seed {s}")
     tables = {st: [run[st].table.to_dict("records") for run in runs] for st in STUDIES}
