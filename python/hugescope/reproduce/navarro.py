@@ -22,7 +22,6 @@ STUDIES = ["best-case", "sizes", "preemption", "writeback", "sustained"]
 #: Table 1's programs with a workload, as the studies label them.
 OWN = {"matrix": "Matrix", "tree": "Tree", "fftw": "FFTW"}
 SIZES = {"64kb": "64KB", "512kb": "512KB", "4mb": "4MB", "all": "all"}
-MB4 = 4 << 20
 
 
 def _sources(scale: str, study: str) -> str:
@@ -177,22 +176,20 @@ def _sustained(scale: str, seeds: List[int], tables, timelines) -> List[Dict[str
     first = tables[0]
     counters = "; ".join(
         f"{cfg}: runs start {', '.join('%g' % r['start_s'] for r in runs(first, cfg))} s and finish "
-        f"{', '.join('%.1f' % r['finish_s'] for r in runs(first, cfg))} s (they overlap: a run is not over when the "
-        f"next starts), {runs(first, cfg)[0]['pages_evicted']:,} pages evicted, "
+        f"{', '.join('%.1f' % r['finish_s'] for r in runs(first, cfg))} s (each starts when the one before exits), "
+        f"{runs(first, cfg)[0]['pages_evicted']:,} pages evicted, "
         f"{runs(first, cfg)[0]['contiguity_wakeups']} contiguity wakeups, "
         f"{runs(first, cfg)[0]['preferred_failures']} preferred-size failures, mean contiguity "
         f"{100 * runs(first, cfg)[0]['mean_contiguity']:.1f}%" for cfg in (PLAIN, AWARE))
     note = f"seed {seeds[0]}: {counters}"
-    four = lambda rows, cfg: [r["superpage_bytes_peak"] / MB4 for r in runs(rows, cfg)]  # noqa: E731
-    reading = ("4MB-equivalents: a run's superpage memory at its peak over 4 MiB (the model reports superpage bytes "
-               "per process, not pages per size)")
+    share = lambda rows, cfg: [100 * r["superpage_bytes_peak"] / r["footprint_bytes"] for r in runs(rows, cfg)]  # noqa: E731
+    got = "; ".join(f"{cfg}: " + ", ".join("%.0f%%" % x for x in share(first, cfg)) for cfg in (PLAIN, AWARE))
+    note = f"superpage memory at each run's peak over its footprint, seed {seeds[0]}: {got}; {note}"
     for i in range(4):
-        out.append(measured(f"s65-daemon-run{i + 1}", [four(r, AWARE)[i] for r in tables], seeds, src, cmd,
-                            note=f"{reading}. {note}"))
-    out.append(measured("s65-cache-runs", [mean(four(r, PLAIN)) for r in tables], seeds, src, cmd,
-                        note=f"mean over the four runs; {reading}. {note}"))
-    out.append(measured("s65-daemon-more", [sum(four(r, AWARE)) for r in tables], seeds, src, cmd,
-                        other=[sum(four(r, PLAIN)) for r in tables], other_label="the plain daemon's", note=note))
+        out.append(measured(f"s65-daemon-run{i + 1}", [share(r, AWARE)[i] for r in tables], seeds, src, cmd, note=note))
+    out.append(measured("s65-cache-runs", [mean(share(r, PLAIN)) for r in tables], seeds, src, cmd, note=note))
+    out.append(measured("s65-daemon-more", [mean(share(r, AWARE)) for r in tables], seeds, src, cmd,
+                        other=[mean(share(r, PLAIN)) for r in tables], other_label="the plain daemon's", note=note))
     pk_a = [peak(tl, AWARE, r) for tl, r in zip(timelines, tables)]
     pk_p = [peak(tl, PLAIN, r) for tl, r in zip(timelines, tables)]
     out.append(measured("s65-daemon-contiguity", pk_a, seeds, src, cmd, note=note))
