@@ -17,7 +17,7 @@ import tempfile
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from .. import api, ingens_study as ing, virt_study, workloads
-from .common import mean, measured, mib
+from .common import StudyRows, mean, measured, mib
 
 STUDIES = ["bloat", "async", "fault-latency", "fairness", "fragmented"]
 PRESET = "haswell-pcc"
@@ -109,14 +109,8 @@ def _spread(rows: List[Dict[str, Any]], config: str) -> float:
 
 
 def _rows(scale: str, seeds: List[int], t, t6, t3) -> List[Dict[str, Any]]:
-    out: List[Dict[str, Any]] = []
-
-    def add(row_id: str, study: str, values, note: str = "", **kw) -> None:
-        out.append(measured(row_id, values, seeds, _sources(scale, study), _command(scale, seeds, study),
-                            note=note or None, **kw))
-
-    def per(study: str, f) -> List[float]:
-        return [f(rows) for rows in t[study]]
+    rows = StudyRows(seeds, t, lambda study: _sources(scale, study), lambda study: _command(scale, seeds, study))
+    out, add, per = rows.out, rows.add, rows.per
 
     # ---- §3.1: fault latency (every row an input: the costs are this section's).
     fl = t["fault-latency"][0]

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from .. import navarro_study as nav
-from .common import mean, measured
+from .common import StudyRows, mean, measured
 
 STUDIES = ["best-case", "sizes", "preemption", "writeback", "sustained"]
 #: Table 1's programs with a workload, as the studies label them.
@@ -67,14 +67,8 @@ def _pick(rows: List[Dict[str, Any]], workload: str, config: str) -> Dict[str, A
 
 
 def _rows(scale: str, seeds: List[int], t: Dict[str, List[List[Dict[str, Any]]]], timelines) -> List[Dict[str, Any]]:
-    out: List[Dict[str, Any]] = []
-
-    def add(row_id: str, study: str, values, note: str = "", **kw) -> None:
-        out.append(measured(row_id, values, seeds, _sources(scale, study), _command(scale, seeds, study),
-                            note=note or None, **kw))
-
-    def per(study: str, f) -> List[float]:
-        return [f(rows) for rows in t[study]]
+    rows = StudyRows(seeds, t, lambda study: _sources(scale, study), lambda study: _command(scale, seeds, study))
+    out, add, per = rows.out, rows.add, rows.per
 
     # ---- Table 1 (best case): speedup, miss reduction, superpages per size.
     for key, wl in OWN.items():
