@@ -57,7 +57,7 @@ def test_preemption_study_preempts_one_reservation_every_seven_allocations():
     r = nav.navarro_studies(["preemption"])
     rows = {x["config"]: x for x in r["preemption"].table.to_dict("records")}
     n = rows["navarro"]
-    assert (n["preemptions"], n["reservations"], n["preferred_failures"]) == (9, 64, 63)
+    assert (n["faults_base"], n["preemptions"], n["reservations"], n["preferred_failures"]) == (64, 9, 64, 63)
     assert rows["base pages"]["preemptions"] == 0
     assert [c["holds"] for c in r.checks()] == [True]
 
