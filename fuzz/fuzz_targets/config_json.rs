@@ -3,7 +3,7 @@
 //! into overrides, the rest is the file. Any input gives a configuration or
 //! one short error line; an accepted one writes back as JSON that loads to it.
 #![no_main]
-use hugescope_core::config::{Config, Source};
+use hugescope_core::configuration::{Config, Source};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -2,7 +2,7 @@
 //! gives a resolved, validated configuration or one short error line; an
 //! accepted configuration writes back as TOML that loads to the same one.
 #![no_main]
-use hugescope_core::config::{Config, Source};
+use hugescope_core::configuration::{Config, Source};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -217,6 +217,14 @@ impl PassSink for Groups {
                 g.sim.step(crate::trace::Access::unpack(recs[i]));
                 i += 1;
                 if g.sim.pt.timers_due() {
+                    // A cancelled run fires no more daemons (`Kernel`), so
+                    // its timers stay due and every access would come here
+                    // and compare whole states: stop this chunk instead (the
+                    // pass's per-chunk check then ends the run, whose
+                    // result is discarded).
+                    if crate::cancel::requested() {
+                        break;
+                    }
                     let mut parts = decide(g, &mut self.stats, self.at + i as u64);
                     g = parts.remove(0);
                     for p in parts.into_iter().rev() {
