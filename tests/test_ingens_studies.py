@@ -128,3 +128,15 @@ def test_deterministic(run):
     again = hs.ingens_studies(["fault-latency", "async"], scale="ci")
     for s in ("fault-latency", "async"):
         assert again[s].to_dict() == run[s].to_dict()
+
+
+def test_the_threshold_trend_claim_fails_on_equal_bloat():
+    # The trend is Table 10's 12.3 < 17.8 GB: equal bloat at every threshold
+    # (what the exact-value Redis model gave: 1.00x three times) is no trend.
+    rows = [{"config": f"ingens-{t}%", "bloat": 1.0} for t in (90, 70, 50)]
+    trend = lambda rs: [c for c in ing.shape_checks("bloat", rs) if "lower threshold" in c["claim"]][0]["holds"]  # noqa: E731
+    assert trend(rows) is False
+    rows[2]["bloat"] = 1.5
+    assert trend(rows) is True
+    rows[1]["bloat"] = 1.6  # 70% above 50%: not the paper's order
+    assert trend(rows) is False

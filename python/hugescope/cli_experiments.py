@@ -771,7 +771,7 @@ def add_commands(sub) -> None:
     nv = sub.add_parser("navarro", help="reservation-based superpages (OSDI'02): best case, one size vs all, "
                                         "write-back, sustained benefit, and today's mTHP")
     nv.add_argument("studies", nargs="*", metavar="STUDY",
-                    help="best-case, sizes, writeback, sustained, mthp (default all)")
+                    help="best-case, sizes, preemption, writeback, sustained, mthp (default all)")
     nv.add_argument("--scale", default="ci",
                     help="ci: about half a minute for all five (default); paper: larger runs, minutes")
     _study_args(nv)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Optional
 
 from rich.console import Console
 from rich.table import Table
@@ -104,12 +105,15 @@ def ingens_table(lines, paper: str = "Ingens (OSDI'16)") -> Table:
     return t
 
 
-def reproduction(out: str, traces: dict, static: dict, ds_run, curves: dict, frag, quick: bool) -> None:
+def reproduction(out: str, traces: dict, static: dict, ds_run, curves: dict, frag, quick: bool,
+                 studies: Optional[dict] = None) -> None:
     """The reproduction table of all five papers at CI scale from the demo's
     own runs (seed 1: BFS's curve and fragmentation bars, PageRank's curve,
     both kernels' static runs, the DS tables); only what the demo lacks is
     simulated (the PCC size sensitivity of both kernels, PageRank's
-    fragmentation bars). One seed, so no ordering can be called a shape:
+    fragmentation bars; Ingens' Table 6 and Table 3 runs). ``studies``: the
+    demo's seed-1 Ingens and Navarro studies (``{"ingens": Studies,
+    "navarro": Studies}``). One seed, so no ordering can be called a shape:
     ``hugescope reproduce`` runs three. Written to ``OUT/results``."""
     from . import reproduce
     from .reproduce import render
@@ -122,7 +126,8 @@ def reproduction(out: str, traces: dict, static: dict, ds_run, curves: dict, fra
     pcc["bfs"][1]["frag"] = frag
     console.print("reproduction table of the five papers at CI scale (seed 1; PCC size sensitivity and PageRank's "
                   "fragmentation bars run now, the rest reused) ...")
-    r = reproduce.run("all", scale="ci", seeds=[1], reuse={"pcc": pcc, "ds": {1: ds_run}}, kernels=kernels)
+    reuse = {"pcc": pcc, "ds": {1: ds_run}, **{p: {1: st} for p, st in (studies or {}).items()}}
+    r = reproduce.run("all", scale="ci", seeds=[1], reuse=reuse, kernels=kernels)
     for t in render.rich_tables(r):
         console.print(t)
     paths = r.save(os.path.join(out, "results"))
@@ -178,13 +183,13 @@ def run_demo(out: str = "demo-out", quick: bool = False) -> int:
     ds.save(r, os.path.join(out, "results"))
     # Ingens (OSDI'16): the five studies at CI scale, one line each here,
     # their tables and figures in the report.
-    r = ing.ingens_studies(scale="ci")
+    r = ing_run = ing.ingens_studies(scale="ci")
     shown.append(ingens_table(ing.headlines(r)))
     console.print(shown[-1])
     ing.save(r, os.path.join(out, "results"))
     # Reservation-based superpages (OSDI'02) and today's mTHP: the five
     # studies at CI scale, one line each here.
-    r = nav.navarro_studies(scale="ci")
+    r = nav_run = nav.navarro_studies(scale="ci")
     shown.append(ingens_table(nav.headlines(r), "Navarro (OSDI'02) and mTHP"))
     console.print(shown[-1])
     nav.save(r, os.path.join(out, "results"))
@@ -204,7 +209,7 @@ def run_demo(out: str = "demo-out", quick: bool = False) -> int:
     # The reproduction table (docs/reproduction.md) at CI scale, from the
     # runs above: seed 1 of the demo's BFS and PageRank, its DS tables.
     def table(curves, frag):
-        reproduction(out, traces, static, ds_run, curves, frag, quick)
+        reproduction(out, traces, static, ds_run, curves, frag, quick, {"ingens": ing_run, "navarro": nav_run})
 
     run_paper_demo(out, traces["bfs"], console, quick=quick, tables=shown, others=others, reproduce=table)
     console.print(f"demo finished in {time.monotonic() - start:.0f} s")

@@ -258,8 +258,10 @@ def shape_checks(study: str, rows: List[Dict[str, Any]]) -> List[Dict[str, Any]]
         claim(out, "bloat: ingens-90% RSS <= 1.05x linux-nohuge (Table 10: 1.01x)",
               None if i90 is None else i90 <= 1.05, f"ingens-90% {_f(i90)}x")
         b = [by.get(k, {}).get("bloat") for k in ("ingens-90%", "ingens-70%", "ingens-50%")]
-        claim(out, "bloat: a lower threshold bloats at least as much (90% <= 70% <= 50%)",
-              None if None in b else b[0] <= b[1] + 1e-9 and b[1] <= b[2] + 1e-9,
+        # Not on equal values alone: the trend needs the 50% threshold to bloat
+        # more than the 90% one (Table 10: 17.8 against 12.3 GB).
+        claim(out, "bloat: a lower threshold bloats at least as much (90% <= 70% <= 50%), and 50% more than 90%",
+              None if None in b else b[0] <= b[1] + 1e-9 and b[1] <= b[2] + 1e-9 and b[2] > b[0] * 1.01,
               ", ".join(f"{k} {_f(v)}x" for k, v in zip(("90%", "70%", "50%"), b)))
     elif study == "async":
         by = _by(rows)

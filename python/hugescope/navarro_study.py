@@ -9,9 +9,14 @@ multi-size THP, as named studies (reference: shared/reference/navarro.md):
   programs (Matrix, Tree, FFTW) and its overhead programs (the adversary, the
   4MB stride, cmp of two mapped files).
 * ``sizes`` (Tables 2 and 3): each superpage size alone against all sizes.
+* ``preemption`` (§6.6): a process touching memory with a 4MB stride when
+  only 4MB of memory is available and contiguous: one reservation is
+  preempted every seven allocations (hand count: 9 preemptions for 64
+  touches), and the slowdown over base pages on the same memory.
 * ``writeback`` (§6.7): a mapped file read wholly, every 512th page written,
   flushed: bytes written back with demote-on-write (the write-protect trap)
-  and without it (dirty superpages written whole).
+  and without it (dirty superpages written whole), and the time the flush
+  takes at the model's disk cost per page written (``os.writeback_us``).
 * ``sustained`` (§6.5, Fig. 5): a stream of short-lived processes on memory
   with a page daemon, plain approximate-LRU against Navarro's
   contiguity-aware daemon: contiguity over time and superpages obtained.
@@ -32,20 +37,20 @@ from .studies import (VERDICT, Steps, StudyResult, Studies, check_choice, check_
                       simulate_configs, study_names, trace_dir)
 
 #: The studies, in the order they run and are reported.
-STUDIES = ["best-case", "sizes", "writeback", "sustained", "mthp"]
+STUDIES = ["best-case", "sizes", "preemption", "writeback", "sustained", "mthp"]
 
 #: The machine of each study: the paper's Alpha 21264 (8KB base; 64KB,
 #: 512KB, 4MB; a 128-entry fully associative DTLB), and for ``mthp`` an arm64
 #: core with Linux's mTHP folios and 64KB contiguous-PTE TLB entries.
-PRESETS = {"best-case": "alpha-21264", "sizes": "alpha-21264", "writeback": "alpha-21264",
+PRESETS = {"best-case": "alpha-21264", "sizes": "alpha-21264", "preemption": "alpha-21264", "writeback": "alpha-21264",
            "sustained": "alpha-21264", "mthp": "arm64-mthp"}
 
 #: The workloads of each study (label -> built-in workload and its fixed
 #: parameters). Scale-dependent sizes are in SCALES.
 WORKLOADS: Dict[str, Dict[str, Tuple[str, Dict[str, Any]]]] = {
     "best-case": {"Matrix": ("matrix", {}), "Tree": ("rbtree", {}), "FFTW": ("fftw", {}),
-                  "GUPS": ("gups", {}), "adversary": ("adversary", {}), "4MB stride": ("stride4m", {}),
-                  "cmp": ("cmp", {})},
+                  "GUPS": ("gups", {}), "adversary": ("adversary", {}), "cmp": ("cmp", {})},
+    "preemption": {"4MB stride": ("stride4m", {})},
     "sizes": {"Matrix": ("matrix", {}), "Tree": ("rbtree", {}), "FFTW": ("fftw", {}), "GUPS": ("gups", {}),
               "Canneal": ("canneal", {})},
     "writeback": {"dirty file": ("dirtyfile", {})},
@@ -60,6 +65,7 @@ CONFIGS: Dict[str, List[Tuple[str, str, Dict[str, Any]]]] = {
     "best-case": [("base pages", "base", {}), ("navarro", "navarro", {})],
     "sizes": [("64KB", "navarro:sizes=64k", {}), ("512KB", "navarro:sizes=512k", {}),
               ("4MB", "navarro:sizes=4m", {}), ("all", "navarro", {})],
+    "preemption": [("base pages", "base", {}), ("navarro", "navarro", {})],
     "writeback": [("demote on write", "navarro", {}), ("no demote on write", "navarro:wp=false", {})],
     # Linux THP maps only PMD-size (2MB) pages at fault; mTHP each folio size
     # alone (and PMD at fault as the top-level 'enabled' says: here never, so
@@ -96,9 +102,11 @@ SCALES: Dict[str, Dict[str, Dict[str, Any]]] = {
     "ci": {
         "best-case": {"params": {"Matrix": {"n": 1000, "repetitions": 1}, "Tree": {"nodes": 50000, "ops": 50000},
                                  "GUPS": {"size": "64MiB", "updates": 200000},
-                                 "adversary": {"size": "32MiB", "rounds": 2}, "4MB stride": {"size": "256MiB"},
-                                 "cmp": {"size": "16MiB"}},
+                                 "adversary": {"size": "32MiB", "rounds": 2}, "cmp": {"size": "16MiB"}},
                       "os": ALPHA_OS},
+        # §6.6: "only 4MB of memory available and contiguous": the machine's
+        # memory is that one 4MB extent; 64 touches 4MB apart.
+        "preemption": {"params": {"4MB stride": {"size": "256MiB"}}, "os": {**ALPHA_OS, "memory": "4MiB"}},
         # Canneal at 2M elements (92 MB, over the 64 MB a 128-entry TLB
         # reaches with 512KB pages, in arrays that are not multiples of 4MB):
         # the mcf-like case where no single size suffices.
@@ -108,7 +116,7 @@ SCALES: Dict[str, Dict[str, Dict[str, Any]]] = {
                   "os": ALPHA_OS},
         "writeback": {"params": {"dirty file": {"size": "100MiB"}}, "os": ALPHA_OS},
         "sustained": {"params": {"server": {"records": 8000, "ops": "3M", "distribution": "zipfian"}, "FFTW": {"n": 128}},
-                      "runs": [0.3, 1.3, 2.3, 3.3], "os": {**ALPHA_OS, "memory": "80MiB"}},
+                      "runs": 4, "first_start_s": 0.3, "os": {**ALPHA_OS, "memory": "80MiB"}},
         "mthp": {"params": {"Matrix": {"n": 1000, "repetitions": 1}, "Tree": {"nodes": 50000, "ops": 50000},
                             "GUPS": {"size": "64MiB", "updates": "1M"}},
                  "os": {}},
@@ -116,16 +124,18 @@ SCALES: Dict[str, Dict[str, Dict[str, Any]]] = {
     "paper": {
         "best-case": {"params": {"Matrix": {"n": 1000, "repetitions": 5}, "Tree": {"nodes": 50000, "ops": 200000},
                                  "GUPS": {"size": "256MiB", "updates": "2M"},
-                                 "adversary": {"size": "256MiB", "rounds": 8}, "4MB stride": {"size": "256MiB"},
-                                 "cmp": {"size": "100MiB"}},
+                                 "adversary": {"size": "256MiB", "rounds": 8}, "cmp": {"size": "100MiB"}},
                       "os": ALPHA_OS},
+        # 4MB of memory holds 512 8KB frames: 512 touches use it all (73
+        # preemptions: 1 + 8 + 64, one per seven allocations).
+        "preemption": {"params": {"4MB stride": {"size": "2GiB"}}, "os": {**ALPHA_OS, "memory": "4MiB"}},
         "sizes": {"params": {"Matrix": {"n": 1000, "repetitions": 5}, "Tree": {"nodes": 50000, "ops": 200000},
                              "GUPS": {"size": "256MiB", "updates": "2M"},
                              "Canneal": {"elements": "2M", "temp_steps": 64}},
                   "os": ALPHA_OS},
         "writeback": {"params": {"dirty file": {"size": "100MiB"}}, "os": ALPHA_OS},
         "sustained": {"params": {"server": {"records": 16000, "ops": "6M", "distribution": "zipfian"}, "FFTW": {"n": 160}},
-                      "runs": [0.3, 1.8, 3.3, 4.8], "os": {**ALPHA_OS, "memory": "160MiB"}},
+                      "runs": 4, "first_start_s": 0.3, "os": {**ALPHA_OS, "memory": "160MiB"}},
         "mthp": {"params": {"Matrix": {"n": 1000, "repetitions": 5}, "Tree": {"nodes": 50000, "ops": 200000},
                             "GUPS": {"size": "256MiB", "updates": "4M"}},
                  "os": {}},
@@ -138,8 +148,8 @@ PAPER: Dict[str, Dict[str, Dict[str, Any]]] = {
     "best-case": {"Matrix": {"speedup": 7.546, "miss_reduction_pct": 99.47},
                   "Tree": {"speedup": 1.503, "miss_reduction_pct": 97.14},
                   "FFTW": {"speedup": 1.549, "miss_reduction_pct": 99.59},
-                  "adversary": {"speedup": 1 / 1.089}, "4MB stride": {"speedup": 1 / 1.011},
-                  "cmp": {"speedup": 1 / 1.001}},
+                  "adversary": {"speedup": 1 / 1.089}, "cmp": {"speedup": 1 / 1.001}},
+    "preemption": {"4MB stride": {"speedup": 1 / 1.011, "allocations_per_preemption": 7}},
     "sizes": {"Matrix": {"64KB": 3.83, "512KB": 7.17, "4MB": 6.86, "all": 7.54},
               "FFTW": {"64KB": 1.01, "512KB": 1.00, "4MB": 1.55, "all": 1.55}},
     "writeback": {"dirty file": {"slowdown_without": 20.0}},
@@ -150,13 +160,17 @@ COLUMNS = {
     "best-case": ["workload", "config", "pages_64k", "pages_512k", "pages_4m", "dtlb_misses", "miss_reduction_pct",
                   "speedup_est", "paper_speedup"],
     "sizes": ["workload", "config", "dtlb_misses", "miss_reduction_pct", "speedup_est", "paper_speedup"],
-    "writeback": ["workload", "config", "writeback_bytes", "wp_traps", "speedup_est"],
+    "preemption": ["workload", "config", "faults_base", "reservations", "preemptions", "preferred_failures", "speedup_est"],
+    "writeback": ["workload", "config", "writeback_bytes", "wp_traps", "writeback_seconds", "speedup_est"],
     "sustained": ["config", "run", "start_s", "finish_s", "superpage_bytes_peak", "mean_contiguity",
                   "pages_evicted"],
     "mthp": ["workload", "config", "dtlb_misses", "miss_reduction_pct", "speedup_est"],
 }
 
 MIB = 1 << 20
+#: The OS model's default disk write per base page (os.writeback_us, a disk
+#: access of the paper's era; docs/assumptions.md "Refault costs").
+WRITEBACK_US = 5000.0
 
 
 def _size_label(bytes_: int) -> str:
@@ -173,7 +187,7 @@ def _row(workload: str, label: str, spec: str, d: Dict[str, Any]) -> Dict[str, A
     r = run_row(label, spec, d)
     t = d["translation"]
     base_walks = ((d.get("base") or {}).get("translation") or {}).get("walks")
-    r = {"workload": workload, **r, "dtlb_misses": t["walks"], "base_dtlb_misses": base_walks,
+    r = {"workload": workload, **r, "accesses": t["accesses"], "dtlb_misses": t["walks"], "base_dtlb_misses": base_walks,
          "miss_reduction_pct": 100.0 * (1 - t["walks"] / base_walks) if base_walks else None}
     pages: Dict[str, int] = {}
     for p in d.get("processes", []):
@@ -186,6 +200,13 @@ def _row(workload: str, label: str, spec: str, d: Dict[str, Any]) -> Dict[str, A
     for key in ("reservations", "preemptions", "preferred_failures", "peak_reserved_frames", "wp_traps",
                 "writeback_bytes"):
         r[key] = o.get(key, 0)
+    # The flush waits for its writes: os.writeback_us per base page written
+    # (os/reserv.rs `writeback`), part of the run's OS time.
+    from .units import parse_size
+
+    page = parse_size(d["machine"]["page_sizes"][0])
+    wb_us = ((d.get("os") or {}).get("pagedaemon") or {}).get("writeback_us", WRITEBACK_US)
+    r["writeback_seconds"] = r["writeback_bytes"] / page * wb_us * 1e-6
     return r
 
 
@@ -210,24 +231,39 @@ def _per_workload(study: str, paths: Dict[str, str], cfg: Dict[str, Any], preset
 
 #: ``sustained``: a long-lived key-value server (the paper's Web server: its
 #: deletes leave live pages scattered over memory) beside four FFTW runs, one
-#: after another, each exiting before the next starts (§6.5: Web, then FFTW
-#: x4). The server's GETs follow a zipfian law, so most of its pages are
+#: after another, each starting when the one before exits (§6.5: Web, then
+#: FFTW x4 "in sequence"; each run's start is the previous run's finish, found
+#: by simulating the runs so far: a later run cannot change an earlier one). The server's GETs follow a zipfian law, so most of its pages are
 #: cold, as a file cache's are. Memory is smaller than both together, so the page daemon decides
 #: what the runs get. The labels of the two traces.
 SUSTAINED_TRACES = ("server", "FFTW")
 
 
-def _sustained_inputs(paths: Dict[str, str], cfg: Dict[str, Any]) -> Tuple[List[str], List[float]]:
-    runs = cfg["runs"]
-    return [paths["server"]] + [paths["FFTW"]] * len(runs), [0.0] + list(runs)
+def _sustained_inputs(paths: Dict[str, str], cfg: Dict[str, Any]) -> List[str]:
+    return [paths["server"]] + [paths["FFTW"]] * cfg["runs"]
+
+
+def _sequential_run(traces: List[str], cfg: Dict[str, Any], label: str, spec: str, opts: Dict[str, Any], preset: str,
+                    step) -> Tuple[Dict[str, Any], List[float]]:
+    """The server from time 0 and the runs one after another: run k+1 starts
+    when run k finishes, read from a simulation of the server and runs 1..k
+    (the runs after k start later, so they cannot change it). Returns the
+    full run's result and the starts."""
+    starts = [0.0, float(cfg["first_start_s"])]
+    for k in range(1, len(traces) - 1):
+        d = simulate_configs(traces[:k + 1], [(label, spec, opts)], preset,
+                             {**cfg["os"], "start_s": starts, "with_base": False}, lambda what: step(what))[0]
+        starts.append(d["processes"][k]["finish_seconds"])
+    d = simulate_configs(traces, [(label, spec, opts)], preset,
+                         {**cfg["os"], "start_s": starts, "with_base": False}, lambda what: step(what))[0]
+    return d, starts
 
 
 def _sustained(paths, cfg, preset, step):
-    traces, starts = _sustained_inputs(paths, cfg)
+    traces = _sustained_inputs(paths, cfg)
     rows, timeline = [], []
     for label, spec, opts in CONFIGS["sustained"]:
-        d = simulate_configs(traces, [(label, spec, opts)], preset,
-                             {**cfg["os"], "start_s": starts, "with_base": False}, lambda what: step(what))[0]
+        d, starts = _sequential_run(traces, cfg, label, spec, opts, preset, step)
         peak: Dict[int, int] = {}
         for smp in d.get("timeline", []):
             for pid, h in enumerate(smp["huge_bytes"]):
@@ -242,7 +278,9 @@ def _sustained(paths, cfg, preset, step):
         for pid in range(1, len(traces)):
             rows.append({"config": label, "policy": spec, "run": pid, "start_s": starts[pid],
                          "finish_s": procs[pid].get("finish_seconds") if pid < len(procs) else None,
-                         "superpage_bytes_peak": peak.get(pid, 0), "mean_contiguity": mean_c,
+                         "superpage_bytes_peak": peak.get(pid, 0),
+                         "footprint_bytes": procs[pid].get("footprint_bytes") if pid < len(procs) else None,
+                         "mean_contiguity": mean_c,
                          "pages_evicted": daemon.get("pages_evicted"), "contiguity_wakeups": daemon.get("contiguity_wakeups"),
                          "preferred_failures": d["os_stats"].get("preferred_failures", 0),
                          "kind": "estimate"})
@@ -250,7 +288,7 @@ def _sustained(paths, cfg, preset, step):
 
 
 def _sustained_steps(cfg: Dict[str, Any]) -> int:
-    return len(SUSTAINED_TRACES) + len(CONFIGS["sustained"])
+    return len(SUSTAINED_TRACES) + len(CONFIGS["sustained"]) * cfg["runs"]
 
 
 def _mean_contiguity(timeline: List[Dict[str, Any]], label: str, after: float) -> Optional[float]:
@@ -268,6 +306,7 @@ def _sustained_headline(rows: List[Dict[str, Any]]) -> str:
 
 RUNNERS: Dict[str, Callable] = {"best-case": lambda p, c, pr, st: _per_workload("best-case", p, c, pr, st),
                                 "sizes": lambda p, c, pr, st: _per_workload("sizes", p, c, pr, st),
+                                "preemption": lambda p, c, pr, st: _per_workload("preemption", p, c, pr, st),
                                 "writeback": lambda p, c, pr, st: _per_workload("writeback", p, c, pr, st),
                                 "sustained": _sustained,
                                 "mthp": lambda p, c, pr, st: _per_workload("mthp", p, c, pr, st)}
@@ -329,12 +368,22 @@ def shape_checks(study: str, rows: List[Dict[str, Any]]) -> List[Dict[str, Any]]
         claim(out, "the best single size differs between workloads (SP 64KB, vpr 512KB, FFTW 4MB)",
               None if len(best_size) < 2 else len(set(best_size.values())) > 1,
               ", ".join(f"{wl} {k}" for wl, k in best_size.items()))
+    elif study == "preemption":
+        n = _by(rows, "4MB stride").get("navarro", {})
+        pre, alloc = num(n.get("preemptions")), num(n.get("faults_base"))
+        claim(out, "with only 4MB available, one reservation is preempted every seven allocations (§6.6)",
+              None if not pre or alloc is None else abs((alloc - 1) / pre - 7) < 0.5,
+              "no preemption" if not pre else f"{pre} preemptions in {alloc} allocations: {(alloc - 1) / pre:.2f} after the first each")
     elif study == "writeback":
         b = _by(rows, "dirty file")
         w, wo = num(b.get("demote on write", {}).get("writeback_bytes")), num(b.get("no demote on write", {}).get("writeback_bytes"))
         claim(out, "without demote-on-write a dirty superpage is written back whole: far more bytes (§6.7: >20x)",
               None if not w or wo is None else wo / w > 20,
               "n/a" if not w or wo is None else f"{wo / MIB:.1f} MiB vs {w / MIB:.2f} MiB ({wo / w:.0f}x)")
+        tw, two = num(b.get("demote on write", {}).get("virtual_seconds")), num(b.get("no demote on write", {}).get("virtual_seconds"))
+        claim(out, "and the run takes more than 20 times as long at the model's disk cost per page written (§6.7)",
+              None if not tw or two is None else two / tw > 20,
+              "n/a" if not tw or two is None else f"{two:.2f} s vs {tw:.3f} s ({two / tw:.0f}x)")
     elif study == "sustained":
         per: Dict[str, List[Dict[str, Any]]] = {}
         for r in rows:
@@ -446,6 +495,10 @@ def headlines(result: Studies) -> List[Dict[str, Any]]:
                                                   for k in ("64KB", "512KB", "4MB", "all"))
                              for wl in ("Matrix", "FFTW"))
             paper = "64KB/512KB/4MB/all: Matrix 3.83/7.17/6.86/7.54; FFTW 1.01/1.00/1.55/1.55"
+        elif name == "preemption":
+            n = _by(rows, "4MB stride").get("navarro", {})
+            here = f"{n.get('preemptions')} preemptions in {n.get('reservations')} reservations, {_f(num(n.get('speedup_est')), '{:.3f}x')}"
+            paper = "one preemption per seven allocations, 1.1% slower"
         elif name == "writeback":
             b = _by(rows, "dirty file")
             w, wo = num(b.get("demote on write", {}).get("writeback_bytes")), num(b.get("no demote on write", {}).get("writeback_bytes"))

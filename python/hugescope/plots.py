@@ -732,6 +732,8 @@ NAVARRO_FIGURES = {
     "navarro-sizes": ("Navarro: one superpage size vs all sizes (OSDI'02 Tables 2/3)",
                       plot_navarro_bars("one size vs all, Tables 2/3", "speedup_est",
                                         "speedup over base pages (estimate)")),
+    "navarro-preemption": ("Navarro: preemption with only 4MB available (OSDI'02 §6.6)",
+                           plot_navarro_bars("preemption, §6.6", "preemptions", "reservations preempted", "{:,.0f}")),
     "navarro-writeback": ("Navarro: bytes written back with and without demote-on-write (OSDI'02 §6.7)",
                           plot_navarro_bars("dirty superpages, §6.7", "writeback_bytes", "bytes written back (log)",
                                             "{:,.0f}", log=True)),

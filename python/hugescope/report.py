@@ -46,6 +46,7 @@ TITLES = {
     "ingens-fragmented": "Ingens: fragmented memory, Table 9 (OSDI'16)",
     "navarro-best-case": "Reservation-based superpages: best case, Table 1 (Navarro et al. OSDI'02)",
     "navarro-sizes": "Reservation-based superpages: one size vs all sizes, Tables 2/3 (OSDI'02)",
+    "navarro-preemption": "Reservation-based superpages: preemption with only 4MB available, §6.6 (OSDI'02)",
     "navarro-writeback": "Reservation-based superpages: dirty superpages and write-back, §6.7 (OSDI'02)",
     "navarro-sustained": "Reservation-based superpages: sustained benefit under a page daemon, §6.5 (OSDI'02)",
     "navarro-mthp": "Multi-size THP today: folio sizes and contiguous-PTE coalescing (arm64)",
@@ -64,8 +65,11 @@ NAVARRO_NOTES = {
                          "plentiful. Pages per size at the end of the run; DTLB misses = page walks; speedup = the "
                          "cost model's over base pages (estimate). Paper columns: Table 1 (measured on the Alpha).",
     "navarro-sizes": "Each superpage size alone (navarro:sizes=...) and all sizes. Paper columns: Tables 2/3.",
+    "navarro-preemption": "A 4MB-stride toucher on a machine whose memory is one 4MB extent (§6.6): reservations "
+                          "made, preempted and preferred-size failures; speedup over base pages on the same memory.",
     "navarro-writeback": "Bytes written back at the file's msync: with the write-protect trap only the written pages "
-                         "are dirty; without it every dirty superpage is written whole.",
+                         "are dirty; without it every dirty superpage is written whole. The flush waits for its "
+                         "writes: os.writeback_us (5 ms, estimate) per base page written.",
     "navarro-sustained": "A key-value server beside four FFTW runs started one after another in 80 MiB; the page "
                          "daemon in approximate-LRU order against Navarro's contiguity-aware one. Superpage memory "
                          "at each run's peak; contiguity = Fig. 5's metric, mean from the first run's start.",

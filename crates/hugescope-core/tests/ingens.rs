@@ -353,3 +353,30 @@ fn promote_kth_is_busy_for_the_time_a_promotion_costs() {
     assert_eq!(stat(&s.pt, "promotions_high"), 2.0);
     assert!((stat(&s.pt, "promote_seconds") - 40e-6).abs() < 1e-12);
 }
+
+#[test]
+fn a_lower_threshold_promotes_every_region_above_it_and_bloats_by_their_holes() {
+    // Ingens Table 10's trend on a hand-built utilization pattern: four 2MB
+    // regions populated whole, then freed down to 487, 410, 308 and 205 of
+    // 512 pages (95%, 80%, 60%, 40%). Promote-kth promotes a region when at
+    // least ceil(threshold x 512) pages are present: 461 at 90%, 359 at 70%,
+    // 256 at 50%; a promoted region's holes count as resident again.
+    let keep = [487u64, 410, 308, 205];
+    let rss = |threshold: &str| {
+        let mut s = sim(&header(4 * MB2, false), os(), "ingens", &[("threshold", threshold)]);
+        s.progress(&populate_label(0, BASE, 4 * MB2));
+        for (i, &k) in keep.iter().enumerate() {
+            let start = BASE + i as u64 * MB2;
+            s.progress(&free_label(0, start + k * PAGE, (512 - k) * PAGE));
+        }
+        for _ in 0..25_000 {
+            touch(&mut s, 0, BASE); // 25 s: two of Promote-kth's 10 s wakes
+        }
+        let huge: Vec<usize> = (0..4).map(|i| leaf_size(&s.pt, 0, BASE + i * MB2)).collect();
+        (s.pt.spaces()[0].frames_held(), huge)
+    };
+    let present: u64 = keep.iter().sum(); // 1410
+    assert_eq!(rss("0.9"), (present + 25, vec![1, 0, 0, 0]));
+    assert_eq!(rss("0.7"), (present + 25 + 102, vec![1, 1, 0, 0]));
+    assert_eq!(rss("0.5"), (present + 25 + 102 + 204, vec![1, 1, 1, 0]));
+}

@@ -293,12 +293,19 @@ fn writeback_writes_dirty_leaves_whole_unless_the_write_demoted_them() {
         }
         s.step(Access::write(BASE + 3 * PAGE));
         use hugescope_core::hw::PageTable;
+        let before = s.pt.clock().os_sync_seconds;
         s.pt.progress("msync");
         ok(&s.pt);
-        s.pt.stats().writeback_bytes
+        // The flush waits for its writes: os.writeback_us (5000 us by
+        // default) per base page written, charged to the program.
+        (s.pt.stats().writeback_bytes, s.pt.clock().os_sync_seconds - before)
     };
-    assert_eq!(run("true"), PAGE, "demoted on write: one 8KB page written back");
-    assert_eq!(run("false"), MB4, "no demote-on-write: the whole 4MB superpage");
+    let (bytes, secs) = run("true");
+    assert_eq!(bytes, PAGE, "demoted on write: one 8KB page written back");
+    assert!((secs - 5000e-6).abs() < 1e-12, "one page's write: {secs} s");
+    let (bytes, secs) = run("false");
+    assert_eq!(bytes, MB4, "no demote-on-write: the whole 4MB superpage");
+    assert!((secs - 512.0 * 5000e-6).abs() < 1e-9, "512 pages' writes: {secs} s");
 }
 
 #[test]

@@ -83,6 +83,7 @@ pub fn redis_info() -> WorkloadInfo {
             p("delete_fraction", "float", "0.7", "share of keys deleted at random after loading"),
             p("get_ratio", "float", "1.0", "share of GETs (Table 10 measures GETs); the rest are SETs of existing keys"),
             p("distribution", "str", "uniform", "request keys: uniform (redis-benchmark -r), zipfian, hotspot or latest"),
+            p("allocator", "str", "jemalloc", "how values sit in memory and go back to the OS: jemalloc (Redis's allocator: the value's string takes its size class, 10KiB for 8KiB, and a run of pages returns only when all its values are deleted; src/jemalloc.rs) or exact (each value in value_size bytes, a page returned when no live value overlaps it)"),
         ]),
     }
 }
@@ -128,6 +129,13 @@ pub struct Cfg {
     pub frontend: Option<Frontend>,
     /// Load the keys in a seeded random order (values scattered by key).
     pub shuffled_load: bool,
+    /// Words between consecutive value slots (the allocation each value
+    /// gets: `value_words` unless an allocator model rounds it up).
+    pub slot_words: usize,
+    /// Value slots per allocator run: a run's pages go back to the OS only
+    /// when all its slots are free (Redis's jemalloc; src/jemalloc.rs). None:
+    /// a page goes back when no live value overlaps it.
+    pub run_slots: Option<u64>,
 }
 
 pub fn config(r: &Resolved) -> Result<Cfg> {
@@ -185,6 +193,8 @@ fn kv_config(r: &Resolved) -> Result<Cfg> {
         inserts: 0,
         frontend: None,
         shuffled_load,
+        slot_words: (vs / 8) as usize,
+        run_slots: None,
     };
     // The operation types come from their own stream, so the insert count (and
     // so the exact capacity) is known before the run.
@@ -223,7 +233,23 @@ fn memcached_config(r: &Resolved) -> Result<Cfg> {
 /// Redis in Ingens' bloat experiment: SETs overwrite (no new keys, so the
 /// holes the deletes leave are never refilled; Ingens §3.2 / §6.3).
 fn redis_config(r: &Resolved) -> Result<Cfg> {
-    preset_config(r, &[("insert_ratio", Value::from(0.0))])
+    let mut map = r.map.clone();
+    let allocator = r.str("allocator")?.to_string();
+    map.remove("allocator");
+    let mut c = preset_config(&Resolved { workload: r.workload, map }, &[("insert_ratio", Value::from(0.0))])?;
+    match allocator.as_str() {
+        "exact" => {}
+        "jemalloc" => {
+            // Redis keeps the value as an sds string (header + bytes + NUL)
+            // in one jemalloc allocation of its size class (Ingens §3.2's
+            // 8KB objects: 8198 bytes, the 10 KiB class, two per 5-page run).
+            let class = crate::jemalloc::size_class(crate::jemalloc::redis_string_bytes(c.value_words as u64 * 8));
+            c.slot_words = (class / 8) as usize;
+            c.run_slots = Some(crate::jemalloc::regions_per_run(class));
+        }
+        other => return Err(Error::input(format!("redis: parameter 'allocator' must be jemalloc or exact, got '{other}'"))),
+    }
+    Ok(c)
 }
 
 impl Cfg {
@@ -238,7 +264,7 @@ impl Cfg {
 pub fn layout(c: &Cfg) -> Result<Layout> {
     let mut l = Layout::new();
     l.add("table", c.slots() * 16)?;
-    l.add("values", c.value_slots() * c.value_words as u64 * 8)?;
+    l.add("values", c.value_slots() * c.slot_words as u64 * 8)?;
     l.add("freelist", c.deletes.max(1) * 4)?;
     if let Some(f) = &c.frontend {
         l.add("lru", c.value_slots() * 8)?;
@@ -410,6 +436,10 @@ struct Store {
     mask: u64,
     shift: u32,
     vw: usize,
+    /// Words from one value slot to the next (>= vw).
+    stride: usize,
+    /// Value slots per allocator run (None: pages are returned one by one).
+    run_slots: Option<u64>,
     read_acc: u64,
     /// Value slots freed by deletes (bookkeeping of the allocator, untraced).
     freed: Vec<u32>,
@@ -436,7 +466,7 @@ impl Store {
 
     fn read_value<M: Mem>(&mut self, m: &mut M, vs: u64) {
         self.bump(m, vs);
-        let base = vs as usize * self.vw;
+        let base = vs as usize * self.stride;
         let mut acc = 0u64;
         for j in 0..self.vw {
             acc ^= if j % LINE == 0 { self.vals.ld(m, base + j) } else { self.vals[base + j] };
@@ -446,7 +476,7 @@ impl Store {
 
     fn write_value<M: Mem>(&mut self, m: &mut M, vs: u64, key: u64, ver: u64) {
         self.bump(m, vs);
-        let base = vs as usize * self.vw;
+        let base = vs as usize * self.stride;
         for j in 0..self.vw {
             let w = value_word(key, ver, j);
             if j % LINE == 0 {
@@ -539,7 +569,7 @@ fn purge_free_pages<M: Mem>(s: &mut Store, m: &mut M) {
     if s.freed.is_empty() {
         return;
     }
-    let slot_bytes = (s.vw * 8) as u64;
+    let slot_bytes = (s.stride * 8) as u64;
     let pages = (s.value_slots * slot_bytes).div_ceil(4096) as usize;
     let mut live = vec![0u32; pages];
     let page_of = |slot: u64, b: u64| ((slot * slot_bytes + b) / 4096) as usize;
@@ -549,9 +579,21 @@ fn purge_free_pages<M: Mem>(s: &mut Store, m: &mut M) {
         freed[f as usize] = true;
     }
     for slot in 0..s.fresh.min(s.value_slots) {
-        if !freed[slot as usize] {
-            live[page_of(slot, 0)] += 1;
-            live[page_of(slot, slot_bytes - 1)] += 1;
+        if freed[slot as usize] {
+            continue;
+        }
+        match s.run_slots {
+            // A run keeps every page while one of its values lives.
+            Some(n) => {
+                let first = slot / n * n;
+                for p in page_of(first, 0)..=page_of(first + n - 1, slot_bytes - 1).min(pages - 1) {
+                    live[p] += 1;
+                }
+            }
+            None => {
+                live[page_of(slot, 0)] += 1;
+                live[page_of(slot, slot_bytes - 1)] += 1;
+            }
         }
     }
     // Pages never handed out are untouched and need no purge.
@@ -583,7 +625,7 @@ pub fn run<M: Mem>(c: &Cfg, l: &Layout, m: &mut M) -> Result<Value> {
     let slots = c.slots();
     let mut s = Store {
         tab: m.alloc(l.get("table")?, 2 * slots as usize)?,
-        vals: m.alloc(l.get("values")?, c.value_slots() as usize * c.value_words)?,
+        vals: m.alloc(l.get("values")?, c.value_slots() as usize * c.slot_words)?,
         free: m.alloc(l.get("freelist")?, c.deletes as usize)?,
         free_top: 0,
         fresh: 0,
@@ -591,6 +633,8 @@ pub fn run<M: Mem>(c: &Cfg, l: &Layout, m: &mut M) -> Result<Value> {
         mask: slots - 1,
         shift: 64 - slots.trailing_zeros(),
         vw: c.value_words,
+        stride: c.slot_words,
+        run_slots: c.run_slots,
         read_acc: 0,
         freed: Vec::new(),
         lru: match &c.frontend {
@@ -675,7 +719,7 @@ pub fn run<M: Mem>(c: &Cfg, l: &Layout, m: &mut M) -> Result<Value> {
     for i in 0..slots as usize {
         let k = s.tab[2 * i];
         if k != EMPTY && k != TOMB {
-            let base = s.tab[2 * i + 1] as usize * s.vw;
+            let base = s.tab[2 * i + 1] as usize * s.stride;
             sum = sum.wrapping_add(entry_hash(k, s.vals[base..base + s.vw].iter().copied()));
             live += 1;
         }

@@ -17,6 +17,7 @@ pub mod fftw;
 pub mod graph;
 pub mod gups;
 pub mod hotcold;
+pub mod jemalloc;
 pub mod kv;
 pub mod layout;
 pub mod mapdummy;

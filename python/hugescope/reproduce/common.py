@@ -76,3 +76,22 @@ def seeds_word(seeds: List[int]) -> str:
 
 def mib(b: float) -> str:
     return f"{b / 2**20:,.0f} MiB" if b >= 2**20 else f"{b / 2**10:,.0f} KiB"
+
+
+class StudyRows:
+    """The measurements of a paper whose rows read its studies' tables
+    (Ingens, Navarro): ``tables[study]`` holds one list of row dicts per
+    seed; ``sources(study)`` and ``command(study)`` say where a study's
+    numbers come from and how to regenerate them."""
+
+    def __init__(self, seeds: List[int], tables: Dict[str, List[List[Dict[str, Any]]]], sources, command):
+        self.seeds, self.tables, self.sources, self.command = seeds, tables, sources, command
+        self.out: List[Dict[str, Any]] = []
+
+    def per(self, study: str, f) -> List[float]:
+        """``f`` of each seed's table of ``study``."""
+        return [f(rows) for rows in self.tables[study]]
+
+    def add(self, row_id: str, study: str, values: Sequence[float], note: str = "", **kw) -> None:
+        self.out.append(measured(row_id, values, self.seeds, self.sources(study), self.command(study),
+                                 note=note or None, **kw))

@@ -277,6 +277,7 @@ impl Kernel {
         // reservations: files' ranges, for write-back at msync (os/reserv.rs).
         k.reserv.file_ranges =
             header.regions.iter().filter(|r| r.kind == crate::trace::RegionKind::File).map(|r| (r.pid, r.base, r.base + r.len)).collect();
+        k.reserv.writeback_us = cfg.daemon.writeback_us;
         k.for_each_policy(|p, k| p.init(k));
         Ok(k)
     }

@@ -88,6 +88,11 @@ pub struct Reservations {
     protected: BTreeSet<(u16, u64, usize)>,
     /// Files' virtual ranges (pid, start, end), for write-back (`writeback`).
     pub(super) file_ranges: Vec<(u16, u64, u64)>,
+    /// The cost of writing one dirty base page to disk (`os.writeback_us`,
+    /// the page daemon's), charged to the flushing program per base page a
+    /// write-back writes: a dirty 4MB superpage costs 512 pages' writes
+    /// (Navarro §6.7: "the I/O volume is 512 times larger").
+    pub(super) writeback_us: f64,
     /// The per-access write check runs (ref §4 dirty trap): set only by a
     /// reservation policy with `wp` on, so other policies pay one branch.
     pub(super) armed: bool,
@@ -595,7 +600,9 @@ impl Kernel {
     /// Write-back at a flush (`msync` progress label): every dirty leaf of a
     /// file region is written whole (one dirty bit per leaf, ref §4.6, §8:
     /// a dirty superpage costs its full size) and its dirty bits cleared.
-    /// Returns the bytes written.
+    /// msync waits for the writes: the program is charged `writeback_us` per
+    /// base page written (docs/assumptions.md, "Write-back"). Returns the
+    /// bytes written.
     pub fn writeback(&mut self) -> u64 {
         let bs = self.shape.base_shift;
         let mut bytes = 0;
@@ -622,6 +629,7 @@ impl Kernel {
             }
         }
         self.stats.writeback_bytes += bytes;
+        self.charge_us(self.reserv.writeback_us * (bytes >> bs) as f64);
         bytes
     }
 
