@@ -83,7 +83,7 @@ def _table6(paths: Dict[str, str], scale: str) -> Dict[str, Dict[str, float]]:
     out: Dict[str, Dict[str, float]] = {}
     for name, path in paths.items():
         res = api.compare(path, [spec for _, spec in T6], preset=PRESET, **_extra_os(scale, EXTRA[name]))
-        out[name] = {label: r.to_dict()["speedup_vs_base"] for (label, _), r in zip(T6, res)}
+        out[name] = {label: r.record.speedup_vs_base for (label, _), r in zip(T6, res)}
     return out
 
 

@@ -387,4 +387,4 @@ def pcc_settings(traces: str) -> Dict[str, Any]:
     if not os.path.exists(path):
         workloads.trace("gups", path, size="4MiB", updates=1000)
     (r,) = api.compare(path, ["pcc"], preset=PRESET)
-    return r.to_dict()["policy_params"]
+    return r.record.policy_params.to_dict()
