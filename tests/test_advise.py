@@ -45,6 +45,23 @@ needs_madvise = pytest.mark.skipif(THP.get("pmd_mode") != "madvise",
                                    reason=f"a base-page baseline needs THP mode 'madvise' (it is {THP.get('pmd_mode')})")
 
 
+def _calibration(tmp_path, capsys) -> str:
+    """A preset file written by 'hugescope calibrate --out FILE' (refitting
+    synthetic measurements, no runs)."""
+    from test_calibrate import START, _synthetic
+
+    pts = _synthetic(b=7.5, w=13.0, ghz=2.6)
+    for p in pts:
+        p["label"] = p["workload"]
+    meas = {"host": "h", "when": "now", "preset": "haswell-pcc", "machine": "haswell-pcc", "start_cost": START,
+            "host_ghz": 2.6, "how": "synthetic", "points": pts, "thp": {"enabled": "madvise"}}
+    (tmp_path / "m.json").write_text(json.dumps(meas))
+    cal = tmp_path / "cal.toml"
+    code, _, err = run_cli("calibrate", "--measurements", tmp_path / "m.json", "--out", cal, capsys=capsys)
+    assert code == 0, err
+    return str(cal)
+
+
 @pytest.fixture(scope="module")
 def prog(tmp_path_factory):
     try:
@@ -60,23 +77,54 @@ def prog(tmp_path_factory):
 @needs_thp
 @needs_root
 @needs_madvise
-def test_advise_end_to_end_and_plan_collapses_exactly_its_regions(prog, tmp_path, capsys):
+def test_advise_end_to_end_and_plan_collapses_exactly_its_regions(prog, tmp_path, capsys, monkeypatch):
     out = tmp_path / "o"
+    # The machine of the estimates: a file 'calibrate --out FILE' wrote (issue
+    # #38: advise had no --config, and named no preset it used).
+    cal = _calibration(tmp_path, capsys)
     code, text, err = run_cli("advise", "--out", out, "--ks", "1,2", "--policies", "pcc,oracle", "--repeat", "1",
-                              "--warmup", "0", "--duration", "10", "--", prog, "3000000", capsys=capsys)
+                              "--warmup", "0", "--duration", "10", "--config", cal, "--keep-trace", "--", prog,
+                              "3000000", capsys=capsys)
     assert code == 0, err
+    label = f"config {cal} (over preset haswell-pcc)"
+    assert label in " ".join(text.split()), text
     assert "estimate:" in text and "measured (wall clock" in text and "regions worth promoting" in text
     r = json.loads((out / "advise.json").read_text())
     assert len(r["rows"]) == 4 and sum(x["chosen"] for x in r["rows"]) == 1
     assert r["estimate"] >= 1.0 and r["measured"]["median"] > 0
-    assert set(r["how"]) == {"estimate", "measured"}
+    assert set(r["how"]) == {"estimate", "measured", "stages_s"}
     assert r["promote"] and all(p["region"].startswith("anon:") for p in r["promote"])
     plan = json.loads((out / "plan.json").read_text())
+    assert r["machine"] == label and f"cost model ({label})" in r["how"]["estimate"]
+    assert f"cost model ({label})" in plan["header"]["estimate"]["how"]
     starts = sorted(int(e["start"], 16) for e in plan["entries"])
     assert starts == sorted(int(p["start"], 16) for p in r["promote"])
     # The plan, from the trace, applied natively to the same binary: every entry
     # collapses, PAGEMAP_SCAN sees exactly that range huge, and the process's
     # AnonHugePages (smaps) peak is exactly the plan's bytes: no other region.
+    # Kept with --keep-trace, and reusable: a second advise on it skips the
+    # trace stage (tracing would fail here) and advises the same.
+    assert r["trace"] == str(out / "trace.hst") and (out / "trace.hst").exists()
+    assert set(r["stages_s"]) == {"trace", "simulate", "measure"} and r["stages_s"]["trace"] > 0
+
+    def no_tracing(*a, **k):
+        raise AssertionError("advise --trace traced the program again")
+    monkeypatch.setattr(tracing, "trace_program", no_tracing)
+    again = tmp_path / "again"
+    code, text2, err = run_cli("advise", "--out", again, "--ks", "1,2", "--policies", "pcc,oracle", "--repeat", "1",
+                               "--warmup", "0", "--duration", "10", "--config", cal, "--trace", out / "trace.hst",
+                               "--", prog, "3000000", capsys=capsys)
+    assert code == 0, err
+    r2 = json.loads((again / "advise.json").read_text())
+    assert r2["stages_s"]["trace"] == 0 and "trace 0.0 s (reused trace)" in " ".join(text2.split())
+    assert [(x["policy"], x["k"], x["regions"], x["estimate"]) for x in r2["rows"]] == \
+        [(x["policy"], x["k"], x["regions"], x["estimate"]) for x in r["rows"]]
+    assert r2["trace"] == str(out / "trace.hst") and (out / "trace.hst").exists()
+    assert not (again / "trace.hst").exists()
+    # A trace of other arguments is refused with one line.
+    code, _, err = run_cli("advise", "--out", tmp_path / "other", "--trace", out / "trace.hst", "--", prog, "5",
+                           capsys=capsys)
+    assert code == 2 and err.count("\n") == 1 and "is a trace of" in err, err
     run = linux.run([str(prog), "20000000"], plan=plan, repeat=1, warmup=0).check()
     outs = run.outcomes
     assert [int(o["start"]) for o in outs] == starts
@@ -85,12 +133,43 @@ def test_advise_end_to_end_and_plan_collapses_exactly_its_regions(prog, tmp_path
     assert run.runs[0]["peak_anon_huge_bytes"] == len(starts) * 2 * MIB
 
 
+@needs_thp
+@needs_root
+@needs_madvise
+def test_advise_deletes_its_trace_unless_kept(prog, tmp_path, capsys, monkeypatch):
+    import contextlib
+    from hugescope import progress
+
+    calls = []
+
+    @contextlib.contextmanager
+    def stages(names, console=None):
+        assert names == ["trace", "simulate", "measure"]
+        yield lambda stage, done, total: calls.append((stage, done, total))
+    monkeypatch.setattr(progress, "progress_stages", stages)
+    out = tmp_path / "o"
+    code, text, err = run_cli("advise", "--out", out, "--ks", "1", "--policies", "oracle", "--repeat", "1",
+                              "--warmup", "0", "--duration", "10", "--", prog, "3000000", capsys=capsys)
+    assert code == 0, err
+    r = json.loads((out / "advise.json").read_text())
+    assert r["trace"] is None and not (out / "trace.hst").exists()
+    assert sorted(p.name for p in out.iterdir()) == ["advise.json", "plan.json"]
+    assert "the trace was deleted; --keep-trace keeps it" in " ".join(text.split())
+    # A bar per stage, in order, each ending full: one simulated run, the
+    # base run, one estimate; two measured runs.
+    assert [c[0] for c in calls] == sorted((c[0] for c in calls), key=["trace", "simulate", "measure"].index)
+    ends = {stage: (done, total) for stage, done, total in calls}
+    assert ends == {"trace": (1, 1), "simulate": (3, 3), "measure": (2, 2)}, calls
+
+
 @pytest.mark.parametrize("argv,needle", [
     (["advise"], "give the program after '--'"),
     (["advise", "--ks", "0", "--", "/bin/true"], "--ks"),
     (["advise", "--ks", "a,b", "--", "/bin/true"], "--ks"),
     (["advise", "--repeat", "0", "--", "/bin/true"], "--repeat"),
     (["advise", "--policies", "nope", "--out", "{d}/o", "--", "/bin/true"], "nope"),
+    (["advise", "--trace", "{d}/missing.hst", "--out", "{d}/o", "--", "/bin/true"], "no such trace file"),
+    (["advise", "--trace", "{d}/missing.hst", "--keep-trace", "--out", "{d}/o", "--", "/bin/true"], "--keep-trace"),
 ])
 def test_advise_bad_input_one_error_line(tmp_path, capsys, argv, needle):
     try:

@@ -234,3 +234,31 @@ def test_scipy_spearman_matches_the_previous_implementation():
     ys = [1.02, 1.10, 1.05, 1.30, 0.99, 1.25, 1.11, 1.40]
     assert validate.spearman(xs, ys) == pytest.approx(0.9515025711248198, rel=1e-12)
     assert validate.ranks(xs) == [2, 4, 4, 6, 1, 7, 4, 8]
+
+
+def test_machine_label_names_the_machine_actually_used(tmp_path, monkeypatch):
+    # Issue #38: '--preset calibrated' printed "cost model (default preset)".
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    assert calibrate.machine_label() == "preset haswell-pcc (the default)"
+    assert calibrate.machine_label("modern-x86") == "preset modern-x86"
+    cfg = tmp_path / "cal.toml"
+    cfg.write_text('preset = "modern-x86"\n[cost]\nwalk_ref_cycles = 20\n')
+    assert calibrate.machine_label(None, str(cfg)) == f"config {cfg} (over preset modern-x86)"
+    with pytest.raises(hs.HugescopeError, match="hugescope calibrate"):
+        calibrate.machine_label("calibrated")
+    os.makedirs(tmp_path / "hugescope")
+    (tmp_path / "hugescope" / "calibrated.toml").write_text(cfg.read_text())
+    path = calibrate.default_path()
+    assert calibrate.machine_label("calibrated") == f"calibrated ({path}, over preset modern-x86)"
+
+
+def test_calibrate_help_describes_what_it_runs_by_default(capsys):
+    # Issue #38: the help described the workload fit, which runs only with
+    # --workload; by default calibrate runs the walk microbenchmarks.
+    with pytest.raises(SystemExit) as e:
+        run_cli("calibrate", "--help", capsys=capsys)
+    assert e.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    default, _, with_workload = text.partition("With --workload:")
+    assert "By default: run pointer-chase microbenchmarks" in default and "walk_ref_mem_cycles" in default
+    assert "base_cycles_per_access" not in default and "base_cycles_per_access" in with_workload

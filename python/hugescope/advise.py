@@ -2,7 +2,9 @@
 #14, section 2; the performance engineer's path).
 
 1. **Trace** the program (built with ``hugescope cc``; ASLR off, so the
-   addresses hold in later runs of the same binary and environment).
+   addresses hold in later runs of the same binary and environment), or
+   reuse a trace of it (``trace=``); the trace is deleted at the end unless
+   kept (``keep_trace``).
 2. **Simulate** the policies (default pcc, hawkeye, oracle, linux) at a few
    budgets of k 2 MiB pages, each a budgeted run of the OS model
    (``validate.rankings``), and estimate each plan's speedup with the cost
@@ -66,12 +68,26 @@ def estimate(trace: str, regions: Sequence[int], base_cycles: float, machine: Di
 
 def advise(argv: Sequence[str], out: str, ks: Sequence[int] = DEFAULT_KS, policies: Sequence[str] = DEFAULT_POLICIES,
            repeat: int = 3, warmup: int = 1, duration: float = 60.0, timeout: Optional[float] = None,
-           preset: Optional[str] = None, log: Callable[[str], None] = lambda s: None) -> Dict[str, Any]:
+           preset: Optional[str] = None, config: Optional[str] = None, trace: Optional[str] = None,
+           keep_trace: bool = False, log: Callable[[str], None] = lambda s: None,
+           progress: Optional[Callable[[str, int, Optional[int]], None]] = None) -> Dict[str, Any]:
     """Trace, simulate, choose, measure (module docstring). Writes
-    ``OUT/trace.hst``, ``OUT/plan.json`` (the best plan) and ``OUT/advise.json``
-    (every row). Returns that record."""
-    from . import api, calibrate, linux, tracing
-    from .validate import make_plan, rankings
+    ``OUT/plan.json`` (the best plan) and ``OUT/advise.json`` (every row), and
+    returns that record. ``preset`` and ``config`` choose the machine of the
+    estimates as everywhere (``config`` may be a file written by ``hugescope
+    calibrate --out FILE``); the record's ``machine`` and the plan header's
+    estimate name it.
+
+    The stages: **trace** (skipped with ``trace=FILE``, a trace of the same
+    program and arguments made earlier, e.g. kept by ``keep_trace``),
+    **simulate** (every policy and budget, then the estimates) and
+    **measure** (base pages, then the plan). The trace this call makes goes
+    to ``OUT/trace.hst`` and is deleted at the end unless ``keep_trace`` (a
+    trace is hundreds of MB to GBs); a trace given with ``trace`` is never
+    deleted. ``progress(stage, done, total)`` is called as each stage goes
+    (``total`` None while unknown); ``record["stages_s"]`` holds each stage's
+    wall time."""
+    from . import api, calibrate
 
     argv = [os.fspath(a) for a in argv]
     if not argv:
@@ -83,37 +99,79 @@ def advise(argv: Sequence[str], out: str, ks: Sequence[int] = DEFAULT_KS, polici
     for p in policies:
         if p.partition(":")[0] not in known:
             raise ValueError(f"--policies: unknown policy '{p}' (known: {', '.join(sorted(known))})")
+    if trace is not None:
+        trace = os.fspath(trace)
+        if keep_trace:
+            raise ValueError("--keep-trace keeps the trace advise makes; with --trace it makes none")
+        if not os.path.isfile(trace):
+            raise HugescopeError(f"--trace {trace}: no such trace file")
     os.makedirs(out, exist_ok=True)
-    trace, plan_path, rec_path = (os.path.join(out, f) for f in ("trace.hst", "plan.json", "advise.json"))
-    for path, kind in ((trace, "hst"), (plan_path, "json"), (rec_path, "json")):
+    made = os.path.join(out, "trace.hst")
+    plan_path, rec_path = (os.path.join(out, f) for f in ("plan.json", "advise.json"))
+    for path, kind in (((made, "hst"),) if trace is None else ()) + ((plan_path, "json"), (rec_path, "json")):
         check_output(path, kind)
-    machine = calibrate.machine_args(preset, None)
+    machine = calibrate.machine_args(preset, config)
+    label = calibrate.machine_label(preset, config)
+    tell = progress or (lambda stage, done, total: None)
+    stages: Dict[str, float] = {}
 
-    log(f"tracing {' '.join(argv)}")
-    had_trace = os.path.exists(trace)
-    try:
+    if trace is not None:
+        _check_trace_of(trace, argv)
+        log(f"reusing the trace {trace} (tracing skipped)")
+        stages["trace"] = 0.0
         return _advise_traced(argv, trace, plan_path, rec_path, ks, policies, repeat, warmup, duration, timeout,
-                              machine, log)
-    except BaseException:
-        # Refused (the program failed, no region to promote), failed or
-        # interrupted: the trace made for this advice goes too, so a refused
-        # advise leaves nothing behind (a trace that was there before stays).
-        if not had_trace:
+                              machine, label, log, tell, stages, trace_kept=True)
+    log(f"tracing {' '.join(argv)}")
+    had_trace = os.path.exists(made)
+    keep = False
+    try:
+        rec = _advise_traced(argv, None, plan_path, rec_path, ks, policies, repeat, warmup, duration, timeout,
+                             machine, label, log, tell, stages, trace_kept=keep_trace, made=made)
+        keep = keep_trace
+        return rec
+    finally:
+        # Refused (the program failed, no region to promote), failed,
+        # interrupted, or done without --keep-trace: the trace made for this
+        # advice goes (a trace that was there before stays).
+        if not keep and not had_trace:
             try:
-                os.unlink(trace)
+                os.unlink(made)
             except FileNotFoundError:
                 pass
-        raise
 
 
-def _advise_traced(argv, trace, plan_path, rec_path, ks, policies, repeat, warmup, duration, timeout, machine, log):
-    """The steps of ``advise`` from tracing the program on."""
+def _check_trace_of(trace: str, argv: List[str]) -> None:
+    """A reused trace must be of this program with these arguments: the
+    plan's addresses come from it."""
+    from . import api
+
+    params = api.trace_info(trace)["header"].get("params") or {}
+    traced = params.get("argv")
+    if traced is None:
+        raise HugescopeError(f"--trace {trace}: not a trace of a program (made by 'hugescope trace -- PROG' or "
+                             "advise --keep-trace)")
+    if list(traced) != argv:
+        raise HugescopeError(f"--trace {trace} is a trace of '{' '.join(traced)}', not of '{' '.join(argv)}'; "
+                             "give the same program and arguments")
+
+
+def _advise_traced(argv, trace, plan_path, rec_path, ks, policies, repeat, warmup, duration, timeout, machine, label,
+                   log, tell, stages, trace_kept, made=None):
+    """The stages of ``advise``: trace (when ``trace`` is None, into
+    ``made``), simulate, measure."""
+    import time
     from . import api, linux, tracing
     from .validate import make_plan, rankings
 
-    t = tracing.trace_program(argv, trace)
-    if t["exit_status"] != 0:
-        raise HugescopeError(f"advise: the traced program exited with status {t['exit_status']}; fix it first")
+    if trace is None:
+        t0 = time.monotonic()
+        tell("trace", 0, None)
+        t = tracing.trace_program(argv, made)
+        stages["trace"] = time.monotonic() - t0
+        tell("trace", 1, 1)
+        if t["exit_status"] != 0:
+            raise HugescopeError(f"advise: the traced program exited with status {t['exit_status']}; fix it first")
+        trace = made
     header = api.trace_info(trace)["header"]
     cand = candidates(header)
     if not cand:
@@ -122,44 +180,70 @@ def _advise_traced(argv, trace, plan_path, rec_path, ks, policies, repeat, warmu
     footprint = sum(int(r["len"]) for r in header["regions"] if r.get("kind", "anon") in COLLAPSIBLE_KINDS)
 
     log(f"simulating {', '.join(policies)} at k = {', '.join(map(str, ks))} huge pages")
+    t0 = time.monotonic()
+    n_sim = len([p for p in policies if p != "random"]) * len(ks)
+    # The simulate stage: every (policy, k) run, the base-page run, then one
+    # estimate per distinct plan (at most one per run).
+    total = n_sim + 1 + n_sim
+    tell("simulate", 0, total)
     rank = rankings(trace, policies, ks, cand, footprint, duration=float(duration),
+                    progress=lambda done, _n: tell("simulate", done, total),
                     **{k: v for k, v in machine.items() if v is not None})
     base_cycles = api.simulate(trace, pages="4k", **machine)["cost"]["total_cycles"]
+    done = n_sim + 1
+    tell("simulate", done, total)
     est: Dict[frozenset, float] = {}
     with tempfile.TemporaryDirectory(prefix="hugescope-advise-") as tmp:
         for regs in rank.values():
             if frozenset(regs) not in est:
                 est[frozenset(regs)] = estimate(trace, regs, base_cycles, machine, tmp) if regs else 1.0
+            done += 1
+            tell("simulate", min(done, total), total)
+    tell("simulate", total, total)
+    stages["simulate"] = time.monotonic() - t0
     # The best plan: highest estimate; on a tie the smaller budget, then the policy order given.
     order = sorted(rank, key=lambda pk: (-est[frozenset(rank[pk])], pk[1], list(policies).index(pk[0])))
     best = order[0]
     best_regions = rank[best]
-    how = (f"cost model ({machine.get('preset') or 'default preset'}): total cycles of a static 4 KiB map / of the "
-           "plan's static map, over the traced run")
+    how = (f"cost model ({label}): total cycles of a static 4 KiB map / of the plan's static map, over the "
+           "traced run")
     plan = make_plan(best_regions, note=f"advise {best[0]} k={best[1]}", policy=best[0],
                      estimate={"speedup_vs_base": est[frozenset(best_regions)], "how": how})
     write_json(plan_path, plan)
 
+    t0 = time.monotonic()
+    runs = 2 * (warmup + repeat)
+    tell("measure", 0, runs)
+    count = iter(range(1, runs + 1))
+
+    def ran(_ev):
+        tell("measure", next(count), runs)
+
     log(f"measuring base pages ({warmup} warm-up + {repeat} runs)")
-    base = linux.run(argv, plan=None, repeat=repeat, warmup=warmup, timeout=timeout).check()
+    base = linux.run(argv, plan=None, repeat=repeat, warmup=warmup, timeout=timeout, progress=ran).check()
     log(f"measuring the plan of {best[0]} k={best[1]} ({warmup} warm-up + {repeat} runs)")
-    planned = linux.run(argv, plan=plan, repeat=repeat, warmup=warmup, timeout=timeout).check()
+    planned = linux.run(argv, plan=plan, repeat=repeat, warmup=warmup, timeout=timeout, progress=ran).check()
+    stages["measure"] = time.monotonic() - t0
     tb, sp = base.summary["wall_s"], planned.summary["wall_s"]
     measured = {"median": tb["median"] / sp["median"], "min": tb["median"] / sp["max"], "max": tb["median"] / sp["min"]}
     rows = [{"policy": p, "k": k, "regions": [f"{a:#x}" for a in rank[(p, k)]],
              "estimate": est[frozenset(rank[(p, k)])], "chosen": (p, k) == best} for (p, k) in order]
     rec = {
-        "program": argv, "trace": trace, "plan": plan_path, "best": {"policy": best[0], "k": best[1]},
+        "program": argv, "trace": trace if trace_kept else None, "plan": plan_path,
+        "best": {"policy": best[0], "k": best[1]},
+        "machine": label,
         "promote": [{"start": f"{a:#x}", "region": region_name(header, a)} for a in best_regions],
         "rows": rows,
         "estimate": est[frozenset(best_regions)],
         "measured": measured,
         "base_wall_s": tb, "plan_wall_s": sp,
+        "stages_s": dict(stages),
         "how": {
             "estimate": how,
             "measured": f"median of {repeat} runs after {warmup} warm-up, wall clock from spawn to wait4 of the same "
                         "binary (ASLR off), base pages vs the plan applied with process_madvise(MADV_COLLAPSE) as its "
                         "ranges are populated; min/max = base median / plan max and min",
+            "stages_s": "wall clock of each stage in this process (time.monotonic); trace 0 when reused",
         },
         "collapse": [{k: o.get(k) for k in ("start", "status", "regions", "regions_collapsed", "errno", "reason")}
                      for o in planned.outcomes],

@@ -316,6 +316,15 @@ def _simulate(a, file_policies, inputs) -> int:
     return 0
 
 
+def _machine_label(a) -> str:
+    """The machine the command's estimates use, named as the outputs and
+    plan headers name it (``calibrate.machine_label``), with any ``--set``."""
+    from .calibrate import machine_label
+
+    label = machine_label(a.preset, a.config)
+    return label + (f" with --set {', '.join(a.set)}" if getattr(a, "set", None) else "")
+
+
 def _emitted_plan(a, r) -> dict:
     """The plan ``--emit-plan`` writes: the policy's record retimed to
     ``--timing`` for the target that replays it, adjacent ranges merged, hex
@@ -324,7 +333,7 @@ def _emitted_plan(a, r) -> dict:
     estimate = {"speedup_vs_base": getattr(d, "speedup_vs_base", None),
                 "translation_speedup_vs_base": getattr(d, "translation_speedup_vs_base", None),
                 "how": "simulated: base-page cycles / cycles under this plan's policy on the trace, "
-                       "cost model, OS work on the program's path included"}
+                       f"cost model ({_machine_label(a)}), OS work on the program's path included"}
     return json.loads(_core.plan_emit(json.dumps(r.plan()), a.timing, a.trace[0], a.rate, a.duration,
                                       getattr(d, "policy", None), json.dumps(estimate)))
 
