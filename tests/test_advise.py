@@ -148,24 +148,42 @@ def test_advise_deletes_its_trace_unless_kept(prog, tmp_path, capsys, monkeypatc
         yield lambda stage, done, total: calls.append((stage, done, total))
     monkeypatch.setattr(progress, "progress_stages", stages)
     out = tmp_path / "o"
-    code, text, err = run_cli("advise", "--out", out, "--ks", "1", "--policies", "oracle", "--repeat", "1",
+    code, text, err = run_cli("advise", "--out", out, "--policies", "oracle", "--repeat", "1",
                               "--warmup", "0", "--duration", "10", "--", prog, "3000000", capsys=capsys)
     assert code == 0, err
     r = json.loads((out / "advise.json").read_text())
+    # The default budgets are shares of the footprint, each k = share x
+    # footprint / 2 MiB (at least 1); shares giving the same k share a row.
+    fp, cand = r["footprint_bytes"], r["candidate_regions"]
+    assert 16 * MIB <= fp < 24 * MIB and 7 <= cand <= 8
+    want = {}
+    for share, x in (("1%", 0.01), ("4%", 0.04), ("16%", 0.16), ("64%", 0.64), ("100%", 1.0)):
+        want.setdefault(max(1, int(x * fp) // (2 * MIB)), []).append(share)
+    assert {row["k"]: row["budget"] for row in r["rows"]} == {k: ", ".join(v) for k, v in want.items()}
+    assert list(want)[:1] == [1] and ", ".join(want[1]) == "1%, 4%, 16%"
+    for row in r["rows"]:
+        if len(row["regions"]) < row["k"]:
+            assert row["fewer_because"].endswith(f"the program has only {cand} whole 2 MiB regions that can be "
+                                                 "collapsed") == (row["k"] > cand), row
+        else:
+            assert row["fewer_because"] == "" and len(row["regions"]) == row["k"]
     assert r["trace"] is None and not (out / "trace.hst").exists()
     assert sorted(p.name for p in out.iterdir()) == ["advise.json", "plan.json"]
     assert "the trace was deleted; --keep-trace keeps it" in " ".join(text.split())
-    # A bar per stage, in order, each ending full: one simulated run, the
-    # base run, one estimate; two measured runs.
+    # A bar per stage, in order, each ending full: a simulated run per k,
+    # the base run, an estimate per k; two measured runs.
     assert [c[0] for c in calls] == sorted((c[0] for c in calls), key=["trace", "simulate", "measure"].index)
     ends = {stage: (done, total) for stage, done, total in calls}
-    assert ends == {"trace": (1, 1), "simulate": (3, 3), "measure": (2, 2)}, calls
+    n = len(r["rows"])
+    assert ends == {"trace": (1, 1), "simulate": (2 * n + 1, 2 * n + 1), "measure": (2, 2)}, calls
 
 
 @pytest.mark.parametrize("argv,needle", [
     (["advise"], "give the program after '--'"),
     (["advise", "--ks", "0", "--", "/bin/true"], "--ks"),
     (["advise", "--ks", "a,b", "--", "/bin/true"], "--ks"),
+    (["advise", "--budgets", "150%", "--", "/bin/true"], "--budgets"),
+    (["advise", "--budgets", "4%", "--ks", "2", "--", "/bin/true"], "give one"),
     (["advise", "--repeat", "0", "--", "/bin/true"], "--repeat"),
     (["advise", "--policies", "nope", "--out", "{d}/o", "--", "/bin/true"], "nope"),
     (["advise", "--trace", "{d}/missing.hst", "--out", "{d}/o", "--", "/bin/true"], "no such trace file"),
@@ -178,3 +196,26 @@ def test_advise_bad_input_one_error_line(tmp_path, capsys, argv, needle):
         code, err = e.code, capsys.readouterr().err
     assert code == 2, err
     assert err.count("\n") == 1 and needle in err, err
+
+
+def test_budget_shares_and_why_a_row_holds_fewer_regions():
+    from hugescope import advise
+
+    # 672 MiB (the largest footprint) = 336 pages of 2 MiB.
+    assert advise.budget_pages(advise.DEFAULT_BUDGETS, 672 * MIB) == {
+        3: ["1%"], 13: ["4%"], 53: ["16%"], 215: ["64%"], 336: ["100%"]}
+    assert advise.budget_pages(["1%", "0.5", "100%"], 8 * MIB) == {1: ["1%"], 2: ["0.5"], 4: ["100%"]}
+    for bad in ("0%", "150%", "x", "-1"):
+        with pytest.raises(ValueError, match="--budgets"):
+            advise.parse_budget(bad)
+    # hawkeye listing 2 of 64: its own rule stopped it, and it says so.
+    why = advise.shortfall("hawkeye", 64, 2, 300, {"all": 3, "collapsible": 2}, 60.0)
+    assert why == ("hawkeye promoted 3 regions in the simulated run (60 virtual s), below the budget: its own "
+                   "promotion rule stopped it, not the budget; 1 of them lie outside the regions MADV_COLLAPSE "
+                   "can make huge")
+    assert advise.shortfall("oracle", 8, 7, 7, {"all": 7, "collapsible": 7}, 60.0) == \
+        "the program has only 7 whole 2 MiB regions that can be collapsed"
+    assert advise.shortfall("pcc", 4, 4, 300, {"all": 9, "collapsible": 9}, 60.0) == ""
+    assert advise.shortfall("hawkeye", 8, 2, 7, {"all": 2, "collapsible": 2}, 10.0) == (
+        "hawkeye promoted 2 regions in the simulated run (10 virtual s), below the budget: its own promotion rule "
+        "stopped it, not the budget; the program has only 7 whole 2 MiB regions that can be collapsed")

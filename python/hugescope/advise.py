@@ -6,7 +6,8 @@
    reuse a trace of it (``trace=``); the trace is deleted at the end unless
    kept (``keep_trace``).
 2. **Simulate** the policies (default pcc, hawkeye, oracle, linux) at a few
-   budgets of k 2 MiB pages, each a budgeted run of the OS model
+   budgets (default 1%, 4%, 16%, 64% and 100% of the program's collapsible
+   footprint, as k 2 MiB pages; or k given), each a budgeted run of the OS model
    (``validate.rankings``), and estimate each plan's speedup with the cost
    model: cycles of a static 4 KiB map over cycles of the plan's static map.
 3. **Print** the regions worth promoting (the best plan's, with the traced
@@ -18,8 +19,8 @@
 Everything heavy is done by the modules it calls; this one chooses and reports.
 
     from hugescope import advise
-    r = advise.advise(["./prog", "arg"], out="advise-out", ks=[1, 2, 4])
-    r["rows"]   # policy, k, regions, estimate, measured
+    r = advise.advise(["./prog", "arg"], out="advise-out")   # budgets 1% ... 100%
+    r["rows"]   # policy, budget, k, regions, estimate, fewer_because
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ from ._io import check_output, write_json
 
 HUGE = 2 << 20
 DEFAULT_POLICIES = ["pcc", "hawkeye", "oracle", "linux"]
-DEFAULT_KS = [1, 2, 4]
+#: Default budgets: shares of the program's collapsible footprint (issue
+#: #38: 1, 2, 4 pages covered at most 8 MiB of 176-672 MiB programs).
+DEFAULT_BUDGETS = ["1%", "4%", "16%", "64%", "100%"]
 # Region kinds MADV_COLLAPSE can make huge in a program: private anonymous
 # memory. File-backed kinds (code, data, file) are page cache, out of reach.
 COLLAPSIBLE_KINDS = ("anon", "heap", "bss", "stack")
@@ -66,7 +69,48 @@ def estimate(trace: str, regions: Sequence[int], base_cycles: float, machine: Di
     return base_cycles / api.simulate(trace, pages=path, **machine)["cost"]["total_cycles"]
 
 
-def advise(argv: Sequence[str], out: str, ks: Sequence[int] = DEFAULT_KS, policies: Sequence[str] = DEFAULT_POLICIES,
+def parse_budget(text: str) -> float:
+    """A budget share: ``4%`` or ``0.04`` -> 0.04, in (0, 1]."""
+    t = str(text).strip()
+    try:
+        x = float(t[:-1]) / 100 if t.endswith("%") else float(t)
+    except ValueError:
+        raise ValueError(f"--budgets: '{text}' is not a share of the footprint (e.g. 4% or 0.04)") from None
+    if not 0 < x <= 1:
+        raise ValueError(f"--budgets: '{text}' must be above 0 and at most 100%")
+    return x
+
+
+def budget_pages(shares: Sequence[str], footprint: int) -> Dict[int, List[str]]:
+    """k (2 MiB pages) for each budget share of ``footprint`` bytes, at least
+    one page, rounded down: {k: [the shares that give it]}, ascending."""
+    out: Dict[int, List[str]] = {}
+    for b in shares:
+        k = max(1, int(parse_budget(b) * footprint) // HUGE)
+        out.setdefault(k, []).append(str(b).strip())
+    return dict(sorted(out.items()))
+
+
+def shortfall(policy: str, k: int, chosen: int, n_candidates: int, promoted: Optional[Dict[str, int]],
+              duration: float) -> str:
+    """Why a row holds fewer than ``k`` regions, in words ('' when it holds k)."""
+    if chosen >= k:
+        return ""
+    parts = []
+    if promoted is not None and chosen < min(k, n_candidates):
+        why = (f"{policy} promoted {promoted['all']} regions in the simulated run ({duration:g} virtual s), "
+               "below the budget: its own promotion rule stopped it, not the budget")
+        if promoted["all"] > promoted["collapsible"]:
+            why += (f"; {promoted['all'] - promoted['collapsible']} of them lie outside the regions MADV_COLLAPSE "
+                    "can make huge")
+        parts.append(why)
+    if n_candidates < k:
+        parts.append(f"the program has only {n_candidates} whole 2 MiB regions that can be collapsed")
+    return "; ".join(parts)
+
+
+def advise(argv: Sequence[str], out: str, ks: Optional[Sequence[int]] = None,
+           policies: Sequence[str] = DEFAULT_POLICIES, budgets: Optional[Sequence[str]] = None,
            repeat: int = 3, warmup: int = 1, duration: float = 60.0, timeout: Optional[float] = None,
            preset: Optional[str] = None, config: Optional[str] = None, trace: Optional[str] = None,
            keep_trace: bool = False, log: Callable[[str], None] = lambda s: None,
@@ -92,9 +136,18 @@ def advise(argv: Sequence[str], out: str, ks: Sequence[int] = DEFAULT_KS, polici
     argv = [os.fspath(a) for a in argv]
     if not argv:
         raise ValueError("advise: give the program after '--'")
-    ks = sorted(set(ks))
-    if not ks or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in ks):
-        raise ValueError(f"--ks: {ks!r} must be positive numbers of 2 MiB pages")
+    if ks is not None and budgets is not None:
+        raise ValueError("--ks gives budgets in 2 MiB pages and --budgets as shares of the footprint: give one")
+    if ks is not None:
+        ks = sorted(set(ks))
+        if not ks or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in ks):
+            raise ValueError(f"--ks: {ks!r} must be positive numbers of 2 MiB pages")
+    else:
+        budgets = list(budgets if budgets is not None else DEFAULT_BUDGETS)
+        if not budgets:
+            raise ValueError("--budgets: give at least one share")
+        for b in budgets:
+            parse_budget(b)
     known = set(api.policies())
     for p in policies:
         if p.partition(":")[0] not in known:
@@ -119,14 +172,14 @@ def advise(argv: Sequence[str], out: str, ks: Sequence[int] = DEFAULT_KS, polici
         _check_trace_of(trace, argv)
         log(f"reusing the trace {trace} (tracing skipped)")
         stages["trace"] = 0.0
-        return _advise_traced(argv, trace, plan_path, rec_path, ks, policies, repeat, warmup, duration, timeout,
-                              machine, label, log, tell, stages, trace_kept=True)
+        return _advise_traced(argv, trace, plan_path, rec_path, ks, budgets, policies, repeat, warmup, duration,
+                              timeout, machine, label, log, tell, stages, trace_kept=True)
     log(f"tracing {' '.join(argv)}")
     had_trace = os.path.exists(made)
     keep = False
     try:
-        rec = _advise_traced(argv, None, plan_path, rec_path, ks, policies, repeat, warmup, duration, timeout,
-                             machine, label, log, tell, stages, trace_kept=keep_trace, made=made)
+        rec = _advise_traced(argv, None, plan_path, rec_path, ks, budgets, policies, repeat, warmup, duration,
+                             timeout, machine, label, log, tell, stages, trace_kept=keep_trace, made=made)
         keep = keep_trace
         return rec
     finally:
@@ -155,8 +208,8 @@ def _check_trace_of(trace: str, argv: List[str]) -> None:
                              "give the same program and arguments")
 
 
-def _advise_traced(argv, trace, plan_path, rec_path, ks, policies, repeat, warmup, duration, timeout, machine, label,
-                   log, tell, stages, trace_kept, made=None):
+def _advise_traced(argv, trace, plan_path, rec_path, ks, budgets, policies, repeat, warmup, duration, timeout, machine,
+                   label, log, tell, stages, trace_kept, made=None):
     """The stages of ``advise``: trace (when ``trace`` is None, into
     ``made``), simulate, measure."""
     import time
@@ -178,6 +231,9 @@ def _advise_traced(argv, trace, plan_path, rec_path, ks, policies, repeat, warmu
         raise HugescopeError("advise: the program has no anonymous region holding a whole 2 MiB page; "
                              "huge pages cannot help it (was it built with 'hugescope cc'?)")
     footprint = sum(int(r["len"]) for r in header["regions"] if r.get("kind", "anon") in COLLAPSIBLE_KINDS)
+    # k per budget: shares of the collapsible footprint, or pages as given.
+    shares = budget_pages(budgets, footprint) if ks is None else {k: [f"{k} pages"] for k in ks}
+    ks = list(shares)
 
     log(f"simulating {', '.join(policies)} at k = {', '.join(map(str, ks))} huge pages")
     t0 = time.monotonic()
@@ -186,7 +242,8 @@ def _advise_traced(argv, trace, plan_path, rec_path, ks, policies, repeat, warmu
     # estimate per distinct plan (at most one per run).
     total = n_sim + 1 + n_sim
     tell("simulate", 0, total)
-    rank = rankings(trace, policies, ks, cand, footprint, duration=float(duration),
+    promoted: Dict = {}
+    rank = rankings(trace, policies, ks, cand, footprint, duration=float(duration), promoted=promoted,
                     progress=lambda done, _n: tell("simulate", done, total),
                     **{k: v for k, v in machine.items() if v is not None})
     base_cycles = api.simulate(trace, pages="4k", **machine)["cost"]["total_cycles"]
@@ -226,11 +283,14 @@ def _advise_traced(argv, trace, plan_path, rec_path, ks, policies, repeat, warmu
     stages["measure"] = time.monotonic() - t0
     tb, sp = base.summary["wall_s"], planned.summary["wall_s"]
     measured = {"median": tb["median"] / sp["median"], "min": tb["median"] / sp["max"], "max": tb["median"] / sp["min"]}
-    rows = [{"policy": p, "k": k, "regions": [f"{a:#x}" for a in rank[(p, k)]],
-             "estimate": est[frozenset(rank[(p, k)])], "chosen": (p, k) == best} for (p, k) in order]
+    rows = [{"policy": p, "k": k, "budget": ", ".join(shares[k]), "regions": [f"{a:#x}" for a in rank[(p, k)]],
+             "estimate": est[frozenset(rank[(p, k)])], "chosen": (p, k) == best,
+             "fewer_because": shortfall(p, k, len(rank[(p, k)]), len(cand), promoted.get((p, k)), float(duration))}
+            for (p, k) in order]
     rec = {
         "program": argv, "trace": trace if trace_kept else None, "plan": plan_path,
-        "best": {"policy": best[0], "k": best[1]},
+        "best": {"policy": best[0], "k": best[1], "budget": ", ".join(shares[best[1]])},
+        "footprint_bytes": footprint, "candidate_regions": len(cand),
         "machine": label,
         "promote": [{"start": f"{a:#x}", "region": region_name(header, a)} for a in best_regions],
         "rows": rows,

@@ -631,18 +631,23 @@ def cmd_advise(a) -> int:
     policies = [p for p in a.policies.split(",") if p]
     from .progress import progress_stages
     with progress_stages(["trace", "simulate", "measure"], console=err_console) as tell:
-        r = advise.advise(rest, a.out, ks=a.ks, policies=policies, repeat=a.repeat, warmup=a.warmup,
+        budgets = [b for b in a.budgets.split(",") if b.strip()] if a.budgets is not None else None
+        r = advise.advise(rest, a.out, ks=a.ks, budgets=budgets, policies=policies, repeat=a.repeat, warmup=a.warmup,
                           duration=a.duration, timeout=a.timeout, preset=a.preset, config=a.config, trace=a.trace,
                           keep_trace=a.keep_trace, log=lambda m: err_console.print(f"[dim]{escape(m)}[/]"),
                           progress=tell)
-    t = Table(title=f"plans (estimate: cost model over the trace, {escape(r['machine'])})")
-    for c in ("policy", "k", "regions", "estimate", ""):
-        t.add_column(c)
+    t = Table(title=f"plans (estimate: cost model over the trace, {escape(r['machine'])}); budgets of the "
+                    f"{_sz(r['footprint_bytes'])} collapsible footprint, {r['candidate_regions']} whole 2 MiB regions")
+    for c in ("policy", "budget", "k", "regions", "estimate", "", "fewer regions than k because"):
+        t.add_column(c, overflow="fold")
     for row in r["rows"]:
-        t.add_row(row["policy"], str(row["k"]), " ".join(row["regions"]) or "-", f"{row['estimate']:.3f}x",
-                  "chosen" if row["chosen"] else "")
+        regs = row["regions"]
+        shown = " ".join(regs) if len(regs) <= 4 else f"{len(regs)}: {' '.join(regs[:3])} ..."
+        t.add_row(row["policy"], escape(row["budget"]), str(row["k"]), shown or "-", f"{row['estimate']:.3f}x",
+                  "chosen" if row["chosen"] else "", escape(row["fewer_because"]))
     console.print(t)
-    console.print(f"regions worth promoting ({r['best']['policy']}, k={r['best']['k']}):")
+    console.print(f"regions worth promoting ({r['best']['policy']}, budget {escape(r['best']['budget'])}, "
+                  f"k={r['best']['k']}):")
     for e in r["promote"]:
         console.print(f"  {e['start']}  {escape(e['region'])}")
     m = r["measured"]
@@ -765,7 +770,10 @@ def add_commands(sub) -> None:
                          "the trace stage is skipped")
     av.add_argument("--keep-trace", action="store_true",
                     help="keep the trace in OUT/trace.hst (default: deleted at the end; it can be GBs)")
-    av.add_argument("--ks", type=_ks_arg, default=[1, 2, 4], help="budgets in 2 MiB pages (default 1,2,4)")
+    av.add_argument("--budgets", default=None, metavar="SHARE,...",
+                    help="budgets as shares of the program's collapsible footprint (default "
+                         "1%%,4%%,16%%,64%%,100%%), each k = share x footprint / 2 MiB, at least 1")
+    av.add_argument("--ks", type=_ks_arg, default=None, help="budgets in 2 MiB pages instead, e.g. 1,2,4")
     av.add_argument("--policies", default="pcc,hawkeye,oracle,linux", help="simulated policies (default pcc,hawkeye,oracle,linux)")
     av.add_argument("--repeat", type=_count_arg("--repeat", 1, linux.RUNS_MAX), default=3, help="measured runs (default 3)")
     av.add_argument("--warmup", type=_count_arg("--warmup", 0, linux.RUNS_MAX), default=1, help="warm-up runs (default 1)")
