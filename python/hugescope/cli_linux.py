@@ -603,7 +603,7 @@ def cmd_daemon_study(a) -> int:
                           "(\"complete\": false), if any")
     r = daemon_study.study(a.out, names, quick=a.quick, repeat=a.repeat, budget_share=a.budget, redis=not a.no_redis,
                            capture=not a.no_capture, sim=not a.no_sim, interval=a.interval, rate=a.rate,
-                           cpu=a.cpu, daemon_cpu=a.daemon_cpu,
+                           cpu=a.cpu, daemon_cpu=a.daemon_cpu, preset=a.preset, config=a.config,
                            progress=lambda m: err_console.print(f"[dim]{escape(m)}[/]"))
     console.print(daemon_study.report(r), soft_wrap=True, markup=False)
     console.print(f"wrote {os.path.join(a.out, 'daemon-study.json')} and daemon-study.md")
@@ -756,6 +756,10 @@ def add_commands(sub) -> None:
     ds.add_argument("--no-redis", action="store_true", help="skip redis-server")
     ds.add_argument("--no-capture", action="store_true", help="skip the trace capture cost")
     ds.add_argument("--no-sim", action="store_true", help="skip the simulator's estimates")
+    ds.add_argument("--preset", default=None, help="machine preset of the simulator's estimates ('calibrated' after "
+                                                   "hugescope calibrate; default haswell-pcc)")
+    ds.add_argument("--config", metavar="TOML", default=None,
+                    help="machine TOML of the estimates, e.g. the file 'hugescope calibrate --out FILE' wrote")
     ds.set_defaults(func=cmd_daemon_study)
 
     av = sub.add_parser("advise", help="trace a program, simulate policies, write the best plan, measure it (root)",
