@@ -48,18 +48,11 @@ needs_madvise = pytest.mark.skipif(THP.get("pmd_mode") != "madvise",
 def _calibration(tmp_path, capsys) -> str:
     """A preset file written by 'hugescope calibrate --out FILE' (refitting
     synthetic measurements, no runs)."""
-    from test_calibrate import START, _synthetic
+    from test_calibrate import refit_calibration
 
-    pts = _synthetic(b=7.5, w=13.0, ghz=2.6)
-    for p in pts:
-        p["label"] = p["workload"]
-    meas = {"host": "h", "when": "now", "preset": "haswell-pcc", "machine": "haswell-pcc", "start_cost": START,
-            "host_ghz": 2.6, "how": "synthetic", "points": pts, "thp": {"enabled": "madvise"}}
-    (tmp_path / "m.json").write_text(json.dumps(meas))
-    cal = tmp_path / "cal.toml"
-    code, _, err = run_cli("calibrate", "--measurements", tmp_path / "m.json", "--out", cal, capsys=capsys)
+    code, _, err = refit_calibration(tmp_path, capsys)
     assert code == 0, err
-    return str(cal)
+    return str(tmp_path / "c.toml")
 
 
 @pytest.fixture(scope="module")

@@ -150,15 +150,21 @@ def test_rankings_give_valid_plans(gups_trace):
         validate.make_plan([4096])
 
 
-def test_calibrate_cli_refits_measurements(tmp_path, capsys):
+def refit_calibration(tmp_path, capsys):
+    """'calibrate --measurements M --out TMP/c.toml' on synthetic measurements
+    (no runs): (exit code, stdout, stderr); the file is TMP/c.toml. advise's
+    test uses the file as its --config too."""
     pts = _synthetic(b=7.5, w=13.0, ghz=2.6)
     for p in pts:
         p["label"] = p["workload"]
     meas = {"host": "h", "when": "now", "preset": "haswell-pcc", "machine": "haswell-pcc", "start_cost": START,
             "host_ghz": 2.6, "how": "synthetic", "points": pts, "thp": {"enabled": "madvise"}}
     (tmp_path / "m.json").write_text(json.dumps(meas))
-    code, out, err = run_cli("calibrate", "--measurements", tmp_path / "m.json", "--out", tmp_path / "c.toml",
-                             capsys=capsys)
+    return run_cli("calibrate", "--measurements", tmp_path / "m.json", "--out", tmp_path / "c.toml", capsys=capsys)
+
+
+def test_calibrate_cli_refits_measurements(tmp_path, capsys):
+    code, out, err = refit_calibration(tmp_path, capsys)
     assert code == 0, err
     assert "+0.0%" in out and "saved the calibrated preset" in out
     assert hs.machine_config(config=str(tmp_path / "c.toml"))["cost"]["walk_ref_cycles"] == pytest.approx(13.0, rel=1e-5)
