@@ -332,14 +332,6 @@ impl RegionSweep {
 mod tests {
     use super::*;
 
-    fn vma(start: u64, end: u64, flags: &[&str]) -> Vma {
-        Vma {
-            start, end, perms: "rw-p".into(), offset: 0, dev: "00:00".into(), inode: 0, path: String::new(),
-            size: end - start, rss: 4096, anon: 4096, anon_huge_pages: 0, thp_eligible: Some(true),
-            vm_flags: flags.iter().map(|s| s.to_string()).collect(), fields: Default::default(),
-        }
-    }
-
     const M: u64 = PMD_SIZE;
 
     #[test]
