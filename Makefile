@@ -67,8 +67,10 @@ build: deps clang bins
 # built the same way (maturin's bin bindings) so they carry the same tag.
 # Rebuilt only when a source is newer than the wheel. The binaries are built
 # from their crate's directory, so maturin does not apply the package's
-# pyproject.toml (its features belong to the extension crate).
-WHEEL_SRC := $(shell find crates python -name '*.rs' -o -name '*.py' -o -name Cargo.toml 2>/dev/null) pyproject.toml Cargo.lock README.md LICENSE
+# pyproject.toml (its features belong to the extension crate). The docs go in
+# as package data (hugescope/_docs, for 'hugescope docs'), copied in for the
+# build only (scripts/hugescope_build.py --with-docs).
+WHEEL_SRC := $(shell find crates python -name '*.rs' -o -name '*.py' -o -name Cargo.toml 2>/dev/null) $(wildcard docs/*.md) pyproject.toml Cargo.lock README.md LICENSE
 ZIG_ENV = VIRTUAL_ENV=$(abspath $(VENV)) PATH=$(abspath $(VENV))/bin:$$PATH
 wheel: dist/.wheel
 dist/.wheel: $(WHEEL_SRC) | build
@@ -78,7 +80,8 @@ dist/.wheel: $(WHEEL_SRC) | build
 	rm -rf $(WHEEL_SCRIPTS) && mkdir -p $(WHEEL_SCRIPTS)
 	$(PY) -c "import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); [open('$(WHEEL_SCRIPTS)/' + n.rsplit('/', 1)[1], 'wb').write(z.read(n)) for n in z.namelist() if '.data/scripts/' in n]" target/wheel-bins/*.whl
 	chmod 0755 $(WHEEL_SCRIPTS)/*
-	$(ZIG_ENV) $(VENV)/bin/maturin build --release -q --compatibility manylinux2014 --zig -o dist
+	$(PY) scripts/hugescope_build.py --with-docs -- env $(ZIG_ENV) $(VENV)/bin/maturin build --release -q \
+		--compatibility manylinux2014 --zig -o dist
 	touch $@
 
 demo: build

@@ -14,17 +14,23 @@ manylinux wheel).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
+import sys
 
-import maturin
-from maturin import (  # noqa: F401 - the hooks this backend passes through unchanged
-    build_sdist,
-    get_requires_for_build_editable,
-    get_requires_for_build_sdist,
-    get_requires_for_build_wheel,
-)
+try:
+    import maturin
+except ImportError:  # run as a script by 'make wheel' (only docs_in_package is needed)
+    maturin = None
+if maturin is not None:
+    from maturin import (  # noqa: F401 - the hooks this backend passes through unchanged
+        build_sdist,
+        get_requires_for_build_editable,
+        get_requires_for_build_sdist,
+        get_requires_for_build_wheel,
+    )
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: The crate holding the helper binaries, and the binaries the docs name.
@@ -66,9 +72,45 @@ def prepare_metadata_for_build_editable(metadata_directory, config_settings=None
     return maturin.prepare_metadata_for_build_editable(metadata_directory, config_settings)
 
 
+@contextlib.contextmanager
+def docs_in_package():
+    """The documentation pages as package data while a wheel is built: the
+    repository's ``docs/*.md`` copied to ``python/hugescope/_docs`` (what
+    ``hugescope docs`` reads in an installed package), removed afterwards so
+    the source tree keeps one copy. maturin packs every file of the package
+    directory that git does not ignore, so the copy must not be ignored."""
+    src = os.path.join(ROOT, "docs")
+    dest = os.path.join(ROOT, "python", "hugescope", "_docs")
+    shutil.rmtree(dest, ignore_errors=True)
+    if os.path.isdir(src):
+        os.makedirs(dest)
+        for name in sorted(os.listdir(src)):
+            if name.endswith(".md"):
+                shutil.copyfile(os.path.join(src, name), os.path.join(dest, name))
+    try:
+        yield dest
+    finally:
+        shutil.rmtree(dest, ignore_errors=True)
+
+
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     helper_binaries()
-    return maturin.build_wheel(wheel_directory, config_settings, metadata_directory)
+    with docs_in_package():
+        return maturin.build_wheel(wheel_directory, config_settings, metadata_directory)
+
+
+def main(argv) -> int:
+    """``hugescope_build.py --with-docs -- COMMAND ...``: run a wheel build
+    command (``make wheel``'s maturin) with the docs in the package."""
+    if argv[:2] != ["--with-docs", "--"] or len(argv) < 3:
+        print("usage: hugescope_build.py --with-docs -- COMMAND [ARGS...]", file=sys.stderr)
+        return 2
+    with docs_in_package():
+        return subprocess.run(argv[2:]).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
 
 
 def build_editable(wheel_directory, config_settings=None, metadata_directory=None):

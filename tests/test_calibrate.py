@@ -150,15 +150,21 @@ def test_rankings_give_valid_plans(gups_trace):
         validate.make_plan([4096])
 
 
-def test_calibrate_cli_refits_measurements(tmp_path, capsys):
+def refit_calibration(tmp_path, capsys):
+    """'calibrate --measurements M --out TMP/c.toml' on synthetic measurements
+    (no runs): (exit code, stdout, stderr); the file is TMP/c.toml. advise's
+    test uses the file as its --config too."""
     pts = _synthetic(b=7.5, w=13.0, ghz=2.6)
     for p in pts:
         p["label"] = p["workload"]
     meas = {"host": "h", "when": "now", "preset": "haswell-pcc", "machine": "haswell-pcc", "start_cost": START,
             "host_ghz": 2.6, "how": "synthetic", "points": pts, "thp": {"enabled": "madvise"}}
     (tmp_path / "m.json").write_text(json.dumps(meas))
-    code, out, err = run_cli("calibrate", "--measurements", tmp_path / "m.json", "--out", tmp_path / "c.toml",
-                             capsys=capsys)
+    return run_cli("calibrate", "--measurements", tmp_path / "m.json", "--out", tmp_path / "c.toml", capsys=capsys)
+
+
+def test_calibrate_cli_refits_measurements(tmp_path, capsys):
+    code, out, err = refit_calibration(tmp_path, capsys)
     assert code == 0, err
     assert "+0.0%" in out and "saved the calibrated preset" in out
     assert hs.machine_config(config=str(tmp_path / "c.toml"))["cost"]["walk_ref_cycles"] == pytest.approx(13.0, rel=1e-5)
@@ -234,3 +240,31 @@ def test_scipy_spearman_matches_the_previous_implementation():
     ys = [1.02, 1.10, 1.05, 1.30, 0.99, 1.25, 1.11, 1.40]
     assert validate.spearman(xs, ys) == pytest.approx(0.9515025711248198, rel=1e-12)
     assert validate.ranks(xs) == [2, 4, 4, 6, 1, 7, 4, 8]
+
+
+def test_machine_label_names_the_machine_actually_used(tmp_path, monkeypatch):
+    # Issue #38: '--preset calibrated' printed "cost model (default preset)".
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    assert calibrate.machine_label() == "preset haswell-pcc (the default)"
+    assert calibrate.machine_label("modern-x86") == "preset modern-x86"
+    cfg = tmp_path / "cal.toml"
+    cfg.write_text('preset = "modern-x86"\n[cost]\nwalk_ref_cycles = 20\n')
+    assert calibrate.machine_label(None, str(cfg)) == f"config {cfg} (over preset modern-x86)"
+    with pytest.raises(hs.HugescopeError, match="hugescope calibrate"):
+        calibrate.machine_label("calibrated")
+    os.makedirs(tmp_path / "hugescope")
+    (tmp_path / "hugescope" / "calibrated.toml").write_text(cfg.read_text())
+    path = calibrate.default_path()
+    assert calibrate.machine_label("calibrated") == f"calibrated ({path}, over preset modern-x86)"
+
+
+def test_calibrate_help_describes_what_it_runs_by_default(capsys):
+    # Issue #38: the help described the workload fit, which runs only with
+    # --workload; by default calibrate runs the walk microbenchmarks.
+    with pytest.raises(SystemExit) as e:
+        run_cli("calibrate", "--help", capsys=capsys)
+    assert e.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    default, _, with_workload = text.partition("With --workload:")
+    assert "By default: run pointer-chase microbenchmarks" in default and "walk_ref_mem_cycles" in default
+    assert "base_cycles_per_access" not in default and "base_cycles_per_access" in with_workload

@@ -81,7 +81,8 @@ def test_summaries_speedup_and_share_of_the_all_huge_gain():
 
 
 def test_cli_refuses_bad_options(tmp_path, capsys):
-    for args in (["--workloads", "nope"], ["--budget", "150%"], ["--repeat", "0"]):
+    for args in (["--workloads", "nope"], ["--budget", "150%"], ["--repeat", "0"],
+                 ["--config", str(tmp_path / "missing.toml")], ["--preset", "nosuch"]):
         try:
             code, _, err = run_cli("daemon-study", "--out", tmp_path / "o", *args, capsys=capsys)
         except SystemExit as e:  # argparse's own usage errors
@@ -129,6 +130,8 @@ def test_quick_study_runs_every_condition_and_leaves_nothing_behind(tmp_path):
             assert runs[p]["huge_bytes_end"] <= w["budget"]
     assert runs["base"]["daemon"] is None and runs["base"]["daemon_note"] is None
     assert set(w["simulated"]["speedup_est"]) == set(daemon_study.CONDITIONS)
+    # The machine of the estimates is named (issue #38).
+    assert w["simulated"]["machine"] == "preset haswell-pcc (the default)"
     assert w["simulated"]["speedup_est"]["all"] > 1.0
     # The estimate of each daemon's own choice: the regions it collapsed, per table.
     for p, c in w["simulated"]["daemon_choice"].items():
@@ -137,6 +140,7 @@ def test_quick_study_runs_every_condition_and_leaves_nothing_behind(tmp_path):
     assert on_disk["workloads"]["hotcold"]["budget"] == w["budget"]
     md = (tmp_path / "daemon-study.md").read_text()
     assert md.startswith("# Daemon study (quick") and "| hawkeye |" in md
+    assert "estimates on preset haswell-pcc (the default)" in md
     # No daemon, workload or server left running; no setting changed.
     assert _children() <= before
     assert linux.thp_state()["enabled"] == thp

@@ -334,3 +334,29 @@ def test_python_api_raises_hugescope_error(call, needle, traces, tmp_path, monke
         call(traces["bfs"])
     assert needle in str(e.value)
     assert os.listdir(tmp_path) == []
+
+
+def test_curve_table_cuts_no_value_on_an_80_column_terminal(monkeypatch):
+    # Issue #38: an 80-column terminal cut the role "reference" to "refere...".
+    import pandas as pd
+    from rich.console import Console
+    from hugescope import cli, cli_experiments
+
+    df = pd.DataFrame([
+        dict(policy="hawkeye", role="reference", budget_pct=None, frag_pct=0.0, huge_share=0.99, promotions=12345,
+             ptw_rate=0.00123, speedup_est=1.234),
+        dict(policy="pcc", role="limit", budget_pct=12.5, frag_pct=0.0, huge_share=0.5, promotions=123456,
+             ptw_rate=0.0123, speedup_est=1.1)])
+    cols = ["policy", "role", "budget_pct", "frag_pct", "huge_share", "promotions", "ptw_rate", "speedup_est"]
+    for width in (80, 120):
+        console = Console(width=width, record=True, file=open(os.devnull, "w"))
+        monkeypatch.setattr(cli, "console", console)
+        cli_experiments._print_table(df, cols, "utility curve")
+        text = console.export_text()
+        lines = text.splitlines()
+        assert all(len(ln) <= width for ln in lines), text
+        for value in ("reference", "hawkeye", "12.500", "123,456", "99.00%", "1.234x", "1.100x"):
+            assert value in text, (width, value, text)
+        assert "…" not in text, text
+    # On a wide terminal each header stays on one line.
+    assert "speedup (estimate)" in text and "huge share" in text

@@ -162,6 +162,64 @@ def test_run_command_with_time_plan(tmp_path, capsys):
 
 @needs_thp
 @needs_root
+def test_run_program_plan_all_collapses_its_anonymous_memory(tmp_path, capsys):
+    # Issue #38: 'run --plan all -- PROG' was refused. memhold maps 8 MiB at a
+    # (2 MiB of it MADV_NOHUGEPAGE) and touches it: 3 regions must be huge.
+    a = 0x7e44_0000_0000
+    out = tmp_path / "run.json"
+    code, text, err = run_cli("run", "--plan", "all", "--repeat", "1", "--warmup", "0", "--sample-ms", "50",
+                              "--json", out, "--", memhold(), "--addr", hex(a), "--size", "8M", "--nohuge", "2M:2M",
+                              "--exit-after", "1", capsys=capsys)
+    assert code == 0, err
+    d = load(out)
+    run = d["runs"][0]
+    (o,) = [x["outcome"] for x in run["applied"]]
+    assert o["status"] == "collapsed" and o["regions_collapsed"] == o["regions"] >= 3, o["reason"]
+    assert "in ineligible VMAs" in o["reason"] and "VM_NOHUGEPAGE" in o["reason"]
+    assert run["peak_anon_huge_bytes"] >= 6 * MIB
+    assert d["summary"]["plan_warnings"] == [] and "not fully applied" not in err
+    assert "every anonymous mapping" in " ".join(text.split())
+
+
+@needs_thp
+@needs_root
+def test_run_program_counts_an_entry_it_could_not_apply(tmp_path, capsys):
+    # One entry over the program's 4 MiB plus 4 MiB never mapped: 2 of 4
+    # regions huge, a counted warning, and a reason that says so.
+    a = 0x7e48_0000_0000
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps([{"start": hex(a), "length": "8MiB"}]))
+    out = tmp_path / "run.json"
+    code, _, err = run_cli("run", "--plan", plan, "--repeat", "1", "--warmup", "0", "--start-timeout", "0.3",
+                           "--json", out, "--", memhold(), "--addr", hex(a), "--size", "4M", "--exit-after", "1",
+                           capsys=capsys)
+    err = " ".join(err.split())
+    assert code == 0
+    d = load(out)
+    o = d["runs"][0]["applied"][0]["outcome"]
+    assert (o["status"], o["regions"], o["regions_collapsed"]) == ("partially_collapsed", 4, 2), o["reason"]
+    assert "2 never mapped" in o["reason"] and "--start-timeout 0.3 s" in o["reason"]
+    assert d["summary"]["plan_warnings"] == [
+        "1 of 1 plan entries not fully applied: 2 of their 4 2 MiB regions stayed in base pages "
+        "(each entry's reason says why)"]
+    assert "warning: 1 of 1 plan entries not fully applied" in err
+
+
+def test_run_reports_the_programs_peak_rss_not_the_launchers():
+    # Issue #38: 16.8 MiB reported for a program /usr/bin/time measured at
+    # 1.9 MB: ru_maxrss counted the forked copy of this Python process.
+    ballast = bytearray(128 * MIB)
+    ballast[::4096] = b"\x01" * (128 * MIB // 4096)
+    r = linux.run(["sleep", "0.3"], repeat=1, warmup=0, sample_ms=20).check()
+    assert sum(ballast[::4096]) == 128 * MIB // 4096
+    run = r.runs[0]
+    assert run["peak_rss_source"] == "vmhwm"
+    assert 0 < run["peak_rss_bytes"] < 16 * MIB, run["peak_rss_bytes"]
+    assert "VmHWM" in r.how["peak_rss_bytes"]
+
+
+@needs_thp
+@needs_root
 def test_apply_plan_and_coverage_of_running_process(capsys):
     a = 0x7e50_0000_0000
     p = subprocess.Popen([memhold(), "--addr", hex(a), "--size", "6M"], stdin=subprocess.PIPE,
@@ -212,8 +270,8 @@ def test_run_and_coverage_errors_are_clear(capsys, tmp_path):
     bad.write_text('[{"start": 4096, "length": "2MiB"}]')
     code, _, err = run_cli("run", "gups", "--plan", bad, capsys=capsys)
     assert code == 2 and "not aligned" in err
-    with pytest.raises(ValueError, match="needs a built-in workload"):
-        linux.run(["true"], plan="all")
+    with pytest.raises(ValueError, match="a mode of run"):
+        linux.load_plan("all")
     with pytest.raises(ValueError, match="repeat"):
         linux.run("gups", repeat=0)
     # A process that does not exist is named.

@@ -132,6 +132,8 @@ def test_wheel_is_manylinux_and_complete():
         meta = z.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
     for h in HELPERS:
         assert any(n.endswith(f".data/scripts/{h}") for n in names), names
+    pages = sorted(f for f in os.listdir(os.path.join(ROOT, "docs")) if f.endswith(".md"))
+    assert sorted(n.rsplit("/", 1)[1] for n in names if n.startswith("hugescope/_docs/")) == pages
     assert any(n.endswith(".dist-info/licenses/LICENSE") or n.endswith("/LICENSE") for n in names), names
     assert "Provides-Extra: plot" in meta and "Provides-Extra: parquet" in meta
     assert "Classifier: License :: OSI Approved :: MIT License" in meta
@@ -164,3 +166,67 @@ def test_wheel_installs_in_a_fresh_venv(tmp_path):
     assert {"linux", "pcc", "hawkeye"} <= names
     for h in HELPERS:
         assert os.access(venv / "bin" / h, os.X_OK), h
+    # The docs travel in the wheel: 'hugescope docs' lists and prints them
+    # with no source tree around (issue #38).
+    r = subprocess.run([str(venv / "bin" / "hugescope"), "docs"], capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 0 and "linux" in r.stdout, r.stderr
+    r = subprocess.run([str(venv / "bin" / "hugescope"), "docs", "linux"], capture_output=True, text=True,
+                       cwd=tmp_path)
+    with open(os.path.join(ROOT, "docs", "linux.md")) as f:
+        assert r.returncode == 0 and r.stdout == f.read(), r.stderr
+
+
+# ---------------------------------------------------------------- the docs
+
+def _help_texts(capsys) -> dict:
+    """The help of every command, as a user sees it."""
+    import argparse
+
+    from hugescope import cli
+    from conftest import run_cli
+
+    out = {"hugescope": cli.build_parser().format_help()}
+    sub = next(a for a in cli.build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    for name, p in sub.choices.items():
+        out[name] = p.format_help()
+    for argv in (["trace", "--help"], ["trace", "info", "--help"], ["trace", "import", "--help"],
+                 ["trace", "convert", "--help"], ["trace", "merge", "--help"], ["native", "--help"],
+                 ["validate", "--help"], ["validate", "--suite", "default", "--help"], ["run", "--help"]):
+        try:
+            run_cli(*argv, capsys=capsys)
+        except SystemExit:
+            pass
+        out[" ".join(argv)] = capsys.readouterr().out
+    return out
+
+
+def test_every_doc_page_a_help_text_cites_is_available(capsys):
+    # Issue #38: help said "See docs/linux.md", which an installed package
+    # does not have. Every citation is 'hugescope docs NAME' of a page there is.
+    from hugescope import manual
+
+    names = {n for n, _ in manual.topics()}
+    assert {"linux", "cli", "daemon", "tracing", "configuration", "policies"} <= names
+    cited = set()
+    for cmd, text in _help_texts(capsys).items():
+        flat = " ".join(text.split())
+        raw = re.findall(r"(?<!')docs/[\w-]+\.md", flat)
+        assert not raw, f"'{cmd} --help' cites {raw}: not something an installed package has"
+        for name in re.findall(r"'hugescope docs ([a-z][a-z0-9-]*)'", flat):
+            assert name in names, f"'{cmd} --help' cites a page that does not exist: {name}"
+            cited.add(name)
+    assert {"linux", "daemon", "configuration"} <= cited, cited
+
+
+def test_docs_command_lists_and_prints_pages(capsys):
+    from conftest import run_cli
+
+    code, out, _ = run_cli("docs", capsys=capsys)
+    assert code == 0 and "linux" in out and "Command line" in out
+    with open(os.path.join(ROOT, "docs", "linux.md")) as f:
+        page = f.read()
+    for name in ("linux", "linux.md", "docs/linux.md"):
+        code, out, _ = run_cli("docs", name, capsys=capsys)
+        assert code == 0 and out == page, name
+    code, _, err = run_cli("docs", "nosuch", capsys=capsys)
+    assert code == 2 and "no documentation page 'nosuch'" in err and "linux" in err

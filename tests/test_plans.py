@@ -68,6 +68,8 @@ def test_emitted_plans_are_merged_hex_and_say_how_they_were_timed(traced, tmp_pa
     assert times and all(t >= p / h["accesses_per_second"] for t, p in zip(sorted(times), sorted(positions)))
     assert all(t <= 10.0 for t in times)
     assert h["estimate"]["speedup_vs_base"] > 1.0 and "simulated" in h["estimate"]["how"]
+    # The header names the machine the estimate used (issue #38).
+    assert "cost model (preset haswell-pcc (the default))" in h["estimate"]["how"], h["estimate"]["how"]
     # Every emitted form loads as a plan, and the simulator replays the merged
     # launch-time plan (same regions huge from the start).
     for p in (rec, start, secs):

@@ -83,3 +83,23 @@ def test_bar_on_a_terminal_draws_unknown_and_known_totals(monkeypatch):
         tick(8_000_000, 8_000_000)
     # transient: the bar is erased at the end, but it was drawn with the count.
     assert "8,000,000/8,000,000 accesses" in buf.getvalue() or "4,194,304/8,000,000 accesses" in buf.getvalue()
+
+
+def test_progress_stages_draws_a_bar_per_stage_on_a_terminal(monkeypatch):
+    import io
+    import sys
+    from rich.console import Console
+    from hugescope.progress import progress_stages
+
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False, raising=False)
+    with progress_stages(["trace", "simulate"]) as tell:
+        assert tell is None  # not a terminal: no bar, no callback
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
+    buf = io.StringIO()
+    console = Console(file=buf, force_terminal=True, width=100)
+    with progress_stages(["trace", "simulate", "measure"], console=console) as tell:
+        tell("trace", 1, 1)
+        tell("simulate", 3, 5)
+        console.print()  # let the live display draw once
+        text = buf.getvalue()
+    assert "trace" in text and "1/1" in text and "simulate" in text and "3/5" in text, text

@@ -96,6 +96,26 @@ def machine_args(preset: Optional[str] = None, config: Optional[str] = None) -> 
     return {"preset": None, "config": path}
 
 
+def machine_label(preset: Optional[str] = None, config: Optional[str] = None) -> str:
+    """The machine an estimate uses, as every output and plan header names
+    it: ``preset haswell-pcc (the default)``, ``preset skylake``, ``calibrated
+    (PATH, over preset haswell-pcc)`` or ``config FILE (over preset ...)``,
+    the preset underneath read from the resolved configuration. Raises what
+    ``machine_args`` raises for a bad combination."""
+    from . import api
+
+    m = machine_args(preset, config)
+    resolved = api.machine_config(preset=m["preset"], config=m["config"])
+    under = resolved.get("preset") or resolved.get("name") or "?"
+    if preset == "calibrated":
+        return f"calibrated ({m['config']}, over preset {under})"
+    if config is not None:
+        return f"config {os.fspath(config)} (over preset {under})"
+    if preset is not None:
+        return f"preset {under}"
+    return f"preset {under} (the default)"
+
+
 def host_ghz() -> Optional[float]:
     """The clock the kernel reports for cpu 0 (``cpu MHz`` in /proc/cpuinfo),
     in GHz; ``None`` if unknown. In a VM this is the nominal (TSC) clock."""

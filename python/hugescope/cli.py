@@ -44,6 +44,12 @@ class Parser(argparse.ArgumentParser):
         err_console.print(f"[bold red]error:[/] {escape(_error_line(f'{self.prog}: {message}'))}")
         raise SystemExit(EXIT_USAGE)
 
+    def format_help(self):
+        # A page cited as docs/NAME.md is shown as the command that prints
+        # it: an installed package has no docs/ directory (issue #38).
+        from .manual import cite_as_command
+        return cite_as_command(super().format_help())
+
 
 #: Set by a command while it works to say what an interruption keeps (e.g. a
 #: sweep's checkpoint and how to resume); printed by ``main`` on SIGINT/SIGTERM.
@@ -316,6 +322,15 @@ def _simulate(a, file_policies, inputs) -> int:
     return 0
 
 
+def _machine_label(a) -> str:
+    """The machine the command's estimates use, named as the outputs and
+    plan headers name it (``calibrate.machine_label``), with any ``--set``."""
+    from .calibrate import machine_label
+
+    label = machine_label(a.preset, a.config)
+    return label + (f" with --set {', '.join(a.set)}" if getattr(a, "set", None) else "")
+
+
 def _emitted_plan(a, r) -> dict:
     """The plan ``--emit-plan`` writes: the policy's record retimed to
     ``--timing`` for the target that replays it, adjacent ranges merged, hex
@@ -324,7 +339,7 @@ def _emitted_plan(a, r) -> dict:
     estimate = {"speedup_vs_base": getattr(d, "speedup_vs_base", None),
                 "translation_speedup_vs_base": getattr(d, "translation_speedup_vs_base", None),
                 "how": "simulated: base-page cycles / cycles under this plan's policy on the trace, "
-                       "cost model, OS work on the program's path included"}
+                       f"cost model ({_machine_label(a)}), OS work on the program's path included"}
     return json.loads(_core.plan_emit(json.dumps(r.plan()), a.timing, a.trace[0], a.rate, a.duration,
                                       getattr(d, "policy", None), json.dumps(estimate)))
 
@@ -799,6 +814,24 @@ def cmd_validate(rest: List[str]) -> int:
 
 # ---------------------------------------------------------------- main
 
+def cmd_docs(a) -> int:
+    from . import manual
+    if a.topic is None:
+        pages = manual.topics()
+        if not pages:
+            raise CliError("no documentation pages found in this installation of hugescope")
+        t = Table(title="documentation pages: hugescope docs TOPIC prints one")
+        t.add_column("topic")
+        t.add_column("title")
+        for name, title in pages:
+            t.add_row(name, escape(title))
+        console.print(t)
+        return 0
+    # The page as it is (Markdown), for a pager or a file: no console markup.
+    sys.stdout.write(manual.page(a.topic))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = Parser(prog="hugescope", description="Which memory should be huge pages, and what does each policy buy?")
     p.add_argument("--version", action="version", version=f"hugescope {_core.version()}")
@@ -901,6 +934,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="--sweeps: virtual seconds the trace spans (default: its own rate, as the sweep commands)")
     json_option(b, "write the measurements to this JSON file")
     b.set_defaults(func=cmd_bench)
+
+    dc = sub.add_parser("docs", help="print a documentation page ('hugescope docs' lists them)",
+                        description="Print a documentation page as Markdown (the pages a help text cites as "
+                                    "'hugescope docs NAME'), or list the pages with their titles.")
+    dc.add_argument("topic", nargs="?", metavar="TOPIC", help="page name, e.g. linux (also linux.md)")
+    dc.set_defaults(func=cmd_docs)
 
     d = sub.add_parser("demo", help="the main demonstration (what 'make demo' runs)")
     d.add_argument("--out", default="demo-out", help="directory for traces and results")

@@ -254,15 +254,25 @@ def _fmt(col: str, v) -> str:
 
 
 def _print_table(df, columns, title: str) -> None:
-    t = Table(title=title)
+    console = _cli().console
     cols = [c for c in columns if c in df.columns]
     heads = {"speedup_est": "speedup (estimate)", "ptw_rate": "PTW rate", "huge_share": "huge share",
              "budget_pct": "limit %", "frag_pct": "frag %"}
-    for c in cols:
-        t.add_column(heads.get(c, c), justify="left" if c in ("policy", "role", "region", "class") else "right")
-    for rec in df.to_dict(orient="records"):
-        t.add_row(*[_fmt(c, rec.get(c)) for c in cols])
-    _cli().console.print(t)
+    rows = [[_fmt(c, rec.get(c)) for c in cols] for rec in df.to_dict(orient="records")]
+    widest = [max((len(r[i]) for r in rows), default=0) for i in range(len(cols))]
+    names = [heads.get(c, c) for c in cols]
+    # No value is ever cut ("refere..." on an 80-column terminal, issue #38):
+    # each column is at least as wide as its widest value, and when the table
+    # would not fit on one line per header, each header takes a line per word.
+    natural = sum(max(w, len(n)) for w, n in zip(widest, names)) + 3 * len(cols) + 1
+    split = natural > console.width
+    t = Table(title=title, pad_edge=not split)
+    for c, n, w in zip(cols, names, widest):
+        t.add_column(n.replace(" ", "\n") if split else n,
+                     justify="left" if c in ("policy", "role", "region", "class") else "right", min_width=w)
+    for r in rows:
+        t.add_row(*r)
+    console.print(t)
 
 
 def _finish(df, a, extra=None, checkpoint=None) -> None:

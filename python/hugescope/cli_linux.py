@@ -6,7 +6,7 @@
     hugescope fragment --share X [--seed N] [--margin SIZE] [--hold | --seconds T]
     hugescope thp
     hugescope coverage PID
-    hugescope calibrate [--workload NAME:k=v,...] [--repeat N] [--out FILE]
+    hugescope calibrate [--footprints SIZE,...] [--workload NAME:k=v,...] [--repeat N] [--out FILE]
     hugescope validate WORKLOAD [params] --ks 1,2,4,8 --policies pcc,oracle,random -o DIR
 
 Every time printed is a measurement; the tables say how it was measured.
@@ -127,9 +127,15 @@ RUN_USAGE = """usage: hugescope run WORKLOAD [workload params] [--plan PLAN|all]
 Run a built-in workload natively, or any program, under a promotion plan, and
 measure it: N measured runs after W warm-up runs, median/min/max.
 
-  --plan all    every region of the workload collapsed as soon as it is populated
+  --plan all    every region of the workload collapsed as soon as it is populated;
+                for a program, every private anonymous mapping, 2 MiB region
+                by region as the program populates it (needs root)
   --plan FILE   a plan (JSON): start, progress-label and time_s entries for a
-                workload; start and time_s entries for a program (needs root)
+                workload; start and time_s entries for a program, applied
+                region by region as the program populates each range (root)
+
+An entry that is not fully applied is counted in a warning, and its row says
+how many regions stayed small and why.
   no --plan     base pages (memory is left as the THP mode makes it)
 
 A program runs with ASLR disabled for it only, so a plan's addresses hold.
@@ -139,7 +145,8 @@ workloads: {names}"""
 def _run_options(p: argparse.ArgumentParser, suppress: bool) -> None:
     d = (lambda v: argparse.SUPPRESS) if suppress else (lambda v: v)
     p.add_argument("--plan", default=d(None), metavar="PLAN",
-                   help="plan JSON file, or 'all' (every region of a workload huge); default: base pages")
+                   help="plan JSON file, or 'all' (every region of a workload, or every anonymous mapping of a program, "
+                        "huge); default: base pages")
     p.add_argument("--repeat", type=_count_arg("measured runs", 1, linux.RUNS_MAX), default=d(3), help="measured runs (default 3)")
     p.add_argument("--warmup", type=_count_arg("warm-up runs", 0, linux.RUNS_MAX), default=d(1),
                    help="unmeasured runs first (default 1)")
@@ -150,7 +157,8 @@ def _run_options(p: argparse.ArgumentParser, suppress: bool) -> None:
     p.add_argument("--timeout", type=_seconds_arg(positive=True), default=d(None),
                    help="kill a program after this many seconds (programs only); the run is marked 'timeout'")
     p.add_argument("--start-timeout", type=_seconds_arg(positive=False), default=d(10.0),
-                   help="how long a program's 'start' entry waits for its range to be populated (default 10 s)")
+                   help="how long a program's entry keeps collapsing its range's regions as they are populated, "
+                        "after it comes due (default 10 s; --plan all: the whole run)")
     p.add_argument("--baseline", action="store_true", default=d(False),
                    help="also run without the plan (same warm-up and repeat) and print the measured gain beside "
                         "the simulator's estimate from the plan's header")
@@ -331,7 +339,10 @@ def render_outcomes(outcomes, limit: int = 40) -> None:
         elif o.get("point") is None and o.get("t_s") is not None:
             at = f"{o['t_s']:.3f} s"
         st = o["status"]
-        t.add_row(str(o["index"]), f"{o['start']:#x}..{o['start'] + o['length']:#x}", _sz(o["length"]),
+        # --plan all for a program: one outcome over every anonymous mapping.
+        everything = str(o.get("note") or "").startswith("all:")
+        t.add_row(str(o["index"]), "every anonymous mapping" if everything else
+                  f"{o['start']:#x}..{o['start'] + o['length']:#x}", "-" if everything else _sz(o["length"]),
                   _when(o.get("when")), at, f"[{colours.get(st, '')}]{st.replace('_', ' ')}[/]",
                   f"{o['regions_collapsed']}/{o['regions']}", _sz(o.get("bytes_huge_after_exact")),
                   o.get("errno") or "", escape(o.get("reason") or ""))
@@ -592,7 +603,7 @@ def cmd_daemon_study(a) -> int:
                           "(\"complete\": false), if any")
     r = daemon_study.study(a.out, names, quick=a.quick, repeat=a.repeat, budget_share=a.budget, redis=not a.no_redis,
                            capture=not a.no_capture, sim=not a.no_sim, interval=a.interval, rate=a.rate,
-                           cpu=a.cpu, daemon_cpu=a.daemon_cpu,
+                           cpu=a.cpu, daemon_cpu=a.daemon_cpu, preset=a.preset, config=a.config,
                            progress=lambda m: err_console.print(f"[dim]{escape(m)}[/]"))
     console.print(daemon_study.report(r), soft_wrap=True, markup=False)
     console.print(f"wrote {os.path.join(a.out, 'daemon-study.json')} and daemon-study.md")
@@ -618,17 +629,25 @@ def cmd_advise(a) -> int:
     if not rest:
         raise CliError("advise: give the program after '--' (hugescope advise -- ./prog args)")
     policies = [p for p in a.policies.split(",") if p]
-    r = advise.advise(rest, a.out, ks=a.ks, policies=policies, repeat=a.repeat, warmup=a.warmup,
-                      duration=a.duration, timeout=a.timeout, preset=a.preset,
-                      log=lambda m: err_console.print(f"[dim]{escape(m)}[/]"))
-    t = Table(title="plans (estimate: cost model over the trace)")
-    for c in ("policy", "k", "regions", "estimate", ""):
-        t.add_column(c)
+    from .progress import progress_stages
+    with progress_stages(["trace", "simulate", "measure"], console=err_console) as tell:
+        budgets = [b for b in a.budgets.split(",") if b.strip()] if a.budgets is not None else None
+        r = advise.advise(rest, a.out, ks=a.ks, budgets=budgets, policies=policies, repeat=a.repeat, warmup=a.warmup,
+                          duration=a.duration, timeout=a.timeout, preset=a.preset, config=a.config, trace=a.trace,
+                          keep_trace=a.keep_trace, log=lambda m: err_console.print(f"[dim]{escape(m)}[/]"),
+                          progress=tell)
+    t = Table(title=f"plans (estimate: cost model over the trace, {escape(r['machine'])}); budgets of the "
+                    f"{_sz(r['footprint_bytes'])} collapsible footprint, {r['candidate_regions']} whole 2 MiB regions")
+    for c in ("policy", "budget", "k", "regions", "estimate", "", "fewer regions than k because"):
+        t.add_column(c, overflow="fold")
     for row in r["rows"]:
-        t.add_row(row["policy"], str(row["k"]), " ".join(row["regions"]) or "-", f"{row['estimate']:.3f}x",
-                  "chosen" if row["chosen"] else "")
+        regs = row["regions"]
+        shown = " ".join(regs) if len(regs) <= 4 else f"{len(regs)}: {' '.join(regs[:3])} ..."
+        t.add_row(row["policy"], escape(row["budget"]), str(row["k"]), shown or "-", f"{row['estimate']:.3f}x",
+                  "chosen" if row["chosen"] else "", escape(row["fewer_because"]))
     console.print(t)
-    console.print(f"regions worth promoting ({r['best']['policy']}, k={r['best']['k']}):")
+    console.print(f"regions worth promoting ({r['best']['policy']}, budget {escape(r['best']['budget'])}, "
+                  f"k={r['best']['k']}):")
     for e in r["promote"]:
         console.print(f"  {e['start']}  {escape(e['region'])}")
     m = r["measured"]
@@ -639,7 +658,12 @@ def cmd_advise(a) -> int:
     for o in r["collapse"]:
         console.print(f"  plan entry {int(o['start']):#x}: {o['status']} {o['regions_collapsed']}/{o['regions']}"
                       + (f" ({escape(str(o['reason']))})" if o["status"] != "collapsed" else ""))
-    console.print(f"wrote {escape(r['plan'])}, {escape(r['trace'])} and {escape(os.path.join(a.out, 'advise.json'))}")
+    st = r["stages_s"]
+    console.print("time per stage (wall clock): " + ", ".join(
+        f"{k} {v:.1f} s" + (" (reused trace)" if k == "trace" and a.trace else "") for k, v in st.items()))
+    kept = (f" (trace: {escape(r['trace'])}, " + ("given with --trace)" if a.trace else "kept with --keep-trace)")
+            if r["trace"] else " (the trace was deleted; --keep-trace keeps it for --trace)")
+    console.print(f"wrote {escape(r['plan'])} and {escape(os.path.join(a.out, 'advise.json'))}{kept}")
     return 0
 
 
@@ -732,21 +756,38 @@ def add_commands(sub) -> None:
     ds.add_argument("--no-redis", action="store_true", help="skip redis-server")
     ds.add_argument("--no-capture", action="store_true", help="skip the trace capture cost")
     ds.add_argument("--no-sim", action="store_true", help="skip the simulator's estimates")
+    ds.add_argument("--preset", default=None, help="machine preset of the simulator's estimates ('calibrated' after "
+                                                   "hugescope calibrate; default haswell-pcc)")
+    ds.add_argument("--config", metavar="TOML", default=None,
+                    help="machine TOML of the estimates, e.g. the file 'hugescope calibrate --out FILE' wrote")
     ds.set_defaults(func=cmd_daemon_study)
 
     av = sub.add_parser("advise", help="trace a program, simulate policies, write the best plan, measure it (root)",
-                        description="Trace a program built with 'hugescope cc', simulate policies at a few budgets, "
-                                    "print the regions worth promoting with the estimated gain, write the plan, and "
-                                    "measure base pages vs the plan natively. See docs/linux.md.")
-    av.add_argument("--out", default="advise-out", help="directory for trace.hst, plan.json, advise.json")
-    av.add_argument("--ks", type=_ks_arg, default=[1, 2, 4], help="budgets in 2 MiB pages (default 1,2,4)")
+                        description="Trace a program built with 'hugescope cc' (or reuse a trace: --trace), simulate "
+                                    "policies at a few budgets, print the regions worth promoting with the estimated "
+                                    "gain, write the plan, and measure base pages vs the plan natively; a progress bar "
+                                    "per stage (trace, simulate, measure) on a terminal. See docs/linux.md.")
+    av.add_argument("--out", default="advise-out",
+                    help="directory for plan.json, advise.json (and trace.hst with --keep-trace)")
+    av.add_argument("--trace", metavar="FILE", default=None,
+                    help="reuse this trace of the same program and arguments (e.g. kept by --keep-trace): "
+                         "the trace stage is skipped")
+    av.add_argument("--keep-trace", action="store_true",
+                    help="keep the trace in OUT/trace.hst (default: deleted at the end; it can be GBs)")
+    av.add_argument("--budgets", default=None, metavar="SHARE,...",
+                    help="budgets as shares of the program's collapsible footprint (default "
+                         "1%%,4%%,16%%,64%%,100%%), each k = share x footprint / 2 MiB, at least 1")
+    av.add_argument("--ks", type=_ks_arg, default=None, help="budgets in 2 MiB pages instead, e.g. 1,2,4")
     av.add_argument("--policies", default="pcc,hawkeye,oracle,linux", help="simulated policies (default pcc,hawkeye,oracle,linux)")
     av.add_argument("--repeat", type=_count_arg("--repeat", 1, linux.RUNS_MAX), default=3, help="measured runs (default 3)")
     av.add_argument("--warmup", type=_count_arg("--warmup", 0, linux.RUNS_MAX), default=1, help="warm-up runs (default 1)")
     av.add_argument("--duration", type=_seconds_arg(positive=True), default=60.0,
                     help="virtual seconds the trace spans for the simulated daemons (default 60)")
     av.add_argument("--timeout", type=_seconds_arg(positive=True), default=None, help="kill a measured run after S seconds")
-    av.add_argument("--preset", default=None, help="machine preset for the estimates ('calibrated' after hugescope calibrate)")
+    av.add_argument("--preset", default=None, help="machine preset for the estimates ('calibrated' after hugescope "
+                                                  "calibrate; default haswell-pcc)")
+    av.add_argument("--config", metavar="TOML", default=None,
+                    help="machine TOML for the estimates, e.g. the file 'hugescope calibrate --out FILE' wrote")
     av.add_argument("rest", nargs=argparse.REMAINDER, help="-- PROGRAM [ARGS]")
     av.set_defaults(func=cmd_advise)
 
@@ -902,21 +943,28 @@ def _save_calibration(a, cal, how_default: str) -> None:
 def add_calibrate_commands(sub) -> None:
     from . import calibrate
 
-    c = sub.add_parser("calibrate", help="fit the cost model to native runs on this machine and save it as a preset",
-                       description="Run workloads natively with base pages and all huge (median of N fresh-process "
-                                   "runs), simulate the same runs, fit base_cycles_per_access and walk_ref_cycles, "
-                                   "and save the fit as a machine TOML (default "
-                                   f"{calibrate.default_path()}, used by --preset calibrated).")
+    c = sub.add_parser("calibrate", help="fit the cost model to measurements on this machine and save it as a preset",
+                       description="By default: run pointer-chase microbenchmarks with 4 KiB and 2 MiB pages over "
+                                   "footprints from 16 KiB to 4 GiB (--footprints), fit the page walk's costs "
+                                   "(walk_ref_cycles for a reference that hits the page-table line cache, "
+                                   "walk_ref_mem_cycles for one that misses, pt_cache_lines, l2_hit_cycles) and "
+                                   "save them over the starting preset as a machine TOML (default "
+                                   f"{calibrate.default_path()}, used by --preset calibrated; --out FILE elsewhere, "
+                                   "then --config FILE). With --workload: run those workloads natively with base "
+                                   "pages and all huge (median of N fresh-process runs), simulate the same runs and "
+                                   "fit base_cycles_per_access and walk_ref_cycles instead (--objective).")
     c.add_argument("--workload", action="append", default=[], metavar="NAME[:k=v,...]",
-                   help="a workload and its parameters (repeatable); default: "
+                   help="fit to this workload's native runs instead of the microbenchmarks (repeatable), e.g. "
                         + "; ".join(calibrate._label(n, p) for n, p in calibrate.DEFAULT_WORKLOADS))
-    c.add_argument("--repeat", type=_count_arg("measured runs", 1, linux.RUNS_MAX), default=3, help="measured runs (default 3)")
-    c.add_argument("--warmup", type=_count_arg("warm-up runs", 0, linux.RUNS_MAX), default=1, help="warm-up runs first (default 1)")
+    c.add_argument("--repeat", type=_count_arg("measured runs", 1, linux.RUNS_MAX), default=3,
+                   help="measured repetitions of each microbenchmark or workload run (default 3)")
+    c.add_argument("--warmup", type=_count_arg("warm-up runs", 0, linux.RUNS_MAX), default=1,
+                   help="with --workload: warm-up runs first (default 1)")
     c.add_argument("--preset", default=calibrate.DEFAULT_PRESET,
                    help=f"starting preset; its other latencies are held (default {calibrate.DEFAULT_PRESET})")
     c.add_argument("--config", metavar="TOML", help="TOML merged over the starting preset")
     c.add_argument("--objective", choices=calibrate.OBJECTIVES, default="speedup",
-                   help="fit speedups (default) or absolute times; see docs/linux.md")
+                   help="with --workload: fit speedups (default) or absolute times; see docs/linux.md")
     c.add_argument("--ghz", type=_ghz_arg, default=None, help="clock for cycles -> seconds (default: this host's)")
     c.add_argument("--fit-ghz", action="store_true", help="fit the clock to the measured absolute times")
     c.add_argument("--out", metavar="FILE", default=None, help=f"preset file to write (default {calibrate.default_path()})")

@@ -274,29 +274,33 @@ def _workload_once(name: str, params: Dict[str, Any], cond: str, budget: int, fo
 
 
 def simulate(name: str, params: Dict[str, Any], share: float, duration: float, tmpdir: str,
-             limit: int = SIM_LIMIT, preset: Optional[str] = None) -> Dict[str, Any]:
+             limit: int = SIM_LIMIT, preset: Optional[str] = None, config: Optional[str] = None) -> Dict[str, Any]:
     """The simulator's estimate for every policy at ``share`` of the footprint,
     and for all huge: the workload's trace (its first ``limit`` accesses),
-    simulated as ``duration`` seconds of virtual time."""
+    simulated as ``duration`` seconds of virtual time, on the machine
+    ``preset``/``config`` choose (named in ``machine``)."""
     from . import api
+    from .calibrate import machine_args, machine_label
+    machine = machine_args(preset, config)
     path = os.path.join(tmpdir, f"{name}.hst")
     workloads.trace(name, path, limit=limit, **params)
     try:
-        res = api.compare(path, [SIM_POLICY[p] for p in POLICIES], preset=preset, budget=share, duration=duration)
+        res = api.compare(path, [SIM_POLICY[p] for p in POLICIES], budget=share, duration=duration, **machine)
         out = {p: r["speedup_vs_base"] for p, r in zip(POLICIES, res)}
-        base = api.simulate(path, preset=preset, pages="4k")["cost"]["total_cycles"]
-        out["all"] = base / api.simulate(path, preset=preset, pages="2m")["cost"]["total_cycles"]
+        base = api.simulate(path, pages="4k", **machine)["cost"]["total_cycles"]
+        out["all"] = base / api.simulate(path, pages="2m", **machine)["cost"]["total_cycles"]
         out["base"] = 1.0
     finally:
         os.unlink(path)
     return {"speedup_est": out, "accesses": limit, "virtual_duration_s": duration, "budget_share": share,
+            "machine": machine_label(preset, config),
             "how": "estimate: the cost model's cycles (hugescope simulate) of the workload's trace prefix, "
                    "each policy budgeted at the same share of the footprint, vs base pages on the same pass; "
                    "all = static 2 MiB map"}
 
 
 def estimate_choices(name: str, w: Dict[str, Any], tmpdir: str, limit: int = SIM_LIMIT,
-                     preset: Optional[str] = None) -> Dict[str, Any]:
+                     preset: Optional[str] = None, config: Optional[str] = None) -> Dict[str, Any]:
     """The simulator's estimate of what each daemon policy actually did: the
     regions it collapsed (the set most of its runs chose) as a static plan over
     the workload's trace, against base pages (``advise.estimate``). This separates
@@ -307,10 +311,11 @@ def estimate_choices(name: str, w: Dict[str, Any], tmpdir: str, limit: int = SIM
     from .advise import estimate
     path = os.path.join(tmpdir, f"{name}-choices.hst")
     workloads.trace(name, path, limit=limit, **w["params"])
-    machine = {"preset": preset}
+    from .calibrate import machine_args
+    machine = machine_args(preset, config)
     out: Dict[str, Any] = {}
     try:
-        base = api.simulate(path, preset=preset, pages="4k")["cost"]["total_cycles"]
+        base = api.simulate(path, pages="4k", **machine)["cost"]["total_cycles"]
         for p in POLICIES:
             sets = Counter(tuple(r["daemon"]["regions"]) for r in w["runs"] if r["condition"] == p and r.get("daemon"))
             if not sets:
@@ -632,7 +637,8 @@ def _summaries(runs: List[Dict[str, Any]], metric: str, higher_better: bool) -> 
 def study(out: str, names: Sequence[str] = tuple(FULL), quick: bool = False, repeat: int = 3,
           budget_share: float = 0.03, redis: bool = True, capture: bool = True, sim: bool = True,
           interval: float = 0.5, rate: float = 64.0, cpu: Optional[int] = None, daemon_cpu: Optional[int] = None,
-          redis_keys: Optional[int] = None, progress: Optional[Callable[[str], None]] = None) -> Dict[str, Any]:
+          redis_keys: Optional[int] = None, progress: Optional[Callable[[str], None]] = None,
+          preset: Optional[str] = None, config: Optional[str] = None) -> Dict[str, Any]:
     """Run the study and write ``OUT/daemon-study.json`` and ``OUT/daemon-study.md``
     (the tables), rewritten (atomically) after each workload so a stopped study
     keeps what it finished (``"complete": false``). ``quick``: small sizes
@@ -641,6 +647,10 @@ def study(out: str, names: Sequence[str] = tuple(FULL), quick: bool = False, rep
     from ._io import check_output, prepare_dir, write_atomic, write_json
     progress = progress or (lambda s: None)
     linux._count("repeat", repeat, 1, linux.RUNS_MAX)
+    if sim:
+        # A bad preset or config is refused before any run, not after them.
+        from .calibrate import machine_label
+        machine_label(preset, config)
     from .api import _share
     share = _share(budget_share, "--budget")
     if share <= 0:
@@ -707,9 +717,10 @@ def study(out: str, names: Sequence[str] = tuple(FULL), quick: bool = False, rep
                 progress(f"{name}: simulating the policies at {share:.1%} of the footprint")
                 dur = w["summary_wall"]["base"]["median"]
                 w["simulated"] = simulate(name, params, budget / fp, dur, tmp,
-                                          limit=2_000_000 if quick else SIM_LIMIT)
+                                          limit=2_000_000 if quick else SIM_LIMIT, preset=preset, config=config)
                 w["simulated"]["daemon_choice"] = estimate_choices(name, w, tmp,
-                                                                   limit=2_000_000 if quick else SIM_LIMIT)
+                                                                   limit=2_000_000 if quick else SIM_LIMIT,
+                                                                   preset=preset, config=config)
             res["workloads"][name] = w
             save(False)
         if redis:
@@ -767,7 +778,9 @@ def report(res: Dict[str, Any]) -> str:
         chosen = (w.get("simulated") or {}).get("daemon_choice", {})
         lines += [f"## {name}", "",
                   f"footprint {w['footprint'] / (1 << 20):.0f} MiB, budget {w['budget'] / (1 << 20):.0f} MiB; "
-                  f"params {json.dumps(w['params'], sort_keys=True)}", "",
+                  f"params {json.dumps(w['params'], sort_keys=True)}"
+                  + (f"; estimates on {(w.get('simulated') or {})['machine']}" if (w.get("simulated") or {}).get(
+                      "machine") else ""), "",
                   f"| condition | {unit}: median (min-max) | speedup | share of all-huge gain | estimate "
                   f"(simulated policy) | estimate of the daemon's choice | {wunit}: median (min-max) | speedup (wall) "
                   "| huge MiB at end | daemon CPU per s watched |",

@@ -194,7 +194,7 @@ def load_plan(plan: PlanArg) -> Optional[Dict[str, Any]]:
     if isinstance(plan, (str, os.PathLike)):
         s = os.fspath(plan)
         if s == "all":
-            raise ValueError("plan 'all' is a mode of run() for built-in workloads, not a plan file")
+            raise ValueError("plan 'all' is a mode of run(), not a plan file")
         if s.lstrip().startswith(("[", "{")) and not os.path.exists(s):
             return json.loads(_core.plan_parse(s))
         if not os.path.exists(s):
@@ -263,7 +263,10 @@ HOW_COMMAND = {
     "wall_s": "wall clock, std::time::Instant from spawn to reaping the child with wait4",
     "user_s": "ru_utime of the child from wait4",
     "sys_s": "ru_stime of the child from wait4",
-    "peak_rss_bytes": "ru_maxrss of the child from wait4",
+    "peak_rss_bytes": "the program's own peak resident set: ru_maxrss of the child from wait4 when it exceeds "
+                      "hugescope's RSS at fork (ru_maxrss also counts the forked copy of the launcher the program "
+                      "replaced at exec), else the largest VmHWM of /proc/PID/status sampled every sample_ms "
+                      "(runs[].peak_rss_source says which)",
     "huge_bytes": "largest AnonHugePages of the child sampled from /proc/PID/smaps_rollup every sample_ms",
     "collapse_s": "wall clock spent in process_madvise(MADV_COLLAPSE) by hugescope (in the parent, "
                   "concurrently with the child)",
@@ -371,6 +374,8 @@ class RunResult:
         s = {k: _spread([row[k] for row in rows]) for k in keys}
         s["runs"] = len(rows)
         s["failed_runs"] = self.failed_runs
+        # Entries not fully applied, as the first measured run counted them.
+        s["plan_warnings"] = list(self.runs[0].get("warnings", [])) if self.runs else []
         statuses = [tuple(a["outcome"]["status"] for a in r.get("applied", [])) for r in ok]
         s["outcomes_consistent"] = len(set(statuses)) <= 1
         if self.kind == "workload":
@@ -513,14 +518,11 @@ def _native_child(request: Dict[str, Any],
             "signal": -p.returncode if p.returncode < 0 else None}
 
 
-def _plan_mode(plan: PlanArg, for_workload: bool) -> Tuple[str, Optional[str], str]:
+def _plan_mode(plan: PlanArg) -> Tuple[str, Optional[str], str]:
     """(mode for the core, plan JSON or None, description)."""
     if plan is None:
         return "none", None, "none"
     if isinstance(plan, str) and plan == "all":
-        if not for_workload:
-            raise ValueError("plan='all' needs a built-in workload (a command's memory regions are not known "
-                             "in advance); give a plan file with the command's ranges")
         return "all", None, "all"
     p = load_plan(plan)
     desc = os.fspath(plan) if isinstance(plan, (str, os.PathLike)) else f"{len(p['entries'])} entries"
@@ -536,9 +538,11 @@ def run(target: Union[str, Sequence[str]], plan: PlanArg = None, repeat: int = 3
     times unmeasured and then ``repeat`` times measured.
 
     ``plan``: ``None`` = base pages (nothing collapsed; under THP ``madvise``
-    unadvised memory stays in 4 KiB pages); ``"all"`` = every workload region
-    collapsed as soon as it is populated (the all-huge reference, workloads only);
-    a plan file path, dict or list of entries.
+    unadvised memory stays in 4 KiB pages); ``"all"`` = the all-huge
+    reference: every workload region collapsed as soon as it is populated, or
+    for a command every private anonymous mapping, 2 MiB region by region as
+    the command populates it, for as long as it runs; a plan file path, dict
+    or list of entries.
 
     Built-in workloads run in a fresh child process per repetition; entries are
     applied with ``madvise(MADV_COLLAPSE)`` from inside the workload: ``start``
@@ -548,9 +552,12 @@ def run(target: Union[str, Sequence[str]], plan: PlanArg = None, repeat: int = 3
     time is measured separately and not counted in ``wall_s``.
 
     Commands run with ASLR disabled for them only; ``start`` entries are applied
-    with ``process_madvise`` as soon as the range is mapped and populated,
-    ``time_s`` entries at that time after launch (needs root). ``timeout`` kills
-    the command after that many seconds.
+    with ``process_madvise`` from launch, ``time_s`` entries from that time
+    after launch, each region by region (VMA by VMA) as the command populates
+    its range, for up to ``start_timeout`` seconds (needs root). An entry not
+    fully applied counts every region by what happened to it in its reason,
+    and the run's ``warnings`` count such entries (``summary["plan_warnings"]``).
+    ``timeout`` kills the command after that many seconds.
 
     ``progress`` is called after every run with ``{"run", "of", "warmup", "phase",
     "record"}``: warm-up and measured runs are counted separately (``run`` of
@@ -586,7 +593,7 @@ def run(target: Union[str, Sequence[str]], plan: PlanArg = None, repeat: int = 3
             raise ValueError("cpu pins built-in workloads; run a command under taskset to pin it")
     if baseline:
         # Checked before the base runs spend their time.
-        _plan_mode(plan, for_workload=isinstance(target, str))
+        _plan_mode(plan)
 
         def phase(name):
             return None if progress is None else (lambda ev: progress(dict(ev, phase=name)))
@@ -606,9 +613,9 @@ def run(target: Union[str, Sequence[str]], plan: PlanArg = None, repeat: int = 3
     if params:
         raise ValueError(f"workload parameters ({', '.join(sorted(params))}) make no sense for a command; "
                          "pass the command's own arguments in the list")
-    mode, plan_json, desc = _plan_mode(plan, for_workload=False)
+    mode, plan_json, desc = _plan_mode(plan)
     runs = _repeat(lambda: json.loads(_core.launch_command(argv, plan_json, sample_ms, start_timeout, timeout,
-                                                           True, None)), repeat, warmup, progress)
+                                                           True, None, mode == "all")), repeat, warmup, progress)
     return RunResult("command", argv, {}, desc, repeat, warmup, runs, header=_header(plan_json))
 
 
@@ -642,7 +649,7 @@ def _run_workload(name: str, plan: PlanArg, repeat: int, warmup: int, sample_ms:
     # Validates the name and every parameter here, with the core's messages, before
     # any child process starts.
     layout = workloads.layout(name, **clean)
-    mode, plan_json, desc = _plan_mode(plan, for_workload=True)
+    mode, plan_json, desc = _plan_mode(plan)
     request = {"workload": name, "params": clean, "plan": mode, "plan_json": plan_json,
                "sample_ms": int(sample_ms), "cpu": cpu}
     runs = _repeat(lambda: _native_child(request), repeat, warmup, progress)
@@ -655,7 +662,7 @@ def run_native_here(name: str, plan: PlanArg = None, sample_ms: int = 100, **par
     fresh process): the raw record. Peak RSS then includes everything this process
     did before."""
     from . import workloads
-    mode, plan_json, _ = _plan_mode(plan, for_workload=True)
+    mode, plan_json, _ = _plan_mode(plan)
     return json.loads(_core.run_native_workload(name, json.dumps(workloads._clean(params)), mode, plan_json,
                                                 int(sample_ms)))
 

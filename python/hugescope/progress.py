@@ -60,3 +60,25 @@ def progress_share(description: str, unit: str = "accesses", console=None):
             p.update(task, completed=done, total=total or None, count=count)
 
         yield tick
+
+
+@contextlib.contextmanager
+def progress_stages(stages, console=None):
+    """One bar per stage of a pipeline (``stages``: names in order), drawn
+    while it runs: yields ``tell(stage, done, total)`` (``total`` None: a
+    spinner while unknown). ``None`` when stderr is not a terminal."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    columns = (SpinnerColumn(), TextColumn("{task.description:<9}"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=True) as p:
+        tasks = {name: p.add_task(name, total=None, start=False) for name in stages}
+
+        def tell(stage: str, done: int, total) -> None:
+            task = tasks[stage]
+            p.start_task(task)
+            # Drawn now: a stage's steps are seconds apart, not a stream.
+            p.update(task, completed=done, total=total, refresh=True)
+
+        yield tell

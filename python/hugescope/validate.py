@@ -131,12 +131,16 @@ def random_ranking(candidates: Sequence[int], seed: int) -> List[int]:
 
 
 def rankings(trace: str, policies: Sequence[str], ks: Sequence[int], candidates: Sequence[int], footprint: int,
-             seed: int = 1, progress: Optional[Callable] = None, **common) -> Dict[Tuple[str, int], List[int]]:
+             seed: int = 1, progress: Optional[Callable] = None, promoted: Optional[Dict] = None,
+             **common) -> Dict[Tuple[str, int], List[int]]:
     """(policy, k) -> the regions it promotes with huge pages capped at k
     regions. Simulated policies: one budgeted run per k (budget = k 2 MiB pages
     of the footprint), the executed plan's 2 MiB regions in the order they were
     promoted, only regions MADV_COLLAPSE can make huge, the first k of them.
-    ``random``: the first k of a seeded shuffle of the candidates."""
+    ``random``: the first k of a seeded shuffle of the candidates.
+    ``promoted``, if given, receives for each simulated (policy, k) how many
+    2 MiB regions the run promoted (``all``) and how many of them are
+    candidates (``collapsible``): why a policy chose fewer than k."""
     from . import experiments
 
     cand = set(candidates)
@@ -152,8 +156,11 @@ def rankings(trace: str, policies: Sequence[str], ks: Sequence[int], candidates:
     if configs:
         results = experiments.run_configs(trace, configs, progress=progress, **common)
         for key, r in zip(keys, results):
-            regs = [a for a in plan_regions(r.plan()["entries"]) if a in cand]
+            every = plan_regions(r.plan()["entries"])
+            regs = [a for a in every if a in cand]
             out[key] = regs[:key[1]]
+            if promoted is not None:
+                promoted[key] = {"all": len(every), "collapsible": len(regs)}
     if "random" in policies:
         order = random_ranking(candidates, seed)
         for k in ks:

@@ -480,34 +480,47 @@ fn precheck(out: CollapseOutcome, vmas: &[Vma], a: u64, len: u64) -> Option<Coll
             "partially mapped: VMAs cover {mapped} of the {len} bytes of {a:#x}..{:#x}", a + len)));
     }
     for v in smaps::overlapping(vmas, a, len) {
-        let at = format!("VMA {:#x}-{:#x}", v.start, v.end);
-        if v.no_hugepage() {
-            return Some(out.skip(Some("EINVAL"), format!(
-                "ineligible: {at} is marked VM_NOHUGEPAGE (MADV_NOHUGEPAGE); the kernel refuses MADV_COLLAPSE there with EINVAL")));
-        }
-        if !v.is_anonymous() {
-            let what = if v.path.is_empty() { "shared memory".to_string() } else { v.path.clone() };
-            return Some(out.skip(None, format!("not anonymous: {at} maps {what}; hugescope collapses private anonymous memory only")));
-        }
-        if !v.writable() {
-            return Some(out.skip(Some("EINVAL"), format!("ineligible: {at} is not writable ({}); MADV_COLLAPSE needs a writable mapping", v.perms)));
-        }
-        for f in ["io", "pf", "ht", "dd"] {
-            if v.has_flag(f) {
-                return Some(out.skip(Some("EINVAL"), format!("ineligible: {at} has VmFlag '{f}' (I/O, PFN-mapped, hugetlb or not-dumpable special mapping)")));
-            }
-        }
-        // THPeligible is computed against the sysfs `enabled` mode, which MADV_COLLAPSE
-        // ignores. Under `madvise`, an unadvised VMA shows 0 yet collapses fine, so a 0
-        // is only a real refusal when neither the mode nor an `hg` mark explains it.
-        if v.thp_eligible == Some(false) && v.hugepage() {
-            return Some(out.skip(Some("EINVAL"), format!(
-                "ineligible: {at} has THPeligible 0 although it is marked MADV_HUGEPAGE (prctl THP disable or an unsupported VMA)")));
+        if let Some((errno, why)) = vma_ineligible(v) {
+            return Some(out.skip(errno, why));
         }
         if v.rss == 0 {
             return Some(out.skip(Some("EINVAL"), format!(
-                "nothing resident: {at} has no resident page; MADV_COLLAPSE needs at least one per region")));
+                "nothing resident: VMA {:#x}-{:#x} has no resident page; MADV_COLLAPSE needs at least one per region",
+                v.start, v.end)));
         }
+    }
+    None
+}
+
+/// Why MADV_COLLAPSE can never succeed in VMA `v` (with the errno the kernel
+/// would give, when it has one), or `None` when it may: the checks of
+/// `precheck` that depend on the VMA alone, not on what is resident yet. The
+/// launcher's region-by-region sweep (`sweep`) uses them to tell a region that
+/// will never collapse from one not populated yet.
+pub fn vma_ineligible(v: &Vma) -> Option<(Option<&'static str>, String)> {
+    let at = format!("VMA {:#x}-{:#x}", v.start, v.end);
+    if v.no_hugepage() {
+        return Some((Some("EINVAL"), format!(
+            "ineligible: {at} is marked VM_NOHUGEPAGE (MADV_NOHUGEPAGE); the kernel refuses MADV_COLLAPSE there with EINVAL")));
+    }
+    if !v.is_anonymous() {
+        let what = if v.path.is_empty() { "shared memory".to_string() } else { v.path.clone() };
+        return Some((None, format!("not anonymous: {at} maps {what}; hugescope collapses private anonymous memory only")));
+    }
+    if !v.writable() {
+        return Some((Some("EINVAL"), format!("ineligible: {at} is not writable ({}); MADV_COLLAPSE needs a writable mapping", v.perms)));
+    }
+    for f in ["io", "pf", "ht", "dd"] {
+        if v.has_flag(f) {
+            return Some((Some("EINVAL"), format!("ineligible: {at} has VmFlag '{f}' (I/O, PFN-mapped, hugetlb or not-dumpable special mapping)")));
+        }
+    }
+    // THPeligible is computed against the sysfs `enabled` mode, which MADV_COLLAPSE
+    // ignores. Under `madvise`, an unadvised VMA shows 0 yet collapses fine, so a 0
+    // is only a real refusal when neither the mode nor an `hg` mark explains it.
+    if v.thp_eligible == Some(false) && v.hugepage() {
+        return Some((Some("EINVAL"), format!(
+            "ineligible: {at} has THPeligible 0 although it is marked MADV_HUGEPAGE (prctl THP disable or an unsupported VMA)")));
     }
     None
 }

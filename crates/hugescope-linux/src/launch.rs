@@ -18,6 +18,7 @@
 use crate::collapse::{Applier, ApplyOptions, CollapseOutcome, Status, Target};
 use crate::lifetime::{self, Stop};
 use crate::smaps::{self, Pid};
+use crate::sweep::RegionSweep;
 use crate::thp::ThpState;
 use crate::{Error, Result};
 use hugescope_core::plan::{PlanEntry, When};
@@ -43,12 +44,17 @@ pub struct LaunchOptions {
     pub disable_aslr: bool,
     /// The plan header's access rate: `{"accesses": N}` entries come due at N / rate s.
     pub accesses_per_second: Option<f64>,
+    /// `--plan all`: besides the entries, every private anonymous mapping of
+    /// the program is collapsed region by region as it is populated, for as
+    /// long as the program runs (one more outcome, after the entries').
+    #[serde(default)]
+    pub plan_all: bool,
     pub apply: ApplyOptions,
 }
 
 impl Default for LaunchOptions {
     fn default() -> Self {
-        LaunchOptions { sample_ms: 100, start_timeout_s: 10.0, timeout_s: None, plan_pid: None, disable_aslr: true, accesses_per_second: None, apply: ApplyOptions::default() }
+        LaunchOptions { sample_ms: 100, start_timeout_s: 10.0, timeout_s: None, plan_pid: None, disable_aslr: true, accesses_per_second: None, plan_all: false, apply: ApplyOptions::default() }
     }
 }
 
@@ -93,12 +99,21 @@ pub struct RunRecord {
     pub wall_s: f64,
     pub user_s: f64,
     pub sys_s: f64,
-    /// `ru_maxrss` of the child, bytes.
+    /// The program's peak resident set, bytes (see `program_peak_rss`).
     pub peak_rss_bytes: u64,
+    /// How `peak_rss_bytes` was measured: "wait4" (the child's `ru_maxrss`,
+    /// exact), "vmhwm" (the largest `VmHWM` sampled while it ran) or
+    /// "wait4-bound" (`ru_maxrss`, which may count the launcher's inherited
+    /// pages: the program ended before any sample).
+    #[serde(default)]
+    pub peak_rss_source: String,
     pub samples: Vec<CoverageSample>,
     /// Largest sampled `AnonHugePages`.
     pub peak_anon_huge_bytes: u64,
     pub applied: Vec<AppliedEntry>,
+    /// Problems with the plan, counted: entries not fully applied.
+    #[serde(default)]
+    pub warnings: Vec<String>,
     pub thp: Option<ThpState>,
 }
 
@@ -133,12 +148,31 @@ pub fn personality_of(pid: Pid) -> Result<u32> {
     u32::from_str_radix(t.trim(), 16).map_err(|_| Error::parse(&p, 1, format!("'{}' is not hex", t.trim())))
 }
 
+/// Shortest and longest pause between two sweeps of one entry: short while
+/// the program populates its memory, doubling while nothing changes (a sweep
+/// reads the program's smaps).
+const SWEEP_MIN_S: f64 = 0.005;
+const SWEEP_MAX_S: f64 = 0.1;
+
+/// An entry being applied to the launched program.
 struct Pending {
-    index: usize,
-    entry: PlanEntry,
+    sweep: RegionSweep,
     due_s: f64,
-    attempts: u32,
-    last: Option<CollapseOutcome>,
+    next_s: f64,
+    period_s: f64,
+    /// When the last sweep that made a region huge returned.
+    done_s: Option<f64>,
+}
+
+impl Pending {
+    fn new(sweep: RegionSweep, due_s: f64) -> Pending {
+        Pending { sweep, due_s, next_s: due_s, period_s: SWEEP_MIN_S, done_s: None }
+    }
+
+    fn finish(&self, end: &str) -> AppliedEntry {
+        let t_s = self.sweep.first_s.unwrap_or(self.due_s);
+        AppliedEntry { t_s, done_s: self.done_s.unwrap_or(t_s), attempts: self.sweep.attempts, outcome: self.sweep.outcome(end) }
+    }
 }
 
 /// Run `cmd`, apply the time-based entries of `entries`, and measure.
@@ -173,6 +207,11 @@ pub fn launch_with_stop(mut cmd: Command, entries: &[PlanEntry], opts: &LaunchOp
         });
     }
     let thp = ThpState::read().ok();
+    // The forked child starts with a copy of this process's page tables, and
+    // the kernel carries that copy's peak into the child's ru_maxrss across
+    // exec: a 2 MB program launched from a 17 MB Python process reported
+    // 17 MB (issue #38). What it can have inherited is at most our RSS now.
+    let inherited_rss = smaps::vm_rss(0).unwrap_or(u64::MAX);
     let t0 = Instant::now();
     let child = cmd.spawn().map_err(|e| Error::io(&command[0], e))?;
     // spawn returns after a successful exec, so the personality is the program's.
@@ -194,14 +233,21 @@ pub fn launch_with_stop(mut cmd: Command, entries: &[PlanEntry], opts: &LaunchOp
                 continue;
             }
         };
-        pending.push(Pending { index: i, entry: e.clone(), due_s, attempts: 0, last: None });
+        pending.push(Pending::new(RegionSweep::new(i, e.clone()), due_s));
+    }
+    if opts.plan_all {
+        pending.push(Pending::new(RegionSweep::all(entries.len()), 0.0));
     }
     pending.sort_by(|a, b| a.due_s.total_cmp(&b.due_s));
     let mut applier = Applier::new(Target::Pid(pid), opts.apply.clone());
+    // One open pagemap for every sweep: which regions are present and which
+    // PMD-mapped (PAGEMAP_SCAN), without an open per step.
+    let scanner = crate::pagemap::Scanner::open(pid).ok();
     // Coverage is sampled on a thread of its own, so that it goes on while a
     // long plan step collapses (issue #18: sampled only between steps, a run
     // whose whole life was one step showed 0% huge).
-    let sampler = (opts.sample_ms > 0).then(|| Sampler::start(pid, t0, Duration::from_millis(opts.sample_ms)));
+    let hwm = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let sampler = (opts.sample_ms > 0).then(|| Sampler::start(pid, t0, Duration::from_millis(opts.sample_ms), hwm.clone()));
 
     let mut timed_out = false;
     let status: libc::c_int;
@@ -214,6 +260,7 @@ pub fn launch_with_stop(mut cmd: Command, entries: &[PlanEntry], opts: &LaunchOp
             (status, ru) = lifetime::stop_child(pid, libc::SIGKILL, Duration::ZERO);
             break;
         }
+        note_hwm(pid, &hwm);
         if let Some(sig) = stop() {
             lifetime::stop_child(pid, sig, lifetime::STOP_GRACE);
             drop(sampler.map(Sampler::finish));
@@ -227,52 +274,47 @@ pub fn launch_with_stop(mut cmd: Command, entries: &[PlanEntry], opts: &LaunchOp
                 timed_out = true;
             }
         }
-        // The entries due now form one plan step: one smaps read decides which
-        // start entries have their range populated and serves every pre-check.
-        let due: Vec<usize> = (0..pending.len()).filter(|&k| pending[k].due_s <= now).collect();
+        // The entries due now form one plan step: one smaps read serves every
+        // entry's sweep. Each sweep collapses the regions of its range that
+        // are populated by now; an entry waits for the rest (a time converted
+        // from the trace's accesses can fall a little before the program
+        // touches its range, and MADV_COLLAPSE needs a resident page per
+        // region) up to start_timeout_s after it came due; --plan all for as
+        // long as the program runs.
+        let due: Vec<usize> = (0..pending.len()).filter(|&k| pending[k].due_s <= now && pending[k].next_s <= now).collect();
         if !due.is_empty() {
-            let vmas = smaps::vmas(pid).ok();
-            // An entry waits for its range to be mapped and populated, up to
-            // start_timeout_s after it came due: a time converted from the
-            // trace's accesses can fall a little before the program touches
-            // the range (MADV_COLLAPSE needs a resident page per region).
-            let mut ready = Vec::new();
-            for &k in &due {
-                let p = &pending[k];
-                let populated = vmas.as_ref().is_some_and(|v| {
-                    smaps::mapped_bytes(v, p.entry.start, p.entry.length) == p.entry.length
-                        && smaps::overlapping(v, p.entry.start, p.entry.length).iter().all(|x| x.rss > 0)
-                });
-                if populated || now > p.due_s + opts.start_timeout_s {
-                    ready.push((k, populated));
+            if let Ok(vmas) = smaps::vmas(pid) {
+                let mut done = Vec::new();
+                let mut collapsed = false;
+                for k in due {
+                    let p = &mut pending[k];
+                    let r = p.sweep.sweep(now, &mut applier, &vmas, scanner.as_ref());
+                    let after = t0.elapsed().as_secs_f64();
+                    if r.collapsed || p.done_s.is_none() {
+                        p.done_s = Some(after);
+                    }
+                    collapsed |= r.collapsed;
+                    // Sweep again soon while the program populates memory,
+                    // less often while nothing changes.
+                    p.period_s = if r.changed { SWEEP_MIN_S } else { (p.period_s * 2.0).min(SWEEP_MAX_S) };
+                    p.next_s = after + p.period_s;
+                    let expired = !p.sweep.is_all() && now > p.due_s + opts.start_timeout_s;
+                    if p.sweep.finished() || expired {
+                        let end = if expired && !p.sweep.finished() {
+                            format!("--start-timeout {} s after it came due", opts.start_timeout_s)
+                        } else {
+                            String::new()
+                        };
+                        applied.push(p.finish(&end));
+                        done.push(k);
+                    }
                 }
-            }
-            let items: Vec<(usize, &PlanEntry)> = ready.iter().map(|&(k, _)| (pending[k].index, &pending[k].entry)).collect();
-            let outcomes = if items.is_empty() { Vec::new() } else { applier.apply_step(&items, vmas.as_deref()) };
-            let done_s = t0.elapsed().as_secs_f64();
-            let mut done = Vec::new();
-            for (&(k, populated), o) in ready.iter().zip(outcomes) {
-                let p = &mut pending[k];
-                p.attempts += 1;
-                let expired = now > p.due_s + opts.start_timeout_s;
-                // An entry the kernel refused while the program is still
-                // populating its range is tried again at the next step.
-                if !expired && worth_retrying(&o) {
-                    p.last = Some(o);
-                    continue;
-                }
-                let mut o = o;
-                if !populated && expired && o.status == Status::Skipped {
-                    o.reason = format!("range not mapped and populated within {} s: {}", opts.start_timeout_s, o.reason);
-                }
-                applied.push(AppliedEntry { t_s: now, done_s, attempts: p.attempts, outcome: o });
-                done.push(k);
-            }
-            if !done.is_empty() {
                 // A sample right after a step: a short run could end before the
                 // next period and its coverage show none of the pages just made.
-                if let Some(s) = &sampler {
-                    s.nudge();
+                if collapsed {
+                    if let Some(s) = &sampler {
+                        s.nudge();
+                    }
                 }
                 for k in done.into_iter().rev() {
                     pending.remove(k);
@@ -282,7 +324,7 @@ pub fn launch_with_stop(mut cmd: Command, entries: &[PlanEntry], opts: &LaunchOp
         // Sleep until the next event, but wake at once if the child exits (pidfd).
         let now = t0.elapsed().as_secs_f64();
         let mut next = now + 0.1;
-        if let Some(p) = pending.iter().map(|p| if p.due_s <= now { now + 0.005 } else { p.due_s }).reduce(f64::min) {
+        if let Some(p) = pending.iter().map(|p| p.due_s.max(p.next_s)).reduce(f64::min) {
             next = next.min(p);
         }
         if let Some(l) = opts.timeout_s {
@@ -299,27 +341,26 @@ pub fn launch_with_stop(mut cmd: Command, entries: &[PlanEntry], opts: &LaunchOp
         }
     }
     let samples = sampler.map(Sampler::finish).unwrap_or_default();
-    // Entries still waiting when the program ended are reported with why.
+    // Entries still going when the program ended: counted as they stand.
     for p in pending {
-        let mut o = match p.last {
-            Some(o) => o,
-            None if p.due_s <= wall_s => CollapseOutcome::not_applied(p.index, &p.entry, "its range was never mapped and populated"),
-            None => CollapseOutcome::not_applied(p.index, &p.entry, format!(
-                "due at {:.3} s, but the program exited at {wall_s:.3} s", p.due_s)),
-        };
-        if o.status != Status::Collapsed {
-            o.reason = format!("process exited before the entry was applied ({})", o.reason);
-            o.errno = o.errno.or(Some("ESRCH".into()));
+        if p.sweep.first_s.is_none() {
+            let o = CollapseOutcome::not_applied(p.sweep.index, &p.sweep.entry, format!(
+                "due at {:.3} s, but the program exited at {wall_s:.3} s", p.due_s));
+            applied.push(AppliedEntry { t_s: wall_s, done_s: wall_s, attempts: 0, outcome: o });
+        } else {
+            applied.push(p.finish(&format!("the program exited at {wall_s:.3} s")));
         }
-        applied.push(AppliedEntry { t_s: wall_s, done_s: wall_s, attempts: p.attempts, outcome: o });
     }
     applied.sort_by_key(|a| a.outcome.index);
+    let warnings = unapplied_warning(&applied).into_iter().collect();
     drop(child);
     let exit_code = if libc::WIFEXITED(status) { Some(libc::WEXITSTATUS(status)) } else { None };
     let signal = if libc::WIFSIGNALED(status) { Some(libc::WTERMSIG(status)) } else { None };
     let (run_status, status_detail) = run_status(exit_code, signal, if timed_out { opts.timeout_s } else { None });
     let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     let peak_anon_huge_bytes = samples.iter().map(|s: &CoverageSample| s.anon_huge_bytes).max().unwrap_or(0);
+    let (peak_rss_bytes, peak_rss_source) = program_peak_rss(ru.ru_maxrss.max(0) as u64 * 1024, inherited_rss,
+                                                             hwm.load(std::sync::atomic::Ordering::Relaxed));
     Ok(RunRecord {
         command,
         pid,
@@ -333,12 +374,53 @@ pub fn launch_with_stop(mut cmd: Command, entries: &[PlanEntry], opts: &LaunchOp
         wall_s,
         user_s: tv(ru.ru_utime),
         sys_s: tv(ru.ru_stime),
-        peak_rss_bytes: ru.ru_maxrss.max(0) as u64 * 1024,
+        peak_rss_bytes,
+        peak_rss_source: peak_rss_source.into(),
         samples,
         peak_anon_huge_bytes,
         applied,
+        warnings,
         thp,
     })
+}
+
+/// One counted warning when some entry was not fully applied, so that a run
+/// whose plan did not take never passes in silence (issue #38: 2 of 87
+/// regions collapsed, exit status 0). `--plan all` counts the populated
+/// regions of eligible VMAs that stayed small.
+pub fn unapplied_warning(applied: &[AppliedEntry]) -> Option<String> {
+    let bad: Vec<&CollapseOutcome> = applied.iter().map(|a| &a.outcome).filter(|o| o.status != Status::Collapsed).collect();
+    if bad.is_empty() {
+        return None;
+    }
+    let regions: u64 = bad.iter().map(|o| o.regions).sum();
+    let huge: u64 = bad.iter().map(|o| o.regions_collapsed).sum();
+    Some(format!(
+        "{} of {} plan entries not fully applied: {} of their {} 2 MiB regions stayed in base pages (each entry's reason says why)",
+        bad.len(), applied.len(), regions - huge.min(regions), regions))
+}
+
+/// The program's own peak RSS and how it was measured. `ru_maxrss` from
+/// wait4 is the larger of the program's peak and the peak of the forked
+/// copy of the launcher it replaced at exec (at most `inherited`, our RSS at
+/// fork). Above that it is the program's, exactly; at or below it the
+/// program's own `VmHWM` (sampled while it ran, `hwm`) is used; with no
+/// sample, `ru_maxrss` stands as an upper bound.
+pub fn program_peak_rss(maxrss: u64, inherited: u64, hwm: u64) -> (u64, &'static str) {
+    if maxrss > inherited {
+        (maxrss, "wait4")
+    } else if hwm > 0 {
+        (hwm, "vmhwm")
+    } else {
+        (maxrss, "wait4-bound")
+    }
+}
+
+/// Raise `hwm` to the program's `VmHWM` now (nothing once it has exited).
+fn note_hwm(pid: Pid, hwm: &std::sync::atomic::AtomicU64) {
+    if let Ok(h) = smaps::vm_hwm(pid) {
+        hwm.fetch_max(h, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// When a launched program's entry comes due, in seconds after launch (0 for
@@ -361,19 +443,20 @@ fn wall_clock_time(w: &When, rate: Option<f64>) -> std::result::Result<f64, Stri
 }
 
 /// The coverage sampler: a thread that reads the child's `smaps_rollup`
-/// (the figures `hugescope coverage PID` totals) every period and when
-/// nudged, until `finish`.
+/// (the figures `hugescope coverage PID` totals) and its `VmHWM` every
+/// period and when nudged, until `finish`.
 struct Sampler {
     tx: std::sync::mpsc::Sender<()>,
     handle: std::thread::JoinHandle<Vec<CoverageSample>>,
 }
 
 impl Sampler {
-    fn start(pid: Pid, t0: Instant, period: Duration) -> Sampler {
+    fn start(pid: Pid, t0: Instant, period: Duration, hwm: std::sync::Arc<std::sync::atomic::AtomicU64>) -> Sampler {
         let (tx, rx) = std::sync::mpsc::channel::<()>();
         let handle = std::thread::spawn(move || {
             let mut samples = Vec::new();
             loop {
+                note_hwm(pid, &hwm);
                 if let (Ok(h), Ok(rss)) = (smaps::anon_huge_total(pid), smaps::rss_total(pid)) {
                     samples.push(CoverageSample { t_s: t0.elapsed().as_secs_f64(), anon_huge_bytes: h, rss_bytes: rss });
                 }
@@ -455,52 +538,19 @@ where
     })
 }
 
-/// Whether a start entry that did not collapse may succeed later: the
-/// kernel's EINVAL or EAGAIN while the program is still populating the range
-/// (the VMA has resident pages elsewhere but none in this 2MB region yet).
-/// Not when the pre-check found the VMA ineligible for good (its reasons
-/// start "ineligible:", e.g. VM_NOHUGEPAGE) or the process is gone. (The
-/// kernel's generic EINVAL explanation also names VM_NOHUGEPAGE, which is why
-/// this must not match on that word: it once turned every "nothing resident
-/// yet" refusal into a final failure, a race the advise test hit.)
-fn worth_retrying(o: &CollapseOutcome) -> bool {
-    !matches!(o.status, Status::Collapsed)
-        && matches!(o.errno.as_deref(), Some("EAGAIN") | Some("EINVAL"))
-        && !o.errno_counts.contains_key("ESRCH")
-        && !o.reason.starts_with("ineligible:")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn a_start_entry_is_retried_while_its_region_is_not_populated_yet() {
-        let e = PlanEntry { start: 0, length: 2 << 20, page_size: 2 << 20, when: When::Start, pid: 0, note: None };
-        let kernel_einval = |reason: &str| {
-            let mut o = CollapseOutcome::not_applied(0, &e, reason);
-            o.status = Status::Failed;
-            o.attempted = true;
-            o.errno = Some("EINVAL".into());
-            o.errno_counts.insert("EINVAL".into(), 1);
-            o
-        };
-        // The kernel's generic EINVAL text names VM_NOHUGEPAGE among its causes:
-        // still retried (nothing resident in the region yet is the usual one).
-        assert!(worth_retrying(&kernel_einval(
-            "the VMA is unsuitable: VM_NOHUGEPAGE, no resident page or page table in the region, read-only pages, or a bad range"
-        )));
-        // The pre-check saw the flag itself: final.
-        assert!(!worth_retrying(&kernel_einval("ineligible: VMA 0x0-0x200000 is marked VM_NOHUGEPAGE (MADV_NOHUGEPAGE)")));
-        let mut gone = kernel_einval("x");
-        gone.errno_counts.insert("ESRCH".into(), 1);
-        assert!(!worth_retrying(&gone));
-        let mut done = kernel_einval("x");
-        done.status = Status::Collapsed;
-        assert!(!worth_retrying(&done));
-        let mut nomem = kernel_einval("x");
-        nomem.errno = Some("ENOMEM".into());
-        assert!(!worth_retrying(&nomem));
+    fn peak_rss_is_the_programs_not_the_inherited_launcher_copy() {
+        // ru_maxrss above what the child inherited: the program's, exact.
+        assert_eq!(program_peak_rss(300 << 20, 17 << 20, 290 << 20), (300 << 20, "wait4"));
+        // At or below it: the program's own VmHWM.
+        assert_eq!(program_peak_rss(17 << 20, 17 << 20, 2 << 20), (2 << 20, "vmhwm"));
+        assert_eq!(program_peak_rss(16 << 20, 17 << 20, 2 << 20), (2 << 20, "vmhwm"));
+        // No sample: an upper bound, said so.
+        assert_eq!(program_peak_rss(16 << 20, 17 << 20, 0), (16 << 20, "wait4-bound"));
     }
 
     #[test]

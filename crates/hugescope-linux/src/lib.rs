@@ -6,6 +6,8 @@
 //! * `fragment`: fragmenting physical memory the way the PCC paper did;
 //! * `launch`: running a command with ASLR off, applying a plan over time, and
 //!   measuring time, peak RSS and huge-page coverage;
+//! * `sweep`: applying a launched program's entry (or `--plan all`) region by
+//!   region as the program populates its memory;
 //! * `settings`: every kernel setting hugescope changes, recorded in a state file
 //!   and restored (also by the next invocation after a kill);
 //! * `pidfd`: a handle on a process that survives pid reuse (rustix);
@@ -30,6 +32,7 @@ pub mod pagemap;
 pub mod pidfd;
 pub mod settings;
 pub mod smaps;
+pub mod sweep;
 pub mod thp;
 
 pub use collapse::{apply, apply_with, Applier, ApplyOptions, CollapseOutcome, Status, Target};

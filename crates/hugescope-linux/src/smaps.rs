@@ -240,16 +240,29 @@ pub fn huge_bytes_in(pid: Pid, start: u64, len: u64) -> Result<u64> {
 
 /// Total `AnonHugePages` of a process, from the cheap `smaps_rollup`.
 pub fn anon_huge_total(pid: Pid) -> Result<u64> {
-    rollup_field(pid, "AnonHugePages")
+    kb_field(pid, "smaps_rollup", "AnonHugePages")
 }
 
 /// Total `Rss` of a process, from `smaps_rollup`.
 pub fn rss_total(pid: Pid) -> Result<u64> {
-    rollup_field(pid, "Rss")
+    kb_field(pid, "smaps_rollup", "Rss")
 }
 
-fn rollup_field(pid: Pid, key: &str) -> Result<u64> {
-    let p = proc_path(pid, "smaps_rollup");
+/// `VmRSS` of `/proc/PID/status`: resident bytes now.
+pub fn vm_rss(pid: Pid) -> Result<u64> {
+    kb_field(pid, "status", "VmRSS")
+}
+
+/// `VmHWM` of `/proc/PID/status`: the peak resident bytes of the process's
+/// current address space. Unlike `ru_maxrss` it starts afresh at exec, so it
+/// does not count what a forked child inherited from its parent.
+pub fn vm_hwm(pid: Pid) -> Result<u64> {
+    kb_field(pid, "status", "VmHWM")
+}
+
+/// A `Key: N kB` line of `/proc/PID/FILE`, in bytes.
+fn kb_field(pid: Pid, file: &str, key: &str) -> Result<u64> {
+    let p = proc_path(pid, file);
     let text = std::fs::read_to_string(&p).map_err(|e| Error::io(&p, e))?;
     for (i, line) in text.lines().enumerate() {
         if let Some((k, rest)) = line.split_once(':') {

@@ -211,9 +211,11 @@ fn apply_plan(py: Python<'_>, pid: i32, plan_json: String, precheck: bool) -> Py
 }
 
 /// Run a command with ASLR disabled for it, apply the plan's `start` and `time_s`
-/// entries with process_madvise, and measure it. Returns the RunRecord JSON.
+/// entries with process_madvise, and measure it. `plan_all`: also collapse every
+/// private anonymous mapping as it is populated (`--plan all`). Returns the
+/// RunRecord JSON.
 #[pyfunction]
-#[pyo3(signature = (argv, plan_json=None, sample_ms=100, start_timeout_s=10.0, timeout_s=None, disable_aslr=true, plan_pid=None))]
+#[pyo3(signature = (argv, plan_json=None, sample_ms=100, start_timeout_s=10.0, timeout_s=None, disable_aslr=true, plan_pid=None, plan_all=false))]
 #[allow(clippy::too_many_arguments)]
 fn launch_command(
     py: Python<'_>,
@@ -224,6 +226,7 @@ fn launch_command(
     timeout_s: Option<f64>,
     disable_aslr: bool,
     plan_pid: Option<u16>,
+    plan_all: bool,
 ) -> PyResult<String> {
     let Some((prog, args)) = argv.split_first() else {
         return Err(err("no command given"));
@@ -232,7 +235,7 @@ fn launch_command(
     // The header's rate places `{"accesses": N}` entries on the program's clock.
     let accesses_per_second = plan.as_ref().and_then(|p| p.header.as_ref()).and_then(|h| h.accesses_per_second);
     let list = plan.map(|p| p.entries).unwrap_or_default();
-    let opts = LaunchOptions { sample_ms, start_timeout_s, timeout_s, plan_pid, disable_aslr, accesses_per_second, ..LaunchOptions::default() };
+    let opts = LaunchOptions { sample_ms, start_timeout_s, timeout_s, plan_pid, disable_aslr, accesses_per_second, plan_all, ..LaunchOptions::default() };
     let mut cmd = std::process::Command::new(prog);
     cmd.args(args);
     let mut stop = PyStop::new();
