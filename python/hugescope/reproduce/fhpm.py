@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from .. import fhpm_study as fh
-from .common import StudyRows, measured
+from .common import StudyRows, measured, run_studies, study_command
 
 STUDIES = ["monitoring", "hp-policy", "split-collapse", "tmm", "sharing"]
 #: Table 4's monitors the study runs (row slug -> its label there).
@@ -34,8 +34,7 @@ def _sources(scale: str, study: str) -> str:
 
 
 def _command(scale: str, seeds: List[int], study: str) -> str:
-    return (f"hugescope reproduce fhpm --scale {scale} --seeds {len(seeds)}; one study: for S in "
-            f"{' '.join(map(str, seeds))}; do hugescope fhpm {study} --scale {scale} --seed $S; done")
+    return study_command("fhpm", scale, seeds, study)
 
 
 def measure(scale: str, seeds: Sequence[int], step: Callable[[str], None],
@@ -43,19 +42,9 @@ def measure(scale: str, seeds: Sequence[int], step: Callable[[str], None],
     """The FHPM rows' measurements at ``scale`` over ``seeds``, and the
     evidence table (one row per study row and seed). ``reuse``: per seed,
     the FHPM studies a caller already ran at this scale (the demo's)."""
-    import pandas as pd
-
     seeds = list(seeds)
-    runs = []
-    for s in seeds:
-        have = (reuse or {}).get(s)
-        r = have if have is not None and all(st in have.studies for st in STUDIES) else fh.fhpm_studies(
-            STUDIES, scale=scale, seed=s)
-        runs.append({st: r[st] for st in STUDIES})
-        step(f"fhpm seed {s}")
-    tables = {st: [run[st].table.to_dict("records") for run in runs] for st in STUDIES}
-    evidence = pd.DataFrame([{**x, "study": st, "seed": s} for st in STUDIES for s, rows in zip(seeds, tables[st])
-                             for x in rows])
+    _, tables, evidence = run_studies("fhpm", STUDIES, seeds, lambda st, s: fh.fhpm_studies(st, scale=scale, seed=s),
+                                      step, reuse)
     return rows(scale, seeds, tables), evidence
 
 
