@@ -68,3 +68,15 @@ def test_tier_knobs_reach_the_result_and_are_refused_out_of_range(tmp_path):
         hs.compare(t, ["base"], preset="haswell-pcc", with_base=False, set=["os.tier_fast=3MiB"])
     with pytest.raises(hs.HugescopeError, match="tier_bandwidth"):
         hs.compare(t, ["base"], preset="haswell-pcc", with_base=False, set=["os.tier_bandwidth=0"])
+
+
+def test_the_u0_claim_tells_translation_from_placement():
+    """Issue #35: at u=0 FHPM-TMM trails HMM-v-Huge; the claim that says why
+    holds only when the placement is the same and the DTLB misses differ."""
+    huge = {"u": 0.0, "config": "HMM-v-Huge", "fast_access_share": 0.908, "memory_cycles": 6.99e8, "dtlb_misses": 252}
+    fh = {"u": 0.0, "config": "FHPM-TMM", "fast_access_share": 0.908, "memory_cycles": 6.99e8, "dtlb_misses": 417_126}
+    assert tmm.companion_cost([huge, fh]) is True
+    assert tmm.companion_cost([huge, {**fh, "fast_access_share": 0.85}]) is False   # placed worse
+    assert tmm.companion_cost([huge, {**fh, "memory_cycles": 7.2e8}]) is False      # more memory time
+    assert tmm.companion_cost([huge, {**fh, "dtlb_misses": 300}]) is False           # no translation cost
+    assert tmm.companion_cost([huge]) is None

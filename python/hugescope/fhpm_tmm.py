@@ -179,15 +179,47 @@ def shape_checks(study: str, rows: List[Dict[str, Any]]) -> List[Dict[str, Any]]
           None if len(us) < 2 else max(bs) - min(bs) <= 0.1 * max(bs),
           f"{min(bs):.3f}..{max(bs):.3f}" if bs else "n/a")
     fh = _perf(rows, FHPM_TMM[0])
-    common = [u for u in us if u >= 0.5 and fh.get(u) is not None]
+    common = [u for u in us if u > 0 and fh.get(u) is not None]
     if fh:
-        # Issue #13's acceptance: FHPM-TMM beats both HMM-v baselines when
-        # unbalanced pages are common (Fig 2: best at every u; at u=0 here
-        # it trails HMM-v-Huge by its later first placement, one 1 s window).
-        claim(out, "FHPM-TMM beats both HMM-v baselines when unbalanced pages are common (u >= 0.5; Fig 2)",
+        # Fig 2: FHPM-TMM best at every u. Here it is for every u > 0; at
+        # u = 0 it trails HMM-v-Huge (issue #35): the placement is the same
+        # (equal fast-tier access share), the gap is the translations of
+        # stage 2, whose companion pages map every hot huge page with 4KB
+        # entries for 0.5 s of each 2 s period (the spec's 5 s of 20, the
+        # stage split the paper leaves open) on a random-access program far
+        # beyond 4KB TLB reach. ``companion_cost`` states that cause.
+        claim(out, "FHPM-TMM beats both HMM-v baselines at every u > 0 (Fig 2: best at every u)",
               None if not common else all(fh[u] > max(huge[u], base[u]) for u in common),
               ", ".join(f"u={u}: FHPM {_f(fh[u])} vs Huge {_f(huge[u])}, Base {_f(base[u])}" for u in common))
+        claim(out, "at u=0 FHPM-TMM places as HMM-v-Huge does (fast-tier access share within 1 point); what it "
+                   "trails by is stage 2's 4KB translations (more TLB misses, not memory time)",
+              companion_cost(rows), _u0_detail(rows))
     return out
+
+
+def _at(rows, config: str, u: float) -> Optional[Dict[str, Any]]:
+    return next((r for r in rows if r["config"] == config and r["u"] == u), None)
+
+
+def companion_cost(rows: List[Dict[str, Any]]) -> Optional[bool]:
+    """Whether FHPM-TMM's gap to HMM-v-Huge at u=0 is translation, not
+    placement: the same fast-tier access share (within 1 point), memory time
+    within 1%, and more DTLB misses (None: the run lacks u=0 or a config)."""
+    h, f = _at(rows, "HMM-v-Huge", 0.0), _at(rows, FHPM_TMM[0], 0.0)
+    if h is None or f is None or None in (num(h.get("fast_access_share")), num(f.get("fast_access_share"))):
+        return None
+    return (abs(f["fast_access_share"] - h["fast_access_share"]) <= 0.01
+            and abs(f["memory_cycles"] - h["memory_cycles"]) <= 0.01 * h["memory_cycles"]
+            and f["dtlb_misses"] > 10 * max(h["dtlb_misses"], 1))
+
+
+def _u0_detail(rows) -> str:
+    h, f = _at(rows, "HMM-v-Huge", 0.0), _at(rows, FHPM_TMM[0], 0.0)
+    if h is None or f is None:
+        return "n/a"
+    return (f"u=0: FHPM {_f(num(f.get('perf_norm')))} vs Huge {_f(num(h.get('perf_norm')))}; fast-tier access share "
+            f"{_f(num(f.get('fast_access_share')))} vs {_f(num(h.get('fast_access_share')))}; memory cycles "
+            f"{f['memory_cycles']:.3g} vs {h['memory_cycles']:.3g}; DTLB misses {f['dtlb_misses']:,} vs {h['dtlb_misses']:,}")
 
 
 # ---------------------------------------------------------------- running

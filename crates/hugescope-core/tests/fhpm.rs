@@ -216,6 +216,51 @@ fn huge_scan_overstates_the_hot_set_base_scan_and_fhpm_agree() {
     assert!(sampled >= truth - 1e-9 && sampled <= 6.0);
 }
 
+/// Table 4's workload in miniature (issue #35): r0 holds 10 hot pages and
+/// 200 rarely read ones (each read once, in second 7: stage 2), r1 is hot
+/// throughout, r2 and r3 are cold. The true hot set is 522 pages; the rare
+/// pages are in [0,20) for the base scan (1 of 10 rounds).
+fn hot_and_rare(monitor: &str, extra: &[(&str, &str)]) -> Simulator<Kernel> {
+    let mut params = vec![("monitor", monitor), ("remap_rate", "0")];
+    params.extend_from_slice(extra);
+    let mut s = sim(&header(4 * MB2, false), os(), "fhpm-scan", &params);
+    s.pt.populate(0, BASE, 4 * MB2);
+    let mut hot = pages(0, 10);
+    hot.extend(pages(1, 512));
+    let rare: Vec<u64> = (10..210).map(|j| BASE + j * PAGE).collect();
+    run(&mut s, 11, BASE, &|sec| if sec == 7 { [hot.clone(), rare.clone()].concat() } else { hot.clone() });
+    s.pt.check_invariants().unwrap();
+    s
+}
+
+#[test]
+fn full_monitoring_recovers_the_per_4kb_hot_set_exactly() {
+    let mib = |n: f64| n * PAGE as f64 / (1 << 20) as f64;
+    let bins = |k: &Kernel| -> Vec<f64> { ["[0,20)", "[20,40)", "[40,60)", "[60,80)", "[80,100]"].iter().map(|b| hist(k, "freq_histogram_mb", b)).collect() };
+    // The truth: 522 pages in [80,100], everything else in [0,20).
+    let base = hot_and_rare("base", &[]);
+    assert_eq!(bins(&base.pt), vec![mib(4.0 * 512.0 - 522.0), 0.0, 0.0, 0.0, mib(522.0)]);
+    // FHPM under full monitoring (Table 4, §6.2.2: clears every 1 s, the
+    // companion PTEs' among them): the same 522 pages hot, each rare page in
+    // its own bin (1 of the 5 stage-2 rounds: 20, [20,40)).
+    let full = hot_and_rare("fhpm", &[("full", "true")]);
+    let k = &full.pt;
+    assert_eq!(bins(k), vec![mib(4.0 * 512.0 - 522.0 - 200.0), mib(200.0), 0.0, 0.0, mib(522.0)]);
+    assert_eq!(stat(k, "rounds"), 10.0); // 5 stage-1 rounds, 5 stage-2 rounds
+    assert_eq!(stat(k, "peak_companion_pages"), 2.0); // r0 and r1 measured
+    assert_eq!(k.companion_pages(), 0);
+    // Ns of r0 is every page stage 2 saw: 210 (PSR 0.59 -> [0.5,0.6)).
+    assert_eq!(hist(k, "psr_histogram_mb", "[0.5,0.6)"), 2.0);
+    // The interval design's single read lets every rare page inherit r0's
+    // stage-1 frequency (5 of 5): 722 pages hot, 38% over the truth. This
+    // is what Table 4 showed at 12x before full monitoring (issue #35).
+    let interval = hot_and_rare("fhpm", &[]);
+    assert_eq!(hist(&interval.pt, "freq_histogram_mb", "[80,100]"), mib(722.0));
+    let over = |v: f64| (v - mib(522.0)).abs() / mib(522.0);
+    assert!(over(hist(k, "freq_histogram_mb", "[80,100]")) <= 0.10);
+    assert!(over(hist(&interval.pt, "freq_histogram_mb", "[80,100]")) > 0.10);
+}
+
 #[test]
 fn stage_one_frequencies_are_the_rounds_with_the_bit_set() {
     // r0 active every second, r1 in seconds 0-1 (rounds 1, 2), r2 in
@@ -345,5 +390,6 @@ fn bad_knobs_are_one_error() {
     assert!(mk("fhpm-fixed", &[("t", "-1")]).unwrap().contains("t=-1"));
     assert!(mk("fhpm-scan", &[("monitor", "pebs")]).unwrap().contains("monitor=pebs"));
     assert!(mk("fhpm-scan", &[("monitor", "huge"), ("round_s", "20")]).unwrap().contains("shorter than round_s"));
+    assert!(mk("fhpm-scan", &[("full", "true"), ("stage1_rounds", "9"), ("window_s", "9.5")]).unwrap().contains("full=true needs a stage-2 round"));
     assert!(mk("fhpm", &[]).is_none());
 }

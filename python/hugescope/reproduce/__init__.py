@@ -187,6 +187,12 @@ def run(papers: Union[str, Sequence[str]] = "all", scale: str = "ci", seeds: Uni
                 m, ev = (ingens if p == "ingens" else navarro).measure(scale, seed_list, step, reuse.get(p))
                 measured += m
                 evidence[p] = ev
+            elif p == "fhpm":
+                from . import fhpm
+
+                m, ev = fhpm.measure(scale, seed_list, step, reuse.get(p))
+                measured += m
+                evidence[p] = ev
             rows += evaluate(p, scale, measured)
     df = pd.DataFrame(rows)
     df = df[[c for c in COLUMNS if c in df.columns]]

@@ -66,6 +66,13 @@ def trace_command(workload: str, params: Dict[str, Any], out: str) -> str:
     return f"hugescope trace {workload} {cli_params(params)} -o {word(out)}"
 
 
+def study_command(paper: str, scale: str, seeds: List[int], study: str) -> str:
+    """The commands that regenerate a row read from one of a paper's studies
+    (``hugescope PAPER STUDY``): the whole reproduction, then the study per seed."""
+    return (f"hugescope reproduce {paper} --scale {scale} --seeds {len(seeds)}; one study: for S in "
+            f"{' '.join(map(str, seeds))}; do hugescope {paper} {study} --scale {scale} --seed $S; done")
+
+
 def seeds_word(seeds: List[int]) -> str:
     if not seeds:
         return "no seed (deterministic)"
@@ -76,6 +83,26 @@ def seeds_word(seeds: List[int]) -> str:
 
 def mib(b: float) -> str:
     return f"{b / 2**20:,.0f} MiB" if b >= 2**20 else f"{b / 2**10:,.0f} KiB"
+
+
+def run_studies(paper: str, studies: List[str], seeds: List[int], run, step, reuse=None):
+    """Each seed's run of a paper's ``studies`` (``run(studies, seed)`` ->
+    ``Studies``; ``reuse``: per seed, a run a caller already has with all of
+    them), as (runs: per seed ``{study: StudyResult}``, tables: per study one
+    list of row dicts per seed, evidence: one DataFrame row per study row and
+    seed)."""
+    import pandas as pd
+
+    runs: List[Dict[str, Any]] = []
+    for s in seeds:
+        have = (reuse or {}).get(s)
+        r = have if have is not None and all(st in have.studies for st in studies) else run(studies, s)
+        runs.append({st: r[st] for st in studies})
+        step(f"{paper} seed {s}")
+    tables = {st: [x[st].table.to_dict("records") for x in runs] for st in studies}
+    evidence = pd.DataFrame([{**x, "study": st, "seed": s} for st in studies for s, rows in zip(seeds, tables[st])
+                             for x in rows])
+    return runs, tables, evidence
 
 
 class StudyRows:

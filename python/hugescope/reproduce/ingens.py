@@ -17,7 +17,7 @@ import tempfile
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from .. import api, ingens_study as ing, virt_study, workloads
-from .common import StudyRows, mean, measured, mib
+from .common import StudyRows, mean, measured, mib, study_command
 
 STUDIES = ["bloat", "async", "fault-latency", "fairness", "fragmented"]
 PRESET = "haswell-pcc"
@@ -36,8 +36,7 @@ def _sources(scale: str, study: str) -> str:
 
 
 def _command(scale: str, seeds: List[int], what: str) -> str:
-    return (f"hugescope reproduce ingens --scale {scale} --seeds {len(seeds)}; one study: for S in "
-            f"{' '.join(map(str, seeds))}; do hugescope ingens {what} --scale {scale} --seed $S; done")
+    return study_command("ingens", scale, seeds, what)
 
 
 def _extra_os(scale: str, study: str) -> Dict[str, Any]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from .. import navarro_study as nav
-from .common import StudyRows, mean, measured
+from .common import StudyRows, mean, measured, run_studies, study_command
 
 STUDIES = ["best-case", "sizes", "preemption", "writeback", "sustained"]
 #: Table 1's programs with a workload, as the studies label them.
@@ -33,8 +33,7 @@ def _sources(scale: str, study: str) -> str:
 
 
 def _command(scale: str, seeds: List[int], study: str) -> str:
-    return (f"hugescope reproduce navarro --scale {scale} --seeds {len(seeds)}; one study: for S in "
-            f"{' '.join(map(str, seeds))}; do hugescope navarro {study} --scale {scale} --seed $S; done")
+    return study_command("navarro", scale, seeds, study)
 
 
 def measure(scale: str, seeds: Sequence[int], step: Callable[[str], None],
@@ -43,19 +42,9 @@ def measure(scale: str, seeds: Sequence[int], step: Callable[[str], None],
     evidence table (one row per study row, configuration and seed).
     ``reuse``: per seed, the studies a caller already ran at this scale (the
     demo's)."""
-    import pandas as pd
-
     seeds = list(seeds)
-    runs: List[Dict[str, Any]] = []
-    for s in seeds:
-        have = (reuse or {}).get(s)
-        r = have if have is not None and all(st in have.studies for st in STUDIES) else nav.navarro_studies(
-            STUDIES, scale=scale, seed=s)
-        runs.append({st: r[st] for st in STUDIES})
-        step(f"navarro seed {s}")
-    tables = {st: [run[st].table.to_dict("records") for run in runs] for st in STUDIES}
-    evidence = pd.DataFrame([{**x, "study": st, "seed": s} for st in STUDIES for s, rows in zip(seeds, tables[st])
-                             for x in rows])
+    runs, tables, evidence = run_studies("navarro", STUDIES, seeds,
+                                         lambda st, s: nav.navarro_studies(st, scale=scale, seed=s), step, reuse)
     return _rows(scale, seeds, tables, [run["sustained"].extra.get("timeline") for run in runs]), evidence
 
 
