@@ -32,6 +32,8 @@ pub mod strict;
 pub mod sweep;
 pub mod sweep_batch;
 pub mod tlb_sizes;
+pub mod trusted_dir;
+pub mod result_cache;
 pub mod trace;
 pub mod units;
 pub mod virt;
