@@ -184,3 +184,19 @@ def test_reproduce_on_the_cluster_measures_what_it_measures_locally(cluster, mon
     assert len(tasks) == 3, "the curve, fragmentation and sizes sweeps ran on the cluster"
     assert there.rows.to_csv(index=False) == here.rows.to_csv(index=False)
     assert there.evidence["pcc"].to_csv(index=False) == here.evidence["pcc"].to_csv(index=False)
+
+
+def test_no_cache_reaches_the_nodes(cluster, trace, local, monkeypatch):
+    # The nodes were started from this process: they share its cache
+    # directory (conftest), so what they store shows here.
+    from hugescope import _core
+
+    d = os.environ["HUGESCOPE_CACHE_DIR"]
+    _core.cache_clear()
+    monkeypatch.setenv("HUGESCOPE_NO_CACHE", "1")
+    off = ex.curve(trace, backend="ray", **KW)
+    assert not [f for f in os.listdir(d) if f.endswith(".entry")], "--no-cache: the nodes stored nothing"
+    monkeypatch.delenv("HUGESCOPE_NO_CACHE")
+    on = ex.curve(trace, backend="ray", **KW)
+    assert [f for f in os.listdir(d) if f.endswith(".entry")], "without it the nodes store the reference"
+    assert off.to_csv(index=False) == on.to_csv(index=False) == local.to_csv(index=False)
