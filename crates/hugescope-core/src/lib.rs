@@ -12,6 +12,7 @@ pub mod config;
 pub mod configuration;
 pub mod cost;
 pub mod error;
+pub mod fnv;
 pub mod hw;
 pub mod input;
 pub mod limits;

@@ -136,10 +136,7 @@ impl CacheKey {
     /// File name: two independent hashes of the key (96 bits); the entry
     /// holds the key, so a collision is only a miss.
     fn file_name(&self) -> String {
-        let mut fnv: u64 = 0xcbf2_9ce4_8422_2325;
-        for &b in self.text.as_bytes() {
-            fnv = (fnv ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3);
-        }
+        let fnv = crate::fnv::update(crate::fnv::START, self.text.as_bytes());
         format!("{fnv:016x}{:08x}{SUFFIX}", crc32fast::hash(self.text.as_bytes()))
     }
 }

@@ -317,7 +317,7 @@ pub(crate) enum BaseRef {
     /// The run at this index; stored in the results cache under the key.
     Run(usize, Option<result_cache::CacheKey>),
     /// Read from the results cache: no base run is simulated.
-    Cached(Reference),
+    Cached(Box<Reference>),
 }
 
 /// `add_base` through the results cache (`result_cache`): a cached
@@ -333,7 +333,7 @@ fn add_base_cached(path: &str, runs: &mut Vec<Run>, machine: &MachineConfig, hea
     };
     if plain_base(specs).is_none() {
         if let Some(r) = key.as_ref().and_then(result_cache::load) {
-            return Ok(BaseRef::Cached(r));
+            return Ok(BaseRef::Cached(Box::new(r)));
         }
     }
     let i = add_base(runs, machine, header, os, specs, opts)?.expect("with_base is on");

@@ -941,12 +941,10 @@ pub fn content_identity(path: impl AsRef<Path>) -> Result<String> {
         return Err(Error::format(&r.path, r.file_len, "no footer: the file is truncated or the writer never finished"));
     };
     let mut crc = crc32fast::Hasher::new();
-    let mut fnv: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut fnv = crate::fnv::START;
     let mut add = |bytes: &[u8]| {
         crc.update(bytes);
-        for &b in bytes {
-            fnv = (fnv ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3);
-        }
+        fnv = crate::fnv::update(fnv, bytes);
     };
     let mut head = vec![0u8; r.pos as usize];
     read_exact_at(&mut r.file, &r.path, 0, &mut head)?;
