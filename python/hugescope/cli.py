@@ -1067,7 +1067,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         hits = _core.cache_hits()
         with _io.output_formats(top["results"], top["plots"]):
             code = _dispatch(argv)
-        cache_note(hits, quiet=any(x in ("-q", "--quiet") for x in argv))
+        # Only after a success: a failed command's stderr is its one error line.
+        cache_note(hits, quiet=code != 0 or any(x in ("-q", "--quiet") for x in argv))
         return code
     except BrokenPipeError:
         # The reader of stdout went away (`hugescope workloads | head`): not
