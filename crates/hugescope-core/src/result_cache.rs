@@ -40,7 +40,8 @@
 
 use crate::config::MachineConfig;
 use crate::os::kernel::OsConfig;
-use crate::run::Reference;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 use crate::trusted_dir::{self, Distrust};
 use std::fs::OpenOptions;
 use std::io::{Read, Write};
@@ -142,7 +143,7 @@ impl CacheKey {
 }
 
 /// The entry's text: CRC-32 of the body, newline, body.
-fn entry_text(key: &CacheKey, reference: &Reference) -> crate::Result<String> {
+fn entry_text<T: Serialize>(key: &CacheKey, reference: &T) -> crate::Result<String> {
     let refer = serde_json::to_string(reference).map_err(|e| crate::Error::input(e.to_string()))?;
     let body = format!("{{\"key\":{},\"reference\":{refer}}}", key.text);
     Ok(format!("{:08x}\n{body}", crc32fast::hash(body.as_bytes())))
@@ -150,17 +151,18 @@ fn entry_text(key: &CacheKey, reference: &Reference) -> crate::Result<String> {
 
 /// The reference stored in `text` under `key`, if the entry is whole and
 /// exactly what `store` writes for it.
-fn parse_entry(text: &str, key: &CacheKey) -> Option<Reference> {
+fn parse_entry<T: Serialize + DeserializeOwned>(text: &str, key: &CacheKey) -> Option<T> {
     let (crc, body) = text.split_once('\n')?;
     if u32::from_str_radix(crc, 16).ok()? != crc32fast::hash(body.as_bytes()) {
         return None;
     }
     #[derive(serde::Deserialize)]
-    struct Body {
+    #[serde(bound = "T: DeserializeOwned")]
+    struct Body<T> {
         key: serde_json::Value,
-        reference: Reference,
+        reference: T,
     }
-    let b: Body = serde_json::from_str(body).ok()?;
+    let b: Body<T> = serde_json::from_str(body).ok()?;
     if serde_json::to_string(&b.key).ok()? != key.text {
         return None;
     }
@@ -170,7 +172,7 @@ fn parse_entry(text: &str, key: &CacheKey) -> Option<Reference> {
 }
 
 /// The cached reference for `key`, if any trusted, whole entry holds it.
-pub fn load(key: &CacheKey) -> Option<Reference> {
+pub fn load<T: Serialize + DeserializeOwned>(key: &CacheKey) -> Option<T> {
     let dir = usable_dir()?;
     let p = dir.join(key.file_name());
     let f = OpenOptions::new()
@@ -194,7 +196,7 @@ pub fn load(key: &CacheKey) -> Option<Reference> {
 /// Store `reference` under `key` (atomically), then evict down to the bound.
 /// A failure to store is not an error of the run: the result is complete
 /// without the cache; it is noted for `status`.
-pub fn store(key: &CacheKey, reference: &Reference) {
+pub fn store<T: Serialize>(key: &CacheKey, reference: &T) {
     let Some(dir) = usable_dir() else { return };
     if let Err(e) = try_store(&dir, key, reference) {
         *REFUSED.lock().unwrap_or_else(|e| e.into_inner()) = Some(format!("results cache: could not store an entry: {e}"));
@@ -206,7 +208,7 @@ pub fn store(key: &CacheKey, reference: &Reference) {
     }
 }
 
-fn try_store(dir: &Path, key: &CacheKey, reference: &Reference) -> crate::Result<()> {
+fn try_store<T: Serialize>(dir: &Path, key: &CacheKey, reference: &T) -> crate::Result<()> {
     static SEQ: AtomicU64 = AtomicU64::new(0);
     let text = entry_text(key, reference)?;
     let fin = dir.join(key.file_name());
@@ -350,13 +352,17 @@ pub fn status() -> Option<String> {
 mod tests {
     use super::*;
 
+    // What `run` stores (its `Reference`) has this shape: counters and floats.
+    #[derive(serde::Serialize, serde::Deserialize)]
+    struct Reference {
+        accesses: u64,
+        walk_rate: f64,
+        total_cycles: f64,
+    }
+
     fn reference() -> Reference {
-        let mut r = Reference { translation: Default::default(), cost: Default::default() };
-        r.translation.accesses = 1000;
-        r.translation.walk_rate = 0.1 + 0.2; // a float that needs all 17 digits
-        r.cost.kind = "estimate";
-        r.cost.total_cycles = 12345.678901234567;
-        r
+        // A float that needs all 17 digits.
+        Reference { accesses: 1000, walk_rate: 0.1 + 0.2, total_cycles: 12345.678901234567 }
     }
 
     fn key(t: &str) -> CacheKey {
@@ -367,22 +373,22 @@ mod tests {
     fn an_entry_round_trips_exactly_and_any_change_to_it_is_a_miss() {
         let k = key("t1");
         let text = entry_text(&k, &reference()).unwrap();
-        let back = parse_entry(&text, &k).expect("a whole entry reads back");
+        let back: Reference = parse_entry(&text, &k).expect("a whole entry reads back");
         assert_eq!(serde_json::to_string(&back).unwrap(), serde_json::to_string(&reference()).unwrap());
         // Another key (another trace) is a miss even with a valid checksum.
-        assert!(parse_entry(&text, &key("t2")).is_none());
+        assert!(parse_entry::<Reference>(&text, &key("t2")).is_none());
         // One changed digit: the checksum fails.
         let bad = text.replacen("1000", "1001", 1);
         assert_ne!(bad, text);
-        assert!(parse_entry(&bad, &k).is_none());
+        assert!(parse_entry::<Reference>(&bad, &k).is_none());
         // A truncated entry (half written): a miss.
-        assert!(parse_entry(&text[..text.len() / 2], &k).is_none());
+        assert!(parse_entry::<Reference>(&text[..text.len() / 2], &k).is_none());
         // A checksum recomputed over a changed body still fails the round
         // trip when the body is not what store writes (extra whitespace).
         let (_, body) = text.split_once('\n').unwrap();
         let spaced = body.replacen(",\"reference\"", ", \"reference\"", 1);
         let forged = format!("{:08x}\n{spaced}", crc32fast::hash(spaced.as_bytes()));
-        assert!(parse_entry(&forged, &k).is_none());
+        assert!(parse_entry::<Reference>(&forged, &k).is_none());
     }
 
     #[test]

@@ -332,7 +332,7 @@ fn add_base_cached(path: &str, runs: &mut Vec<Run>, machine: &MachineConfig, hea
         None => None,
     };
     if plain_base(specs).is_none() {
-        if let Some(r) = key.as_ref().and_then(result_cache::load) {
+        if let Some(r) = key.as_ref().and_then(result_cache::load::<Reference>) {
             return Ok(BaseRef::Cached(Box::new(r)));
         }
     }
