@@ -87,8 +87,12 @@ dist/.wheel: $(WHEEL_SRC) | build
 demo: build
 	$(VENV)/bin/hugescope demo --out demo-out
 
+# The tests' results cache (hugescope-core result_cache): a fresh private
+# directory, never the user's ~/.cache/hugescope.
+TEST_CACHE := $(abspath target/test-cache)
 rust-test:
-	$(CARGO) test --workspace --exclude hugescope-py
+	rm -rf $(TEST_CACHE)
+	HUGESCOPE_CACHE_DIR=$(TEST_CACHE) $(CARGO) test --workspace --exclude hugescope-py
 
 # redis-server and redis-benchmark: the distribution program 'hugescope
 # daemon-study' measures the daemon on (its test runs a small study). Installed

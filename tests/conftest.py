@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
+import tempfile
 
 import pytest
 from hypothesis import settings
@@ -17,6 +20,14 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "check"))
 
 import hugescope as hs
 from hugescope import cli
+
+# The results cache (core result_cache) of this test session: a private
+# directory, not the user's ~/.cache/hugescope, shared by every test (and the
+# CLI subprocesses they start) so the warm path runs through the whole suite.
+if not os.environ.get("HUGESCOPE_CACHE_DIR"):
+    _cache = tempfile.mkdtemp(prefix="hugescope-test-cache-")
+    os.environ["HUGESCOPE_CACHE_DIR"] = _cache
+    atexit.register(shutil.rmtree, _cache, True)
 
 
 @pytest.fixture(scope="session")

@@ -799,6 +799,45 @@ def _split_list(text: str, what: str, allowed) -> List[str]:
     return names
 
 
+def cmd_cache(a) -> int:
+    """``hugescope cache info|clear``: the results cache (the core's
+    ``result_cache``: cached base reference runs)."""
+    if a.action == "clear":
+        if a.json:
+            raise CliError("--json applies to 'cache info'")
+        n = _core.cache_clear()
+        console.print(f"removed {n} cached entr{'y' if n == 1 else 'ies'}")
+        return 0
+    info = json.loads(_core.cache_info())
+    if a.json:
+        emit_json(a.json, info)
+        return 0
+    t = Table(show_header=False, box=None)
+    t.add_row("directory", escape(info["dir"] or "(none: the cache is off)"))
+    t.add_row("enabled", "yes" if info["enabled"] else "no")
+    t.add_row("entries", str(info["entries"]))
+    t.add_row("size", f"{info['bytes']} bytes of at most {info['max_bytes']} ({info['max_bytes'] / 2**20:g} MiB)")
+    if info["refused"]:
+        t.add_row("not used", escape(info["refused"]))
+    console.print(t)
+    return 0
+
+
+def cache_note(hits_before: int, quiet: bool) -> None:
+    """One line on stderr when the command reused cached reference runs (or
+    found the cache unusable), so a user knows where a result's reference
+    came from. Results are byte-identical either way."""
+    if quiet:
+        return
+    why = _core.cache_status()
+    if why:
+        err_console.print(f"note: {escape(why)}")
+    hits = _core.cache_hits() - hits_before
+    if hits:
+        err_console.print(f"reused {hits} cached base reference run{'s' if hits > 1 else ''} from the results cache "
+                          "(same trace, machine and OS configuration; 'hugescope --no-cache' recomputes)")
+
+
 def cmd_demo(a) -> int:
     from .demo import run_demo
     return run_demo(a.out, quick=a.quick)
@@ -837,6 +876,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"hugescope {_core.version()}")
     p.add_argument("--follow-symlinks", action="store_true",
                    help="write outputs named by a symbolic link to the link's target (default: refuse such outputs)")
+    p.add_argument("--no-cache", action="store_true",
+                   help="neither read nor store cached base reference runs (the results cache, 'hugescope cache "
+                        "info'); before the command")
     p.add_argument("--results-format", metavar="csv[,parquet]", default="csv",
                    help="result tables: CSV, and with 'parquet' a NAME.parquet beside every NAME.csv (needs "
                         "hugescope[parquet]); before the command")
@@ -941,6 +983,12 @@ def build_parser() -> argparse.ArgumentParser:
     dc.add_argument("topic", nargs="?", metavar="TOPIC", help="page name, e.g. linux (also linux.md)")
     dc.set_defaults(func=cmd_docs)
 
+    ca = sub.add_parser("cache", help="the results cache of base reference runs: 'info' or 'clear'")
+    ca.add_argument("action", choices=["info", "clear"], help="info: where it is, entries, size and bound; "
+                    "clear: remove every entry")
+    json_option(ca, "write the cache's state as JSON to this file (info)", bare=True)
+    ca.set_defaults(func=cmd_cache)
+
     d = sub.add_parser("demo", help="the main demonstration (what 'make demo' runs)")
     d.add_argument("--out", default="demo-out", help="directory for traces and results")
     d.add_argument("--quick", action="store_true", help="smaller inputs")
@@ -981,17 +1029,24 @@ def _error_line(e: BaseException) -> str:
     return _core.shown(" ".join(str(e).splitlines()), ERROR_LINE_CHARS) or type(e).__name__
 
 
+#: The environment variable the core reads to leave the results cache alone
+#: (``result_cache::NO_CACHE_ENV``); ``--no-cache`` sets it for one command.
+NO_CACHE_ENV = "HUGESCOPE_NO_CACHE"
+
 #: Top-level options taking a value, and where ``_top_options`` puts it.
 _TOP_VALUES = {"--results-format": "results", "--plot-format": "plots"}
 
 
 def _top_options(argv: List[str]) -> dict:
     """Take the top-level options off the front of ``argv`` (in place)."""
-    top = {"follow": False, "results": None, "plots": None}
+    top = {"follow": False, "results": None, "plots": None, "no_cache": False}
     while argv and argv[0].startswith("--"):
         name, eq, value = argv[0].partition("=")
         if name == "--follow-symlinks" and not eq:
             top["follow"] = True
+            argv.pop(0)
+        elif name == "--no-cache" and not eq:
+            top["no_cache"] = True
             argv.pop(0)
         elif name in _TOP_VALUES:
             argv.pop(0)
@@ -1038,6 +1093,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     old_handlers = _install_signal_handlers()
     old_follow = _io.FOLLOW_SYMLINKS
+    old_no_cache = os.environ.get(NO_CACHE_ENV)
     interrupt_note = None
     _io.written.clear()
     try:
@@ -1045,8 +1101,14 @@ def main(argv: Optional[List[str]] = None) -> int:
         # hold for the commands parsed outside argparse (trace, native, validate).
         top = _top_options(argv)
         _io.FOLLOW_SYMLINKS = top["follow"]
+        if top["no_cache"]:
+            os.environ[NO_CACHE_ENV] = "1"
+        hits = _core.cache_hits()
         with _io.output_formats(top["results"], top["plots"]):
-            return _dispatch(argv)
+            code = _dispatch(argv)
+        # Only after a success: a failed command's stderr is its one error line.
+        cache_note(hits, quiet=code != 0 or any(x in ("-q", "--quiet") for x in argv))
+        return code
     except BrokenPipeError:
         # The reader of stdout went away (`hugescope workloads | head`): not
         # bad input. Stop quietly with the status a shell gives a SIGPIPE, and
@@ -1075,6 +1137,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         return EXIT_FAILURE
     finally:
         _io.FOLLOW_SYMLINKS = old_follow
+        if old_no_cache is None:
+            os.environ.pop(NO_CACHE_ENV, None)
+        else:
+            os.environ[NO_CACHE_ENV] = old_no_cache
         interrupt_note = None
         _io.written.clear()
         for sig, h in old_handlers.items():

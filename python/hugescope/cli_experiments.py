@@ -116,8 +116,13 @@ def _add_common(p: argparse.ArgumentParser, out_default: str = "results", fragme
     p.add_argument("--resume", action="store_true",
                    help="continue an interrupted run from the finished points kept in OUT/NAME.checkpoint.json "
                         "(or OUT/NAME.parts with --results-format csv,parquet)")
+    _backend_args(p, "the batches")
+
+
+def _backend_args(p, what: str) -> None:
+    """``--backend`` and ``--ray-address``: where ``what`` run."""
     p.add_argument("--backend", choices=ex.BACKENDS, default="local",
-                   help="where the batches run: local (this machine's --threads cores, default) or ray (Ray "
+                   help=f"where {what} run: local (this machine's cores, default) or ray (Ray "
                         "tasks: a local Ray instance, or the cluster at --ray-address; needs hugescope[ray])")
     p.add_argument("--ray-address", metavar="ADDR", default=None,
                    help="with --backend ray: the cluster's head HOST:PORT (or auto, ray://HOST:PORT); "
@@ -653,9 +658,10 @@ def cmd_reproduce(a) -> int:
     rp.check_outputs(a.out)
     if a.traces:
         prepare_dir(a.traces)
-    with _progress(f"reproduce {a.paper}") as bar:
+    with _backend(a), _progress(f"reproduce {a.paper}") as bar:
         r = rp.run(papers, scale=a.scale, seeds=seeds, traces=a.traces,
-                   progress=(lambda step, done, total: bar(done, None)) if bar else None)
+                   progress=(lambda step, done, total: bar(done, None)) if bar else None,
+                   backend=a.backend, ray_address=a.ray_address)
     for t in render.rich_tables(r):
         _cli().console.print(t)
     paths = r.save(a.out)
@@ -814,6 +820,7 @@ def add_commands(sub) -> None:
     rr.add_argument("-o", "--out", default="results",
                     help="directory for reproduction.csv, .json and .html (default results)")
     rr.add_argument("--traces", default=None, help="keep the generated traces in this directory (default: temporary)")
+    _backend_args(rr, "the PCC paper's sweeps (curve, fragmentation, PCC sizes)")
     rr.set_defaults(func=cmd_reproduce)
 
     rp = sub.add_parser("report", help="one self-contained HTML page from a results directory")

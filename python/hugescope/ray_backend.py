@@ -167,11 +167,35 @@ def _node_id() -> str:
 
 
 def simulate_batch(path: str, identity: Dict[str, Any], shipped: Optional[list], configs_json: str, threads: int,
-                   core_args: Dict[str, Any]) -> Dict[str, Any]:
+                   core_args: Dict[str, Any], no_cache: bool = False) -> Dict[str, Any]:
     """One task: ``run_specs`` on the trace as this node sees it. Returns
     {"results": JSON text, "version", "copy_on": node id when it used a shipped
     copy}, {"need_trace": True} when the node lacks the trace and none was
-    shipped yet, or {"error": message} for bad input (a HugescopeError)."""
+    shipped yet, or {"error": message} for bad input (a HugescopeError).
+    ``no_cache``: the driver ran with ``--no-cache``; the node's results
+    cache is left alone for this task (a worker process serves many tasks,
+    so the setting is put back after)."""
+    with _no_cache(no_cache):
+        return _simulate_batch(path, identity, shipped, configs_json, threads, core_args)
+
+
+@contextlib.contextmanager
+def _no_cache(on: bool):
+    key = "HUGESCOPE_NO_CACHE"
+    old = os.environ.get(key)
+    if on:
+        os.environ[key] = "1"
+    try:
+        yield
+    finally:
+        if on:
+            if old is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = old
+
+
+def _simulate_batch(path, identity, shipped, configs_json, threads, core_args) -> Dict[str, Any]:
     try:
         local, copy = path, False
         if not _same_trace(path, identity):
@@ -243,10 +267,12 @@ def run_batches(path: str, configs: Sequence[Dict[str, Any]], todo: Sequence[int
         task = ray.remote(simulate_batch).options(num_cpus=per_task, max_retries=1)
         identity = trace_identity(path)
         copies: set = set()
+        # The nodes' processes do not inherit the driver's environment.
+        no_cache = os.environ.get("HUGESCOPE_NO_CACHE", "") not in ("", "0")
 
         def submit(idx, ship):
             return task.remote(node_path or path, identity, ship, json.dumps([configs[i] for i in idx]), threads,
-                               core_args)
+                               core_args, no_cache)
 
         pending = {submit(idx, None): idx for idx in batches(todo, threads, total, largest, batch)}
         try:

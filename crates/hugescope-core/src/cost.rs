@@ -22,18 +22,20 @@ use crate::config::CostConfig;
 use crate::hw::pwc::WalkCost;
 use crate::hw::Outcome;
 use crate::stats::TranslationCounters;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+// Deserialize: read back from the results cache (`result_cache`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct CostEstimate {
     /// Always "estimate": these cycles come from the model, not from hardware.
+    #[serde(skip_deserializing, default = "estimate_kind")]
     pub kind: &'static str,
     pub base_cycles: f64,
     pub translation_cycles: f64,
     pub os_cycles: f64,
     /// Memory time of the accesses by the tier they touched (memory tiers,
     /// os/tier.rs); left out of the result when zero (no tiers).
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(skip_serializing_if = "is_zero", default)]
     pub memory_cycles: f64,
     pub total_cycles: f64,
     /// Share of all cycles spent on translation (L2 hits, walks, PWC).
@@ -41,6 +43,10 @@ pub struct CostEstimate {
     pub seconds: f64,
     /// Where the parameters came from.
     pub parameters: String,
+}
+
+fn estimate_kind() -> &'static str {
+    "estimate"
 }
 
 impl CostConfig {

@@ -19,7 +19,7 @@ use crate::trace::hst::{self, HstReader};
 use crate::sched::{self, SchedOptions};
 use crate::trace::merge::{self, Input, Placement};
 use crate::trace::TraceHeader;
-use crate::{limits, Error, Result};
+use crate::{limits, result_cache, Error, Result};
 use serde::Serialize;
 
 /// One policy of a spec: a registered name and its `key=value` parameters.
@@ -120,8 +120,9 @@ fn parse_part(part: &str, whole: &str) -> Result<PolicyPart> {
     Ok(PolicyPart { name: name.to_string(), params })
 }
 
-/// The base-page reference measured on the same pass.
-#[derive(Clone, Debug, Serialize)]
+/// The base-page reference measured on the same pass (or read back from
+/// the results cache, `result_cache`, which stores exactly this).
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct Reference {
     pub translation: TranslationCounters,
     pub cost: CostEstimate,
@@ -297,11 +298,46 @@ fn add_base(runs: &mut Vec<Run>, machine: &MachineConfig, header: &TraceHeader, 
     if !opts.with_base {
         return Ok(None);
     }
-    if let Some(i) = specs.iter().position(|s| s.name == "base" && s.params.is_empty() && s.os.is_none()) {
+    if let Some(i) = plain_base(specs) {
         return Ok(Some(i));
     }
     runs.push(build(machine, header, os, &PolicySpec::named("base"), vec![policy::make("base", &[])?])?);
     Ok(Some(runs.len() - 1))
+}
+
+/// The requested spec that is plain `base` (the reference itself), if any.
+fn plain_base(specs: &[PolicySpec]) -> Option<usize> {
+    specs.iter().position(|s| s.name == "base" && s.params.is_empty() && s.os.is_none())
+}
+
+/// Where a single-trace run's base reference comes from.
+pub(crate) enum BaseRef {
+    /// No reference (`with_base` off).
+    None,
+    /// The run at this index; stored in the results cache under the key.
+    Run(usize, Option<result_cache::CacheKey>),
+    /// Read from the results cache: no base run is simulated.
+    Cached(Box<Reference>),
+}
+
+/// `add_base` through the results cache (`result_cache`): a cached
+/// reference for this trace, machine and OS configuration replaces the
+/// added `base` run; a simulated one (added or requested) is stored.
+fn add_base_cached(path: &str, runs: &mut Vec<Run>, machine: &MachineConfig, header: &TraceHeader, os: &OsConfig, specs: &[PolicySpec], opts: &RunOptions) -> Result<BaseRef> {
+    if !opts.with_base {
+        return Ok(BaseRef::None);
+    }
+    let key = match result_cache::configured_dir() {
+        Some(_) => Some(result_cache::CacheKey::new(&hst::content_identity(path)?, machine, os, "base")?),
+        None => None,
+    };
+    if plain_base(specs).is_none() {
+        if let Some(r) = key.as_ref().and_then(result_cache::load::<Reference>) {
+            return Ok(BaseRef::Cached(Box::new(r)));
+        }
+    }
+    let i = add_base(runs, machine, header, os, specs, opts)?.expect("with_base is on");
+    Ok(BaseRef::Run(i, key))
 }
 
 /// `--rate` and `--duration` of `opts` as the time base of `os`; `accesses`
@@ -341,7 +377,7 @@ pub(crate) fn make_policies(specs: &[PolicySpec], profile: impl FnOnce() -> Resu
 pub(crate) struct Prepared {
     pub header: TraceHeader,
     pub runs: Vec<Run>,
-    pub base_index: Option<usize>,
+    pub base: BaseRef,
     pub model_bytes: u64,
     pub model_limit: u64,
 }
@@ -365,12 +401,12 @@ pub(crate) fn prepare(path: &str, machine: &MachineConfig, os: &OsConfig, specs:
     for (s, p) in specs.iter().zip(pols) {
         runs.push(build(machine, &header, &os, s, p)?);
     }
-    let base_index = add_base(&mut runs, machine, &header, &os, specs, opts)?;
+    let base = add_base_cached(path, &mut runs, machine, &header, &os, specs, opts)?;
     // A second cpu that decodes ahead also takes the PCC updates (os/pcc_bank.rs).
     for run in runs.iter_mut() {
         run.sim.pt.update_pccs_in_background(uses_second_cpu(opts));
     }
-    Ok(Prepared { header, runs, base_index, model_bytes, model_limit })
+    Ok(Prepared { header, runs, base, model_bytes, model_limit })
 }
 
 /// Whether a single-trace pass puts work on a second cpu (decoding ahead,
@@ -452,30 +488,54 @@ impl PassSink for EachRun<'_> {
 
 /// Simulate every policy of `specs` over the trace at `path` in one pass.
 pub fn simulate_policies(path: &str, machine: &MachineConfig, os: &OsConfig, specs: &[PolicySpec], opts: &RunOptions) -> Result<Vec<PolicyResult>> {
-    let Prepared { header, mut runs, base_index, model_bytes, model_limit } = prepare(path, machine, os, specs, opts)?;
+    let Prepared { header, mut runs, base, model_bytes, model_limit } = prepare(path, machine, os, specs, opts)?;
     pass(path, opts, &mut EachRun { runs: &mut runs, model_bytes, model_limit })?;
     let info = TraceInfo::new(path, &header);
     let results: Vec<PolicyResult> = runs.iter_mut().map(|run| finish(run, &info)).collect();
-    Ok(attach_base(results, base_index, specs.len()))
+    Ok(attach_base_ref(results, base, specs.len()))
+}
+
+/// `attach_base` for a single-trace run's `BaseRef`: a simulated reference
+/// is stored in the results cache, a cached one attached as it was stored.
+pub(crate) fn attach_base_ref(results: Vec<PolicyResult>, base: BaseRef, nspecs: usize) -> Vec<PolicyResult> {
+    match base {
+        BaseRef::None => results,
+        BaseRef::Run(i, key) => {
+            if let Some(k) = key {
+                result_cache::store(&k, &reference_of(&results[i]));
+            }
+            attach_base(results, Some(i), nspecs)
+        }
+        BaseRef::Cached(r) => attach_reference(results, &r),
+    }
+}
+
+fn reference_of(r: &PolicyResult) -> Reference {
+    Reference { translation: r.translation.clone(), cost: r.cost.clone() }
 }
 
 /// Give every result its speedups over the base run at `base_index` (if
 /// any), and drop that run when it was added for the reference only (not one
 /// of the `nspecs` requested).
-pub(crate) fn attach_base(mut results: Vec<PolicyResult>, base_index: Option<usize>, nspecs: usize) -> Vec<PolicyResult> {
-    if let Some(bi) = base_index {
-        let base = Reference { translation: results[bi].translation.clone(), cost: results[bi].cost.clone() };
-        for res in results.iter_mut() {
-            res.speedup_vs_base = Some(cost::speedup(&base.cost, &res.cost));
-            let steady = |c: &CostEstimate| c.base_cycles + c.translation_cycles;
-            res.translation_speedup_vs_base = Some(steady(&base.cost) / steady(&res.cost).max(1.0));
-            res.walk_reduction_vs_base = (base.translation.walks > 0)
-                .then(|| 1.0 - res.translation.walks as f64 / base.translation.walks as f64);
-            res.base = Some(base.clone());
-        }
-        if base_index == Some(nspecs) {
-            results.pop();
-        }
+pub(crate) fn attach_base(results: Vec<PolicyResult>, base_index: Option<usize>, nspecs: usize) -> Vec<PolicyResult> {
+    let Some(bi) = base_index else { return results };
+    let base = reference_of(&results[bi]);
+    let mut results = attach_reference(results, &base);
+    if bi == nspecs {
+        results.pop();
+    }
+    results
+}
+
+/// Give every result its speedups over `base`.
+fn attach_reference(mut results: Vec<PolicyResult>, base: &Reference) -> Vec<PolicyResult> {
+    for res in results.iter_mut() {
+        res.speedup_vs_base = Some(cost::speedup(&base.cost, &res.cost));
+        let steady = |c: &CostEstimate| c.base_cycles + c.translation_cycles;
+        res.translation_speedup_vs_base = Some(steady(&base.cost) / steady(&res.cost).max(1.0));
+        res.walk_reduction_vs_base = (base.translation.walks > 0)
+            .then(|| 1.0 - res.translation.walks as f64 / base.translation.walks as f64);
+        res.base = Some(base.clone());
     }
     results
 }

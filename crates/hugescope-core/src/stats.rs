@@ -2,7 +2,7 @@
 //! in `report`, so it can be traced back to the JSON result.
 
 use crate::hw::geometry::MAX_SIZES;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Per-cpu MMU counters; fixed-size arrays so the hot path never allocates.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -62,7 +62,8 @@ impl MmuStats {
 }
 
 /// Per-page-size view of the MMU counters, as it appears in results.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+// Deserialize: read back from the results cache (`result_cache`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SizeCounters {
     pub page_size: String,
     /// Accesses translated by a page of this size.
@@ -78,7 +79,8 @@ pub struct SizeCounters {
 /// first process with a primary region, sums over processes for the rest.
 /// `walks_in_primary / walks_total` of a run without a segment is f_DS, the
 /// share of walks a segment over the primary region would remove (§7).
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+// Deserialize: read back from the results cache (`result_cache`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SegmentCounters {
     pub base: u64,
     pub limit: u64,
@@ -105,7 +107,8 @@ pub struct SegmentCounters {
 }
 
 /// Walks outside the segment by the kind of memory their address lies in.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+// Deserialize: read back from the results cache (`result_cache`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct WalksByKind {
     pub stack: u64,
     pub bss_data: u64,
@@ -118,7 +121,8 @@ pub struct WalksByKind {
 }
 
 /// The translation counters of a run, aggregated over cpus.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+// Deserialize: read back from the results cache (`result_cache`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TranslationCounters {
     pub accesses: u64,
     pub reads: u64,

@@ -277,7 +277,7 @@ pub fn simulate_shared_stats(
     let Prepared {
         header,
         runs,
-        base_index,
+        base,
         model_bytes,
         model_limit,
     } = run::prepare(path, machine, os, specs, opts)?;
@@ -361,5 +361,5 @@ pub fn simulate_shared_stats(
         .into_iter()
         .map(|r| r.expect("every configuration has a result"))
         .collect();
-    Ok((run::attach_base(results, base_index, specs.len()), stats))
+    Ok((run::attach_base_ref(results, base, specs.len()), stats))
 }

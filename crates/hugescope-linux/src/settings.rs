@@ -32,11 +32,12 @@
 //! with one line and nothing is written.
 
 use crate::{Error, Result};
+use hugescope_core::trusted_dir;
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::io::Read;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// The environment variable that moves the state directory.
@@ -281,73 +282,25 @@ fn refuse(p: &Path, why: String) -> Error {
     Error::refused(format!("settings journal {}: {why}; nothing was restored or changed (remove the file as root if it is yours)", p.display()))
 }
 
-/// An open of a journal file that failed: a symbolic link (ELOOP under
-/// O_NOFOLLOW) or a FIFO/socket is refused as untrusted, anything else is the
-/// operating system's error.
+/// A refusal of the shared trust rule (`hugescope_core::trusted_dir`,
+/// described at the top of this file) as the journal's error.
+fn distrust(d: trusted_dir::Distrust) -> Error {
+    match d {
+        trusted_dir::Distrust::Untrusted { path, why } => refuse(&path, why),
+        trusted_dir::Distrust::Io { path, source } => Error::io(path, source),
+    }
+}
+
 fn untrusted_open(p: &Path, e: std::io::Error) -> Error {
-    match e.raw_os_error() {
-        Some(libc::ELOOP) => refuse(p, "is a symbolic link".into()),
-        Some(libc::ENXIO) => refuse(p, "is a socket".into()),
-        _ => Error::io(p, e),
-    }
+    distrust(trusted_dir::open_error(p, e))
 }
 
-/// The user the journal must belong to: root when run as root, else this user.
-fn journal_owner() -> u32 {
-    rustix::process::geteuid().as_raw()
-}
-
-/// A journal file is trusted when it is a regular file owned by
-/// `journal_owner` that group and others can neither read nor write.
 fn trusted_file(p: &Path, m: &std::fs::Metadata) -> Result<()> {
-    if !m.file_type().is_file() {
-        return Err(refuse(p, "is not a regular file".into()));
-    }
-    if m.uid() != journal_owner() {
-        return Err(refuse(p, format!("is owned by uid {}, not by uid {}", m.uid(), journal_owner())));
-    }
-    if m.permissions().mode() & 0o077 != 0 {
-        return Err(refuse(p, format!("has mode {:04o}; it must be 0600", m.permissions().mode() & 0o7777)));
-    }
-    Ok(())
+    trusted_dir::check_file(p, m).map_err(distrust)
 }
 
-/// The state directory is trusted when it, and every directory above it, is
-/// owned by root or `journal_owner` and writable by nobody else; a directory
-/// above it may be world-writable if it is sticky (/tmp), since others cannot
-/// then rename or replace entries they do not own.
 fn trusted_dir(dir: &Path) -> Result<()> {
-    let me = journal_owner();
-    let abs = if dir.is_absolute() {
-        dir.to_path_buf()
-    } else {
-        std::env::current_dir().map_err(|e| Error::io(".", e))?.join(dir)
-    };
-    let m = std::fs::symlink_metadata(&abs).map_err(|e| Error::io(&abs, e))?;
-    if !m.file_type().is_dir() {
-        return Err(refuse(&abs, "is not a directory (a symbolic link is not followed)".into()));
-    }
-    if m.uid() != me || m.permissions().mode() & 0o022 != 0 {
-        return Err(refuse(&abs, format!(
-            "is owned by uid {} with mode {:04o}; the state directory must be owned by uid {me} and writable only by it",
-            m.uid(), m.permissions().mode() & 0o7777)));
-    }
-    let mut up = abs.parent();
-    while let Some(d) = up {
-        // Symbolic links above are followed as the kernel would: it is the
-        // directory they lead to that must be safe.
-        let m = std::fs::metadata(d).map_err(|e| Error::io(d, e))?;
-        let mode = m.permissions().mode();
-        let owner_ok = m.uid() == 0 || m.uid() == me;
-        let writable_by_others = mode & 0o022 != 0 && mode & 0o1000 == 0;
-        if !owner_ok || writable_by_others {
-            return Err(refuse(&abs, format!(
-                "lies under {} (uid {}, mode {:04o}), which others can write to",
-                d.display(), m.uid(), mode & 0o7777)));
-        }
-        up = d.parent();
-    }
-    Ok(())
+    trusted_dir::check_dir(dir, "the state directory").map_err(distrust)
 }
 
 /// A setting's current value as it can be written back: for a multiple-choice
@@ -467,6 +420,7 @@ pub fn repair_stale() -> Result<Vec<Repair>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
     use std::sync::Mutex;
 
     // The state directory is process-wide (an environment variable): one test at a time.

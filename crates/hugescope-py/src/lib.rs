@@ -177,6 +177,30 @@ fn simulate_tlb_sizes(
     })?)
 }
 
+/// The results cache's state (`hugescope_core::result_cache::info`) as JSON.
+#[pyfunction]
+fn cache_info() -> PyResult<String> {
+    json(&hugescope_core::result_cache::info().map_err(err)?)
+}
+
+/// Remove every entry of the results cache; the number removed.
+#[pyfunction]
+fn cache_clear() -> PyResult<u64> {
+    hugescope_core::result_cache::clear().map_err(err)
+}
+
+/// Cached reference runs read by this process so far.
+#[pyfunction]
+fn cache_hits() -> u64 {
+    hugescope_core::result_cache::hits()
+}
+
+/// Why the results cache was not used in this process, if it was not.
+#[pyfunction]
+fn cache_status() -> Option<String> {
+    hugescope_core::result_cache::status()
+}
+
 /// Header and counts of a trace; `verify` decodes every chunk.
 #[pyfunction]
 #[pyo3(signature = (path, verify=false))]
@@ -440,6 +464,10 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // `interrupt`); other parts of hugescope key on this.
     m.add("CANCELLABLE", true)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
+    m.add_function(wrap_pyfunction!(cache_info, m)?)?;
+    m.add_function(wrap_pyfunction!(cache_clear, m)?)?;
+    m.add_function(wrap_pyfunction!(cache_hits, m)?)?;
+    m.add_function(wrap_pyfunction!(cache_status, m)?)?;
     m.add_function(wrap_pyfunction!(read_input, m)?)?;
     m.add_function(wrap_pyfunction!(shown, m)?)?;
     m.add_function(wrap_pyfunction!(parse_size, m)?)?;

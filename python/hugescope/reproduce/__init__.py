@@ -136,7 +136,8 @@ def check_outputs(out: str, name: str = "reproduction") -> None:
 
 def run(papers: Union[str, Sequence[str]] = "all", scale: str = "ci", seeds: Union[int, Sequence[int]] = DEFAULT_SEEDS,
         traces: Optional[str] = None, progress: Optional[Callable[[str, int, int], None]] = None,
-        reuse: Optional[Dict[str, Any]] = None, kernels: Optional[Sequence[str]] = None) -> Reproduction:
+        reuse: Optional[Dict[str, Any]] = None, kernels: Optional[Sequence[str]] = None,
+        backend: str = "local", ray_address: Optional[str] = None) -> Reproduction:
     """Reproduce ``papers`` (``"all"``, a name or a list) at ``scale`` over
     ``seeds`` (a count, seeds 1..N, or a list). ``traces``: keep the
     generated traces there (default: a temporary directory, removed after).
@@ -144,7 +145,11 @@ def run(papers: Union[str, Sequence[str]] = "all", scale: str = "ci", seeds: Uni
     runs: ``{"pcc": {kernel: {seed: {"trace", "curve", "frag", "static",
     "params"}}}, "ds": {seed: DsTables}}``, ``static`` the ``summary()`` of a
     4k static run); ``kernels``: the PCC kernels to run (default
-    BFS, SSSP and PageRank). ``progress(step, done, total)`` is called as
+    BFS, SSSP and PageRank). ``backend``/``ray_address``: where the PCC
+    paper's sweeps (curve, fragmentation, sizes) run, as for
+    ``experiments.curve`` (``"ray"``: Ray tasks, on the cluster at
+    ``ray_address``); the other papers' studies run locally. Results do not
+    depend on it. ``progress(step, done, total)`` is called as
     each study finishes (``total`` is a running count: studies are found as
     they run)."""
     import pandas as pd
@@ -171,7 +176,8 @@ def run(papers: Union[str, Sequence[str]] = "all", scale: str = "ci", seeds: Uni
             if p == "pcc":
                 measured += pcc.machine_rows()
                 measured += pcc.policy_rows(pcc.pcc_settings(tdir))
-                m, ev = pcc.measure(scale, seed_list, tdir, step, reuse.get("pcc"), kernels)
+                m, ev = pcc.measure(scale, seed_list, tdir, step, reuse.get("pcc"), kernels,
+                                    {"backend": backend, "ray_address": ray_address})
                 measured += m
                 evidence[p] = ev
             elif p == "ds":

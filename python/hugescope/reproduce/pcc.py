@@ -137,10 +137,12 @@ class KernelRun:
         return out
 
 
-def run_kernel(k: KernelRun, step: Callable[[str], None]) -> None:
+def run_kernel(k: KernelRun, step: Callable[[str], None], backend: Optional[Dict[str, Any]] = None) -> None:
     """Fill what ``k`` does not hold yet (the demo hands over its seed-1 curve,
-    fragmentation and static runs)."""
-    common = {"duration": DURATION, "threads": 2}
+    fragmentation and static runs). ``backend``: where the sweeps' batches
+    run (``{"backend": "ray", "ray_address": ...}``, ``experiments.run_configs``);
+    results do not depend on it."""
+    common = {"duration": DURATION, "threads": 2, **(backend or {})}
     if k.curve is None:
         k.curve = experiments.curve(k.trace, policies=CURVE_POLICIES, budgets=CURVE_BUDGETS, frag_points=[], **common)
         step(f"{k.name} seed {k.seed}: curve")
@@ -186,11 +188,12 @@ def _evidence(n: Dict[str, Any]) -> str:
 
 def measure(scale: str, seeds: Sequence[int], traces: str, step: Callable[[str], None],
             reuse: Optional[Dict[str, Dict[int, Dict[str, Any]]]] = None,
-            kernels: Optional[Sequence[str]] = None) -> tuple:
+            kernels: Optional[Sequence[str]] = None, backend: Optional[Dict[str, Any]] = None) -> tuple:
     """The PCC rows' measurements at ``scale`` over ``seeds``, and the
     evidence table (one row per kernel and seed). ``reuse``: per kernel and
     seed, tables a caller already has (``trace``, ``curve``, ``frag``,
-    ``static``); ``kernels``: the kernels to run (default all three)."""
+    ``static``); ``kernels``: the kernels to run (default all three);
+    ``backend``: where the sweeps run (``run_kernel``)."""
     import pandas as pd
 
     seeds = list(seeds)
@@ -207,7 +210,7 @@ def measure(scale: str, seeds: Sequence[int], traces: str, step: Callable[[str],
                 step(f"{name} seed {s}: trace")
             k = KernelRun(name, s, have.get("params") or sized[name], path)
             k.curve, k.frag, k.static = have.get("curve"), have.get("frag"), have.get("static")
-            run_kernel(k, step)
+            run_kernel(k, step, backend)
             runs[name].append(k)
     nums = {name: [k.numbers() for k in ks] for name, ks in runs.items()}
     evidence = pd.DataFrame([n for ns in nums.values() for n in ns])
