@@ -254,6 +254,9 @@ def test_interrupted_sweep_resumes_to_identical_files(cmd, traces, tmp_path, mon
     whole, part = tmp_path / "whole", tmp_path / "part"
     monkeypatch.setattr(ex, "BATCH", 2)
     assert hcli.main([cmd, traces["bfs"], "-o", str(whole)] + args) == 0
+    # The whole run's stderr (it may note reused cached reference runs) is
+    # not the interrupted run's: read it away first.
+    capsys.readouterr()
     with monkeypatch.context() as m:
         _interrupt_after(m, 2)
         assert hcli.main([cmd, traces["bfs"], "-o", str(part)] + args) == 130
