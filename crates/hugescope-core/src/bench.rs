@@ -159,8 +159,29 @@ pub const STATIC_ROW: &str = "static 4k";
 /// exactly `run::simulate_policies` of one policy, as `hugescope simulate
 /// --no-base` runs it. `repeats` rounds, each one pass of every row in turn.
 pub fn pipeline_throughput(path: &str, preset: &str, rows: &[String], repeats: u32) -> Result<PipelineReport> {
+    pipeline_throughput_set(path, preset, &[], rows, repeats)
+}
+
+/// The machine keys of the PCC authors' model beside `--preset
+/// pcc-artifact` (docs/policies-pcc-hawkeye.md, "The authors' model as a
+/// preset"): the second 4KB L1 fill after every walk.
+pub const ARTIFACT_SETS: &[&str] = &["l1_duplicate_fill=true"];
+
+/// The policy row of the authors' model (same section): the artifact's LFU
+/// list, decision schedule and flush after a read. `interval_accesses` is a
+/// bench *input*, not the artifact's 30 x accesses per second: 3,000,000
+/// gives reads at 100k, 3M, 3.1M, 6M, ... accesses, so a trace of tens of
+/// millions of accesses pays the PCC's reads several times.
+pub const ARTIFACT_PCC_ROW: &str =
+    "pcc:replacement=lfu_artifact,artifact_phase=true,flush_on_read=true,interval_accesses=3000000";
+
+/// `pipeline_throughput` with machine keys `sets` (`--set KEY=VALUE`) on
+/// top of `preset`, for every row: e.g. the authors' model, `pcc-artifact`
+/// with `ARTIFACT_SETS` and the row `ARTIFACT_PCC_ROW` (one configuration,
+/// as `hugescope simulate --no-base` runs it).
+pub fn pipeline_throughput_set(path: &str, preset: &str, sets: &[String], rows: &[String], repeats: u32) -> Result<PipelineReport> {
     type Pass<'a> = Box<dyn FnMut() -> Result<u64> + 'a>;
-    let machine = crate::configuration::Config::load(Some(preset), None, &[], &[])?.machine;
+    let machine = crate::configuration::Config::load(Some(preset), None, sets, &[])?.machine;
     let mut passes: Vec<(String, Pass)> = vec![("decode only".into(), Box::new(|| decode_pass(path)))];
     for what in rows {
         if what == STATIC_ROW {
@@ -169,7 +190,7 @@ pub fn pipeline_throughput(path: &str, preset: &str, rows: &[String], repeats: u
             continue;
         }
         // The configuration `hugescope simulate --policy WHAT --no-base` builds.
-        let cfg = crate::configuration::Config::load(Some(preset), None, &[], std::slice::from_ref(what))?;
+        let cfg = crate::configuration::Config::load(Some(preset), None, sets, std::slice::from_ref(what))?;
         let specs = cfg.specs()?;
         let os = cfg.os.os_config();
         let opts = cfg.run_options(false);

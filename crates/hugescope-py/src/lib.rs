@@ -338,11 +338,12 @@ fn bench_file(py: Python<'_>, trace: String, preset: Option<String>, pages: Stri
 
 /// Throughput of the decode floor and of the full pipeline of each row (a
 /// policy spec, or "static 4k") over a trace, passes interleaved (a
-/// measurement: best and median of `repeats` rounds).
+/// measurement: best and median of `repeats` rounds). `sets`: machine keys
+/// (`--set KEY=VALUE`) on top of the preset, for every row.
 #[pyfunction]
-#[pyo3(signature = (trace, preset, rows, repeats=3))]
-fn bench_pipeline(py: Python<'_>, trace: String, preset: String, rows: Vec<String>, repeats: u32) -> PyResult<String> {
-    json(&cancellable(py, || hugescope_core::bench::pipeline_throughput(&trace, &preset, &rows, repeats).map_err(err))?)
+#[pyo3(signature = (trace, preset, rows, repeats=3, sets=Vec::new()))]
+fn bench_pipeline(py: Python<'_>, trace: String, preset: String, rows: Vec<String>, repeats: u32, sets: Vec<String>) -> PyResult<String> {
+    json(&cancellable(py, || hugescope_core::bench::pipeline_throughput_set(&trace, &preset, &sets, &rows, repeats).map_err(err))?)
 }
 
 /// Names and descriptions of the registered policies.
