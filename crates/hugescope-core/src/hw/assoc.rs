@@ -248,6 +248,12 @@ impl SetAssoc {
         (if self.modulo == 0 { index & self.mask } else { index % self.modulo }) as usize
     }
 
+    /// The set `index` selects (for callers that track sets: `l1_front`).
+    #[inline(always)]
+    pub fn set_index(&self, index: u64) -> usize {
+        self.set_of(index)
+    }
+
     /// All tags, set after set, each set in recency order.
     fn flat(&self) -> &[u64] {
         match &self.sets {

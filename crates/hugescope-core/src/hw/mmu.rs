@@ -5,6 +5,7 @@
 //! walk and fills the TLBs with the size the leaf's TLB entry covers.
 
 use super::geometry::Geometry;
+use super::l1_front::{Front, RecentFronts};
 use super::leaf::Leaf;
 use super::pwc::WalkCost;
 use super::space::Space;
@@ -46,6 +47,11 @@ pub struct Mmu<W: Walker = RadixWalker> {
     /// without probing. Exact, not an approximation; cleared by shootdowns
     /// and by a change of VM (the pid alone names the space within one VM).
     last: (u64, u16, usize),
+    /// The two most recent distinct pages known to sit at the front of their
+    /// L1 set (`l1_front`): like `last`, an access to one is an L1 hit that
+    /// changes nothing, counted without probing; it also catches accesses
+    /// that alternate between two pages, which `last` does not.
+    fronts: RecentFronts,
     /// The VM this cpu runs (its VPID): the VM id of every tag it makes. 0,
     /// the host, until a virtualization model switches it.
     vm: u8,
@@ -118,6 +124,7 @@ impl<W: Walker> Mmu<W> {
             filled: 0,
             num_sizes: geo.num_sizes(),
             last: (NO_PAGE, 0, 0),
+            fronts: RecentFronts::default(),
             vm: 0,
             shifts,
             duplicate_fill: cfg.l1_duplicate_fill,
@@ -138,7 +145,7 @@ impl<W: Walker> Mmu<W> {
     pub fn set_vm(&mut self, vm: u8) {
         if vm != self.vm {
             self.vm = vm;
-            self.last.0 = NO_PAGE;
+            self.forget_last();
         }
     }
 
@@ -159,6 +166,14 @@ impl<W: Walker> Mmu<W> {
         if a.addr >> self.shifts[ls] == lvpn && a.pid == lpid {
             self.stats.l1_hits[ls] += 1;
             return Outcome::L1Hit(ls);
+        }
+        // A page known at the front of its L1 set: what `probe_l1` would find
+        // (one translation per address, so no other size can hit first), and
+        // its LRU update is a no-op; counted and named `last` as it does.
+        if let Some((vpn, s)) = self.fronts.hit(a.addr, a.pid, &self.shifts) {
+            self.stats.l1_hits[s] += 1;
+            self.last = (vpn, a.pid, s);
+            return Outcome::L1Hit(s);
         }
         // The sizes to probe as one bit set: the previous size (if it may be
         // present) in the low byte, the other present sizes in the high byte,
@@ -196,6 +211,7 @@ impl<W: Walker> Mmu<W> {
         if self.l1[t as usize].cache.lookup(vpn, tg) {
             self.stats.l1_hits[s] += 1;
             self.last = (vpn, a.pid, s);
+            self.front(t, vpn, a.pid, s);
             return true;
         }
         false
@@ -218,7 +234,9 @@ impl<W: Walker> Mmu<W> {
         self.stats.l2_hits[s] += 1;
         let t1 = self.l1_of[s];
         if t1 != NONE {
-            self.fill_l1(t1, vpn, tg);
+            if !self.fill_l1(t1, vpn, tg) {
+                self.front(t1, vpn, a.pid, s);
+            }
             self.last = (vpn, a.pid, s);
         } else {
             self.last.0 = NO_PAGE;
@@ -252,7 +270,9 @@ impl<W: Walker> Mmu<W> {
         let tg = tag(vpn, s, self.space(a));
         let t1 = self.l1_of[s];
         if t1 != NONE {
-            self.fill_l1(t1, vpn, tg);
+            if !self.fill_l1(t1, vpn, tg) {
+                self.front(t1, vpn, a.pid, s);
+            }
             self.last = (vpn, a.pid, s);
         } else {
             self.last.0 = NO_PAGE;
@@ -271,14 +291,36 @@ impl<W: Walker> Mmu<W> {
     /// with it: in the artifact both copies carry the page's tag, and evicting
     /// either erases the tag's one address-map entry (`CacheSet::insert`), so
     /// the live copy stays in the set unreachable, as a dead one.
+    /// Returns whether it retagged an entry; the structure's known front
+    /// pages are then forgotten (the retagged entry may be the one just put
+    /// in, now dead).
     #[inline(always)]
-    fn fill_l1(&mut self, t: u8, vpn: u64, tg: u64) {
+    fn fill_l1(&mut self, t: u8, vpn: u64, tg: u64) -> bool {
         let evicted = self.l1[t as usize].cache.insert(vpn, tg);
         if self.duplicate_fill {
             if let Some(old) = evicted.filter(|&o| is_ghost(o)) {
                 self.l1[t as usize].cache.retag(vpn, live_of(old), old);
+                self.fronts.forget_tlb(t);
+                return true;
             }
         }
+        false
+    }
+
+    /// Page `vpn` of size `s` of `pid` is now the live MRU entry of its set
+    /// in L1 structure `t` (`l1_front`).
+    #[inline(always)]
+    fn front(&mut self, t: u8, vpn: u64, pid: u16, s: usize) {
+        let set = self.l1[t as usize].cache.set_index(vpn) as u32;
+        self.fronts.touched(Front { vpn, pid, size: s as u8, tlb: t, set });
+    }
+
+    /// Forget every page known to sit at the front of its L1 set (`last`,
+    /// `fronts`): their entries may be gone or unreachable.
+    #[inline(always)]
+    fn forget_last(&mut self) {
+        self.last.0 = NO_PAGE;
+        self.fronts.clear();
     }
 
     /// The artifact's first of two base-page L1 fills after a walk (its
@@ -297,6 +339,10 @@ impl<W: Walker> Mmu<W> {
         let vpn = a.addr >> self.shifts[0];
         let dead = ghost(tag(vpn, 0, self.space(a)));
         self.fill_l1(t, vpn, dead);
+        // The dead entry now leads its set: a page known at the front of
+        // that set no longer is (`last` is set by the live fill that
+        // follows, as before).
+        self.fronts.forget_tlb(t);
     }
 
     /// Invalidate every TLB and walk-cache entry of `space` covering any
@@ -309,7 +355,7 @@ impl<W: Walker> Mmu<W> {
             n += t.shootdown(space, start, end, shifts);
         }
         self.walker.shootdown(space, start, end);
-        self.last.0 = NO_PAGE;
+        self.forget_last();
         self.stats.shootdowns += 1;
         self.stats.tlb_entries_invalidated += n as u64;
         n
@@ -324,7 +370,7 @@ impl<W: Walker> Mmu<W> {
             n += t.flush_vm(vm);
         }
         self.walker.flush_vm(vm);
-        self.last.0 = NO_PAGE;
+        self.forget_last();
         self.stats.shootdowns += 1;
         self.stats.tlb_entries_invalidated += n as u64;
         n
@@ -359,6 +405,6 @@ impl<W: Walker> Mmu<W> {
         }
         self.walker.flush();
         self.filled = 0;
-        self.last.0 = NO_PAGE;
+        self.forget_last();
     }
 }

@@ -6,6 +6,7 @@
 pub mod assoc;
 pub mod geometry;
 pub mod key_index;
+pub mod l1_front;
 pub mod leaf;
 pub mod mmu;
 pub mod nested;
