@@ -251,9 +251,10 @@ fn alternating_pages_match_a_reference_lru_model() {
     let (mut n_l1, mut n_l2, mut n_walk) = (0u64, 0u64, 0u64);
     for i in 0..200_000u64 {
         let r = rng.next();
-        // Half the time the page before last; otherwise one of 48 pages
-        // over the sets (stride 5: every set, several pages per set).
-        let vpn = if r % 2 == 0 { prev } else { base + (r >> 8) % 48 * 5 };
+        // Half the time the page before last; otherwise one of 96 pages: 12
+        // in each of 8 L2 sets (vpn % 128), so 12 per L1 set (vpn % 16) too:
+        // both levels evict.
+        let vpn = if r % 2 == 0 { prev } else { base + (r >> 8) % 12 * 128 + (r >> 16) % 8 };
         if vpn != last {
             (prev, last) = (last, vpn);
         }
