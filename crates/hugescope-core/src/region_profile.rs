@@ -85,6 +85,35 @@ impl RegionIndex {
     pub fn find(&self, pid: u16, addr: u64) -> Option<usize> {
         self.piece(pid, addr).map(|j| self.pieces[j].3)
     }
+
+    /// The header indices of the regions owning some of [`start`, `end`) of
+    /// `pid`, in address order, each once.
+    pub fn overlapping(&self, pid: u16, start: u64, end: u64) -> Vec<usize> {
+        // Pieces are disjoint and sorted, so their ends are sorted too.
+        let first = self.pieces.partition_point(|&(p, _, e, _)| (p, e) <= (pid, start));
+        let mut out: Vec<usize> = Vec::new();
+        for &(_, _, _, owner) in self.pieces[first..].iter().take_while(|&&(p, s, _, _)| p == pid && s < end) {
+            if !out.contains(&owner) {
+                out.push(owner);
+            }
+        }
+        out
+    }
+
+    /// The regions of [`start`, `end`) of `pid` in words, for a plan entry's
+    /// note: "region NAME", "regions A, B, C", "regions A, B, C and 4 more";
+    /// `None` outside every region.
+    pub fn describe(&self, regions: &[Region], pid: u16, start: u64, end: u64) -> Option<String> {
+        const SHOWN: usize = 3;
+        let owners = self.overlapping(pid, start, end);
+        let names: Vec<&str> = owners.iter().take(SHOWN).map(|&i| regions[i].name.as_str()).collect();
+        match owners.len() {
+            0 => None,
+            1 => Some(format!("region {}", names[0])),
+            n if n <= SHOWN => Some(format!("regions {}", names.join(", "))),
+            n => Some(format!("regions {} and {} more", names.join(", "), n - SHOWN)),
+        }
+    }
 }
 
 /// What one region (or the space outside every region) saw.
@@ -444,5 +473,39 @@ mod tests {
         // `inner` lies wholly inside `outer`, which comes first: it owns nothing.
         assert_eq!(idx.find(0, 0x2000), Some(0));
         assert_eq!(idx.find(0, 0x9000), Some(2));
+        // Ranges: owners in address order, each once.
+        assert_eq!(idx.overlapping(0, 0x0, 0x1000), Vec::<usize>::new());
+        assert_eq!(idx.overlapping(0, 0x0, 0x1001), vec![0]);
+        assert_eq!(idx.overlapping(0, 0x8fff, 0x30000), vec![0, 2, 5]);
+        assert_eq!(idx.overlapping(0, 0x9000, 0x30000), vec![2, 5]);
+        assert_eq!(idx.overlapping(1, 0x0, 0x30000), vec![4]);
+        assert_eq!(idx.describe(&h.regions, 0, 0x1000, 0x2000).as_deref(), Some("region outer"));
+        assert_eq!(idx.describe(&h.regions, 0, 0x1000, 0x21000).as_deref(), Some("regions outer, tail, far"));
+        assert_eq!(idx.describe(&h.regions, 0, 0xc000, 0x20000), None);
+        let many: Vec<Region> = (0..5u64).map(|i| Region::new(format!("r{i}"), i << 12, 1 << 12)).collect();
+        let idx = RegionIndex::new(&many);
+        assert_eq!(idx.describe(&many, 0, 0, 5 << 12).as_deref(), Some("regions r0, r1, r2 and 2 more"));
+    }
+
+    #[test]
+    fn emitted_plan_entries_name_their_regions() {
+        use crate::plan::{emit, EmitOptions, Plan, Timing};
+        let d = tempfile::tempdir().unwrap();
+        let t = trace(d.path());
+        let recorded = Plan::parse(&format!(
+            r#"[{{"start":"{A:#x}","length":"2MiB","page_size":"2MiB","when":{{"accesses":3}},"note":"pcc rank 1"}},
+                {{"start":"{A:#x}","length":"2MiB","page_size":"2MiB","pid":1}},
+                {{"start":"{B:#x}","length":"0x40200000","page_size":"2MiB"}},
+                {{"start":"{OUT:#x}","length":"2MiB","page_size":"2MiB"}}]"#
+        ))
+        .unwrap();
+        let o = EmitOptions { trace: Some(t.into()), ..Default::default() };
+        let plan = emit(&recorded, Timing::Accesses, &o).unwrap();
+        let notes: Vec<Option<&str>> = plan.entries.iter().map(|e| e.note.as_deref()).collect();
+        assert_eq!(notes, vec![Some("pcc rank 1; region a"), Some("region a1"), Some("regions b, idle"), None]);
+        // Without the trace, the notes are the policy's alone (older callers).
+        let plan = emit(&recorded, Timing::Accesses, &EmitOptions::default()).unwrap();
+        assert_eq!(plan.entries[0].note.as_deref(), Some("pcc rank 1"));
+        assert_eq!(plan.entries[1].note, None);
     }
 }
