@@ -90,3 +90,11 @@ def test_cli_bad_input_is_one_error_line(bfs_trace, tmp_path, capsys, args, need
     lines = err.strip().splitlines()
     assert code != 0 and len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0], err
     assert "Traceback" not in err and not (tmp_path / "o.json").exists()
+
+
+def test_counts_fit_six_characters():
+    from hugescope.cli_regions import _count
+
+    cases = {0: "0", 9999: "9999", 10_000: "10.0k", 99_949: "99.9k", 99_950: "100k", 999_499: "999k",
+             999_500: "1.0M", 5_097_152: "5.1M", 999_950_000: "1.0G", 10**13: "10.0T"}
+    assert {n: _count(n) for n in cases} == cases

@@ -23,11 +23,15 @@ DEFAULT_TOP = 15
 
 
 def _count(n: int) -> str:
-    """A count in at most 6 characters (80-column tables): 1234, 12.3k, 4.56M."""
-    for unit, div in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if n >= div * 9.9995 or (unit == "k" and n >= 1e4):
-            return f"{n / div:.3g}{unit}"
-    return str(n)
+    """A count in at most 6 characters (80-column tables): 9999, 12.3k, 456k, 4.6M."""
+    if n < 10_000:
+        return str(n)
+    for unit, div in (("k", 1e3), ("M", 1e6), ("G", 1e9), ("T", 1e12)):
+        x = n / div
+        text = f"{x:.1f}" if x < 99.95 else f"{x:.0f}"
+        if float(text) < 1000:
+            return text + unit
+    return f"{n:.3g}"
 
 
 def region_label(row: Dict[str, Any]) -> str:
