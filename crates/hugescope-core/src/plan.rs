@@ -553,7 +553,7 @@ pub fn emit(recorded: &Plan, timing: Timing, o: &EmitOptions) -> Result<Plan> {
 /// engineer reads which allocation a plan promotes), after what the policy
 /// noted.
 fn name_regions(plan: &mut Plan, regions: &[crate::trace::Region]) {
-    let index = crate::region_profile::RegionIndex::new(regions);
+    let index = crate::region_index::RegionIndex::new(regions);
     for e in plan.entries.iter_mut() {
         if let Some(names) = index.describe(regions, e.pid, e.start, e.end()) {
             e.note = Some(match e.note.take() {
