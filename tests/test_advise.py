@@ -85,8 +85,21 @@ def test_advise_end_to_end_and_plan_collapses_exactly_its_regions(prog, tmp_path
     r = json.loads((out / "advise.json").read_text())
     assert len(r["rows"]) == 4 and sum(x["chosen"] for x in r["rows"]) == 1
     assert r["estimate"] >= 1.0 and r["measured"]["median"] > 0
-    assert set(r["how"]) == {"estimate", "measured", "stages_s"}
+    assert set(r["how"]) == {"estimate", "measured", "stages_s", "regions"}
     assert r["promote"] and all(p["region"].startswith("anon:") for p in r["promote"])
+    # Every traced region with its accesses, walks and share of walk cycles
+    # in the base-page run (issue #38), from the same pass as the estimates:
+    # they add up to that run, whose array takes most walk cycles.
+    header = hs.trace_info(out / "trace.hst")["header"]
+    base = hs.simulate(out / "trace.hst", pages="4k", config=cal).record.translation
+    assert len(r["regions"]) == len(header["regions"]) + 1
+    assert sum(x["accesses"] for x in r["regions"]) == base.accesses
+    assert sum(x["walks"] for x in r["regions"]) == base.walks
+    hot = r["regions"][0]
+    assert hot["walk_cycle_share"] > 0.5 and hot["len"] >= 16 * MIB, r["regions"][:3]
+    assert all(p["region"] == hot["name"] and (p["region_accesses"], p["region_walks"]) ==
+               (hot["accesses"], hot["walks"]) for p in r["promote"]), r["promote"]
+    assert "traced regions, base pages" in text and hot["name"] in text
     plan = json.loads((out / "plan.json").read_text())
     assert r["machine"] == label and f"cost model ({label})" in r["how"]["estimate"]
     assert f"cost model ({label})" in plan["header"]["estimate"]["how"]

@@ -58,7 +58,11 @@ def test_emitted_plans_are_merged_hex_and_say_how_they_were_timed(traced, tmp_pa
     assert len(start["entries"]) == 1 and start["entries"][0]["when"] == "start"
     e = start["entries"][0]
     assert e["start"].startswith("0x") and int(e["length"], 16) == n * 2 * MIB
-    assert e["note"] == f"{n} recorded entries merged"
+    # The note names the traced region the range lies in (issue #38).
+    held = [r["name"] for r in hs.trace_info(trace)["header"]["regions"]
+            if int(r["base"]) <= int(e["start"], 16) < int(r["base"]) + int(r["len"])]
+    assert held and e["note"] == f"{n} recorded entries merged; region {held[0]}", e["note"]
+    assert all("region " in x["note"] for p in (rec, secs) for x in p["entries"])
     # Seconds at the rate the simulation used (accesses / --duration), never
     # before the recorded access; the header says so.
     h = secs["header"]

@@ -16,8 +16,8 @@ Quick start::
 
 from ._core import HugescopeError, presets
 from ._core import version as _version
-from .results import SimResult
-from .api import compare, machine_config, policies, simulate, trace_info
+from .results import RegionProfile, SimResult
+from .api import compare, machine_config, policies, region_profile, simulate, trace_info
 from .configuration import Config, load as config
 from . import workloads
 from .ingens_study import ingens_studies
@@ -29,7 +29,9 @@ __version__ = _version()
 __all__ = [
     "HugescopeError",
     "SimResult",
+    "RegionProfile",
     "simulate",
+    "region_profile",
     "compare",
     "policies",
     "trace_info",

@@ -240,12 +240,13 @@ def _write_file(target: str, blob: bytes) -> None:
 
 
 def dumps(data: Any) -> str:
-    """``data`` as indented JSON. A simulation result (``SimResult``) or a
+    """``data`` as indented JSON. A simulation result (``SimResult``,
+    ``RegionProfile``) or a
     list of them is written by the core from its typed records
     (``Record.to_json``; the same bytes ``json.dumps`` gives their dicts)."""
-    from .results import SimResult
+    from .results import RegionProfile, SimResult
 
-    if isinstance(data, SimResult):
+    if isinstance(data, (SimResult, RegionProfile)):
         return data.to_json(2)
     if isinstance(data, list) and data and all(isinstance(r, SimResult) for r in data):
         return _core.records_to_json([r.record for r in data], 2)

@@ -10,8 +10,10 @@
    footprint, as k 2 MiB pages; or k given), each a budgeted run of the OS model
    (``validate.rankings``), and estimate each plan's speedup with the cost
    model: cycles of a static 4 KiB map over cycles of the plan's static map.
-3. **Print** the regions worth promoting (the best plan's, with the traced
-   region each lies in) and **write** that plan.
+3. **Print** every traced region's accesses, walks and share of walk cycles
+   in the base-page run (``api.region_profile``: the same pass as the
+   estimates' base run), the regions worth promoting (the best plan's, with
+   the traced region each lies in) and **write** that plan.
 4. **Run** the program natively under base pages and under the plan
    (``linux.run``: median of N runs) and report the measured speedup beside the
    estimate.
@@ -21,6 +23,7 @@ Everything heavy is done by the modules it calls; this one chooses and reports.
     from hugescope import advise
     r = advise.advise(["./prog", "arg"], out="advise-out")   # budgets 1% ... 100%
     r["rows"]   # policy, budget, k, regions, estimate, fewer_because
+    r["regions"]  # name, base, len, kind, pid, accesses, walks, walk_refs, walk_cycles, walk_cycle_share (+ site)
 """
 
 from __future__ import annotations
@@ -50,12 +53,25 @@ def candidates(header: Dict[str, Any]) -> List[int]:
     return candidate_regions({"regions": regions})
 
 
-def region_name(header: Dict[str, Any], addr: int) -> str:
-    """The traced region holding ``addr`` (its name from /proc/PID/maps)."""
+def region_at(header: Dict[str, Any], addr: int) -> Optional[Dict[str, Any]]:
+    """The traced region holding ``addr`` (the first in header order)."""
     for r in header.get("regions", []):
         if int(r["base"]) <= addr < int(r["base"]) + int(r["len"]):
-            return r["name"]
-    return "?"
+            return r
+    return None
+
+
+def promoted_entry(header: Dict[str, Any], addr: int, profile_rows: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """A promoted 2 MiB page at ``addr`` for the record: its start, the
+    traced region holding it, and that whole region's accesses and walks in
+    the base-page run (``region_accesses``, ``region_walks``)."""
+    r = region_at(header, addr)
+    out: Dict[str, Any] = {"start": f"{addr:#x}", "region": "?" if r is None else r["name"]}
+    key = None if r is None else (int(r.get("pid", 0)), int(r["base"]), int(r["len"]), r["name"])
+    row = next((x for x in profile_rows if (x["pid"], x["base"], x["len"], x["name"]) == key), None)
+    if row is not None:
+        out.update(region_accesses=row["accesses"], region_walks=row["walks"])
+    return out
 
 
 def estimate(trace: str, regions: Sequence[int], base_cycles: float, machine: Dict[str, Any], tmpdir: str) -> float:
@@ -246,7 +262,11 @@ def _advise_traced(argv, trace, plan_path, rec_path, ks, budgets, policies, repe
     rank = rankings(trace, policies, ks, cand, footprint, duration=float(duration), promoted=promoted,
                     progress=lambda done, _n: tell("simulate", done, total),
                     **{k: v for k, v in machine.items() if v is not None})
-    base_cycles = api.simulate(trace, pages="4k", **machine)["cost"]["total_cycles"]
+    # The base-page run, split by traced region in the same pass: each
+    # region's accesses, walks and share of walk cycles (issue #38).
+    profile = api.region_profile(trace, pages="4k", **machine)
+    base_cycles = profile.result["cost"]["total_cycles"]
+    region_rows = profile.rows(header)
     done = n_sim + 1
     tell("simulate", done, total)
     est: Dict[frozenset, float] = {}
@@ -292,7 +312,8 @@ def _advise_traced(argv, trace, plan_path, rec_path, ks, budgets, policies, repe
         "best": {"policy": best[0], "k": best[1], "budget": ", ".join(shares[best[1]])},
         "footprint_bytes": footprint, "candidate_regions": len(cand),
         "machine": label,
-        "promote": [{"start": f"{a:#x}", "region": region_name(header, a)} for a in best_regions],
+        "regions": region_rows,
+        "promote": [promoted_entry(header, a, region_rows) for a in best_regions],
         "rows": rows,
         "estimate": est[frozenset(best_regions)],
         "measured": measured,
@@ -304,6 +325,8 @@ def _advise_traced(argv, trace, plan_path, rec_path, ks, budgets, policies, repe
                         "binary (ASLR off), base pages vs the plan applied with process_madvise(MADV_COLLAPSE) as its "
                         "ranges are populated; min/max = base median / plan max and min",
             "stages_s": "wall clock of each stage in this process (time.monotonic); trace 0 when reused",
+            "regions": "simulated: the base-page (4 KiB) run of the estimates, each access and TLB miss counted in "
+                       f"the traced region holding its address; walk cycles priced by the cost model ({label})",
         },
         "collapse": [{k: o.get(k) for k in ("start", "status", "regions", "regions_collapsed", "errno", "reason")}
                      for o in planned.outcomes],

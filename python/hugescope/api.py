@@ -8,7 +8,7 @@ from typing import Callable, Iterable, List, Optional
 
 from . import _core, units
 from .configuration import OS_COSTS_KEYWORD, OS_KEYWORDS, check_keywords, os_overrides, source_args
-from .results import SimResult
+from .results import RegionProfile, SimResult
 
 
 def _overrides(set: Optional[Iterable[str]], what: str = "set") -> list:
@@ -99,6 +99,27 @@ def simulate(
         raise _core.HugescopeError("pages= is a static map; with a policy use policy='static:plan=FILE'")
     return compare(trace, [policy], preset=preset, config=config, set=set, quantum_ms=quantum_ms,
                    host_policy=host_policy, progress=progress, **os_options)[0]
+
+
+def region_profile(
+    trace,
+    preset: Optional[str] = None,
+    pages: str = "4k",
+    config=None,
+    set: Optional[Iterable[str]] = None,
+    progress: Optional[Callable[[int, int], None]] = None,
+) -> RegionProfile:
+    """Simulate ``trace`` under the static map ``pages`` (as ``simulate``
+    without a policy) and split the run by the regions of the trace header:
+    each region's accesses, TLB misses (walks), walk references and walk
+    cycles, and its share of the run's walk cycles, plus the accesses outside
+    every region. One pass: ``.result`` is the run ``simulate(trace,
+    pages=pages)`` gives. ``progress(done, total)``: as in ``simulate``.
+    Walk cycles are estimates of the cost model."""
+    units.check_callable(progress, "progress", "(done, total)")
+    src = source_args(preset, _path(config, "config"))
+    return RegionProfile(_core.profile_regions(_trace(_single(trace)), overrides=_overrides(set), pages=str(pages),
+                                               progress=progress, **src))
 
 
 #: The host policy of ``virt=True`` / ``--virt`` without ``--host-policy``:

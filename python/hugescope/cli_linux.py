@@ -636,6 +636,9 @@ def cmd_advise(a) -> int:
                           duration=a.duration, timeout=a.timeout, preset=a.preset, config=a.config, trace=a.trace,
                           keep_trace=a.keep_trace, log=lambda m: err_console.print(f"[dim]{escape(m)}[/]"),
                           progress=tell)
+    from .cli_regions import render_regions
+    render_regions(r["regions"], f"traced regions, base pages (walk cycles: estimate, {escape(r['machine'])})",
+                   console)
     t = Table(title=f"plans (estimate: cost model over the trace, {escape(r['machine'])}); budgets of the "
                     f"{_sz(r['footprint_bytes'])} collapsible footprint, {r['candidate_regions']} whole 2 MiB regions")
     for c in ("policy", "budget", "k", "regions", "estimate", "", "fewer regions than k because"):
@@ -649,7 +652,9 @@ def cmd_advise(a) -> int:
     console.print(f"regions worth promoting ({r['best']['policy']}, budget {escape(r['best']['budget'])}, "
                   f"k={r['best']['k']}):")
     for e in r["promote"]:
-        console.print(f"  {e['start']}  {escape(e['region'])}")
+        counts = (f"  (region: {e['region_accesses']:,} accesses, {e['region_walks']:,} walks)"
+                  if "region_walks" in e else "")
+        console.print(f"  {e['start']}  {escape(e['region'])}{counts}")
     m = r["measured"]
     console.print(f"estimate: {r['estimate']:.3f}x   measured (wall clock, median of {a.repeat}): "
                   f"{m['median']:.3f}x (min {m['min']:.3f}, max {m['max']:.3f})")

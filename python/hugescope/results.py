@@ -11,7 +11,7 @@ figures are estimates of the cost model (``r.record.cost.kind ==
 from __future__ import annotations
 
 import json
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 from . import _core
 
@@ -186,3 +186,63 @@ class SimResult:
             f"SimResult(pages={s.get('pages')!r}, accesses={s['accesses']}, walks={s['walks']}, "
             f"walks_per_1k={s['walks_per_1k']:.2f}, translation_share_est={s['translation_share_est']:.3f})"
         )
+
+
+#: The name of the row of accesses outside every traced region.
+OUTSIDE = "(outside every region)"
+
+
+class RegionProfile:
+    """A static run's accesses, TLB misses (walks) and walk cycles by trace
+    region (``api.region_profile``), with the run itself.
+
+    ``record`` is the core's typed result (``regions``, ``outside``,
+    ``walk_cycles``, ``how``, ``result``); ``result`` the run as a
+    ``SimResult``, equal to ``simulate(trace, pages=...)``'s; ``rows()``
+    every region, most walk cycles first, then the row of addresses outside
+    every region; ``to_frame()`` the same as a DataFrame. Walk cycles are
+    estimates of the cost model.
+    """
+
+    COLUMNS = ["name", "base", "len", "kind", "pid", "accesses", "walks", "walk_refs", "walk_cycles",
+               "walk_cycle_share"]
+
+    def __init__(self, data):
+        self.record = as_record(data)
+
+    @property
+    def result(self) -> SimResult:
+        return SimResult(self.record.result)
+
+    def rows(self, header: Optional[Dict[str, Any]] = None) -> list:
+        """Every region and the row of addresses outside them (``name`` ==
+        ``OUTSIDE``, no base), most walk cycles first (ties: most accesses,
+        then the core's order). With the trace's ``header``
+        (``trace_info(trace)["header"]``), a row whose region records its
+        allocation site also has it as ``site``."""
+        out = [r.to_dict() for r in self.record.regions]
+        outside = self.record.outside.to_dict()
+        out.append({"name": OUTSIDE, "base": None, "len": None, "kind": None, "pid": None, **outside})
+        if header is not None:
+            sites = {(int(r.get("pid", 0)), int(r["base"]), int(r["len"]), r["name"]): r["site"]
+                     for r in header.get("regions", []) if r.get("site")}
+            for row in out:
+                site = sites.get((row["pid"], row["base"], row["len"], row["name"]))
+                if site is not None:
+                    row["site"] = site
+        # Python's sort is stable: the core's order breaks ties.
+        return sorted(out, key=lambda r: (-r["walk_cycles"], -r["accesses"]))
+
+    def to_frame(self):
+        import pandas as pd
+
+        return pd.DataFrame(self.rows(), columns=self.COLUMNS)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return self.record.to_dict()
+
+    def to_json(self, indent: int = 2) -> str:
+        return self.record.to_json(indent)
+
+    def __repr__(self) -> str:
+        return f"RegionProfile(pages={self.record.pages!r}, regions={len(self.record.regions)})"

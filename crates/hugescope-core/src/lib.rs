@@ -25,6 +25,8 @@ pub mod run;
 pub mod sched;
 pub mod policy;
 pub mod progress;
+pub mod region_index;
+pub mod region_profile;
 pub mod reproduce;
 pub mod reuse;
 pub mod sim;

@@ -508,9 +508,9 @@ pub struct EmitOptions {
 pub fn emit(recorded: &Plan, timing: Timing, o: &EmitOptions) -> Result<Plan> {
     let mut markers = Vec::new();
     let mut rate = None;
+    let reader = o.trace.as_ref().map(crate::trace::hst::HstReader::open).transpose()?;
     if matches!(timing, Timing::Seconds | Timing::Progress) {
-        let path = o.trace.as_ref().ok_or_else(|| Error::input("--timing seconds and progress need the trace the plan was recorded on"))?;
-        let r = crate::trace::hst::HstReader::open(path)?;
+        let (path, r) = o.trace.as_ref().zip(reader.as_ref()).ok_or_else(|| Error::input("--timing seconds and progress need the trace the plan was recorded on"))?;
         // First occurrence of each label: what the simulator's replay arms on.
         for m in r.markers() {
             if !markers.iter().any(|(_, l): &(u64, String)| *l == m.label) {
@@ -532,6 +532,9 @@ pub fn emit(recorded: &Plan, timing: Timing, o: &EmitOptions) -> Result<Plan> {
     }
     let timeline = Timeline { markers: &markers, accesses_per_second: rate.map(|r| r.0) };
     let mut plan = recorded.retimed(timing, &timeline)?;
+    if let Some(r) = &reader {
+        name_regions(&mut plan, &r.header().regions);
+    }
     let seconds = timing == Timing::Seconds;
     plan.header = Some(PlanHeader {
         timing,
@@ -544,6 +547,21 @@ pub fn emit(recorded: &Plan, timing: Timing, o: &EmitOptions) -> Result<Plan> {
         estimate: o.estimate.clone(),
     });
     Ok(plan)
+}
+
+/// Each entry's note names the trace regions it lies in (issue #38: the
+/// engineer reads which allocation a plan promotes), after what the policy
+/// noted.
+fn name_regions(plan: &mut Plan, regions: &[crate::trace::Region]) {
+    let index = crate::region_index::RegionIndex::new(regions);
+    for e in plan.entries.iter_mut() {
+        if let Some(names) = index.describe(regions, e.pid, e.start, e.end()) {
+            e.note = Some(match e.note.take() {
+                Some(n) => format!("{n}; {names}"),
+                None => names,
+            });
+        }
+    }
 }
 
 /// A merged entry keeps its note when all its parts had the same one, else

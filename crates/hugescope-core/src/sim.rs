@@ -307,6 +307,21 @@ pub fn simulate_static(path: &str, cfg: MachineConfig, pages: &str) -> Result<St
 
 /// `simulate_static`, telling `progress` how many accesses are done.
 pub fn simulate_static_with_progress(path: &str, cfg: MachineConfig, pages: &str, progress: crate::progress::ProgressHook) -> Result<StaticResult> {
+    Ok(simulate_static_wrapped(path, cfg, pages, progress, |map, _| map)?.0)
+}
+
+/// `simulate_static_with_progress` with the static map wrapped by `wrap`
+/// (given the map and the trace's header) before the run: an observer of
+/// every access (`region_profile`) sees the very run `simulate_static`
+/// makes. Returns the result and the wrapper as the run left it. `wrap` must
+/// hand every call on to the map (the result's counters are the run's).
+pub fn simulate_static_wrapped<P: PageTable>(
+    path: &str,
+    cfg: MachineConfig,
+    pages: &str,
+    progress: crate::progress::ProgressHook,
+    wrap: impl FnOnce(StaticMap, &TraceHeader) -> P,
+) -> Result<(StaticResult, P)> {
     let mut r = HstReader::open(path)?;
     r.set_progress(progress);
     let geo = Geometry::new(&cfg)?;
@@ -321,25 +336,26 @@ pub fn simulate_static_with_progress(path: &str, cfg: MachineConfig, pages: &str
     crate::limits::check_model_memory(&format!("{cpus} cpus' TLBs"), &f)?;
     let info = TraceInfo::new(path, r.header());
     let n = r.header().cpus as usize;
+    let pt = wrap(map, r.header());
     match seg {
         None => {
-            let mut sim = Simulator::new(cfg, n, map)?;
+            let mut sim = Simulator::new(cfg, n, pt)?;
             sim.run_reader(&mut r)?;
-            Ok(static_result(&sim, Some(info), described))
+            Ok((static_result(&sim, Some(info), described), sim.pt))
         }
         Some((procs, what)) => {
             described = format!("{described} + {what}");
-            let mut sim: Simulator<StaticMap, RadixWalker, Segments> = Simulator::with_unit(cfg, n, map)?;
+            let mut sim: Simulator<P, RadixWalker, Segments> = Simulator::with_unit(cfg, n, pt)?;
             for p in procs {
                 sim.seg.update(p);
             }
             sim.run_reader(&mut r)?;
-            Ok(static_result(&sim, Some(info), described))
+            Ok((static_result(&sim, Some(info), described), sim.pt))
         }
     }
 }
 
-pub fn static_result<S: SegmentUnit>(sim: &Simulator<StaticMap, RadixWalker, S>, trace: Option<TraceInfo>, pages: String) -> StaticResult {
+pub fn static_result<P: PageTable, S: SegmentUnit>(sim: &Simulator<P, RadixWalker, S>, trace: Option<TraceInfo>, pages: String) -> StaticResult {
     let translation = sim.counters();
     let cost = cost::estimate(&translation, &sim.cfg.cost, 0.0);
     StaticResult {

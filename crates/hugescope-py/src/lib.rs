@@ -153,6 +153,28 @@ fn simulate_static(
     })?)
 }
 
+/// A static run's accesses, walks and walk cycles by trace region
+/// (`hugescope_core::region_profile`), with the run's own result: the
+/// `RegionProfile` as a `Record`.
+#[pyfunction]
+#[pyo3(signature = (trace, preset=None, config=None, overrides=Vec::new(), pages="4k".to_string(), config_text=None, progress=None))]
+#[allow(clippy::too_many_arguments)]
+fn profile_regions(
+    py: Python<'_>,
+    trace: String,
+    preset: Option<String>,
+    config: Option<String>,
+    overrides: Vec<String>,
+    pages: String,
+    config_text: Option<String>,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<Record> {
+    let cfg = machine(preset.as_deref(), config.as_deref(), config_text.as_deref(), &overrides)?;
+    Record::of(&cancellable_progress(py, progress, |hook| {
+        hugescope_core::region_profile::profile_regions_with_progress(&trace, cfg, &pages, hook).map_err(err)
+    })?)
+}
+
 /// Every size in `entries` of one L2 TLB structure (`structure`, or the
 /// machine's only one) over a static page map, in one pass
 /// (`hugescope_core::tlb_sizes`). Returns the `TlbSizesReport` as a `Record`.
@@ -480,6 +502,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(os_knob_list, m)?)?;
     m.add_function(wrap_pyfunction!(simulate_static, m)?)?;
     m.add_function(wrap_pyfunction!(simulate_tlb_sizes, m)?)?;
+    m.add_function(wrap_pyfunction!(profile_regions, m)?)?;
     m.add_function(wrap_pyfunction!(trace_info, m)?)?;
     m.add_function(wrap_pyfunction!(workloads, m)?)?;
     m.add_function(wrap_pyfunction!(simulate_policies, m)?)?;
