@@ -212,6 +212,20 @@ mod tests {
         assert_eq!(parse_alloc("malloc 1000 7000 55x"), None);
     }
 
+    proptest::proptest! {
+        /// Any text after "# alloc " (the metadata is the traced program's
+        /// to write): parsed or refused, never a panic, and what parses is
+        /// a non-empty range inside the address space.
+        #[test]
+        fn alloc_lines_never_panic(v in "\\PC{0,200}", hex in proptest::collection::vec(0u64.., 0..6)) {
+            let _ = parse_alloc(&v);
+            let line = hex.iter().map(|h| format!("{h:x}")).collect::<Vec<_>>().join(" ");
+            if let Some(e) = parse_alloc(&format!("mmap {line}")) {
+                proptest::prop_assert!(e.size > 0 && e.start + e.size <= 1 << crate::trace::ADDR_BITS);
+            }
+        }
+    }
+
     #[test]
     fn keys_keep_the_executables_frames_up_to_main() {
         use super::super::symbolize::Frame;
