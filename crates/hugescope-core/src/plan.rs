@@ -382,6 +382,25 @@ fn parse_after_marker(x: &Value) -> std::result::Result<When, String> {
     Ok(When::AfterMarker { label, accesses })
 }
 
+/// An entry's `page_size` (default 2 MiB), as range and site entries read it.
+fn page_size_of(m: &serde_json::Map<String, Value>) -> std::result::Result<u64, String> {
+    match m.get("page_size") {
+        Some(v) => num(v, "page_size", true),
+        None => Ok(2 << 20),
+    }
+}
+
+/// An entry's `pid` (default 0).
+fn pid_of(m: &serde_json::Map<String, Value>) -> std::result::Result<u16, String> {
+    match m.get("pid") {
+        Some(v) => {
+            let p = num(v, "pid", false)?;
+            u16::try_from(p).map_err(|_| format!("pid {p} out of range"))
+        }
+        None => Ok(0),
+    }
+}
+
 fn parse_site(v: &Value) -> std::result::Result<SiteEntry, String> {
     let m = v.as_object().ok_or("a site entry must be a JSON object")?;
     for k in m.keys() {
@@ -393,20 +412,11 @@ fn parse_site(v: &Value) -> std::result::Result<SiteEntry, String> {
     if site.trim().is_empty() {
         return Err("'site' is empty".into());
     }
-    let page_size = match m.get("page_size") {
-        Some(v) => num(v, "page_size", true)?,
-        None => 2 << 20,
-    };
+    let page_size = page_size_of(m)?;
     if !page_size.is_power_of_two() || page_size < 4096 {
         return Err(format!("page size {page_size} is not a power of two of at least 4096"));
     }
-    let pid = match m.get("pid") {
-        Some(v) => {
-            let p = num(v, "pid", false)?;
-            u16::try_from(p).map_err(|_| format!("pid {p} out of range"))?
-        }
-        None => 0,
-    };
+    let pid = pid_of(m)?;
     Ok(SiteEntry {
         site: plan_text(site, "site")?,
         page_size,
@@ -429,17 +439,8 @@ fn parse_entry(v: &Value) -> std::result::Result<PlanEntry, String> {
         "length",
         true,
     )?;
-    let page_size = match m.get("page_size") {
-        Some(v) => num(v, "page_size", true)?,
-        None => 2 << 20,
-    };
-    let pid = match m.get("pid") {
-        Some(v) => {
-            let p = num(v, "pid", false)?;
-            u16::try_from(p).map_err(|_| format!("pid {p} out of range"))?
-        }
-        None => 0,
-    };
+    let page_size = page_size_of(m)?;
+    let pid = pid_of(m)?;
     Ok(PlanEntry {
         start,
         length,
