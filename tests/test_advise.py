@@ -86,7 +86,9 @@ def test_advise_end_to_end_and_plan_collapses_exactly_its_regions(prog, tmp_path
     assert len(r["rows"]) == 4 and sum(x["chosen"] for x in r["rows"]) == 1
     assert r["estimate"] >= 1.0 and r["measured"]["median"] > 0
     assert set(r["how"]) == {"estimate", "measured", "stages_s", "regions"}
-    assert r["promote"] and all(p["region"].startswith("anon:") for p in r["promote"])
+    # Named by the array's allocation site (issue #38), not its mapping.
+    line = next(i for i, l in enumerate(PROGRAM.splitlines(), 1) if "= malloc(" in l)
+    assert r["promote"] and all(p["region"] == f"alloc:main@fill.c:{line}" for p in r["promote"])
     # Every traced region with its accesses, walks and share of walk cycles
     # in the base-page run (issue #38), from the same pass as the estimates:
     # they add up to that run, whose array takes most walk cycles.

@@ -99,11 +99,14 @@ def test_instrumented_trace_counts_and_regions(prog, tmp_path, capfd):
     assert 3 * N <= s["accesses"] <= 3 * N * 1.01
     assert s["writes"] == pytest.approx(N, rel=0.01)
     regions = {r["name"]: r for r in h["regions"]}
-    # The 64 MiB array: an anonymous mapping (malloc used mmap) of its size
-    # plus malloc's header page, at the address the program printed.
+    # The 64 MiB array: an anonymous mapping (malloc used mmap), named by its
+    # allocation site (the malloc line of main), its size plus malloc's header
+    # page, at the address the program printed.
     arr = next(r for r in h["regions"] if r["base"] <= big < r["base"] + r["len"])
     assert tracing.region_kind(h, arr["name"]) == "anon"
-    assert arr["name"] == f"anon:{arr['base']:#x}"
+    line = next(i for i, l in enumerate(PROGRAM.splitlines(), 1) if "= malloc(" in l)
+    assert arr["name"] == f"alloc:main@pattern.c:{line}"
+    assert (arr["site"]["call"], arr["site"]["size"]) == ("malloc", BIG)
     assert BIG <= arr["len"] <= BIG + (1 << 20)
     hot_r = next(r for r in h["regions"] if r["base"] <= hot < r["base"] + r["len"])
     assert tracing.region_kind(h, hot_r["name"]) in ("bss", "data")

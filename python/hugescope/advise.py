@@ -130,7 +130,8 @@ def advise(argv: Sequence[str], out: str, ks: Optional[Sequence[int]] = None,
            repeat: int = 3, warmup: int = 1, duration: float = 60.0, timeout: Optional[float] = None,
            preset: Optional[str] = None, config: Optional[str] = None, trace: Optional[str] = None,
            keep_trace: bool = False, log: Callable[[str], None] = lambda s: None,
-           progress: Optional[Callable[[str, int, Optional[int]], None]] = None) -> Dict[str, Any]:
+           progress: Optional[Callable[[str, int, Optional[int]], None]] = None,
+           by_site: bool = False) -> Dict[str, Any]:
     """Trace, simulate, choose, measure (module docstring). Writes
     ``OUT/plan.json`` (the best plan) and ``OUT/advise.json`` (every row), and
     returns that record. ``preset`` and ``config`` choose the machine of the
@@ -146,7 +147,9 @@ def advise(argv: Sequence[str], out: str, ks: Optional[Sequence[int]] = None,
     trace is hundreds of MB to GBs); a trace given with ``trace`` is never
     deleted. ``progress(stage, done, total)`` is called as each stage goes
     (``total`` None while unknown); ``record["stages_s"]`` holds each stage's
-    wall time."""
+    wall time. ``by_site`` writes the plan's entries that cover whole
+    allocations by allocation site (``Plan::by_site``), so it applies to the
+    program re-linked with another layout."""
     from . import api, calibrate
 
     argv = [os.fspath(a) for a in argv]
@@ -189,13 +192,14 @@ def advise(argv: Sequence[str], out: str, ks: Optional[Sequence[int]] = None,
         log(f"reusing the trace {trace} (tracing skipped)")
         stages["trace"] = 0.0
         return _advise_traced(argv, trace, plan_path, rec_path, ks, budgets, policies, repeat, warmup, duration,
-                              timeout, machine, label, log, tell, stages, trace_kept=True)
+                              timeout, machine, label, log, tell, stages, trace_kept=True, by_site=by_site)
     log(f"tracing {' '.join(argv)}")
     had_trace = os.path.exists(made)
     keep = False
     try:
         rec = _advise_traced(argv, None, plan_path, rec_path, ks, budgets, policies, repeat, warmup, duration,
-                             timeout, machine, label, log, tell, stages, trace_kept=keep_trace, made=made)
+                             timeout, machine, label, log, tell, stages, trace_kept=keep_trace, made=made,
+                             by_site=by_site)
         keep = keep_trace
         return rec
     finally:
@@ -225,7 +229,7 @@ def _check_trace_of(trace: str, argv: List[str]) -> None:
 
 
 def _advise_traced(argv, trace, plan_path, rec_path, ks, budgets, policies, repeat, warmup, duration, timeout, machine,
-                   label, log, tell, stages, trace_kept, made=None):
+                   label, log, tell, stages, trace_kept, made=None, by_site=False):
     """The stages of ``advise``: trace (when ``trace`` is None, into
     ``made``), simulate, measure."""
     import time
@@ -286,6 +290,10 @@ def _advise_traced(argv, trace, plan_path, rec_path, ks, budgets, policies, repe
            "traced run")
     plan = make_plan(best_regions, note=f"advise {best[0]} k={best[1]}", policy=best[0],
                      estimate={"speedup_vs_base": est[frozenset(best_regions)], "how": how})
+    if by_site:
+        import json
+        from . import _core
+        plan = json.loads(_core.plan_by_site(json.dumps(plan), trace))
     write_json(plan_path, plan)
 
     t0 = time.monotonic()

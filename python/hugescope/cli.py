@@ -250,6 +250,8 @@ def cmd_simulate(a) -> int:
             raise CliError("--seed seeds the fragmentation injector; it has no effect without --frag")
         if a.emit_plan and len(a.policy or file_policies) != 1:
             raise CliError("--emit-plan needs exactly one --policy")
+        if a.by_site and not a.emit_plan:
+            raise CliError("--by-site writes the emitted plan by allocation site: it needs --emit-plan")
         if a.timing != "accesses" and (not a.emit_plan or len(a.trace) > 1):
             raise CliError(f"--timing {a.timing} times an emitted plan: it needs --emit-plan and one trace")
         if a.duration is not None and a.rate is not None:
@@ -340,8 +342,11 @@ def _emitted_plan(a, r) -> dict:
                 "translation_speedup_vs_base": getattr(d, "translation_speedup_vs_base", None),
                 "how": "simulated: base-page cycles / cycles under this plan's policy on the trace, "
                        f"cost model ({_machine_label(a)}), OS work on the program's path included"}
-    return json.loads(_core.plan_emit(json.dumps(r.plan()), a.timing, a.trace[0], a.rate, a.duration,
-                                      getattr(d, "policy", None), json.dumps(estimate)))
+    plan = _core.plan_emit(json.dumps(r.plan()), a.timing, a.trace[0], a.rate, a.duration,
+                           getattr(d, "policy", None), json.dumps(estimate))
+    if getattr(a, "by_site", False):
+        plan = _core.plan_by_site(plan, a.trace[0])
+    return json.loads(plan)
 
 
 # ---------------------------------------------------------------- trace
@@ -593,7 +598,7 @@ def cmd_cc(argv: List[str]) -> int:
                       "Build with CC='hugescope cc', then: hugescope trace -o OUT.hst -- ./prog args")
         return 0
     if argv == ["--print-cflags"]:
-        print(" ".join(tracing.COVERAGE_FLAGS))
+        print(" ".join(tracing.COVERAGE_FLAGS + tracing.SITE_FLAGS))
         return 0
     if argv == ["--print-ldflags"]:
         print(" ".join(tracing.ldflags()))
@@ -919,6 +924,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--no-base", action="store_true", help="do not simulate base pages alongside (no speedup)")
     s.add_argument("--emit-plan", metavar="PLAN", help="write the plan the policy executed (replay with static:plan=PLAN "
                                                         "or 'hugescope run'; '-': standard output)")
+    s.add_argument("--by-site", action="store_true",
+                   help="write the emitted plan's entries that cover whole allocation sites by site, not address "
+                        "(a trace of a program built with 'hugescope cc'): the plan survives a re-link")
     s.add_argument("--timing", default="accesses", choices=["accesses", "seconds", "progress", "start"],
                    help="time the emitted plan's entries in accesses (simulator replay, default), seconds since "
                         "launch (at the trace's access rate), workload progress points, or all at start")

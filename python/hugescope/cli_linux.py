@@ -635,7 +635,7 @@ def cmd_advise(a) -> int:
         r = advise.advise(rest, a.out, ks=a.ks, budgets=budgets, policies=policies, repeat=a.repeat, warmup=a.warmup,
                           duration=a.duration, timeout=a.timeout, preset=a.preset, config=a.config, trace=a.trace,
                           keep_trace=a.keep_trace, log=lambda m: err_console.print(f"[dim]{escape(m)}[/]"),
-                          progress=tell)
+                          progress=tell, by_site=a.by_site)
     from .cli_regions import render_regions
     render_regions(r["regions"], f"traced regions, base pages (walk cycles: estimate, {escape(r['machine'])})",
                    console)
@@ -793,6 +793,9 @@ def add_commands(sub) -> None:
                                                   "calibrate; default haswell-pcc)")
     av.add_argument("--config", metavar="TOML", default=None,
                     help="machine TOML for the estimates, e.g. the file 'hugescope calibrate --out FILE' wrote")
+    av.add_argument("--by-site", action="store_true",
+                    help="write the plan by allocation site where it covers whole allocations (the program re-linked "
+                         "or rebuilt with another layout still gets it); measured that way too")
     av.add_argument("rest", nargs=argparse.REMAINDER, help="-- PROGRAM [ARGS]")
     av.set_defaults(func=cmd_advise)
 

@@ -83,7 +83,7 @@ def runtime_object() -> str:
         with open(c, "w") as f:
             f.write(src)
         o = os.path.join(tmp, "hugescope_trace.o")
-        r = subprocess.run([compiler, "-O2", "-fPIC", "-c", c, "-o", o], capture_output=True, text=True)
+        r = subprocess.run([compiler, "-O2", "-fPIC", "-fno-omit-frame-pointer", "-c", c, "-o", o], capture_output=True, text=True)
         if r.returncode != 0:
             first = (r.stderr.strip().splitlines() or ["(no message)"])[0]
             raise HugescopeError(f"cannot compile the tracing runtime with {compiler}: {first}")
@@ -114,10 +114,22 @@ def refuse_pid(argv: Sequence[str]) -> None:
         raise HugescopeError(PID_REFUSAL)
 
 
+#: Allocation sites (issue #38): line tables (no other debug data, no change
+#: to the code) name them "function file:line", and frame pointers let the
+#: runtime read the call path without loading an unwinder library (which
+#: would move the traced run's mappings). Added unless the user chose a -g
+#: level (then only the frame pointers). DWARF 4: valgrind (the other tracing
+#: path, on the same binary) stops at DWARF 5's newer forms.
+LINE_TABLES = ["-gline-tables-only", "-gdwarf-4"]
+FRAME_POINTERS = ["-fno-omit-frame-pointer"]
+SITE_FLAGS = LINE_TABLES + FRAME_POINTERS
+
+
 def cc_command(args: Sequence[str]) -> List[str]:
     """The clang command line ``hugescope cc ARGS`` runs."""
     args = list(args)
-    cmd = [find_clang(), *COVERAGE_FLAGS, *args]
+    debug = FRAME_POINTERS if any(a.startswith("-g") for a in args) else SITE_FLAGS
+    cmd = [find_clang(), *COVERAGE_FLAGS, *debug, *args]
     if not any(a in _NO_LINK for a in args):
         cmd += [runtime_object(), *RUNTIME_LIBS]
     return cmd

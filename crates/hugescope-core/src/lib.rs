@@ -20,6 +20,7 @@ pub mod os;
 pub mod output;
 pub mod pagemap;
 pub mod plan;
+pub mod plan_sites;
 pub mod profile;
 pub mod run;
 pub mod sched;

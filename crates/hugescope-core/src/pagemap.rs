@@ -29,6 +29,12 @@ pub struct MappedRange {
 impl StaticMap {
     /// Parse `--pages`: a page-size label ("4k", "2m", "1g") or a plan file path.
     pub fn from_spec(spec: &str, geo: &Geometry) -> Result<StaticMap> {
+        StaticMap::from_spec_for(spec, geo, &[])
+    }
+
+    /// `from_spec` for a trace with `regions`: a plan's entries by
+    /// allocation site are resolved against them (`Plan::resolve_sites`).
+    pub fn from_spec_for(spec: &str, geo: &Geometry, regions: &[crate::trace::Region]) -> Result<StaticMap> {
         if let Ok(bytes) = parse_size(spec) {
             if !Path::new(spec).exists() {
                 return geo.size_index_of(bytes).map(StaticMap::Uniform).ok_or_else(|| {
@@ -45,7 +51,8 @@ impl StaticMap {
                 "--pages '{spec}' is neither a page size (4k, 2m, 1g) nor an existing plan file"
             )));
         }
-        StaticMap::from_plan(&Plan::load(path)?, geo).map_err(|e| match e {
+        let plan = Plan::load(path)?.resolve_sites(regions);
+        plan.and_then(|p| StaticMap::from_plan(&p, geo)).map_err(|e| match e {
             Error::Input(m) => Error::format(path, 0, m),
             o => o,
         })

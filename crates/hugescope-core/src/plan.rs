@@ -66,6 +66,47 @@ pub struct Plan {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub header: Option<PlanHeader>,
     pub entries: Vec<PlanEntry>,
+    /// Entries by allocation site rather than address (issue #38): each
+    /// applies to the memory a traced program's allocation site returned,
+    /// wherever it lands in this run (see `SiteEntry`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sites: Vec<SiteEntry>,
+}
+
+/// A plan entry naming an allocation site instead of a range: "back what
+/// `site` allocates with `page_size` pages". `site` is an `AllocSite::key`
+/// (`trace/import/sites.rs`): function names and source lines of the
+/// program's own frames, so it survives a re-link that moves every address.
+/// A launched program built with `hugescope cc` reports its allocations;
+/// each one of this site becomes a range entry, applied region by region as
+/// it is populated. A simulation resolves it against the trace's regions
+/// (`Plan::resolve_sites`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SiteEntry {
+    pub site: String,
+    pub page_size: u64,
+    pub when: When,
+    #[serde(default)]
+    pub pid: u16,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+impl SiteEntry {
+    /// The range entry for one allocation of this site at `[start, end)`:
+    /// the whole pages of `page_size` inside it (None when it holds none).
+    pub fn range_entry(&self, start: u64, end: u64) -> Option<PlanEntry> {
+        let s = start.checked_next_multiple_of(self.page_size)?;
+        let e = end / self.page_size * self.page_size;
+        (e > s).then(|| PlanEntry {
+            start: s,
+            length: e - s,
+            page_size: self.page_size,
+            when: self.when.clone(),
+            pid: self.pid,
+            note: Some(format!("site {}", self.site)),
+        })
+    }
 }
 
 /// The unit a plan's entries are timed in, chosen for the target that will
@@ -138,7 +179,7 @@ pub const MAX_PLAN_BYTES: u64 = crate::input::MAX_PLAN_BYTES;
 
 impl Plan {
     pub fn new(entries: Vec<PlanEntry>) -> Self {
-        Plan { version: PLAN_VERSION, header: None, entries }
+        Plan { version: PLAN_VERSION, header: None, entries, sites: Vec::new() }
     }
 
     pub fn load(path: &Path) -> Result<Plan> {
@@ -178,8 +219,11 @@ impl Plan {
                     }
                     header = Some(h);
                 }
-                match map.get("entries") {
-                    Some(Value::Array(list)) => (version, list.as_slice()),
+                match (map.get("entries"), map.get("sites")) {
+                    (Some(Value::Array(list)), _) => (version, list.as_slice()),
+                    // A plan of sites only.
+                    (None, Some(Value::Array(_))) => (version, &[][..]),
+                    (None, Some(_)) => return Err(Error::input("plan \"sites\" must be a list")),
                     _ => return Err(Error::input("plan object has no \"entries\" list")),
                 }
             }
@@ -189,7 +233,19 @@ impl Plan {
         for (i, e) in list.iter().enumerate() {
             entries.push(parse_entry(e).map_err(|m| Error::input(format!("plan entry {i}: {m}")))?);
         }
-        let plan = Plan { version, header, entries };
+        let mut sites = Vec::new();
+        if let Some(Value::Object(map)) = Some(&v) {
+            match map.get("sites") {
+                None => {}
+                Some(Value::Array(list)) => {
+                    for (i, e) in list.iter().enumerate() {
+                        sites.push(parse_site(e).map_err(|m| Error::input(format!("plan site entry {i}: {m}")))?);
+                    }
+                }
+                Some(_) => return Err(Error::input("plan \"sites\" must be a list")),
+            }
+        }
+        let plan = Plan { version, header, entries, sites };
         plan.validate()?;
         Ok(plan)
     }
@@ -257,6 +313,9 @@ impl Plan {
             top.insert("header".into(), serde_json::to_value(h).expect("headers serialize"));
         }
         top.insert("entries".into(), Value::Array(entries));
+        if !self.sites.is_empty() {
+            top.insert("sites".into(), serde_json::to_value(&self.sites).expect("site entries serialize"));
+        }
         serde_json::to_string_pretty(&Value::Object(top)).expect("plans always serialize")
     }
 
@@ -323,6 +382,50 @@ fn parse_after_marker(x: &Value) -> std::result::Result<When, String> {
     Ok(When::AfterMarker { label, accesses })
 }
 
+/// An entry's `page_size` (default 2 MiB), as range and site entries read it.
+fn page_size_of(m: &serde_json::Map<String, Value>) -> std::result::Result<u64, String> {
+    match m.get("page_size") {
+        Some(v) => num(v, "page_size", true),
+        None => Ok(2 << 20),
+    }
+}
+
+/// An entry's `pid` (default 0).
+fn pid_of(m: &serde_json::Map<String, Value>) -> std::result::Result<u16, String> {
+    match m.get("pid") {
+        Some(v) => {
+            let p = num(v, "pid", false)?;
+            u16::try_from(p).map_err(|_| format!("pid {p} out of range"))
+        }
+        None => Ok(0),
+    }
+}
+
+fn parse_site(v: &Value) -> std::result::Result<SiteEntry, String> {
+    let m = v.as_object().ok_or("a site entry must be a JSON object")?;
+    for k in m.keys() {
+        if !["site", "page_size", "when", "pid", "note"].contains(&k.as_str()) {
+            return Err(format!("unknown field '{k}'"));
+        }
+    }
+    let site = m.get("site").and_then(Value::as_str).ok_or("missing 'site' (an allocation site's key, text)")?;
+    if site.trim().is_empty() {
+        return Err("'site' is empty".into());
+    }
+    let page_size = page_size_of(m)?;
+    if !page_size.is_power_of_two() || page_size < 4096 {
+        return Err(format!("page size {page_size} is not a power of two of at least 4096"));
+    }
+    let pid = pid_of(m)?;
+    Ok(SiteEntry {
+        site: plan_text(site, "site")?,
+        page_size,
+        when: parse_when(m.get("when"))?,
+        pid,
+        note: m.get("note").and_then(Value::as_str).map(|n| plan_text(n, "note")).transpose()?,
+    })
+}
+
 fn parse_entry(v: &Value) -> std::result::Result<PlanEntry, String> {
     let m = v.as_object().ok_or("an entry must be a JSON object")?;
     for k in m.keys() {
@@ -336,17 +439,8 @@ fn parse_entry(v: &Value) -> std::result::Result<PlanEntry, String> {
         "length",
         true,
     )?;
-    let page_size = match m.get("page_size") {
-        Some(v) => num(v, "page_size", true)?,
-        None => 2 << 20,
-    };
-    let pid = match m.get("pid") {
-        Some(v) => {
-            let p = num(v, "pid", false)?;
-            u16::try_from(p).map_err(|_| format!("pid {p} out of range"))?
-        }
-        None => 0,
-    };
+    let page_size = page_size_of(m)?;
+    let pid = pid_of(m)?;
     Ok(PlanEntry {
         start,
         length,

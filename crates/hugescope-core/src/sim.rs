@@ -329,7 +329,7 @@ pub fn simulate_static_wrapped<P: PageTable>(
         Some((m, spec)) => (m, Some(static_segments(r.header(), pages, spec)?)),
         None => (pages, None),
     };
-    let map = StaticMap::from_spec(map_spec, &geo)?;
+    let map = StaticMap::from_spec_for(map_spec, &geo, &r.header().regions)?;
     let mut described = map.describe(&geo);
     let cpus = r.header().cpus.max(1) as u64;
     let f = crate::limits::Footprint { simulators: 1, cpus, cache_entries_per_cpu: cfg.cache_entries_per_cpu(), ..Default::default() };

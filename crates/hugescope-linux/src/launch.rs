@@ -21,7 +21,8 @@ use crate::smaps::{self, Pid};
 use crate::sweep::RegionSweep;
 use crate::thp::ThpState;
 use crate::{Error, Result};
-use hugescope_core::plan::{PlanEntry, When};
+use hugescope_core::plan::{PlanEntry, SiteEntry, When};
+use crate::site_watch::{self, SiteWatch};
 use serde::{Deserialize, Serialize};
 use std::os::unix::process::CommandExt;
 use std::process::Command;
@@ -49,12 +50,18 @@ pub struct LaunchOptions {
     /// long as the program runs (one more outcome, after the entries').
     #[serde(default)]
     pub plan_all: bool,
+    /// The plan's entries by allocation site: the program (built with
+    /// `hugescope cc`) reports its allocations, and each one of a listed site
+    /// becomes a range entry (`site_watch`). Outcome indices follow the range
+    /// entries': site entry j is `entries.len() + j`.
+    #[serde(default)]
+    pub sites: Vec<SiteEntry>,
     pub apply: ApplyOptions,
 }
 
 impl Default for LaunchOptions {
     fn default() -> Self {
-        LaunchOptions { sample_ms: 100, start_timeout_s: 10.0, timeout_s: None, plan_pid: None, disable_aslr: true, accesses_per_second: None, plan_all: false, apply: ApplyOptions::default() }
+        LaunchOptions { sample_ms: 100, start_timeout_s: 10.0, timeout_s: None, plan_pid: None, disable_aslr: true, accesses_per_second: None, plan_all: false, sites: Vec::new(), apply: ApplyOptions::default() }
     }
 }
 
@@ -154,6 +161,9 @@ pub fn personality_of(pid: Pid) -> Result<u32> {
 const SWEEP_MIN_S: f64 = 0.005;
 const SWEEP_MAX_S: f64 = 0.1;
 
+/// How often the reports of a program run under a plan by site are read.
+const SITE_POLL_S: f64 = 0.005;
+
 /// An entry being applied to the launched program.
 struct Pending {
     sweep: RegionSweep,
@@ -191,6 +201,16 @@ pub fn launch_with_stop(mut cmd: Command, entries: &[PlanEntry], opts: &LaunchOp
     let parent = std::process::id() as Pid;
     cmd.env(lifetime::PARENT_PID_ENV, parent.to_string());
     let disable_aslr = opts.disable_aslr;
+    // A plan by allocation site: the program's runtime reports its
+    // allocations into a file of ours, from the smallest page size named on
+    // (smaller allocations hold no page to promote).
+    let mut watch = if opts.sites.is_empty() { None } else { Some(SiteWatch::create()?) };
+    if let Some(w) = &watch {
+        cmd.env(site_watch::SITES_ENV, &w.path);
+        let min = opts.sites.iter().map(|s| s.page_size).min().unwrap_or(2 << 20);
+        cmd.env(site_watch::SITE_MIN_ENV, min.to_string());
+    }
+    let mut site_seen = vec![0u32; opts.sites.len()];
     // SAFETY: only async-signal-safe system calls run in the forked child.
     unsafe {
         cmd.pre_exec(move || {
@@ -267,6 +287,9 @@ pub fn launch_with_stop(mut cmd: Command, entries: &[PlanEntry], opts: &LaunchOp
             return Err(Error::Interrupted(sig));
         }
         let now = t0.elapsed().as_secs_f64();
+        if let Some(w) = watch.as_mut() {
+            site_entries(w.poll(pid), entries.len(), opts, now, &mut site_seen, &mut pending, &mut applied);
+        }
         if let Some(limit) = opts.timeout_s {
             if now > limit && !timed_out {
                 // Our own child's group, past the caller's limit.
@@ -332,6 +355,11 @@ pub fn launch_with_stop(mut cmd: Command, entries: &[PlanEntry], opts: &LaunchOp
                 next = next.min(l);
             }
         }
+        // A plan by site: read the program's reports often, so an allocation
+        // is swept soon after it is made (one read of a small file).
+        if watch.is_some() {
+            next = next.min(now + SITE_POLL_S);
+        }
         let ms = ((next - now) * 1000.0).clamp(1.0, 100.0) as i32;
         match &pidfd {
             Some(fd) => {
@@ -341,6 +369,19 @@ pub fn launch_with_stop(mut cmd: Command, entries: &[PlanEntry], opts: &LaunchOp
         }
     }
     let samples = sampler.map(Sampler::finish).unwrap_or_default();
+    // Allocations reported in the program's last moments: counted as not applied.
+    if let Some(w) = watch.as_mut() {
+        site_entries(w.poll(pid), entries.len(), opts, wall_s, &mut site_seen, &mut pending, &mut applied);
+    }
+    for (j, s) in opts.sites.iter().enumerate() {
+        if site_seen[j] == 0 {
+            let e = PlanEntry { start: 0, length: 0, page_size: s.page_size, when: s.when.clone(), pid: s.pid, note: Some(format!("site {}", s.site)) };
+            let why = format!("no allocation of site '{}' was reported in this run (is the program built with 'hugescope cc', \
+                               and is this the program the plan was made for?)", s.site);
+            applied.push(AppliedEntry { t_s: wall_s, done_s: wall_s, attempts: 0, outcome: CollapseOutcome::not_applied(entries.len() + j, &e, why) });
+        }
+    }
+    drop(watch);
     // Entries still going when the program ended: counted as they stand.
     for p in pending {
         if p.sweep.first_s.is_none() {
@@ -382,6 +423,39 @@ pub fn launch_with_stop(mut cmd: Command, entries: &[PlanEntry], opts: &LaunchOp
         warnings,
         thp,
     })
+}
+
+/// Turn reported allocations of the plan's sites into pending range entries
+/// (due when the site entry's `when` says), or into outcomes "not applied"
+/// when an allocation holds no whole page of the entry's size.
+fn site_entries(allocs: Vec<site_watch::Allocation>, first_index: usize, opts: &LaunchOptions, now: f64, seen: &mut [u32],
+                pending: &mut Vec<Pending>, applied: &mut Vec<AppliedEntry>) {
+    for a in allocs {
+        for (j, s) in opts.sites.iter().enumerate() {
+            if s.site != a.key || opts.plan_pid.is_some_and(|p| p != s.pid) {
+                continue;
+            }
+            seen[j] += 1;
+            let index = first_index + j;
+            let due_s = match wall_clock_time(&s.when, opts.accesses_per_second) {
+                Ok(t) => t.max(now),
+                Err(why) => {
+                    let e = PlanEntry { start: a.start, length: a.end - a.start, page_size: s.page_size, when: s.when.clone(), pid: s.pid, note: None };
+                    applied.push(AppliedEntry { t_s: now, done_s: now, attempts: 0, outcome: CollapseOutcome::not_applied(index, &e, why) });
+                    continue;
+                }
+            };
+            match s.range_entry(a.start, a.end) {
+                Some(e) => pending.push(Pending::new(RegionSweep::new(index, e), due_s)),
+                None => {
+                    let e = PlanEntry { start: a.start, length: a.end - a.start, page_size: s.page_size, when: s.when.clone(), pid: s.pid, note: Some(format!("site {}", s.site)) };
+                    let why = format!("the allocation of {} bytes at {:#x} holds no whole page of {} bytes", a.end - a.start, a.start, s.page_size);
+                    applied.push(AppliedEntry { t_s: now, done_s: now, attempts: 0, outcome: CollapseOutcome::not_applied(index, &e, why) });
+                }
+            }
+        }
+    }
+    pending.sort_by(|a, b| a.due_s.total_cmp(&b.due_s));
 }
 
 /// One counted warning when some entry was not fully applied, so that a run

@@ -31,6 +31,7 @@ pub mod native;
 pub mod pagemap;
 pub mod pidfd;
 pub mod settings;
+pub mod site_watch;
 pub mod smaps;
 pub mod sweep;
 pub mod thp;

@@ -174,8 +174,31 @@ fn plan_emit(
     Ok(emit(&recorded, Timing::parse(&timing).map_err(err)?, &o).map_err(err)?.to_json_hex())
 }
 
+/// `plan_json` with its entries that cover whole allocation-site regions of
+/// `trace` written by site instead (`Plan::by_site`): a plan that survives
+/// a re-link. Hex JSON back. Refused when the trace has no site regions.
+#[pyfunction]
+fn plan_by_site(plan_json: String, trace: String) -> PyResult<String> {
+    let plan = Plan::parse(&plan_json).map_err(err)?;
+    let r = hugescope_core::trace::hst::HstReader::open(&trace).map_err(err)?;
+    let regions = &r.header().regions;
+    if !regions.iter().any(|r| r.site.is_some()) {
+        return Err(err(format!(
+            "{trace}: no region carries an allocation site (trace the program, built with 'hugescope cc', with \
+             'hugescope trace -- PROG')")));
+    }
+    Ok(plan.by_site(regions).to_json_hex())
+}
+
 fn entries(plan_json: &str) -> PyResult<Vec<hugescope_core::plan::PlanEntry>> {
-    Ok(Plan::parse(plan_json).map_err(err)?.entries)
+    let plan = Plan::parse(plan_json).map_err(err)?;
+    if !plan.sites.is_empty() {
+        // Only a launched program reports where its sites' memory lies.
+        return Err(err(format!(
+            "the plan names {} allocation site(s): only 'hugescope run --plan PLAN -- PROG' resolves them (the program \
+             built with 'hugescope cc' reports its allocations)", plan.sites.len())));
+    }
+    Ok(plan.entries)
 }
 
 /// Apply a plan to process `pid` now (0 = this process, else `process_madvise`),
@@ -234,8 +257,8 @@ fn launch_command(
     let plan = plan_json.as_deref().map(Plan::parse).transpose().map_err(err)?;
     // The header's rate places `{"accesses": N}` entries on the program's clock.
     let accesses_per_second = plan.as_ref().and_then(|p| p.header.as_ref()).and_then(|h| h.accesses_per_second);
-    let list = plan.map(|p| p.entries).unwrap_or_default();
-    let opts = LaunchOptions { sample_ms, start_timeout_s, timeout_s, plan_pid, disable_aslr, accesses_per_second, plan_all, ..LaunchOptions::default() };
+    let (list, sites) = plan.map(|p| (p.entries, p.sites)).unwrap_or_default();
+    let opts = LaunchOptions { sample_ms, start_timeout_s, timeout_s, plan_pid, disable_aslr, accesses_per_second, plan_all, sites, ..LaunchOptions::default() };
     let mut cmd = std::process::Command::new(prog);
     cmd.args(args);
     let mut stop = PyStop::new();
@@ -420,6 +443,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(plan_load, m)?)?;
     m.add_function(wrap_pyfunction!(plan_parse, m)?)?;
     m.add_function(wrap_pyfunction!(plan_emit, m)?)?;
+    m.add_function(wrap_pyfunction!(plan_by_site, m)?)?;
     m.add_function(wrap_pyfunction!(apply_plan, m)?)?;
     m.add_function(wrap_pyfunction!(launch_command, m)?)?;
     m.add_function(wrap_pyfunction!(run_native_workload, m)?)?;

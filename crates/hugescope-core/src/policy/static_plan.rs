@@ -29,6 +29,12 @@ pub fn new(p: &mut Params) -> Result<Box<dyn Policy>> {
         return Err(Error::input("policy static needs plan=FILE (a plan JSON file)"));
     }
     let plan = Plan::load(std::path::Path::new(&path))?;
+    if !plan.sites.is_empty() {
+        // The policy sees no trace regions to resolve them against.
+        return Err(Error::input(format!(
+            "policy static: plan '{path}' names allocation sites; use it as a static map (--pages PLAN) or with              'hugescope run', or write it by address"
+        )));
+    }
     Ok(Box::new(StaticPlan { path: path.into(), armed: vec![false; plan.entries.len()], entries: plan.entries, at_start: Vec::new() }))
 }
 

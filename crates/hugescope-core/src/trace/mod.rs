@@ -115,6 +115,32 @@ pub struct Region {
     /// of direct segments' default placement, ISCA'13 §4.1). Paged, always.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub segment_opt_out: bool,
+    /// Where a traced program allocated this region's memory (issue #38;
+    /// `trace/import/sites.rs`). Absent for every other region.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub site: Option<Box<AllocSite>>,
+}
+
+/// The allocation site of a region of a traced program: the allocator call,
+/// its call path and the key a plan names it by (`trace/import/sites.rs`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AllocSite {
+    /// malloc, calloc, realloc, posix_memalign, aligned_alloc, memalign or mmap.
+    pub call: String,
+    /// Bytes asked for (summed over `count` allocations).
+    pub size: u64,
+    /// The call path, innermost first: "function file:line" (inlined calls
+    /// as frames of their own), "function+0xOFF" without line tables.
+    pub frames: Vec<String>,
+    /// The frames in the program's own executable, up to `main`, joined by
+    /// " < ": what a plan entry's `site` names.
+    pub key: String,
+    /// Allocations of this site the region holds.
+    pub count: u32,
+    /// Keys of other sites that allocated some of the same pages (memory
+    /// freed and allocated again).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub also: Vec<String>,
 }
 
 /// The kind of memory a region holds, as `/proc/PID/maps` would show it.
@@ -172,7 +198,7 @@ impl RegionKind {
 impl Region {
     /// An anonymous region of process 0 with no flags set.
     pub fn new(name: impl Into<String>, base: u64, len: u64) -> Region {
-        Region { name: name.into(), base, len, pid: 0, hugepage_advised: false, kind: RegionKind::Anon, segment_opt_out: false }
+        Region { name: name.into(), base, len, pid: 0, hugepage_advised: false, kind: RegionKind::Anon, segment_opt_out: false, site: None }
     }
 
     pub fn with_kind(mut self, kind: RegionKind) -> Region {

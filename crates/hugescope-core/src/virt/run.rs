@@ -125,6 +125,7 @@ fn build(machine: &MachineConfig, virt: &VirtResolved, inputs: &Inputs, os: &OsC
                 hugepage_advised: true,
                 kind: RegionKind::Anon,
                 segment_opt_out: false,
+                site: None,
             });
         }
         host_header.process_names.push(format!("vm{}", i + 1));

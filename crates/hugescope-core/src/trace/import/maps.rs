@@ -26,6 +26,8 @@ pub struct MapEntry {
     pub start: u64,
     pub end: u64,
     pub perms: String,
+    /// Offset in the file of the mapping's first byte (0 for anonymous memory).
+    pub offset: u64,
     pub path: String,
 }
 
@@ -36,8 +38,9 @@ pub fn parse_line(line: &str) -> Option<MapEntry> {
     let start = u64::from_str_radix(s, 16).ok()?;
     let end = u64::from_str_radix(e, 16).ok()?;
     let perms = it.next()?.to_string();
-    // offset, device, inode
-    for _ in 0..3 {
+    let offset = u64::from_str_radix(it.next()?, 16).ok()?;
+    // device, inode
+    for _ in 0..2 {
         it.next()?;
     }
     // The path is the rest of the line and may contain spaces.
@@ -45,7 +48,7 @@ pub fn parse_line(line: &str) -> Option<MapEntry> {
         Some(i) => line[i..].trim_end().to_string(),
         None => String::new(),
     };
-    (start < end && perms.len() == 4).then_some(MapEntry { start, end, perms, path })
+    (start < end && perms.len() == 4).then_some(MapEntry { start, end, perms, offset, path })
 }
 
 pub fn kind(e: &MapEntry, prev: Option<&MapEntry>) -> Option<&'static str> {
@@ -83,7 +86,7 @@ fn subtract(e: &MapEntry, holes: &[(u64, u64)]) -> Vec<MapEntry> {
                 next.push(MapEntry { end: hs, ..p.clone() });
             }
             if he < p.end {
-                next.push(MapEntry { start: he, ..p.clone() });
+                next.push(MapEntry { start: he, offset: p.offset + (he - p.start), ..p.clone() });
             }
         }
         parts = next;

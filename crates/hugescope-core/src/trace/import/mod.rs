@@ -12,6 +12,8 @@ pub mod champsim;
 pub mod lackey;
 pub mod maps;
 pub mod raw;
+pub mod sites;
+pub mod symbolize;
 pub mod text;
 
 use std::io::{BufRead, Read};

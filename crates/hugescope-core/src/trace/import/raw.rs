@@ -9,12 +9,14 @@
 //! line `# maps`, and `# KEY VALUE` lines: `buffer START END` (hex; the
 //! runtime's own buffers, left out of the regions), `threads N`, `seen N`
 //! (accesses seen including skipped ones), `exe PATH`, `truncated disk BYTES`
-//! (recording stopped to keep BYTES of the file system free).
+//! (recording stopped to keep BYTES of the file system free), `alloc CALL
+//! SIZE START RET...` (an allocation site, `sites.rs`).
 
 use std::io::{BufReader, Read};
 use std::path::Path;
 
 use super::maps::{self, MapEntry};
+use super::sites;
 use crate::error::{Error, Result};
 use crate::trace::hst::{HstWriter, Layout, TraceSummary};
 use crate::trace::{Access, TraceHeader, MAX_CPUS};
@@ -31,6 +33,8 @@ pub struct Meta {
     pub exe: Option<String>,
     /// The runtime stopped writing records because the disk was nearly full.
     pub truncated: bool,
+    /// Allocation sites, in the order the program allocated.
+    pub allocs: Vec<sites::AllocEvent>,
 }
 
 pub fn read_meta(path: &Path) -> Result<Meta> {
@@ -53,6 +57,7 @@ pub fn read_meta(path: &Path) -> Result<Meta> {
                 "seen" => m.seen = v.parse().ok(),
                 "exe" => m.exe = Some(v.to_string()),
                 "truncated" => m.truncated = true,
+                "alloc" => m.allocs.extend(sites::parse_alloc(v)),
                 _ => {}
             }
         } else if let (Some(e), Some(s)) = (maps::parse_line(line), m.snapshots.last_mut()) {
@@ -78,6 +83,7 @@ pub fn decode(r: u64) -> Access {
 pub fn convert(raw: &Path, meta: &Path, output: &Path, mut header: TraceHeader) -> Result<TraceSummary> {
     let m = read_meta(meta)?;
     let regions = maps::regions(&m.snapshots, &m.buffers);
+    let regions = sites::carve(regions, sites::sites(&m.allocs, &m.snapshots, m.exe.as_deref()));
     if m.truncated {
         header.params.insert("truncated".into(), "disk space: recording stopped to keep the file system's reserve free".into());
     }
