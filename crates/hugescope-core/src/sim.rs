@@ -204,8 +204,11 @@ impl<P: PageTable, W: Walker, S: SegmentUnit> AccessSink for Simulator<P, W, S> 
 }
 
 /// The result of a static-map simulation.
-#[derive(Clone, Debug, Serialize)]
+// Deserialize: read back from the results cache (`simulate_static`); the
+// version is this build's (the cache key holds it).
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct StaticResult {
+    #[serde(skip_deserializing, default = "version")]
     pub hugescope_version: &'static str,
     pub trace: Option<TraceInfo>,
     pub machine: MachineConfig,
@@ -214,7 +217,8 @@ pub struct StaticResult {
     pub cost: CostEstimate,
 }
 
-#[derive(Clone, Debug, Serialize)]
+// Deserialize: part of a result read back from the results cache.
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct TraceInfo {
     pub path: String,
     pub workload: String,
@@ -298,9 +302,20 @@ fn static_segments(h: &TraceHeader, pages: &str, spec: SegmentSpec) -> Result<(V
     Ok((out, what))
 }
 
+/// This build's version, which every result carries.
+pub(crate) fn version() -> &'static str {
+    env!("CARGO_PKG_VERSION")
+}
+
 /// Simulate a trace file under a static page-size map, optionally with a
 /// direct-segment unit (`segment_spec`). The unit is chosen here, once: a
 /// spec without one runs the simulator without any segment check.
+///
+/// A map of one page size everywhere (all 4KB, all 2MB, all 1GB, with or
+/// without a segment) is a reference run: its result is kept in the results
+/// cache (`result_cache`) under the trace's content, the machine and the map
+/// as resolved (its description names the page size and any segment's
+/// range), and read back instead of simulated. A plan file's map is not.
 pub fn simulate_static(path: &str, cfg: MachineConfig, pages: &str) -> Result<StaticResult> {
     simulate_static_with_progress(path, cfg, pages, crate::progress::ProgressHook::default())
 }
@@ -320,23 +335,45 @@ pub fn simulate_static_with_progress(path: &str, cfg: MachineConfig, pages: &str
     let f = crate::limits::Footprint { simulators: 1, cpus, cache_entries_per_cpu: cfg.cache_entries_per_cpu(), ..Default::default() };
     crate::limits::check_model_memory(&format!("{cpus} cpus' TLBs"), &f)?;
     let info = TraceInfo::new(path, r.header());
+    if let Some((_, what)) = &seg {
+        described = format!("{described} + {what}");
+    }
+    let key = match map {
+        StaticMap::Uniform(_) => crate::result_cache::TraceKeys::new(path).key(
+            &cfg,
+            None,
+            serde_json::json!({ "static": described }),
+            &format!("static map {described}"),
+        )?,
+        StaticMap::Ranges(_) => None,
+    };
+    if let Some(mut hit) = key.as_ref().and_then(crate::result_cache::load::<StaticResult>) {
+        if hit.trace.is_none() && hit.pages == described {
+            hit.trace = Some(info);
+            return Ok(hit);
+        }
+    }
     let n = r.header().cpus as usize;
-    match seg {
+    let res = match seg {
         None => {
             let mut sim = Simulator::new(cfg, n, map)?;
             sim.run_reader(&mut r)?;
-            Ok(static_result(&sim, Some(info), described))
+            static_result(&sim, Some(info), described)
         }
-        Some((procs, what)) => {
-            described = format!("{described} + {what}");
+        Some((procs, _)) => {
             let mut sim: Simulator<StaticMap, RadixWalker, Segments> = Simulator::with_unit(cfg, n, map)?;
             for p in procs {
                 sim.seg.update(p);
             }
             sim.run_reader(&mut r)?;
-            Ok(static_result(&sim, Some(info), described))
+            static_result(&sim, Some(info), described)
         }
+    };
+    if let Some(k) = &key {
+        // Stored without the trace's path (set from the request when read).
+        crate::result_cache::store(k, &StaticResult { trace: None, ..res.clone() });
     }
+    Ok(res)
 }
 
 pub fn static_result<S: SegmentUnit>(sim: &Simulator<StaticMap, RadixWalker, S>, trace: Option<TraceInfo>, pages: String) -> StaticResult {

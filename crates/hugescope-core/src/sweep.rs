@@ -277,7 +277,7 @@ pub fn simulate_shared_stats(
     let Prepared {
         header,
         runs,
-        base,
+        assembly,
         model_bytes,
         model_limit,
     } = run::prepare(path, machine, os, specs, opts)?;
@@ -289,7 +289,9 @@ pub fn simulate_shared_stats(
     let mut classes: Vec<(String, usize)> = Vec::new();
     for (i, mut r) in runs.into_iter().enumerate() {
         // The base reference added for the speedups runs alone.
-        let class = specs.get(i).and_then(|s| share_class(s, os));
+        let class = assembly
+            .spec_of(i)
+            .and_then(|s| share_class(&specs[s], os));
         let joined = class
             .as_ref()
             .and_then(|c| classes.iter().find(|(k, _)| k == c))
@@ -333,7 +335,10 @@ pub fn simulate_shared_stats(
         model_limit,
         stats,
     };
-    run::pass(path, opts, &mut pass)?;
+    // Every result read from the results cache: nothing to decode.
+    if !pass.groups.is_empty() {
+        run::pass(path, opts, &mut pass)?;
+    }
     let Groups {
         groups, mut stats, ..
     } = pass;
@@ -361,5 +366,5 @@ pub fn simulate_shared_stats(
         .into_iter()
         .map(|r| r.expect("every configuration has a result"))
         .collect();
-    Ok((run::attach_base_ref(results, base, specs.len()), stats))
+    Ok((assembly.finish(results), stats))
 }
