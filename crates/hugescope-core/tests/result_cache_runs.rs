@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{machine, Rng, BASE, MB2};
+use common::{machine, BASE, MB2};
 use hugescope_core::config::MachineConfig;
 use hugescope_core::configuration::Config;
 use hugescope_core::os::clock::TimeBase;
@@ -20,19 +20,9 @@ use hugescope_core::run::{simulate_policies, PolicySpec, RunOptions};
 use hugescope_core::sim::simulate_static;
 use hugescope_core::sweep::simulate_shared_stats;
 use hugescope_core::sweep_batch::{run_points, SweepPoint};
-use hugescope_core::trace::hst::HstWriter;
-use hugescope_core::trace::Access;
 
 fn trace(dir: &std::path::Path) -> String {
-    let path = dir.join("t.hst");
-    let mut w = HstWriter::create(&path, &common::header(16 << 20, false)).unwrap();
-    let mut r = Rng(0x0ddba11);
-    for _ in 0..60_000 {
-        let x = r.next();
-        w.write(Access::read(BASE + (x % 8) * MB2 + ((x >> 12) % 512) * 4096)).unwrap();
-    }
-    w.finish().unwrap();
-    path.to_str().unwrap().to_string()
+    common::cache_test_trace(dir, "t.hst", 0x0ddba11)
 }
 
 fn os() -> OsConfig {
@@ -65,11 +55,7 @@ fn hits(kind: &str) -> u64 {
 }
 
 fn entries(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut v: Vec<_> = std::fs::read_dir(dir)
-        .map(|rd| rd.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "entry")).collect())
-        .unwrap_or_default();
-    v.sort();
-    v
+    common::cache_entries(dir)
 }
 
 /// The entry whose key names `needle` (the reference's description).
