@@ -323,7 +323,7 @@ pub fn simulate_static(path: &str, cfg: MachineConfig, pages: &str) -> Result<St
 /// `simulate_static`, telling `progress` how many accesses are done.
 pub fn simulate_static_with_progress(path: &str, cfg: MachineConfig, pages: &str, progress: crate::progress::ProgressHook) -> Result<StaticResult> {
     let mut r = HstReader::open(path)?;
-    r.set_progress(progress);
+    r.set_progress(progress.clone());
     let geo = Geometry::new(&cfg)?;
     let (map_spec, seg) = match segment_spec(pages) {
         Some((m, spec)) => (m, Some(static_segments(r.header(), pages, spec)?)),
@@ -350,6 +350,8 @@ pub fn simulate_static_with_progress(path: &str, cfg: MachineConfig, pages: &str
     if let Some(mut hit) = key.as_ref().and_then(crate::result_cache::load::<StaticResult>) {
         if hit.trace.is_none() && hit.pages == described {
             hit.trace = Some(info);
+            let n = hit.translation.accesses;
+            progress.advanced(0, n, n);
             return Ok(hit);
         }
     }
