@@ -608,10 +608,10 @@ impl PassSink for EachRun<'_> {
 /// Simulate every policy of `specs` over the trace at `path` in one pass.
 pub fn simulate_policies(path: &str, machine: &MachineConfig, os: &OsConfig, specs: &[PolicySpec], opts: &RunOptions) -> Result<Vec<PolicyResult>> {
     let Prepared { header, mut runs, assembly, model_bytes, model_limit } = prepare(path, machine, os, specs, opts)?;
-    // Every result read from the results cache: nothing to decode.
-    if !runs.is_empty() {
-        pass(path, opts, &mut EachRun { runs: &mut runs, model_bytes, model_limit })?;
-    }
+    // With every result read from the results cache the pass still decodes
+    // the whole trace: the key names the trace by its chunks' CRC-32s, and
+    // decoding checks them (a damaged file is refused as without the cache).
+    pass(path, opts, &mut EachRun { runs: &mut runs, model_bytes, model_limit })?;
     let info = TraceInfo::new(path, &header);
     let results: Vec<PolicyResult> = runs.iter_mut().map(|run| finish(run, &info)).collect();
     Ok(assembly.finish(results))

@@ -335,10 +335,9 @@ pub fn simulate_shared_stats(
         model_limit,
         stats,
     };
-    // Every result read from the results cache: nothing to decode.
-    if !pass.groups.is_empty() {
-        run::pass(path, opts, &mut pass)?;
-    }
+    // With every result read from the results cache this still decodes the
+    // trace, checking the CRCs the cache key relies on (`run::simulate_policies`).
+    run::pass(path, opts, &mut pass)?;
     let Groups {
         groups, mut stats, ..
     } = pass;

@@ -116,6 +116,19 @@ fn cached_reference_runs_and_static_maps_are_byte_identical_and_keyed_on_every_k
     assert_eq!((hits("base"), hits("ideal")), (b0 + 3, i0 + 3));
     assert!(same(&refs_copy, &refs_off.replace(&path, copy)), "results differ");
 
+    // A damaged copy (one byte of a chunk's compressed records flipped: its
+    // frame headers, which name the trace in the key, are unchanged) is
+    // refused as without the cache, never answered from it.
+    let mut bytes = std::fs::read(&path).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0xff;
+    let bad = t.path().join("bad.hst");
+    std::fs::write(&bad, &bytes).unwrap();
+    let bad = bad.to_str().unwrap();
+    let opts = RunOptions { with_base: true, ..Default::default() };
+    let err = simulate_policies(bad, &m, &os(), &specs(&refs), &opts).unwrap_err().to_string();
+    assert!(err.contains("bad.hst"), "{err}");
+
     // A read entry is what the result holds: a forged ideal (valid checksum,
     // other walk count) shows up in the output; then restored.
     let ideal_entry = entry_with(&cache, "\"policy\":\"ideal\"");
@@ -182,6 +195,9 @@ fn cached_reference_runs_and_static_maps_are_byte_identical_and_keyed_on_every_k
         assert!(same(&run(), off), "{p} warm");
         assert_eq!(hits(&kind), h + 1, "{p}: read back ({kind})");
     }
+    // The damaged copy, with all 4KB cached for its frame headers: refused.
+    let err = simulate_static(bad, m.clone(), "4k").unwrap_err().to_string();
+    assert!(err.contains("bad.hst"), "{err}");
     // The entry is what the static result holds; a machine knob misses.
     let pages_2m = serde_json::from_str::<serde_json::Value>(&statics_off[1]).unwrap()["pages"].as_str().unwrap().to_string();
     let all2m = entry_with(&cache, &format!("\"static\":\"{pages_2m}\""));
