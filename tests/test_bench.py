@@ -2,6 +2,7 @@
 speeds: those are measurements, not test outcomes)."""
 
 import json
+import os
 
 import pytest
 
@@ -34,6 +35,20 @@ def test_bench_rows_counts_and_ratios(tmp_path):
     small, big = rss["runs"]
     assert rss["ratio"] == pytest.approx(big["rss_kib_peak"] / small["rss_kib_peak"])
     assert all(x["rss_kib_peak"] >= x["rss_kib_after_import"] > 0 for x in rss["runs"])
+
+
+def test_bench_rows_run_with_the_results_cache_off(tmp_path, monkeypatch):
+    """An ``ideal`` row is a reference run the results cache keeps: the bench
+    must time simulating it, so it neither reads nor stores it."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("HUGESCOPE_CACHE_DIR", str(cache))
+    monkeypatch.delenv("HUGESCOPE_NO_CACHE", raising=False)
+    out = tmp_path / "bench.json"
+    assert cli.main(["bench", "--size", "4MiB", "--accesses", "3000", "--repeat", "2", "--workloads", "kv",
+                     "--policy", "ideal", "--no-rss", "--json", str(out)]) == 0
+    assert [row["what"] for row in json.loads(out.read_text())["workloads"][0]["rows"]] == ["ideal", "static 4k"]
+    assert not list(cache.glob("*.entry")), "nothing stored"
+    assert "HUGESCOPE_NO_CACHE" not in os.environ, "the setting ends with the command"
 
 
 @pytest.mark.parametrize("argv, needle", [

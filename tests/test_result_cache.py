@@ -38,7 +38,7 @@ def test_cached_and_uncached_runs_write_the_same_bytes(cache, bfs_trace, tmp_pat
     assert code == 0 and "reused" not in err, err
     assert len(_entries(cache)) == 1
     code, _, err = run_cli("simulate", bfs_trace, *SIM, "--json", outs["warm"], capsys=capsys)
-    assert code == 0 and "reused 1 cached base reference run from the results cache" in err, err
+    assert code == 0 and "reused 1 cached reference run (1 base) from the results cache" in err, err
     off = outs["off"].read_bytes()
     assert outs["cold"].read_bytes() == off and outs["warm"].read_bytes() == off
     # The speedups are there, computed from the cached reference.
@@ -94,3 +94,29 @@ def test_a_curve_reuses_the_reference_and_gives_the_same_table(cache, bfs_trace,
     warm = ex.curve(bfs_trace, **kw)
     assert _core.cache_hits() > hits, "the warm curve read the cached reference"
     assert off.to_csv(index=False) == cold.to_csv(index=False) == warm.to_csv(index=False)
+
+
+def test_static_maps_and_reference_lines_are_reused_and_named(cache, bfs_trace, tmp_path, capsys):
+    """A static page-size map and a requested ``ideal`` are reference runs
+    too: stored once, then read back (the note names each kind), with the
+    same bytes as without the cache."""
+    static = ["--preset", "haswell-pcc", "--pages", "2m"]
+    outs = {k: tmp_path / f"static-{k}.json" for k in ("off", "cold", "warm")}
+    assert run_cli("--no-cache", "simulate", bfs_trace, *static, "--json", outs["off"], "-q")[0] == 0
+    code, _, err = run_cli("simulate", bfs_trace, *static, "--json", outs["cold"], capsys=capsys)
+    assert code == 0 and "reused" not in err, err
+    code, _, err = run_cli("simulate", bfs_trace, *static, "--json", outs["warm"], capsys=capsys)
+    assert code == 0 and "reused 1 cached reference run (1 static map all 2m) from the results cache" in err, err
+    assert outs["cold"].read_bytes() == outs["off"].read_bytes() == outs["warm"].read_bytes()
+
+    refs = ["--preset", "haswell-pcc", "--policy", "linux", "--policy", "ideal"]
+    outs = {k: tmp_path / f"refs-{k}.json" for k in ("off", "cold", "warm")}
+    assert run_cli("--no-cache", "simulate", bfs_trace, *refs, "--json", outs["off"], "-q")[0] == 0
+    run_cli("simulate", bfs_trace, *refs, "--json", outs["cold"], "-q")
+    code, _, err = run_cli("simulate", bfs_trace, *refs, "--json", outs["warm"], capsys=capsys)
+    assert code == 0 and "reused 2 cached reference runs (1 base, 1 ideal) from the results cache" in " ".join(err.split()), err
+    assert outs["cold"].read_bytes() == outs["off"].read_bytes() == outs["warm"].read_bytes()
+    # Another OS knob (a fault cost): other keys, nothing reused.
+    code, _, err = run_cli("simulate", bfs_trace, *refs, "--set", "os.fault_base_us=5", "--json", tmp_path / "f.json",
+                           capsys=capsys)
+    assert code == 0 and "reused" not in err, err

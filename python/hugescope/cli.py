@@ -11,7 +11,7 @@ import json
 import os
 import signal
 import sys
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 from rich.console import Console
 from rich.markup import escape
@@ -766,8 +766,17 @@ def cmd_presets(a) -> int:
 
 
 def cmd_bench(a) -> int:
-    """Throughput and memory measurements (never tests): ``hugescope.bench``."""
+    """Throughput and memory measurements (never tests): ``hugescope.bench``;
+    ``--evaluation``: the PCC evaluation's wall time (``bench_evaluation``)."""
     from . import bench
+
+    if a.evaluation:
+        return _bench_evaluation(a)
+    # The rows measure simulating: a reference run (a `base` or `ideal`
+    # row, the static maps and reference lines of --sweeps) read back from
+    # the results cache would time the cache instead. (`main` restores the
+    # variable after the command.)
+    os.environ[NO_CACHE_ENV] = "1"
 
     n = _count(a.accesses, "--accesses", 2)
     rss_n = 0 if a.no_rss else _count(a.rss_accesses, "--rss-accesses", 1)
@@ -795,6 +804,21 @@ def cmd_bench(a) -> int:
     return 0
 
 
+def _bench_evaluation(a) -> int:
+    from . import bench_evaluation
+
+    if not os.path.isfile(a.evaluation):
+        raise CliError(f"--evaluation: {a.evaluation}: no such trace file")
+    check_outputs([(a.json, "json")], [a.evaluation])
+    with human_to_stderr(a.json):
+        m = bench_evaluation.measure(a.evaluation, a.evaluation_duration, warm_cache=a.warm_cache,
+                                     note=lambda s: err_console.print(f"[dim]{escape(s)}[/]"))
+        bench_evaluation.render(m, console)
+    if a.json:
+        emit_json(a.json, m)
+    return 0
+
+
 def _split_list(text: str, what: str, allowed) -> List[str]:
     """A comma-separated list of names out of ``allowed``."""
     names = [x.strip() for x in text.split(",") if x.strip()]
@@ -806,7 +830,7 @@ def _split_list(text: str, what: str, allowed) -> List[str]:
 
 def cmd_cache(a) -> int:
     """``hugescope cache info|clear``: the results cache (the core's
-    ``result_cache``: cached base reference runs)."""
+    ``result_cache``: cached reference runs)."""
     if a.action == "clear":
         if a.json:
             raise CliError("--json applies to 'cache info'")
@@ -828,18 +852,35 @@ def cmd_cache(a) -> int:
     return 0
 
 
-def cache_note(hits_before: int, quiet: bool) -> None:
+def cache_hits() -> Dict[str, int]:
+    """Cached reference runs read by this process so far, by kind."""
+    return dict(_core.cache_hits_by_kind())
+
+
+def reused_text(before: Dict[str, int], after: Dict[str, int]) -> Optional[str]:
+    """What was read from the results cache between two ``cache_hits()``, as
+    "3 cached reference runs (2 base, 1 ideal)"; None when nothing was."""
+    kinds = sorted((k, n - before.get(k, 0)) for k, n in after.items() if n > before.get(k, 0))
+    total = sum(n for _, n in kinds)
+    if not total:
+        return None
+    return (f"{total} cached reference run{'s' if total > 1 else ''} "
+            f"({', '.join(f'{n} {k}' for k, n in kinds)})")
+
+
+def cache_note(hits_before: Dict[str, int], quiet: bool) -> None:
     """One line on stderr when the command reused cached reference runs (or
     found the cache unusable), so a user knows where a result's reference
-    came from. Results are byte-identical either way."""
+    runs came from and which they were. Results are byte-identical either
+    way."""
     if quiet:
         return
     why = _core.cache_status()
     if why:
         err_console.print(f"note: {escape(why)}")
-    hits = _core.cache_hits() - hits_before
-    if hits:
-        err_console.print(f"reused {hits} cached base reference run{'s' if hits > 1 else ''} from the results cache "
+    reused = reused_text(hits_before, cache_hits())
+    if reused:
+        err_console.print(f"reused {escape(reused)} from the results cache "
                           "(same trace, machine and OS configuration; 'hugescope --no-cache' recomputes)")
 
 
@@ -882,7 +923,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--follow-symlinks", action="store_true",
                    help="write outputs named by a symbolic link to the link's target (default: refuse such outputs)")
     p.add_argument("--no-cache", action="store_true",
-                   help="neither read nor store cached base reference runs (the results cache, 'hugescope cache "
+                   help="neither read nor store cached reference runs (base, ideal, static page-size maps: the results cache, 'hugescope cache "
                         "info'); before the command")
     p.add_argument("--results-format", metavar="csv[,parquet]", default="csv",
                    help="result tables: CSV, and with 'parquet' a NAME.parquet beside every NAME.csv (needs "
@@ -983,6 +1024,14 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--sweep-trace", action="append", metavar="TRACE", help="--sweeps: also on this trace (repeatable)")
     b.add_argument("--sweep-duration", type=units.float_arg("--sweep-duration", positive=True), default=None,
                    help="--sweeps: virtual seconds the trace spans (default: its own rate, as the sweep commands)")
+    b.add_argument("--evaluation", metavar="TRACE", default=None,
+                   help="instead: run the PCC paper's whole evaluation of this trace (reference runs, a 9-budget x "
+                        "3-policy curve, fragmentation, PCC sizes; both cores, the shared pass, the results cache) "
+                        "and report its wall time by stage")
+    b.add_argument("--evaluation-duration", type=units.float_arg("--evaluation-duration", positive=True),
+                   default=120.0, help="--evaluation: virtual seconds the trace spans (default 120, as reproduce pcc)")
+    b.add_argument("--warm-cache", action="store_true",
+                   help="--evaluation: use the results cache as it is (default: a fresh private one, a cold start)")
     json_option(b, "write the measurements to this JSON file")
     b.set_defaults(func=cmd_bench)
 
@@ -992,7 +1041,8 @@ def build_parser() -> argparse.ArgumentParser:
     dc.add_argument("topic", nargs="?", metavar="TOPIC", help="page name, e.g. linux (also linux.md)")
     dc.set_defaults(func=cmd_docs)
 
-    ca = sub.add_parser("cache", help="the results cache of base reference runs: 'info' or 'clear'")
+    ca = sub.add_parser("cache", help="the results cache of reference runs (base, ideal, static page-size maps): 'info' or "
+                                      "'clear'")
     ca.add_argument("action", choices=["info", "clear"], help="info: where it is, entries, size and bound; "
                     "clear: remove every entry")
     json_option(ca, "write the cache's state as JSON to this file (info)", bare=True)
@@ -1112,7 +1162,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         _io.FOLLOW_SYMLINKS = top["follow"]
         if top["no_cache"]:
             os.environ[NO_CACHE_ENV] = "1"
-        hits = _core.cache_hits()
+        hits = cache_hits()
         with _io.output_formats(top["results"], top["plots"]):
             code = _dispatch(argv)
         # Only after a success: a failed command's stderr is its one error line.

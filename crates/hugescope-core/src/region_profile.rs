@@ -210,7 +210,7 @@ pub fn profile_regions(path: &str, cfg: MachineConfig, pages: &str) -> Result<Re
 /// `profile_regions`, telling `progress` how many accesses are done.
 pub fn profile_regions_with_progress(path: &str, cfg: MachineConfig, pages: &str, progress: ProgressHook) -> Result<RegionProfile> {
     let mut regions: Vec<Region> = Vec::new();
-    let (result, tally) = simulate_static_wrapped(path, cfg, pages, progress, |map, h| {
+    let (result, tally) = simulate_static_wrapped(path, cfg, pages, progress, false, |map, h| {
         regions = h.regions.clone();
         RegionTally::new(map, &h.regions)
     })?;

@@ -1,21 +1,26 @@
 //! The results cache: reference runs that do not change, kept between runs.
 //!
 //! Every `simulate --policy`, sweep point batch and reproduction adds a
-//! `base` run beside the policies for their speedups (`run::add_base`). For
-//! the same trace, machine and OS configuration that run is the same every
-//! time, and on graph traces it costs more than the policy run itself (issue
-//! #37). So its reference (translation counters and cost estimate, all the
-//! speedups read) is stored here once and read back after.
+//! `base` run beside the policies for their speedups (`run::add_base`);
+//! sweeps also ask for `base` and `ideal` as reference lines, and
+//! reproductions for static page-size maps (all 4KB, 2MB, 1GB). For the same
+//! trace, machine and OS configuration each is the same every time, and on
+//! graph traces `base` costs more than the policy run itself (issue #37). So
+//! each is stored here once and read back after (`run::reference_key` and
+//! `run::Assembly` for policy runs, `sim::simulate_static` for static maps:
+//! which runs, what is stored).
 //!
 //! - **Key.** The canonical JSON of: this cache's format version, the
 //!   hugescope version and a hash of the core's sources taken at build time
 //!   (`build.rs`: a model change invalidates every entry), the trace's
 //!   content identity (`hst::content_identity`: length and hashes over every
 //!   frame header, each of which holds its chunk's CRC-32), the full machine
-//!   configuration and the resolved OS configuration (time base included) as
-//!   serialized, and the reference policy. The file name is a hash of the
-//!   key; the entry holds the key itself, and a different key (a hash
-//!   collision) is a miss.
+//!   configuration, the resolved OS configuration of the run (time base,
+//!   budget and fragmentation included; none for a static map) as
+//!   serialized, and the reference run (its policies and their parameters,
+//!   or the static map as resolved). The file name is a hash of the key; the
+//!   entry holds the key itself, and a different key (a hash collision) is
+//!   a miss.
 //! - **Where.** `$HUGESCOPE_CACHE_DIR`, else `$XDG_CACHE_HOME/hugescope`,
 //!   else `~/.cache/hugescope`. `HUGESCOPE_NO_CACHE=1` (the CLI's
 //!   `--no-cache`) turns it off. Users run as root: the directory is used
@@ -25,7 +30,10 @@
 //!   `check_file` trusts it; otherwise the cache is off for the run and
 //!   `status()` says why.
 //! - **Bounded.** At most `HUGESCOPE_CACHE_MAX_BYTES` (default
-//!   `DEFAULT_MAX_BYTES`, 64 MiB: an entry is a few KiB). A read touches the
+//!   `DEFAULT_MAX_BYTES`, 64 MiB: a static map's entry is a few KiB, a policy
+//!   run's about 0.3 KiB per timeline sample, so 300 KiB for 10^9 accesses at
+//!   the default sample period; one larger than `MAX_ENTRY_BYTES` is not
+//!   stored). A read touches the
 //!   entry's modification time, and after a store the least recently used
 //!   entries are removed until the total is under the bound (LRU).
 //! - **Safe under concurrent runs.** An entry is written to a temporary file
@@ -55,14 +63,17 @@ pub const NO_CACHE_ENV: &str = "HUGESCOPE_NO_CACHE";
 pub const MAX_BYTES_ENV: &str = "HUGESCOPE_CACHE_MAX_BYTES";
 /// Default bound on the cache's total size.
 pub const DEFAULT_MAX_BYTES: u64 = 64 << 20;
-/// Bumped when the entry layout or the key's content changes.
-pub const FORMAT: u32 = 1;
-/// Largest entry read: a reference is a few KiB.
-const MAX_ENTRY_BYTES: u64 = 1 << 20;
+/// Bumped when the entry layout or the key's content changes (2: whole
+/// results of reference runs, static maps).
+pub const FORMAT: u32 = 2;
+/// Largest entry stored or read (a run's result grows with its timeline).
+const MAX_ENTRY_BYTES: u64 = 16 << 20;
 const SUFFIX: &str = ".entry";
 
 /// Hits and stores since the process started, for the line that says so.
 static HITS: AtomicU64 = AtomicU64::new(0);
+/// Hits by kind of reference run (`CacheKey::kind`), in order of first hit.
+static HITS_BY_KIND: Mutex<Vec<(String, u64)>> = Mutex::new(Vec::new());
 static STORES: AtomicU64 = AtomicU64::new(0);
 /// Why the cache was last found unusable (None: usable or never tried).
 static REFUSED: Mutex<Option<String>> = Mutex::new(None);
@@ -116,10 +127,16 @@ fn usable_dir() -> Option<PathBuf> {
 #[derive(Clone, Debug, PartialEq)]
 pub struct CacheKey {
     text: String,
+    /// What the run is, for the line that says what was reused ("base",
+    /// "static all 4KB"): not part of the key (`reference` decides).
+    kind: String,
 }
 
 impl CacheKey {
-    pub fn new(trace_identity: &str, machine: &MachineConfig, os: &OsConfig, policy: &str) -> crate::Result<CacheKey> {
+    /// The key of reference run `reference` (its canonical description) of
+    /// the trace with `trace_identity` on `machine`, under `os` (None: a
+    /// static map, which has no OS). `kind` names it for people.
+    pub fn new(trace_identity: &str, machine: &MachineConfig, os: Option<&OsConfig>, reference: serde_json::Value, kind: &str) -> crate::Result<CacheKey> {
         let v = serde_json::json!({
             "format": FORMAT,
             "hugescope_version": env!("CARGO_PKG_VERSION"),
@@ -129,9 +146,14 @@ impl CacheKey {
             "trace": trace_identity,
             "machine": machine,
             "os": os,
-            "reference": policy,
+            "reference": reference,
         });
-        Ok(CacheKey { text: serde_json::to_string(&v).map_err(|e| crate::Error::input(e.to_string()))? })
+        let text = serde_json::to_string(&v).map_err(|e| crate::Error::input(e.to_string()))?;
+        Ok(CacheKey { text, kind: kind.to_string() })
+    }
+
+    pub fn kind(&self) -> &str {
+        &self.kind
     }
 
     /// File name: two independent hashes of the key (96 bits); the entry
@@ -139,6 +161,32 @@ impl CacheKey {
     fn file_name(&self) -> String {
         let fnv = crate::fnv::update(crate::fnv::START, self.text.as_bytes());
         format!("{fnv:016x}{:08x}{SUFFIX}", crc32fast::hash(self.text.as_bytes()))
+    }
+}
+
+/// The keys of one trace's reference runs: the trace's content identity is
+/// read on the first key asked for (one pass over the frame headers), and
+/// not at all when the cache is off.
+pub struct TraceKeys<'a> {
+    path: &'a str,
+    identity: Option<String>,
+}
+
+impl<'a> TraceKeys<'a> {
+    pub fn new(path: &'a str) -> TraceKeys<'a> {
+        TraceKeys { path, identity: None }
+    }
+
+    /// `CacheKey::new` for this trace; None when the cache is off.
+    pub fn key(&mut self, machine: &MachineConfig, os: Option<&OsConfig>, reference: serde_json::Value, kind: &str) -> crate::Result<Option<CacheKey>> {
+        if configured_dir().is_none() {
+            return Ok(None);
+        }
+        if self.identity.is_none() {
+            self.identity = Some(crate::trace::hst::content_identity(self.path)?);
+        }
+        let id = self.identity.as_deref().expect("set above");
+        CacheKey::new(id, machine, os, reference, kind).map(Some)
     }
 }
 
@@ -190,6 +238,11 @@ pub fn load<T: Serialize + DeserializeOwned>(key: &CacheKey) -> Option<T> {
     // Least recently used: a read counts as a use.
     let _ = f.set_modified(std::time::SystemTime::now());
     HITS.fetch_add(1, Ordering::Relaxed);
+    let mut by = HITS_BY_KIND.lock().unwrap_or_else(|e| e.into_inner());
+    match by.iter_mut().find(|(k, _)| *k == key.kind) {
+        Some((_, n)) => *n += 1,
+        None => by.push((key.kind.clone(), 1)),
+    }
     Some(r)
 }
 
@@ -198,9 +251,13 @@ pub fn load<T: Serialize + DeserializeOwned>(key: &CacheKey) -> Option<T> {
 /// without the cache; it is noted for `status`.
 pub fn store<T: Serialize>(key: &CacheKey, reference: &T) {
     let Some(dir) = usable_dir() else { return };
-    if let Err(e) = try_store(&dir, key, reference) {
-        *REFUSED.lock().unwrap_or_else(|e| e.into_inner()) = Some(format!("results cache: could not store an entry: {e}"));
-        return;
+    match try_store(&dir, key, reference) {
+        Ok(false) => return,
+        Ok(true) => {}
+        Err(e) => {
+            *REFUSED.lock().unwrap_or_else(|e| e.into_inner()) = Some(format!("results cache: could not store an entry: {e}"));
+            return;
+        }
     }
     STORES.fetch_add(1, Ordering::Relaxed);
     if let Ok(bound) = max_bytes() {
@@ -208,9 +265,14 @@ pub fn store<T: Serialize>(key: &CacheKey, reference: &T) {
     }
 }
 
-fn try_store<T: Serialize>(dir: &Path, key: &CacheKey, reference: &T) -> crate::Result<()> {
+/// Write the entry; false when it is too large to be read back.
+fn try_store<T: Serialize>(dir: &Path, key: &CacheKey, reference: &T) -> crate::Result<bool> {
     static SEQ: AtomicU64 = AtomicU64::new(0);
     let text = entry_text(key, reference)?;
+    if text.len() as u64 > MAX_ENTRY_BYTES {
+        // Never read back (`load`): not worth the disk.
+        return Ok(false);
+    }
     let fin = dir.join(key.file_name());
     let tmp = dir.join(format!(
         ".{}.{}.{}.tmp",
@@ -232,7 +294,7 @@ fn try_store<T: Serialize>(dir: &Path, key: &CacheKey, reference: &T) -> crate::
         let _ = std::fs::remove_file(&tmp);
         return Err(crate::Error::io(&fin, e));
     }
-    Ok(())
+    Ok(true)
 }
 
 /// The entries of `dir`: (path, bytes, last use), oldest first.
@@ -343,6 +405,12 @@ pub fn hits() -> u64 {
     HITS.load(Ordering::Relaxed)
 }
 
+/// Entries read by this process so far, by kind of reference run, in order
+/// of first hit.
+pub fn hits_by_kind() -> Vec<(String, u64)> {
+    HITS_BY_KIND.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
 /// Why the cache was not usable in this process, if it was not.
 pub fn status() -> Option<String> {
     REFUSED.lock().unwrap_or_else(|e| e.into_inner()).clone()
@@ -366,7 +434,7 @@ mod tests {
     }
 
     fn key(t: &str) -> CacheKey {
-        CacheKey::new(t, &crate::config::MachineConfig::preset("haswell-pcc").unwrap(), &OsConfig::default(), "base").unwrap()
+        CacheKey::new(t, &crate::config::MachineConfig::preset("haswell-pcc").unwrap(), Some(&OsConfig::default()), serde_json::json!("base"), "base").unwrap()
     }
 
     #[test]

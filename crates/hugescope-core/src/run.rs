@@ -128,8 +128,11 @@ pub struct Reference {
     pub cost: CostEstimate,
 }
 
-#[derive(Clone, Debug, Serialize)]
+// Deserialize: a reference run's result is read back from the results cache
+// (`Assembly`); the version is this build's (the cache key holds it).
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct PolicyResult {
+    #[serde(skip_deserializing, default = "crate::sim::version")]
     pub hugescope_version: &'static str,
     pub label: String,
     pub policy: String,
@@ -162,8 +165,9 @@ pub struct PolicyResult {
     pub timeline: Vec<Sample>,
     pub executed_plan: Vec<PlanEntry>,
     pub warnings: Vec<String>,
-    /// virt: the hypervisor's counters of a virtualized run (absent natively).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// virt: the hypervisor's counters of a virtualized run (absent natively;
+    /// never cached, so never read back).
+    #[serde(skip_serializing_if = "Option::is_none", skip_deserializing)]
     pub virt: Option<crate::virt::VirtReport>,
 }
 
@@ -180,13 +184,18 @@ pub(crate) struct Run {
     pub sim: Simulator<Kernel, crate::hw::RadixWalker, crate::hw::Segments>,
 }
 
-fn build(machine: &MachineConfig, header: &TraceHeader, os: &OsConfig, spec: &PolicySpec, pols: Vec<Box<dyn policy::Policy>>) -> Result<Run> {
-    // A spec's own OS configuration (budget, fragmentation) keeps the run's
-    // time base unless it sets one: --duration and --rate apply to every spec.
-    let os = match &spec.os {
+/// The OS configuration `spec` runs with under the run's `os`: a spec's own
+/// (budget, fragmentation) keeps the run's time base unless it sets one
+/// (--duration and --rate apply to every spec).
+fn spec_os(spec: &PolicySpec, os: &OsConfig) -> OsConfig {
+    match &spec.os {
         Some(o) => OsConfig { time: o.time.or(os.time), ..o.clone() },
         None => os.clone(),
-    };
+    }
+}
+
+fn build(machine: &MachineConfig, header: &TraceHeader, os: &OsConfig, spec: &PolicySpec, pols: Vec<Box<dyn policy::Policy>>) -> Result<Run> {
+    let os = spec_os(spec, os);
     let geo = crate::hw::Geometry::new(machine)?;
     let kernel = Kernel::new_multi(geo, machine.cost.clone(), header, &os, pols)?;
     let sim = Simulator::with_unit(machine.clone(), header.cpus.max(1) as usize, kernel)?;
@@ -301,12 +310,16 @@ fn add_base(runs: &mut Vec<Run>, machine: &MachineConfig, header: &TraceHeader, 
     if let Some(i) = plain_base(specs) {
         return Ok(Some(i));
     }
-    runs.push(build(machine, header, os, &PolicySpec::named("base"), vec![policy::make("base", &[])?])?);
+    runs.push(build(machine, header, os, &base_spec(), vec![policy::make("base", &[])?])?);
     Ok(Some(runs.len() - 1))
 }
 
+fn base_spec() -> PolicySpec {
+    PolicySpec::named("base")
+}
+
 /// The requested spec that is plain `base` (the reference itself), if any.
-fn plain_base(specs: &[PolicySpec]) -> Option<usize> {
+pub(crate) fn plain_base(specs: &[PolicySpec]) -> Option<usize> {
     specs.iter().position(|s| s.name == "base" && s.params.is_empty() && s.os.is_none())
 }
 
@@ -314,30 +327,97 @@ fn plain_base(specs: &[PolicySpec]) -> Option<usize> {
 pub(crate) enum BaseRef {
     /// No reference (`with_base` off).
     None,
-    /// The run at this index; stored in the results cache under the key.
-    Run(usize, Option<result_cache::CacheKey>),
+    /// The run at this index.
+    Run(usize),
     /// Read from the results cache: no base run is simulated.
     Cached(Box<Reference>),
 }
 
-/// `add_base` through the results cache (`result_cache`): a cached
-/// reference for this trace, machine and OS configuration replaces the
-/// added `base` run; a simulated one (added or requested) is stored.
-fn add_base_cached(path: &str, runs: &mut Vec<Run>, machine: &MachineConfig, header: &TraceHeader, os: &OsConfig, specs: &[PolicySpec], opts: &RunOptions) -> Result<BaseRef> {
-    if !opts.with_base {
-        return Ok(BaseRef::None);
+/// Policies whose runs are reference runs, cached whole in the results
+/// cache (`result_cache`): the base-page reference of every speedup and the
+/// papers' reference lines, which every sweep and reproduction of a trace
+/// draws again (issue #37). A run of one of them alone, with any parameters.
+pub const REFERENCE_POLICIES: [&str; 2] = ["base", "ideal"];
+
+/// The results-cache key of `spec`'s run under the run's OS configuration
+/// `os`, when it is a reference run (`REFERENCE_POLICIES`) and the cache is
+/// on. Everything a run's result depends on is in it: the trace's content,
+/// the machine, the OS configuration the run resolves to (time base, budget,
+/// fragmentation, seed, costs, sample period), the policy and its
+/// parameters, and the build (`result_cache::CacheKey`). The label and the
+/// trace's path are not: they are set from the request when read back.
+fn reference_key(keys: &mut result_cache::TraceKeys, machine: &MachineConfig, os: &OsConfig, spec: &PolicySpec) -> Result<Option<result_cache::CacheKey>> {
+    let [part] = spec.parts.as_slice() else { return Ok(None) };
+    if !REFERENCE_POLICIES.contains(&part.name.as_str()) {
+        return Ok(None);
     }
-    let key = match result_cache::configured_dir() {
-        Some(_) => Some(result_cache::CacheKey::new(&hst::content_identity(path)?, machine, os, "base")?),
-        None => None,
-    };
-    if plain_base(specs).is_none() {
-        if let Some(r) = key.as_ref().and_then(result_cache::load::<Reference>) {
-            return Ok(BaseRef::Cached(Box::new(r)));
+    let reference = serde_json::json!({ "policy": part.name, "params": part.params });
+    keys.key(machine, Some(&spec_os(spec, os)), reference, &part.name)
+}
+
+/// How a single-trace run's results come together after its pass
+/// (`Assembly::finish`): which spec each run stands for, the results read
+/// from the results cache instead of simulated, and the reference runs to
+/// store.
+pub(crate) struct Assembly {
+    nspecs: usize,
+    /// Per run: the index of the spec it simulates (`nspecs`: the added base).
+    slots: Vec<usize>,
+    /// Per run: its key, when its result is to be stored in the cache.
+    keys: Vec<Option<result_cache::CacheKey>>,
+    /// Per spec: its result read from the cache (label and trace set).
+    cached: Vec<Option<PolicyResult>>,
+    base: BaseRef,
+}
+
+impl Assembly {
+    /// The spec that run `i` simulates (None: the added base run).
+    pub fn spec_of(&self, run: usize) -> Option<usize> {
+        Some(self.slots[run]).filter(|&s| s < self.nspecs)
+    }
+
+    /// One result per spec, in order, from the runs' `results` (one per
+    /// run, in run order) and the cached ones; each with its speedups over
+    /// the base reference. Simulated reference runs are stored.
+    pub fn finish(self, results: Vec<PolicyResult>) -> Vec<PolicyResult> {
+        let Assembly { nspecs, slots, keys, cached, base } = self;
+        for (r, key) in results.iter().zip(&keys) {
+            if let Some(k) = key {
+                // Stored without what the request sets (`read_cached`).
+                let stored = PolicyResult { label: String::new(), trace: None, ..r.clone() };
+                result_cache::store(k, &stored);
+            }
+        }
+        let reference = match &base {
+            BaseRef::None => None,
+            BaseRef::Run(i) => Some(reference_of(&results[*i])),
+            BaseRef::Cached(r) => Some((**r).clone()),
+        };
+        let mut out: Vec<Option<PolicyResult>> = cached;
+        for (r, slot) in results.into_iter().zip(slots) {
+            if slot < nspecs {
+                out[slot] = Some(r);
+            }
+        }
+        let out = out.into_iter().map(|r| r.expect("every spec has a result")).collect();
+        match reference {
+            Some(b) => attach_reference(out, &b),
+            None => out,
         }
     }
-    let i = add_base(runs, machine, header, os, specs, opts)?.expect("with_base is on");
-    Ok(BaseRef::Run(i, key))
+}
+
+/// A cached reference run's result as this request would get it: its
+/// label and trace.
+fn read_cached(key: &result_cache::CacheKey, spec: &PolicySpec, info: &TraceInfo) -> Option<PolicyResult> {
+    let mut r: PolicyResult = result_cache::load(key)?;
+    // What `finish` gives a run and `Assembly::finish` leaves out.
+    if r.base.is_some() || r.speedup_vs_base.is_some() || r.trace.is_some() || !r.label.is_empty() {
+        return None;
+    }
+    r.label = spec.label.clone();
+    r.trace = Some(info.clone());
+    Some(r)
 }
 
 /// `--rate` and `--duration` of `opts` as the time base of `os`; `accesses`
@@ -371,19 +451,21 @@ pub(crate) fn make_policies(specs: &[PolicySpec], profile: impl FnOnce() -> Resu
     Ok(pols)
 }
 
-/// What `simulate_policies` sets up before the pass: the runs (one per spec,
-/// then `base` if added), where the base reference is, and the model-memory
-/// estimate and limit for `check_inferred`.
+/// What `simulate_policies` sets up before the pass: the runs (one per spec
+/// not read from the results cache, then `base` if added), how their
+/// results come together, and the model-memory estimate and limit for
+/// `check_inferred`.
 pub(crate) struct Prepared {
     pub header: TraceHeader,
     pub runs: Vec<Run>,
-    pub base: BaseRef,
+    pub assembly: Assembly,
     pub model_bytes: u64,
     pub model_limit: u64,
 }
 
 /// Every check and every run of `simulate_policies`, before the pass (the
-/// shared pass of `crate::sweep` starts from the same runs).
+/// shared pass of `crate::sweep` starts from the same runs). Reference runs
+/// the results cache holds are read instead of simulated.
 pub(crate) fn prepare(path: &str, machine: &MachineConfig, os: &OsConfig, specs: &[PolicySpec], opts: &RunOptions) -> Result<Prepared> {
     if specs.is_empty() {
         return Err(Error::input("no policy to simulate"));
@@ -394,19 +476,56 @@ pub(crate) fn prepare(path: &str, machine: &MachineConfig, os: &OsConfig, specs:
     check_implied_duration(&header, &os, summary.accesses)?;
     let cpus = (header.cpus as usize).max(summary.per_cpu.len()).max(1) as u64;
     let (model_bytes, model_limit) = check_memory(machine, &header, &os, specs, cpus)?;
+    let info = TraceInfo::new(path, &header);
+    let mut keys = result_cache::TraceKeys::new(path);
+    let mut spec_keys = Vec::with_capacity(specs.len());
+    let mut cached = Vec::with_capacity(specs.len());
+    for s in specs {
+        let key = reference_key(&mut keys, machine, &os, s)?;
+        let hit = key.as_ref().and_then(|k| read_cached(k, s, &info));
+        if hit.is_some() {
+            // Its parameters are still checked as a simulated run's would be.
+            s.make()?;
+        }
+        cached.push(hit);
+        spec_keys.push(key);
+    }
+    let todo: Vec<usize> = (0..specs.len()).filter(|&i| cached[i].is_none()).collect();
+    let todo_specs: Vec<PolicySpec> = todo.iter().map(|&i| specs[i].clone()).collect();
     // Two-pass policies (the oracle) first get a base-page profile of the
     // whole trace: one extra decode, only when one of them is requested.
-    let pols = make_policies(specs, || profile_walks(path, machine))?;
-    let mut runs = Vec::with_capacity(specs.len() + 1);
-    for (s, p) in specs.iter().zip(pols) {
+    let pols = make_policies(&todo_specs, || profile_walks(path, machine))?;
+    let mut runs = Vec::with_capacity(todo.len() + 1);
+    for (s, p) in todo_specs.iter().zip(pols) {
         runs.push(build(machine, &header, &os, s, p)?);
     }
-    let base = add_base_cached(path, &mut runs, machine, &header, &os, specs, opts)?;
+    let mut slots = todo.clone();
+    let mut run_keys: Vec<Option<result_cache::CacheKey>> = todo.iter().map(|&i| spec_keys[i].clone()).collect();
+    let base = if !opts.with_base {
+        BaseRef::None
+    } else if let Some(i) = plain_base(specs) {
+        match &cached[i] {
+            Some(r) => BaseRef::Cached(Box::new(reference_of(r))),
+            None => BaseRef::Run(todo.iter().position(|&t| t == i).expect("a spec not cached is run")),
+        }
+    } else {
+        let key = reference_key(&mut keys, machine, &os, &base_spec())?;
+        match key.as_ref().and_then(|k| read_cached(k, &base_spec(), &info)) {
+            Some(r) => BaseRef::Cached(Box::new(reference_of(&r))),
+            None => {
+                let i = add_base(&mut runs, machine, &header, &os, &todo_specs, opts)?.expect("with_base is on");
+                slots.push(specs.len());
+                run_keys.push(key);
+                BaseRef::Run(i)
+            }
+        }
+    };
     // A second cpu that decodes ahead also takes the PCC updates (os/pcc_bank.rs).
     for run in runs.iter_mut() {
         run.sim.pt.update_pccs_in_background(uses_second_cpu(opts));
     }
-    Ok(Prepared { header, runs, base, model_bytes, model_limit })
+    let assembly = Assembly { nspecs: specs.len(), slots, keys: run_keys, cached, base };
+    Ok(Prepared { header, runs, assembly, model_bytes, model_limit })
 }
 
 /// Whether a single-trace pass puts work on a second cpu (decoding ahead,
@@ -488,26 +607,14 @@ impl PassSink for EachRun<'_> {
 
 /// Simulate every policy of `specs` over the trace at `path` in one pass.
 pub fn simulate_policies(path: &str, machine: &MachineConfig, os: &OsConfig, specs: &[PolicySpec], opts: &RunOptions) -> Result<Vec<PolicyResult>> {
-    let Prepared { header, mut runs, base, model_bytes, model_limit } = prepare(path, machine, os, specs, opts)?;
+    let Prepared { header, mut runs, assembly, model_bytes, model_limit } = prepare(path, machine, os, specs, opts)?;
+    // With every result read from the results cache the pass still decodes
+    // the whole trace: the key names the trace by its chunks' CRC-32s, and
+    // decoding checks them (a damaged file is refused as without the cache).
     pass(path, opts, &mut EachRun { runs: &mut runs, model_bytes, model_limit })?;
     let info = TraceInfo::new(path, &header);
     let results: Vec<PolicyResult> = runs.iter_mut().map(|run| finish(run, &info)).collect();
-    Ok(attach_base_ref(results, base, specs.len()))
-}
-
-/// `attach_base` for a single-trace run's `BaseRef`: a simulated reference
-/// is stored in the results cache, a cached one attached as it was stored.
-pub(crate) fn attach_base_ref(results: Vec<PolicyResult>, base: BaseRef, nspecs: usize) -> Vec<PolicyResult> {
-    match base {
-        BaseRef::None => results,
-        BaseRef::Run(i, key) => {
-            if let Some(k) = key {
-                result_cache::store(&k, &reference_of(&results[i]));
-            }
-            attach_base(results, Some(i), nspecs)
-        }
-        BaseRef::Cached(r) => attach_reference(results, &r),
-    }
+    Ok(assembly.finish(results))
 }
 
 fn reference_of(r: &PolicyResult) -> Reference {

@@ -204,8 +204,11 @@ impl<P: PageTable, W: Walker, S: SegmentUnit> AccessSink for Simulator<P, W, S> 
 }
 
 /// The result of a static-map simulation.
-#[derive(Clone, Debug, Serialize)]
+// Deserialize: read back from the results cache (`simulate_static`); the
+// version is this build's (the cache key holds it).
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct StaticResult {
+    #[serde(skip_deserializing, default = "version")]
     pub hugescope_version: &'static str,
     pub trace: Option<TraceInfo>,
     pub machine: MachineConfig,
@@ -214,7 +217,8 @@ pub struct StaticResult {
     pub cost: CostEstimate,
 }
 
-#[derive(Clone, Debug, Serialize)]
+// Deserialize: part of a result read back from the results cache.
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct TraceInfo {
     pub path: String,
     pub workload: String,
@@ -298,16 +302,28 @@ fn static_segments(h: &TraceHeader, pages: &str, spec: SegmentSpec) -> Result<(V
     Ok((out, what))
 }
 
+/// This build's version, which every result carries.
+pub(crate) fn version() -> &'static str {
+    env!("CARGO_PKG_VERSION")
+}
+
 /// Simulate a trace file under a static page-size map, optionally with a
 /// direct-segment unit (`segment_spec`). The unit is chosen here, once: a
 /// spec without one runs the simulator without any segment check.
+///
+/// A map of one page size everywhere (all 4KB, all 2MB, all 1GB, with or
+/// without a segment) is a reference run: its result is kept in the results
+/// cache (`result_cache`) under the trace's content, the machine and the map
+/// as resolved (its description names the page size and any segment's
+/// range), and read back instead of simulated (the trace is still decoded,
+/// to check it). A plan file's map is not.
 pub fn simulate_static(path: &str, cfg: MachineConfig, pages: &str) -> Result<StaticResult> {
     simulate_static_with_progress(path, cfg, pages, crate::progress::ProgressHook::default())
 }
 
 /// `simulate_static`, telling `progress` how many accesses are done.
 pub fn simulate_static_with_progress(path: &str, cfg: MachineConfig, pages: &str, progress: crate::progress::ProgressHook) -> Result<StaticResult> {
-    Ok(simulate_static_wrapped(path, cfg, pages, progress, |map, _| map)?.0)
+    Ok(simulate_static_wrapped(path, cfg, pages, progress, true, |map, _| map)?.0)
 }
 
 /// `simulate_static_with_progress` with the static map wrapped by `wrap`
@@ -315,11 +331,14 @@ pub fn simulate_static_with_progress(path: &str, cfg: MachineConfig, pages: &str
 /// every access (`region_profile`) sees the very run `simulate_static`
 /// makes. Returns the result and the wrapper as the run left it. `wrap` must
 /// hand every call on to the map (the result's counters are the run's).
+/// `cache`: answer a uniform map from the results cache and store its
+/// result there (an observer needs the run itself: it passes false).
 pub fn simulate_static_wrapped<P: PageTable>(
     path: &str,
     cfg: MachineConfig,
     pages: &str,
     progress: crate::progress::ProgressHook,
+    cache: bool,
     wrap: impl FnOnce(StaticMap, &TraceHeader) -> P,
 ) -> Result<(StaticResult, P)> {
     let mut r = HstReader::open(path)?;
@@ -335,24 +354,52 @@ pub fn simulate_static_wrapped<P: PageTable>(
     let f = crate::limits::Footprint { simulators: 1, cpus, cache_entries_per_cpu: cfg.cache_entries_per_cpu(), ..Default::default() };
     crate::limits::check_model_memory(&format!("{cpus} cpus' TLBs"), &f)?;
     let info = TraceInfo::new(path, r.header());
+    if let Some((_, what)) = &seg {
+        described = format!("{described} + {what}");
+    }
+    let key = match map {
+        StaticMap::Uniform(_) if cache => crate::result_cache::TraceKeys::new(path).key(
+            &cfg,
+            None,
+            serde_json::json!({ "static": described }),
+            &format!("static map {described}"),
+        )?,
+        _ => None,
+    };
+    if let Some(mut hit) = key.as_ref().and_then(crate::result_cache::load::<StaticResult>) {
+        if hit.trace.is_none() && hit.pages == described {
+            // The key names the trace by its frame headers, which hold each
+            // chunk's CRC-32: decode it all once (the decode floor, no
+            // simulation), so a damaged file is refused exactly as without
+            // the cache and the CRCs the key relies on are checked.
+            while r.next_chunk()?.is_some() {}
+            hit.trace = Some(info);
+            let pt = wrap(map, r.header());
+            return Ok((hit, pt));
+        }
+    }
     let n = r.header().cpus as usize;
     let pt = wrap(map, r.header());
-    match seg {
+    let (res, pt) = match seg {
         None => {
             let mut sim = Simulator::new(cfg, n, pt)?;
             sim.run_reader(&mut r)?;
-            Ok((static_result(&sim, Some(info), described), sim.pt))
+            (static_result(&sim, Some(info), described), sim.pt)
         }
-        Some((procs, what)) => {
-            described = format!("{described} + {what}");
+        Some((procs, _)) => {
             let mut sim: Simulator<P, RadixWalker, Segments> = Simulator::with_unit(cfg, n, pt)?;
             for p in procs {
                 sim.seg.update(p);
             }
             sim.run_reader(&mut r)?;
-            Ok((static_result(&sim, Some(info), described), sim.pt))
+            (static_result(&sim, Some(info), described), sim.pt)
         }
+    };
+    if let Some(k) = &key {
+        // Stored without the trace's path (set from the request when read).
+        crate::result_cache::store(k, &StaticResult { trace: None, ..res.clone() });
     }
+    Ok((res, pt))
 }
 
 pub fn static_result<P: PageTable, S: SegmentUnit>(sim: &Simulator<P, RadixWalker, S>, trace: Option<TraceInfo>, pages: String) -> StaticResult {

@@ -277,7 +277,7 @@ pub fn simulate_shared_stats(
     let Prepared {
         header,
         runs,
-        base,
+        assembly,
         model_bytes,
         model_limit,
     } = run::prepare(path, machine, os, specs, opts)?;
@@ -289,7 +289,9 @@ pub fn simulate_shared_stats(
     let mut classes: Vec<(String, usize)> = Vec::new();
     for (i, mut r) in runs.into_iter().enumerate() {
         // The base reference added for the speedups runs alone.
-        let class = specs.get(i).and_then(|s| share_class(s, os));
+        let class = assembly
+            .spec_of(i)
+            .and_then(|s| share_class(&specs[s], os));
         let joined = class
             .as_ref()
             .and_then(|c| classes.iter().find(|(k, _)| k == c))
@@ -333,6 +335,8 @@ pub fn simulate_shared_stats(
         model_limit,
         stats,
     };
+    // With every result read from the results cache this still decodes the
+    // trace, checking the CRCs the cache key relies on (`run::simulate_policies`).
     run::pass(path, opts, &mut pass)?;
     let Groups {
         groups, mut stats, ..
@@ -361,5 +365,5 @@ pub fn simulate_shared_stats(
         .into_iter()
         .map(|r| r.expect("every configuration has a result"))
         .collect();
-    Ok((run::attach_base_ref(results, base, specs.len()), stats))
+    Ok((assembly.finish(results), stats))
 }

@@ -8,10 +8,13 @@
 //! PCC's sizes and other decision-only knobs) go to one thread together, so
 //! they ride one simulation until their decisions differ; the others are
 //! dealt round robin. Each thread is one decoding pass of the trace with its
-//! points simulated side by side, `base` alongside, so every result carries
-//! its speedup over base on the same accesses (base is deterministic, so the
-//! threads agree). Results come back in the order of the points and do not
-//! depend on the number of threads (tested).
+//! points simulated side by side. The `base` reference every result's
+//! speedups need is one more unit of the batch (the requested plain `base`
+//! point, or one added), simulated once on one thread, or read from the
+//! results cache, rather than once beside each thread's points; it is
+//! attached to every result at the end (base is deterministic, so this is
+//! what each thread would have attached). Results come back in the order of
+//! the points and do not depend on the number of threads (tested).
 
 use crate::configuration::Config;
 use crate::run::{self, PolicyResult, PolicySpec};
@@ -94,10 +97,18 @@ pub fn run_points(path: &str, cfg: &Config, points: &[SweepPoint], threads: usiz
     if points.is_empty() {
         return Err(Error::input("no configuration to simulate"));
     }
-    let specs = point_specs(cfg, points)?;
+    let mut specs = point_specs(cfg, points)?;
+    let npoints = specs.len();
+    // The base reference: a unit of its own (`run::plain_base`: a requested
+    // plain base is the reference itself).
+    let base_at = run::plain_base(&specs).unwrap_or_else(|| {
+        specs.push(PolicySpec::named("base"));
+        npoints
+    });
     let common = cfg.os.os_config();
     let (thread_of, threads) = deal(&specs, &common, threads);
-    let mut opts = cfg.run_options(true);
+    // The reference is attached below, once for all threads.
+    let mut opts = cfg.run_options(false);
     // One simulation per thread already fills the cpus given.
     opts.inline_decode = threads > 1;
     let groups: Vec<Vec<usize>> = (0..threads)
@@ -129,7 +140,8 @@ pub fn run_points(path: &str, cfg: &Config, points: &[SweepPoint], threads: usiz
             slots[i] = Some(r);
         }
     }
-    Ok(slots.into_iter().map(|r| r.expect("every configuration has a result")).collect())
+    let results: Vec<PolicyResult> = slots.into_iter().map(|r| r.expect("every configuration has a result")).collect();
+    Ok(run::attach_base(results, Some(base_at), npoints))
 }
 
 #[cfg(test)]

@@ -217,6 +217,13 @@ fn cache_hits() -> u64 {
     hugescope_core::result_cache::hits()
 }
 
+/// Cached reference runs read by this process so far, by kind ("base",
+/// "ideal", "static all 4KB", ...), in order of first read.
+#[pyfunction]
+fn cache_hits_by_kind() -> Vec<(String, u64)> {
+    hugescope_core::result_cache::hits_by_kind()
+}
+
 /// Why the results cache was not used in this process, if it was not.
 #[pyfunction]
 fn cache_status() -> Option<String> {
@@ -490,6 +497,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cache_info, m)?)?;
     m.add_function(wrap_pyfunction!(cache_clear, m)?)?;
     m.add_function(wrap_pyfunction!(cache_hits, m)?)?;
+    m.add_function(wrap_pyfunction!(cache_hits_by_kind, m)?)?;
     m.add_function(wrap_pyfunction!(cache_status, m)?)?;
     m.add_function(wrap_pyfunction!(read_input, m)?)?;
     m.add_function(wrap_pyfunction!(shown, m)?)?;

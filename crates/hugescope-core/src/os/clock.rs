@@ -37,7 +37,8 @@
 
 use serde::Serialize;
 
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+// Deserialize: read back from the results cache (`result_cache`).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, serde::Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum TimeBase {
     AccessRate { accesses_per_second: f64 },

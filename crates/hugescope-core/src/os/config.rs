@@ -15,7 +15,9 @@ use super::phys::WiredMode;
 use crate::limits::{MAX_DURATION_S, MAX_RATE, MIN_RATE};
 use crate::units::{fmt_num, whole_value};
 use crate::{Error, Result};
-use serde::Serialize;
+// Deserialize: a result echoes its OS configuration, and a reference run's
+// result is read back from the results cache (`result_cache`).
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::sync::OnceLock;
 
@@ -30,7 +32,7 @@ pub enum AllocMode {
 }
 
 /// How physical memory is fragmented before the run.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "method", rename_all = "snake_case")]
 pub enum Fragmentation {
     /// PCC paper §5.1.1: one unmovable page in `share` of the 2MB blocks.
@@ -41,12 +43,12 @@ pub enum Fragmentation {
     /// memory, so no compaction can undo the fragmentation.
     Ingens {
         fmfi: f64,
-        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        #[serde(skip_serializing_if = "std::ops::Not::not", default)]
         pinned: bool,
     },
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct OsConfig {
     /// Physical memory; None: 1.3 x footprint + 8MiB (at least 64MiB).
     pub memory_bytes: Option<u64>,
@@ -62,10 +64,10 @@ pub struct OsConfig {
     /// Timeline sample period, in accesses.
     pub sample_every: u64,
     // page daemon: memory pressure, wired pages, process exit (os/pagedaemon.rs).
-    #[serde(rename = "pagedaemon", skip_serializing_if = "DaemonConfig::is_default")]
+    #[serde(rename = "pagedaemon", skip_serializing_if = "DaemonConfig::is_default", default)]
     pub daemon: DaemonConfig,
     // memory tiers (os/tier.rs): off unless a fast tier is configured.
-    #[serde(skip_serializing_if = "TierConfig::is_off")]
+    #[serde(skip_serializing_if = "TierConfig::is_off", default)]
     pub tiers: TierConfig,
 }
 
@@ -105,7 +107,7 @@ impl OsConfig {
 
 // page daemon (os/pagedaemon.rs): its part of the configuration.
 /// Which daemon runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DaemonMode {
     /// No daemon: an allocation that finds no frame counts `out_of_memory`.
@@ -121,7 +123,7 @@ pub enum DaemonMode {
 /// `soft_refault_us`, `writeback_us`, `wired`, `wired_rate`, `wired_share`,
 /// `exit_frees`). Left out of the result's `os` when every field has its
 /// default, so results of runs without it are unchanged.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DaemonConfig {
     pub mode: DaemonMode,
     /// Low watermark: the daemon wakes below this share of memory free + cache.
@@ -173,7 +175,7 @@ impl DaemonConfig {
 
 // memory tiers (os/tier.rs): their part of the configuration.
 /// The tier configuration (`os.tier_*` knobs).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TierConfig {
     /// Bytes of the fast tier; None: one tier (no tier model runs).
     pub fast_bytes: Option<u64>,

@@ -1,9 +1,11 @@
 //! OS-side counters and the timeline of samples taken during a run.
 
-use serde::Serialize;
+// Deserialize: a reference run's result is read back from the results cache
+// (`result_cache`, `run::Assembly`).
+use serde::{Deserialize, Serialize};
 
 /// Why a promotion (or a huge fault) did not happen.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Failures {
     /// No free huge frame, and compaction was not allowed or did not free one.
     pub no_memory: u64,
@@ -15,7 +17,7 @@ pub struct Failures {
     pub already_huge: u64,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct OsStats {
     pub faults_base: u64,
     /// Faults that mapped a huge page directly, by page-size label.
@@ -43,48 +45,52 @@ pub struct OsStats {
     pub pages_zeroed: u64,
     /// Promotions made by collapse in place (no copy); left out of the
     /// result when zero, so results of runs that never do one are unchanged.
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(skip_serializing_if = "is_zero", default)]
     pub in_place_collapses: u64,
     // Reservations (Navarro §4, os/reserv.rs), each left out of the result
     // when zero so runs of other policies are unchanged.
     /// Reservations made at fault time (split children not counted).
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(skip_serializing_if = "is_zero", default)]
     pub reservations: u64,
     /// Reservations preempted to satisfy an allocation (ref §3.4).
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(skip_serializing_if = "is_zero", default)]
     pub preemptions: u64,
     /// Faults whose preferred size the buddy allocator could not give
     /// (contiguity failures, ref §3.3).
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(skip_serializing_if = "is_zero", default)]
     pub preferred_failures: u64,
     /// Frames reserved and not populated, at the end and at the peak.
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(skip_serializing_if = "is_zero", default)]
     pub reserved_frames: u64,
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(skip_serializing_if = "is_zero", default)]
     pub peak_reserved_frames: u64,
     /// First writes to write-protected clean superpages (ref §4.7).
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(skip_serializing_if = "is_zero", default)]
     pub wp_traps: u64,
     /// Bytes written back at `msync` progress points: the sizes of the dirty
     /// leaves of file regions (ref §8: a dirty superpage is written whole).
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(skip_serializing_if = "is_zero", default)]
     pub writeback_bytes: u64,
     // memory tiers (os/tier.rs): present only when they are configured.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none", default)]
     pub tiers: Option<TierStats>,
     // page daemon (os/pagedaemon.rs): present only when it is configured.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none", default)]
     pub pagedaemon: Option<DaemonStats>,
     /// The contiguity metric at the end (Navarro Fig. 5), with the daemon.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none", default)]
     pub contiguity: Option<super::phys::Contiguity>,
     /// Page sharing (os/ksm.rs): present only under a sharing policy.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none", default)]
     pub sharing: Option<SharingStats>,
     /// FHPM companion-page redirection (os/companion.rs): present only in
     /// runs that redirected a leaf or saw a host page-table update.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none", default)]
     pub companion: Option<CompanionStats>,
+}
+
+fn estimate_kind() -> &'static str {
+    "estimate"
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -92,7 +98,7 @@ fn is_zero(n: &u64) -> bool {
 }
 
 /// One point of the timeline.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Sample {
     pub time_s: f64,
     pub accesses: u64,
@@ -106,12 +112,12 @@ pub struct Sample {
     pub fmfi: f64,
     pub promotions: u64,
     /// The contiguity metric's score (page daemon runs only).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none", default)]
     pub contiguity: Option<f64>,
 }
 
 /// Per-process totals at the end of a run.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ProcessStats {
     pub pid: u16,
     pub name: String,
@@ -129,17 +135,17 @@ pub struct ProcessStats {
     /// Concurrent runs only (`crate::sched`): the process's own virtual time
     /// when its trace ended (all start at 0). Left out of single-trace
     /// results, which are unchanged.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none", default)]
     pub finish_seconds: Option<f64>,
     /// Concurrent runs only: accesses the process made.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none", default)]
     pub accesses: Option<u64>,
 }
 
 // page daemon (os/pagedaemon.rs)
 /// What the daemon did, in the result's `os_stats.pagedaemon` (present only
 /// when the daemon, the wired stream or process exit is configured).
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct DaemonStats {
     /// Wakes on the low watermark or a failed allocation.
     pub wakeups: u64,
@@ -168,9 +174,10 @@ pub struct DaemonStats {
 // memory tiers (os/tier.rs)
 /// What the tiers did, in the result's `os_stats.tiers` (present only when
 /// tiers are configured). Memory cycles are an estimate.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TierStats {
     /// Always "estimate": the memory time comes from the 2-latency model.
+    #[serde(skip_deserializing, default = "estimate_kind")]
     pub kind: &'static str,
     pub fast_bytes: u64,
     pub slow_bytes: u64,
@@ -204,7 +211,7 @@ pub struct TierStats {
 // companion pages (os/companion.rs)
 /// Counters of companion redirection, reported in the result's `os_stats`
 /// only by runs that redirect (`OsStats::companion`).
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct CompanionStats {
     pub redirects: u64,
     /// Restores by the monitor at the end of its window (not conflicts).
@@ -223,7 +230,7 @@ pub struct CompanionStats {
 
 // page sharing (os/ksm.rs)
 /// Counters of the sharing mechanism (the result's `os.sharing`).
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SharingStats {
     pub pages_scanned: u64,
     /// Full passes over every candidate (each empties the unstable tree).

@@ -136,3 +136,29 @@ impl Rng {
     }
 }
 pub mod hstfile;
+
+/// The results-cache tests' trace (`result_cache.rs`, `result_cache_runs.rs`):
+/// 60,000 reads spread over the 4KB pages of eight 2MB blocks of one 16 MiB
+/// region (so base pages walk and huge pages do not), from `seed`.
+pub fn cache_test_trace(dir: &std::path::Path, name: &str, seed: u64) -> String {
+    use hugescope_core::trace::hst::HstWriter;
+    use hugescope_core::trace::Access;
+    let path = dir.join(name);
+    let mut w = HstWriter::create(&path, &header(16 << 20, false)).unwrap();
+    let mut r = Rng(seed);
+    for _ in 0..60_000 {
+        let x = r.next();
+        w.write(Access::read(BASE + (x % 8) * MB2 + ((x >> 12) % 512) * 4096)).unwrap();
+    }
+    w.finish().unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+/// The results cache's entries in `dir`, sorted.
+pub fn cache_entries(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .map(|rd| rd.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "entry")).collect())
+        .unwrap_or_default();
+    v.sort();
+    v
+}

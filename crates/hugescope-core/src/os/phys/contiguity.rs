@@ -19,10 +19,11 @@
 //! (1GB on a memory whose buddy stops at 4MB) group free top-order blocks.
 
 use super::PhysMem;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The metric at one moment.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+// Deserialize: read back from the results cache (`result_cache`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Contiguity {
     /// Σ score / (S · N): 1 = all memory in free top-size extents.
     pub score: f64,

@@ -9,7 +9,7 @@ use super::{Mobility, Pfn, PhysMem, FRAG_OWNER};
 use crate::{Error, Result};
 
 /// Which injector produced a report.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum FragMethod {
     Pcc,
@@ -17,7 +17,8 @@ pub enum FragMethod {
 }
 
 /// What an injector did, for the run's JSON result.
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+// Deserialize: read back from the results cache (`result_cache`).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct FragReport {
     pub method: FragMethod,
     /// Base pages the injector left allocated (owner `FRAG_OWNER`).

@@ -26,7 +26,7 @@ pub const WIRED_OWNER: u64 = u64::MAX - 1;
 const SCATTER_PROBES: u32 = 64;
 
 /// Where wired frames come from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WiredMode {
     None,
