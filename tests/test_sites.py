@@ -133,6 +133,31 @@ def test_regions_are_named_by_their_allocation_sites(builds, capsys):
     assert counts[f"alloc:main@three.c:{_line('LINE_C')}"] == 2000 + 3 * N_WORDS
 
 
+@needs_thp
+@needs_root
+@pytest.mark.skipif(THP.get("pmd_mode") != "madvise", reason="advise measures base pages: THP mode 'madvise'")
+def test_advise_names_the_three_arrays_with_accesses_and_walks(builds, capsys, tmp_path):
+    trace, _ = _trace(builds, capsys)
+    out = tmp_path / "adv"
+    code, text, err = run_cli("advise", "--out", out, "--trace", trace, "--ks", "1", "--policies", "oracle",
+                              "--repeat", "1", "--warmup", "0", "--", builds / "three", "2000", capsys=capsys)
+    assert code == 0, err
+    rows = {r["name"]: r for r in json.loads((out / "advise.json").read_text())["regions"]}
+    want = {f"alloc:make_a@three.c:{_line('LINE_A')}": ("malloc", 1, 2000),
+            f"alloc:main@three.c:{_line('LINE_B')}": ("calloc", 2, 2000 + 2 * N_WORDS),
+            f"alloc:main@three.c:{_line('LINE_C')}": ("posix_memalign", 3, 2000 + 3 * N_WORDS)}
+    for name, (call, mult, accesses) in want.items():
+        r = rows[name]
+        assert (r["site"]["call"], r["site"]["size"]) == (call, mult * N_WORDS * 8)
+        # Every access to the array and at least one walk per 4 KiB page the
+        # fill touched (a cold TLB, base pages).
+        assert r["accesses"] == accesses
+        assert r["walks"] >= mult * N_WORDS * 8 // 4096 if mult > 1 else r["walks"] > 0
+        # Printed, with its site's call (the table folds long names).
+        assert call in text
+    assert "traced regions, base pages" in text
+
+
 def test_site_plan_round_trips_and_simulates_like_the_address_plan(builds, capsys, tmp_path):
     trace, header = _trace(builds, capsys)
     c = next(r for r in header["regions"] if r.get("site", {}).get("call") == "posix_memalign")
