@@ -147,6 +147,10 @@ def test_a_worker_node_killed_mid_sweep_loses_nothing(cluster, tmp_path_factory,
     # task): 11 tasks over 3 one-CPU nodes.
     path = str(tmp_path_factory.mktemp("kill") / "bfs20.hst")
     workloads.trace("bfs", path, scale=20, limit=6_000_000)
+    # Every configuration simulated, none answered from the results cache
+    # (the local run would fill it, and cached reference tasks end at once,
+    # leaving the victim idle when it is killed).
+    monkeypatch.setenv("HUGESCOPE_NO_CACHE", "1")
     local = ex.curve(path, **KW)
     monkeypatch.setattr(ex, "BATCH", 1)
     killed = []
