@@ -98,14 +98,21 @@ impl SiteEntry {
     pub fn range_entry(&self, start: u64, end: u64) -> Option<PlanEntry> {
         let s = start.checked_next_multiple_of(self.page_size)?;
         let e = end / self.page_size * self.page_size;
-        (e > s).then(|| PlanEntry {
-            start: s,
-            length: e - s,
+        (e > s).then(|| self.entry_over(s, e - s))
+    }
+
+    /// This entry over `[start, start + length)` as it stands (unaligned,
+    /// or empty): what an outcome records for an allocation of this site
+    /// that could not be applied.
+    pub fn entry_over(&self, start: u64, length: u64) -> PlanEntry {
+        PlanEntry {
+            start,
+            length,
             page_size: self.page_size,
             when: self.when.clone(),
             pid: self.pid,
             note: Some(format!("site {}", self.site)),
-        })
+        }
     }
 }
 

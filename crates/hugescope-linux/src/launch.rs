@@ -375,7 +375,7 @@ pub fn launch_with_stop(mut cmd: Command, entries: &[PlanEntry], opts: &LaunchOp
     }
     for (j, s) in opts.sites.iter().enumerate() {
         if site_seen[j] == 0 {
-            let e = PlanEntry { start: 0, length: 0, page_size: s.page_size, when: s.when.clone(), pid: s.pid, note: Some(format!("site {}", s.site)) };
+            let e = s.entry_over(0, 0);
             let why = format!("no allocation of site '{}' was reported in this run (is the program built with 'hugescope cc', \
                                and is this the program the plan was made for?)", s.site);
             applied.push(AppliedEntry { t_s: wall_s, done_s: wall_s, attempts: 0, outcome: CollapseOutcome::not_applied(entries.len() + j, &e, why) });
@@ -430,6 +430,9 @@ pub fn launch_with_stop(mut cmd: Command, entries: &[PlanEntry], opts: &LaunchOp
 /// when an allocation holds no whole page of the entry's size.
 fn site_entries(allocs: Vec<site_watch::Allocation>, first_index: usize, opts: &LaunchOptions, now: f64, seen: &mut [u32],
                 pending: &mut Vec<Pending>, applied: &mut Vec<AppliedEntry>) {
+    if allocs.is_empty() {
+        return; // the usual poll: nothing new, the pending order stands
+    }
     for a in allocs {
         for (j, s) in opts.sites.iter().enumerate() {
             if s.site != a.key || opts.plan_pid.is_some_and(|p| p != s.pid) {
@@ -440,7 +443,7 @@ fn site_entries(allocs: Vec<site_watch::Allocation>, first_index: usize, opts: &
             let due_s = match wall_clock_time(&s.when, opts.accesses_per_second) {
                 Ok(t) => t.max(now),
                 Err(why) => {
-                    let e = PlanEntry { start: a.start, length: a.end - a.start, page_size: s.page_size, when: s.when.clone(), pid: s.pid, note: None };
+                    let e = s.entry_over(a.start, a.end - a.start);
                     applied.push(AppliedEntry { t_s: now, done_s: now, attempts: 0, outcome: CollapseOutcome::not_applied(index, &e, why) });
                     continue;
                 }
@@ -448,7 +451,7 @@ fn site_entries(allocs: Vec<site_watch::Allocation>, first_index: usize, opts: &
             match s.range_entry(a.start, a.end) {
                 Some(e) => pending.push(Pending::new(RegionSweep::new(index, e), due_s)),
                 None => {
-                    let e = PlanEntry { start: a.start, length: a.end - a.start, page_size: s.page_size, when: s.when.clone(), pid: s.pid, note: Some(format!("site {}", s.site)) };
+                    let e = s.entry_over(a.start, a.end - a.start);
                     let why = format!("the allocation of {} bytes at {:#x} holds no whole page of {} bytes", a.end - a.start, a.start, s.page_size);
                     applied.push(AppliedEntry { t_s: now, done_s: now, attempts: 0, outcome: CollapseOutcome::not_applied(index, &e, why) });
                 }
