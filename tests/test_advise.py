@@ -10,11 +10,13 @@ with the reason otherwise.
 from __future__ import annotations
 
 import json
+import math
+import os
 
 import pytest
 
 import hugescope as hs
-from hugescope import linux, tracing
+from hugescope import advise, linux, tracing
 from conftest import run_cli
 from test_linux import THP, needs_root, needs_thp
 
@@ -81,11 +83,19 @@ def test_advise_end_to_end_and_plan_collapses_exactly_its_regions(prog, tmp_path
     assert code == 0, err
     label = f"config {cal} (over preset haswell-pcc)"
     assert label in " ".join(text.split()), text
-    assert "estimate:" in text and "measured (wall clock" in text and "regions worth promoting" in text
+    flat = " ".join(text.split())
+    assert "estimate:" in flat and "measured (median of 1 interleaved round(s))" in flat, text
+    assert "regions worth promoting" in text
     r = json.loads((out / "advise.json").read_text())
     assert len(r["rows"]) == 4 and sum(x["chosen"] for x in r["rows"]) == 1
     assert r["estimate"] >= 1.0 and r["measured"]["median"] > 0
-    assert set(r["how"]) == {"estimate", "measured", "stages_s", "regions"}
+    assert set(r["how"]) == {"estimate", "estimate_whole", "recommended", "measured", "noise_floor", "load",
+                             "stages_s", "regions"}
+    # The measured build is the plain one 'hugescope cc' wrote beside the
+    # program, and the plan from the instrumented trace applied to it (its
+    # array is mmap-backed: the same address in both builds, ASLR off).
+    assert r["measured_program"] == [f"{prog}.plain", "3000000"]
+    assert r["plan_applied"]["collapsed"] == r["plan_applied"]["entries"] >= 1, r["collapse"]
     # Named by the array's allocation site (issue #38), not its mapping.
     line = next(i for i, l in enumerate(PROGRAM.splitlines(), 1) if "= malloc(" in l)
     assert r["promote"] and all(p["region"] == f"alloc:main@fill.c:{line}" for p in r["promote"])
@@ -183,7 +193,11 @@ def test_advise_deletes_its_trace_unless_kept(prog, tmp_path, capsys, monkeypatc
     assert [c[0] for c in calls] == sorted((c[0] for c in calls), key=["trace", "simulate", "measure"].index)
     ends = {stage: (done, total) for stage, done, total in calls}
     n = len(r["rows"])
-    assert ends == {"trace": (1, 1), "simulate": (2 * n + 1, 2 * n + 1), "measure": (2, 2)}, calls
+    # One warm-up base run (made even with --warmup 0: the whole run's base
+    # time), then one round of base, plan, base.
+    assert ends == {"trace": (1, 1), "simulate": (2 * n + 1, 2 * n + 1), "measure": (4, 4)}, calls
+    assert [(x["name"], x["round"]) for x in r["runs"]] == [("base (warm-up)", None), ("base", 0), ("plan", 0),
+                                                             ("base", 0)]
 
 
 @pytest.mark.parametrize("argv,needle", [
@@ -196,6 +210,9 @@ def test_advise_deletes_its_trace_unless_kept(prog, tmp_path, capsys, monkeypatc
     (["advise", "--policies", "nope", "--out", "{d}/o", "--", "/bin/true"], "nope"),
     (["advise", "--trace", "{d}/missing.hst", "--out", "{d}/o", "--", "/bin/true"], "no such trace file"),
     (["advise", "--trace", "{d}/missing.hst", "--keep-trace", "--out", "{d}/o", "--", "/bin/true"], "--keep-trace"),
+    (["advise", "--tolerance", "1.5", "--", "/bin/true"], "--tolerance"),
+    (["advise", "--plain", "{d}/missing", "--out", "{d}/o", "--", "/bin/true"], "--plain"),
+    (["advise", "--plain", "/bin/true", "--measure-instrumented", "--out", "{d}/o", "--", "/bin/true"], "give one"),
 ])
 def test_advise_bad_input_one_error_line(tmp_path, capsys, argv, needle):
     try:
@@ -227,3 +244,189 @@ def test_budget_shares_and_why_a_row_holds_fewer_regions():
     assert advise.shortfall("hawkeye", 8, 2, 7, {"all": 2, "collapsible": 2}, 10.0) == (
         "hawkeye promoted 2 regions in the simulated run (10 virtual s), below the budget: its own promotion rule "
         "stopped it, not the budget; the program has only 7 whole 2 MiB regions that can be collapsed")
+
+
+# Not TLB-bound: a dependent multiply chain over one 4 KiB array, and a
+# 16 MiB array written once (so the plan has 2 MiB regions to collapse, and
+# nothing to gain from them after the fill).
+IDLE_PROGRAM = r"""
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static uint64_t small[512];
+
+int main(int argc, char **argv) {
+    long n = argc > 1 ? atol(argv[1]) : 1000;
+    size_t words = (16ull << 20) / sizeof(uint64_t);
+    uint64_t *big = malloc(words * sizeof *big);
+    for (size_t i = 0; i < words; i++) big[i] = i;
+    uint64_t h = 1;
+    for (long i = 0; i < n; i++) {
+        uint64_t v = small[i & 511];
+        for (int j = 0; j < 64; j++) h = h * 6364136223846793005ull + (v ^ (uint64_t)j);
+        small[i & 511] = h;
+    }
+    printf("%llu\n", (unsigned long long)(h + big[h % words]));
+    return 0;
+}
+"""
+
+
+@needs_thp
+@needs_root
+@needs_madvise
+def test_advise_on_a_program_huge_pages_cannot_help_reports_within_noise(tmp_path, capsys):
+    try:
+        tracing.find_clang()
+    except hs.HugescopeError as e:
+        pytest.skip(f"clang is needed to build the program: {e}")
+    (tmp_path / "idle.c").write_text(IDLE_PROGRAM)
+    prog = tmp_path / "idle"
+    assert tracing.cc(["-O1", str(tmp_path / "idle.c"), "-o", str(prog)]) == 0
+    assert tracing.is_instrumented(str(prog)) and not tracing.is_instrumented(str(prog) + ".plain")
+    out = tmp_path / "o"
+    code, text, err = run_cli("advise", "--out", out, "--ks", "1,4", "--policies", "oracle", "--repeat", "4",
+                              "--warmup", "1", "--duration", "10", "--", prog, "4000000", capsys=capsys)
+    assert code == 0, err
+    r = json.loads((out / "advise.json").read_text())
+    m = r["measured"]
+    assert m["verdict"] == "within noise", (m, r["runs"])
+    assert abs(math.log(m["median"])) <= m["noise_floor"]
+    assert "within noise" in text and "noise floor" in text
+    # The floor is the largest |ln| of a round's base pair, from the runs kept.
+    pairs = [[x["wall_s"] for x in r["runs"] if x["name"] == "base" and x["round"] == rd] for rd in range(4)]
+    assert m["noise_floor"] == pytest.approx(max(abs(math.log(a / b)) for a, b in pairs))
+    # Every run with its wall time and the load at it: 1 warm-up + 4 rounds
+    # of base, plan, base, of the plain build.
+    assert [x["name"] for x in r["runs"]] == ["base (warm-up)"] + ["base", "plan", "base"] * 4
+    for x in r["runs"]:
+        assert x["wall_s"] > 0 and x["loadavg_1m"] >= 0 and 0 <= x["busy_share"] <= 1, x
+        assert 0 <= x["others_busy_share"] <= x["busy_share"], x
+    assert r["measured_program"][0] == f"{prog}.plain"
+    # The estimate is whole-run: the plan's collapses are charged, and the
+    # traced phase is at most the run.
+    w = r["estimate_whole"]
+    assert w["collapse_s"] == pytest.approx(w["regions"] * w["collapse_s_per_region"])
+    assert 0 < w["phase_share"] <= 1 and w["base_s"] == r["runs"][0]["wall_s"]
+    assert w["speedup"] == pytest.approx(advise.whole_run(r["estimate"], w["simulated_s"], w["base_s"], w["regions"],
+                                                          w["collapse_s_per_region"])["speedup"])
+    # Huge pages for an array written once cannot pay for its collapses:
+    # k=4 gains no more than k=1, so the smaller budget is recommended; its
+    # plan is real (regions of the array) and collapsed in the plain build.
+    assert r["best"]["k"] == 1 and not r["best"]["pays"], r["rows"]
+    assert len(r["promote"]) == 1 and r["plan_applied"]["collapsed"] == r["plan_applied"]["entries"] == 1, r["collapse"]
+    assert all(x["collapse_s"] > 0 for x in r["runs"] if x["name"] == "plan")
+
+
+def test_whole_run_estimate_by_hand():
+    from hugescope import advise
+
+    # 2 s run, the simulated phase 0.5 s sped up 2x (0.25 s saved), 10
+    # regions at 10 ms (0.1 s): 2 / (2 - 0.25 + 0.1).
+    w = advise.whole_run(2.0, 0.5, 2.0, 10, 0.01)
+    assert w["speedup"] == pytest.approx(2 / 1.85) and w["saved_s"] == pytest.approx(0.25)
+    assert w["collapse_s"] == pytest.approx(0.1) and w["phase_share"] == pytest.approx(0.25)
+    # A phase the model prices above the run is the whole run: 1 / (1 - 0.5).
+    assert advise.whole_run(2.0, 5.0, 1.0, 0, 0.01)["speedup"] == pytest.approx(2.0)
+    # Collapses can make a plan a loss: 1 / (1 - 0.01 + 0.1).
+    assert advise.whole_run(1.02, 0.51, 1.0, 10, 0.01)["speedup"] == pytest.approx(1 / 1.09)
+    with pytest.raises(ValueError, match="whole_run"):
+        advise.whole_run(1.0, 0.5, 0.0, 1, 0.01)
+
+
+def test_recommended_budget_is_the_smallest_within_tolerance_of_the_best():
+    from hugescope import advise
+
+    def rows(**by_k):
+        return [{"policy": p, "k": int(k[1:]), "regions": 1, "whole": g} for k, gs in by_k.items()
+                for p, g in gs.items()]
+    pol = ["pcc", "oracle"]
+    # Gains grow with k but k=64 adds 0.5% over k=16: k=16 (its best policy).
+    pick = advise.recommend(rows(k1={"pcc": 1.02, "oracle": 1.03}, k16={"pcc": 1.20, "oracle": 1.25},
+                                 k64={"pcc": 1.256, "oracle": 1.25}), pol)
+    assert (pick["k"], pick["policy"]) == (16, "oracle")
+    # A tolerance of 0 takes the best itself.
+    assert advise.recommend(rows(k16={"pcc": 1.25}, k64={"pcc": 1.256}), pol, tolerance=0.0)["k"] == 64
+    # More than 1% more: the larger budget.
+    assert advise.recommend(rows(k16={"pcc": 1.25}, k64={"pcc": 1.30}), pol)["k"] == 64
+    # Collapses outweigh every gain: the smallest budget, the cheapest.
+    pick = advise.recommend(rows(k1={"pcc": 0.99, "oracle": 0.995}, k8={"pcc": 0.9}), pol)
+    assert (pick["k"], pick["policy"]) == (1, "oracle")
+    # A row promoting nothing is no advice, even at 1.0x over a loss.
+    empty = rows(k1={"pcc": 1.0, "oracle": 0.99})
+    empty[0]["regions"] = 0
+    assert advise.recommend(empty, pol)["policy"] == "oracle"
+    # A tie at a budget goes to the policy given first.
+    assert advise.recommend(rows(k2={"pcc": 1.1, "oracle": 1.1}), pol)["policy"] == "pcc"
+    with pytest.raises(ValueError, match="tolerance"):
+        advise.recommend(rows(k2={"pcc": 1.1}), pol, tolerance=1.0)
+
+
+def test_measured_build_is_the_plain_one(tmp_path):
+    from hugescope import advise
+
+    def exe(name, body=b"\x7fELF plain"):
+        p = tmp_path / name
+        p.write_bytes(body)
+        p.chmod(0o755)
+        return str(p)
+    instr = exe("prog", b"\x7fELF ... HUGESCOPE_TRACE_OUT ...")
+    with pytest.raises(hs.HugescopeError, match="has no plain build .*--plain BINARY"):
+        advise.measured_build([instr, "1"])
+    assert advise.measured_build([instr, "1"], instrumented=True)[0] == [instr, "1"]
+    plain = exe("prog.plain")
+    argv, how = advise.measured_build([instr, "1"])
+    assert argv == [plain, "1"] and "plain build" in how
+    other = exe("other")
+    assert advise.measured_build([instr, "1"], plain=other)[0] == [other, "1"]
+    with pytest.raises(hs.HugescopeError, match="tracing runtime"):
+        advise.measured_build([instr, "1"], plain=instr)
+    # A plain build older than the instrumented one is stale.
+    os.utime(plain, (1, 1))
+    with pytest.raises(hs.HugescopeError, match="older"):
+        advise.measured_build([instr, "1"])
+    # A program with no runtime is measured as given.
+    assert advise.measured_build([other])[0] == [other]
+
+
+def test_cc_writes_the_plain_build_only_from_sources(tmp_path):
+    try:
+        tracing.find_clang()
+    except hs.HugescopeError as e:
+        pytest.skip(f"clang is needed: {e}")
+    (tmp_path / "p.c").write_text("int main(void) { return 0; }\n")
+    assert tracing.cc(["-O1", str(tmp_path / "p.c"), "-o", str(tmp_path / "p")]) == 0
+    assert tracing.is_instrumented(str(tmp_path / "p"))
+    assert (tmp_path / "p.plain").exists() and not tracing.is_instrumented(str(tmp_path / "p.plain"))
+    # Objects built with the hooks cannot be linked without the runtime: no plain build.
+    assert tracing.cc(["-O1", "-c", str(tmp_path / "p.c"), "-o", str(tmp_path / "p.o")]) == 0
+    assert tracing.cc([str(tmp_path / "p.o"), "-o", str(tmp_path / "q")]) == 0
+    assert not (tmp_path / "q.plain").exists() and not (tmp_path / "p.o.plain").exists()
+
+
+def test_load_at_each_run_from_proc_stat(monkeypatch):
+    from hugescope import noise
+
+    monkeypatch.setattr(noise.os, "getloadavg", lambda: (3.5, 2.0, 1.0))
+
+    # Two CPUs; during the run 300 of 400 jiffies busy (75%), and the run
+    # itself used 1 s of 2 s wall on 2 CPUs (25%): others 50%.
+    snaps = iter([{0: (0, 0), 1: (0, 0)},            # the CPU count
+                  {0: (100, 200), 1: (100, 200)},    # before: idle, total
+                  {0: (150, 400), 1: (150, 400)}])   # after: +100 idle of +400
+    run = noise.with_load(lambda name: {"wall_s": 2.0, "user_s": 0.75, "sys_s": 0.25}, stat=lambda: next(snaps))
+    rec = run("base")
+    assert rec["busy_share"] == pytest.approx(0.75) and rec["others_busy_share"] == pytest.approx(0.5)
+    assert rec["loadavg_1m"] == 3.5 and rec["wall_s"] == 2.0
+
+
+@needs_thp
+def test_collapse_probe_times_real_collapses():
+    from hugescope import collapse_cost
+
+    r = collapse_cost.probe(2)
+    assert r["measured"] and r["regions"] == 2 and 0 < r["s_per_region"] < 1, r
+    assert r["how"].startswith("measured")
+    with pytest.raises(ValueError, match="regions"):
+        collapse_cost.probe(0)

@@ -139,9 +139,16 @@ def test_regions_are_named_by_their_allocation_sites(builds, capsys):
 def test_advise_names_the_three_arrays_with_accesses_and_walks(builds, capsys, tmp_path):
     trace, _ = _trace(builds, capsys)
     out = tmp_path / "adv"
+    # Linked from objects built with the hooks, 'three' has no plain build:
+    # advise refuses to measure it unless told to measure the traced build.
+    code, _, err = run_cli("advise", "--out", out, "--trace", trace, "--ks", "1", "--policies", "oracle",
+                           "--repeat", "1", "--warmup", "0", "--", builds / "three", "2000", capsys=capsys)
+    assert code == 2 and err.count("\n") == 1 and "has no plain build" in err and "--plain" in err, err
     code, text, err = run_cli("advise", "--out", out, "--trace", trace, "--ks", "1", "--policies", "oracle",
-                              "--repeat", "1", "--warmup", "0", "--", builds / "three", "2000", capsys=capsys)
+                              "--repeat", "1", "--warmup", "0", "--measure-instrumented", "--", builds / "three",
+                              "2000", capsys=capsys)
     assert code == 0, err
+    assert json.loads((out / "advise.json").read_text())["measured_program"] == [str(builds / "three"), "2000"]
     rows = {r["name"]: r for r in json.loads((out / "advise.json").read_text())["regions"]}
     want = {f"alloc:make_a@three.c:{_line('LINE_A')}": ("malloc", 1, 2000),
             f"alloc:main@three.c:{_line('LINE_B')}": ("calloc", 2, 2000 + 2 * N_WORDS),

@@ -14,23 +14,34 @@
    in the base-page run (``api.region_profile``: the same pass as the
    estimates' base run), the regions worth promoting (the best plan's, with
    the traced region each lies in) and **write** that plan.
-4. **Run** the program natively under base pages and under the plan
-   (``linux.run``: median of N runs) and report the measured speedup beside the
-   estimate.
+4. **Measure** the user's plain build (``hugescope cc`` writes ``PROG.plain``
+   beside the instrumented ``PROG``; or ``plain=``): warm-up base runs give
+   the whole run's base time, and a probe times MADV_COLLAPSE here
+   (``collapse_cost``). Each plan's **whole-run** estimate follows
+   (``whole_run``: only the simulated phase speeds up, every collapse is
+   paid), and the **recommended** budget is the smallest whose whole-run
+   estimate is within ``tolerance`` of the best (``recommend``), not the
+   largest. Then interleaved rounds (base, plan, base; ``noise.interleaved``)
+   measure it, each run with the machine's load; the base pairs give the
+   noise floor, and a measured gain within it is "within noise".
 
 Everything heavy is done by the modules it calls; this one chooses and reports.
 
     from hugescope import advise
     r = advise.advise(["./prog", "arg"], out="advise-out")   # budgets 1% ... 100%
-    r["rows"]   # policy, budget, k, regions, estimate, fewer_because
+    r["rows"]   # policy, budget, k, regions, estimate, whole_run, chosen, fewer_because
+    r["measured"]  # median, min, max, noise_floor, verdict; r["runs"]: every run with its load
     r["regions"]  # name, base, len, kind, pid, accesses, walks, walk_refs, walk_cycles, walk_cycle_share (+ site)
 """
 
 from __future__ import annotations
 
+import math
 import os
+import shutil
+import statistics
 import tempfile
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ._core import HugescopeError
 from ._io import check_output, write_json
@@ -40,6 +51,13 @@ DEFAULT_POLICIES = ["pcc", "hawkeye", "oracle", "linux"]
 #: Default budgets: shares of the program's collapsible footprint (issue
 #: #38: 1, 2, 4 pages covered at most 8 MiB of 176-672 MiB programs).
 DEFAULT_BUDGETS = ["1%", "4%", "16%", "64%", "100%"]
+#: The recommended budget: the smallest whose whole-run estimate is within
+#: this of the best (in log terms). A larger budget must buy more than this
+#: share of the run to be worth holding its extra 2 MiB blocks: the memory's
+#: charge (docs/assumptions.md, "advise").
+RECOMMEND_TOLERANCE = 0.01
+#: Names of the measured runs (``noise.interleaved``'s order: base, plan, base).
+BASE, PLAN = "base", "plan"
 # Region kinds MADV_COLLAPSE can make huge in a program: private anonymous
 # memory. File-backed kinds (code, data, file) are page cache, out of reach.
 COLLAPSIBLE_KINDS = ("anon", "heap", "bss", "stack")
@@ -125,13 +143,102 @@ def shortfall(policy: str, k: int, chosen: int, n_candidates: int, promoted: Opt
     return "; ".join(parts)
 
 
+def whole_run(speedup: float, t_sim: float, t_base: float, regions: int, s_per_region: float) -> Dict[str, float]:
+    """The whole-run estimate of a plan (docs/assumptions.md, "advise"): the
+    plan speeds up only the simulated phase, by ``speedup`` (the cost
+    model's, over the trace), and every collapse is paid on top.
+
+    ``t_sim``: seconds of the simulated phase under base pages (the cost
+    model's cycles at the machine's clock); ``t_base``: the measured whole
+    run under base pages. The phase is at most the run: T_in = min(t_sim,
+    t_base), the rest (set-up, libc, I/O, whatever the trace does not see)
+    unchanged. T_plan = t_base - T_in x (1 - 1/speedup) + regions x
+    s_per_region; the estimate is t_base / T_plan."""
+    if not (t_base > 0 and speedup > 0 and t_sim >= 0 and s_per_region >= 0 and regions >= 0):
+        raise ValueError(f"whole_run: bad inputs (speedup {speedup!r}, t_sim {t_sim!r}, t_base {t_base!r}, "
+                         f"regions {regions!r}, s_per_region {s_per_region!r})")
+    t_in = min(t_sim, t_base)
+    saved = t_in * (1 - 1 / speedup)
+    collapse = regions * s_per_region
+    return {"speedup": t_base / (t_base - saved + collapse), "saved_s": saved, "collapse_s": collapse,
+            "phase_share": t_in / t_base}
+
+
+def recommend(rows: Sequence[Dict[str, Any]], policies: Sequence[str], tolerance: float = RECOMMEND_TOLERANCE
+              ) -> Dict[str, Any]:
+    """The recommended row of ``rows`` (each with ``policy``, ``k``,
+    ``regions`` (how many) and ``whole`` = its whole-run estimate): the best
+    policy at each budget (highest estimate; on a tie the first in
+    ``policies``), then the smallest budget whose estimate is within
+    ``tolerance`` (log terms) of the best budget's. When no row's estimate is
+    above 1 (no plan pays for its collapses), the smallest budget's best row:
+    it costs the least. A row promoting nothing is no advice: it is left out
+    unless every row is empty."""
+    if not rows:
+        raise ValueError("recommend: no rows")
+    if not 0 <= tolerance < 1:
+        raise ValueError(f"tolerance must be in [0, 1), got {tolerance!r}")
+    rows = [r for r in rows if r["regions"] > 0] or list(rows)
+    order = list(policies)
+    best_at: Dict[int, Dict[str, Any]] = {}
+    for r in sorted(rows, key=lambda r: (r["k"], -r["whole"], order.index(r["policy"]))):
+        best_at.setdefault(r["k"], r)
+    top = max(r["whole"] for r in best_at.values())
+    if top <= 1.0:
+        return best_at[min(best_at)]
+    floor = math.log(top) - tolerance
+    return next(best_at[k] for k in sorted(best_at) if math.log(best_at[k]["whole"]) >= floor)
+
+
+def measured_build(argv: Sequence[str], plain: Optional[str] = None, instrumented: bool = False
+                   ) -> Tuple[List[str], str]:
+    """The command advise measures and, in words, which build it is: the
+    plain build given with ``plain``; else ``PROG.plain`` when ``PROG`` is an
+    instrumented build (``hugescope cc`` writes both); the instrumented build
+    itself only when ``instrumented`` asks for it; a program holding no
+    tracing runtime as given. An instrumented build without a plain one is
+    refused (measuring it would time the hooks, up to 2.5x native)."""
+    from . import tracing
+
+    argv = list(argv)
+    if plain is not None and instrumented:
+        raise ValueError("--plain names the build to measure and --measure-instrumented measures the traced one: "
+                         "give one")
+    prog = argv[0]
+    path = shutil.which(prog) if os.sep not in prog else prog
+    if path is None or not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        raise HugescopeError(f"program '{prog}': not found or not executable")
+    if plain is not None:
+        plain = os.fspath(plain)
+        if not (os.path.isfile(plain) and os.access(plain, os.X_OK)):
+            raise HugescopeError(f"--plain {plain}: not an executable file")
+        if tracing.is_instrumented(plain):
+            raise HugescopeError(f"--plain {plain} holds hugescope's tracing runtime: give the build made "
+                                 "without 'hugescope cc'")
+        return [plain, *argv[1:]], f"the plain build {plain} (--plain)"
+    if instrumented:
+        return argv, f"the instrumented build {prog} (--measure-instrumented; its hooks make it slower than native)"
+    if not tracing.is_instrumented(path):
+        return argv, f"{prog} as given (it holds no tracing runtime)"
+    cand = tracing.plain_path(path)
+    if not (os.path.isfile(cand) and os.access(cand, os.X_OK)):
+        raise HugescopeError(f"advise: {prog} is instrumented ('hugescope cc') and has no plain build {cand} "
+                             "('hugescope cc' writes one when it links from sources); give --plain BINARY, the "
+                             "program built without hugescope, or --measure-instrumented")
+    if os.path.getmtime(cand) < os.path.getmtime(path):
+        raise HugescopeError(f"advise: the plain build {cand} is older than {prog}: rebuild both with 'hugescope cc' "
+                             "or give --plain BINARY")
+    return [cand, *argv[1:]], f"the plain build {cand} ('hugescope cc' wrote it beside {prog})"
+
+
 def advise(argv: Sequence[str], out: str, ks: Optional[Sequence[int]] = None,
            policies: Sequence[str] = DEFAULT_POLICIES, budgets: Optional[Sequence[str]] = None,
            repeat: int = 3, warmup: int = 1, duration: float = 60.0, timeout: Optional[float] = None,
            preset: Optional[str] = None, config: Optional[str] = None, trace: Optional[str] = None,
            keep_trace: bool = False, log: Callable[[str], None] = lambda s: None,
            progress: Optional[Callable[[str, int, Optional[int]], None]] = None,
-           by_site: bool = False) -> Dict[str, Any]:
+           by_site: bool = False, plain: Optional[str] = None, measure_instrumented: bool = False,
+           tolerance: float = RECOMMEND_TOLERANCE) -> Dict[str, Any]:
     """Trace, simulate, choose, measure (module docstring). Writes
     ``OUT/plan.json`` (the best plan) and ``OUT/advise.json`` (every row), and
     returns that record. ``preset`` and ``config`` choose the machine of the
@@ -149,7 +256,14 @@ def advise(argv: Sequence[str], out: str, ks: Optional[Sequence[int]] = None,
     (``total`` None while unknown); ``record["stages_s"]`` holds each stage's
     wall time. ``by_site`` writes the plan's entries that cover whole
     allocations by allocation site (``Plan::by_site``), so it applies to the
-    program re-linked with another layout."""
+    program re-linked with another layout (the runs measure the same plan
+    by address: a plain build reports no allocation sites).
+
+    The runs measure the plain build (``measured_build``: ``plain``, else
+    ``PROG.plain``; ``measure_instrumented`` the traced build instead):
+    ``max(1, warmup)`` base runs first (their median is the whole run's base
+    time of the estimates), then ``repeat`` interleaved rounds of base, plan,
+    base. ``tolerance`` sets the recommended budget (``recommend``)."""
     from . import api, calibrate
 
     argv = [os.fspath(a) for a in argv]
@@ -167,6 +281,8 @@ def advise(argv: Sequence[str], out: str, ks: Optional[Sequence[int]] = None,
             raise ValueError("--budgets: give at least one share")
         for b in budgets:
             parse_budget(b)
+    if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not 0 <= tolerance < 1:
+        raise ValueError(f"--tolerance: {tolerance!r} must be a share in [0, 1) (e.g. 0.01 for 1%)")
     known = set(api.policies())
     for p in policies:
         if p.partition(":")[0] not in known:
@@ -182,6 +298,8 @@ def advise(argv: Sequence[str], out: str, ks: Optional[Sequence[int]] = None,
     plan_path, rec_path = (os.path.join(out, f) for f in ("plan.json", "advise.json"))
     for path, kind in (((made, "hst"),) if trace is None else ()) + ((plan_path, "json"), (rec_path, "json")):
         check_output(path, kind)
+    run_argv, build = measured_build(argv, plain, measure_instrumented)
+    measure = {"argv": run_argv, "build": build, "tolerance": float(tolerance)}
     machine = calibrate.machine_args(preset, config)
     label = calibrate.machine_label(preset, config)
     tell = progress or (lambda stage, done, total: None)
@@ -192,13 +310,13 @@ def advise(argv: Sequence[str], out: str, ks: Optional[Sequence[int]] = None,
         log(f"reusing the trace {trace} (tracing skipped)")
         stages["trace"] = 0.0
         return _advise_traced(argv, trace, plan_path, rec_path, ks, budgets, policies, repeat, warmup, duration,
-                              timeout, machine, label, log, tell, stages, trace_kept=True, by_site=by_site)
+                              timeout, machine, label, log, tell, stages, measure, trace_kept=True, by_site=by_site)
     log(f"tracing {' '.join(argv)}")
     had_trace = os.path.exists(made)
     keep = False
     try:
         rec = _advise_traced(argv, None, plan_path, rec_path, ks, budgets, policies, repeat, warmup, duration,
-                             timeout, machine, label, log, tell, stages, trace_kept=keep_trace, made=made,
+                             timeout, machine, label, log, tell, stages, measure, trace_kept=keep_trace, made=made,
                              by_site=by_site)
         keep = keep_trace
         return rec
@@ -229,12 +347,13 @@ def _check_trace_of(trace: str, argv: List[str]) -> None:
 
 
 def _advise_traced(argv, trace, plan_path, rec_path, ks, budgets, policies, repeat, warmup, duration, timeout, machine,
-                   label, log, tell, stages, trace_kept, made=None, by_site=False):
+                   label, log, tell, stages, measure, trace_kept, made=None, by_site=False):
     """The stages of ``advise``: trace (when ``trace`` is None, into
     ``made``), simulate, measure."""
     import time
-    from . import api, linux, tracing
+    from . import api, collapse_cost, linux, noise, tracing
     from .validate import make_plan, rankings
+    from .validate_suite import speedups
 
     if trace is None:
         t0 = time.monotonic()
@@ -282,62 +401,130 @@ def _advise_traced(argv, trace, plan_path, rec_path, ks, budgets, policies, repe
             tell("simulate", min(done, total), total)
     tell("simulate", total, total)
     stages["simulate"] = time.monotonic() - t0
-    # The best plan: highest estimate; on a tie the smaller budget, then the policy order given.
-    order = sorted(rank, key=lambda pk: (-est[frozenset(rank[pk])], pk[1], list(policies).index(pk[0])))
-    best = order[0]
+    # The base run's simulated phase in seconds: the cost model's cycles at
+    # the machine's clock (whole_run's t_sim).
+    t_sim = float(profile.result["cost"]["seconds"])
+
+    # measure: the base time of the whole run and the collapse rate first,
+    # then the recommendation, then the interleaved rounds of it.
+    t0 = time.monotonic()
+    probes = max(1, warmup)
+    n_runs = probes + 3 * repeat
+    tell("measure", 0, n_runs)
+    count = iter(range(1, n_runs + 1))
+    plan_for_runs: Dict[str, Any] = {}
+
+    def one(name: str) -> Dict[str, Any]:
+        res = linux.run(measure["argv"], plan=plan_for_runs.get(name), repeat=1, warmup=0, timeout=timeout).check()
+        sm = res.summary
+        tell("measure", next(count), n_runs)
+        return {"wall_s": sm["wall_s"]["median"], "user_s": sm["user_s"]["median"],
+                "sys_s": sm["sys_s"]["median"], "collapse_s": (sm.get("collapse_s") or {}).get("median", 0.0),
+                "outcomes": res.outcomes}
+    run_one = noise.with_load(one)
+    log(f"measuring {measure['build']}: {probes} base run(s) for the whole run's time")
+    warm = []
+    for i in range(probes):
+        prep = noise.prepare_memory()
+        warm.append(dict(run_one(BASE), name="base (warm-up)", round=None, position=i, compacted=prep["compacted"],
+                         compact_s=prep["seconds"]))
+    t_base = statistics.median(r["wall_s"] for r in warm)
+    rate = collapse_cost.probe()
+    log(f"MADV_COLLAPSE: {rate['s_per_region'] * 1e3:.2f} ms per 2 MiB region ({rate['how'].split(':')[0]})")
+
+    whole = {regs: whole_run(est[regs], t_sim, t_base, len(regs), rate["s_per_region"]) for regs in est}
+    cands = [{"policy": p, "k": k, "regions": len(rank[(p, k)]), "whole": whole[frozenset(rank[(p, k)])]["speedup"]}
+             for (p, k) in rank]
+    pick = recommend(cands, policies, measure["tolerance"])
+    best = (pick["policy"], pick["k"])
     best_regions = rank[best]
+    best_whole = whole[frozenset(best_regions)]
     how = (f"cost model ({label}): total cycles of a static 4 KiB map / of the plan's static map, over the "
            "traced run")
+    how_whole = (f"estimate, whole run: base time T (median of {probes} measured base run(s) of the measured build) / "
+                 f"(T - T_in x (1 - 1/S) + n x c); S = the traced phase's speedup, {how}; T_in = min(T, the base run's simulated seconds, its cycles at the machine's clock): "
+                 "the only phase a plan speeds up; n = the plan's 2 MiB regions, c = seconds per MADV_COLLAPSE ("
+                 f"{rate['how']})")
+    how_pick = (f"the smallest budget whose whole-run estimate is within {measure['tolerance']:.1%} (log terms) of "
+                "the best budget's, each budget's best policy that promotes something; a larger one must buy more "
+                "than that to pay for its extra 2 MiB pages; none above 1x: the smallest budget")
     plan = make_plan(best_regions, note=f"advise {best[0]} k={best[1]}", policy=best[0],
-                     estimate={"speedup_vs_base": est[frozenset(best_regions)], "how": how})
+                     estimate={"speedup_vs_base": best_whole["speedup"],
+                               "translation_speedup_vs_base": est[frozenset(best_regions)], "how": how_whole})
+    # The runs measure the plan by address: a plain build reports no
+    # allocation sites to resolve site entries with.
+    plan_for_runs[PLAN] = plan
     if by_site:
         import json
         from . import _core
         plan = json.loads(_core.plan_by_site(json.dumps(plan), trace))
     write_json(plan_path, plan)
 
-    t0 = time.monotonic()
-    runs = 2 * (warmup + repeat)
-    tell("measure", 0, runs)
-    count = iter(range(1, runs + 1))
-
-    def ran(_ev):
-        tell("measure", next(count), runs)
-
-    log(f"measuring base pages ({warmup} warm-up + {repeat} runs)")
-    base = linux.run(argv, plan=None, repeat=repeat, warmup=warmup, timeout=timeout, progress=ran).check()
-    log(f"measuring the plan of {best[0]} k={best[1]} ({warmup} warm-up + {repeat} runs)")
-    planned = linux.run(argv, plan=plan, repeat=repeat, warmup=warmup, timeout=timeout, progress=ran).check()
+    log(f"measuring the plan of {best[0]} k={best[1]}: {repeat} interleaved round(s) of base, plan, base")
+    runs = noise.interleaved([BASE, PLAN, BASE], run_one, repeat, warmup=0, prepare=noise.prepare_memory, log=log)
     stages["measure"] = time.monotonic() - t0
-    tb, sp = base.summary["wall_s"], planned.summary["wall_s"]
-    measured = {"median": tb["median"] / sp["median"], "min": tb["median"] / sp["max"], "max": tb["median"] / sp["min"]}
+    sp = speedups({"label": "advise", "plans": [{"plan": BASE}, {"plan": PLAN}]}, runs)
+    m = sp["plans"][PLAN]
+    floor = sp["floor"]
+    verdict = ("within noise" if not noise.above_floor(m["speedup"], floor)
+               else "gain" if m["speedup"] > 1 else "loss")
+    measured = {"median": m["speedup"], "min": m["min"], "max": m["max"], "rounds": m["rounds"],
+                "noise_floor": floor, "verdict": verdict}
+    first_plan = next(r for r in runs if r["name"] == PLAN)
+    outcomes = first_plan["outcomes"]
+    applied = [o for o in outcomes if o.get("status") == "collapsed"]
+    run_rows = [{k: r.get(k) for k in ("name", "round", "position", "wall_s", "user_s", "sys_s", "collapse_s",
+                                       "loadavg_1m", "busy_share", "others_busy_share", "compacted", "compact_s")}
+                for r in warm + runs]
+
+    def spread(name):
+        xs = [r["wall_s"] for r in runs if r["name"] == name]
+        return {"median": statistics.median(xs), "min": min(xs), "max": max(xs)}
+    collapse_runs = [r["collapse_s"] for r in runs if r["name"] == PLAN]
     rows = [{"policy": p, "k": k, "budget": ", ".join(shares[k]), "regions": [f"{a:#x}" for a in rank[(p, k)]],
-             "estimate": est[frozenset(rank[(p, k)])], "chosen": (p, k) == best,
+             "estimate": est[frozenset(rank[(p, k)])], "whole_run": whole[frozenset(rank[(p, k)])]["speedup"],
+             "collapse_s_estimate": whole[frozenset(rank[(p, k)])]["collapse_s"], "chosen": (p, k) == best,
              "fewer_because": shortfall(p, k, len(rank[(p, k)]), len(cand), promoted.get((p, k)), float(duration))}
-            for (p, k) in order]
+            for (p, k) in sorted(rank, key=lambda pk: (pk[1], list(policies).index(pk[0])))]
     rec = {
-        "program": argv, "trace": trace if trace_kept else None, "plan": plan_path,
-        "best": {"policy": best[0], "k": best[1], "budget": ", ".join(shares[best[1]])},
+        "program": argv, "measured_program": measure["argv"], "measured_build": measure["build"],
+        "trace": trace if trace_kept else None, "plan": plan_path,
+        "best": {"policy": best[0], "k": best[1], "budget": ", ".join(shares[best[1]]),
+                 "pays": best_whole["speedup"] > 1.0},
         "footprint_bytes": footprint, "candidate_regions": len(cand),
         "machine": label,
         "regions": region_rows,
         "promote": [promoted_entry(header, a, region_rows) for a in best_regions],
         "rows": rows,
         "estimate": est[frozenset(best_regions)],
+        "estimate_whole": dict(best_whole, base_s=t_base, simulated_s=t_sim, regions=len(best_regions),
+                               collapse_s_per_region=rate["s_per_region"], collapse_rate_measured=rate["measured"]),
         "measured": measured,
-        "base_wall_s": tb, "plan_wall_s": sp,
+        "base_wall_s": spread(BASE), "plan_wall_s": spread(PLAN),
+        "collapse_s_measured": {"median": statistics.median(collapse_runs), "min": min(collapse_runs),
+                                "max": max(collapse_runs)},
+        "plan_applied": {"entries": len(outcomes), "collapsed": len(applied)},
+        "runs": run_rows,
         "stages_s": dict(stages),
         "how": {
             "estimate": how,
-            "measured": f"median of {repeat} runs after {warmup} warm-up, wall clock from spawn to wait4 of the same "
-                        "binary (ASLR off), base pages vs the plan applied with process_madvise(MADV_COLLAPSE) as its "
-                        "ranges are populated; min/max = base median / plan max and min",
+            "estimate_whole": how_whole,
+            "recommended": how_pick,
+            "measured": f"{measure['build']}, {repeat} interleaved round(s) of base, plan, base after {probes} "
+                        "base warm-up run(s), each a fresh process (ASLR off), memory compacted first as root; wall "
+                        "clock from spawn to wait4; the plan applied with process_madvise(MADV_COLLAPSE) as its "
+                        "ranges are populated, its collapse time included; a round's gain = the geometric mean of "
+                        "its two base times / its plan time; median (min, max) over the rounds",
+            "noise_floor": "the largest |ln(t_a / t_b)| of a round's two base runs over the rounds; a measured gain "
+                           "whose |ln| is within it is 'within noise', above it 'gain' or 'loss'",
+            "load": "per run: loadavg_1m = /proc/loadavg as it starts; busy_share = busy share of all CPUs over the "
+                    "run (/proc/stat); others_busy_share = that less the run's own user + system time",
             "stages_s": "wall clock of each stage in this process (time.monotonic); trace 0 when reused",
             "regions": "simulated: the base-page (4 KiB) run of the estimates, each access and TLB miss counted in "
                        f"the traced region holding its address; walk cycles priced by the cost model ({label})",
         },
         "collapse": [{k: o.get(k) for k in ("start", "status", "regions", "regions_collapsed", "errno", "reason")}
-                     for o in planned.outcomes],
+                     for o in outcomes],
     }
     write_json(rec_path, rec)
     return rec

@@ -620,6 +620,17 @@ def _ks_arg(v: str) -> list:
     return ks
 
 
+def _share_arg(v: str) -> float:
+    t = v.strip()
+    try:
+        x = float(t[:-1]) / 100 if t.endswith("%") else float(t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{v}' is not a share (e.g. 1% or 0.01)")
+    if not 0 <= x < 1:
+        raise argparse.ArgumentTypeError(f"'{v}' must be at least 0 and below 100%")
+    return x
+
+
 @_cli_errors
 def cmd_advise(a) -> int:
     from . import advise
@@ -635,20 +646,30 @@ def cmd_advise(a) -> int:
         r = advise.advise(rest, a.out, ks=a.ks, budgets=budgets, policies=policies, repeat=a.repeat, warmup=a.warmup,
                           duration=a.duration, timeout=a.timeout, preset=a.preset, config=a.config, trace=a.trace,
                           keep_trace=a.keep_trace, log=lambda m: err_console.print(f"[dim]{escape(m)}[/]"),
-                          progress=tell, by_site=a.by_site)
+                          progress=tell, by_site=a.by_site, plain=a.plain,
+                          measure_instrumented=a.measure_instrumented, tolerance=a.tolerance)
     from .cli_regions import render_regions
     render_regions(r["regions"], f"traced regions, base pages (walk cycles: estimate, {escape(r['machine'])})",
                    console)
-    t = Table(title=f"plans (estimate: cost model over the trace, {escape(r['machine'])}); budgets of the "
-                    f"{_sz(r['footprint_bytes'])} collapsible footprint, {r['candidate_regions']} whole 2 MiB regions")
-    for c in ("policy", "budget", "k", "regions", "estimate", "", "fewer regions than k because"):
+    w = r["estimate_whole"]
+    t = Table(title=f"plans (estimates; traced phase: cost model over the trace, {escape(r['machine'])}; whole run: "
+                    f"base {w['base_s']:.3f} s measured, collapses at {w['collapse_s_per_region'] * 1e3:.2f} ms per "
+                    f"region); budgets of the {_sz(r['footprint_bytes'])} collapsible footprint, "
+                    f"{r['candidate_regions']} whole 2 MiB regions")
+    for c in ("policy", "budget", "k", "regions", "traced phase", "whole run", "collapses", "",
+              "fewer regions than k because"):
         t.add_column(c, overflow="fold")
     for row in r["rows"]:
         regs = row["regions"]
         shown = " ".join(regs) if len(regs) <= 4 else f"{len(regs)}: {' '.join(regs[:3])} ..."
         t.add_row(row["policy"], escape(row["budget"]), str(row["k"]), shown or "-", f"{row['estimate']:.3f}x",
-                  "chosen" if row["chosen"] else "", escape(row["fewer_because"]))
+                  f"{row['whole_run']:.3f}x", f"{row['collapse_s_estimate']:.3f} s",
+                  "recommended" if row["chosen"] else "", escape(row["fewer_because"]))
     console.print(t)
+    console.print(f"recommended budget: {escape(r['how']['recommended'])}", soft_wrap=True)
+    if not r["best"]["pays"]:
+        console.print("[yellow]no plan is estimated to pay for its collapses over the whole run[/]: the recommended "
+                      "one is the cheapest, measured to show it")
     console.print(f"regions worth promoting ({r['best']['policy']}, budget {escape(r['best']['budget'])}, "
                   f"k={r['best']['k']}):")
     for e in r["promote"]:
@@ -656,10 +677,27 @@ def cmd_advise(a) -> int:
                   if "region_walks" in e else "")
         console.print(f"  {e['start']}  {escape(e['region'])}{counts}")
     m = r["measured"]
-    console.print(f"estimate: {r['estimate']:.3f}x   measured (wall clock, median of {a.repeat}): "
-                  f"{m['median']:.3f}x (min {m['min']:.3f}, max {m['max']:.3f})")
-    console.print(f"  estimate: {escape(r['how']['estimate'])}", soft_wrap=True)
-    console.print(f"  measured: {escape(r['how']['measured'])}", soft_wrap=True)
+    console.print(f"measured build: {escape(r['measured_build'])}", soft_wrap=True)
+    tr = Table(title="measured runs (wall clock; load at each run)")
+    for c in ("run", "round", "wall s", "collapse s", "loadavg 1m", "busy (all CPUs)", "busy (others)"):
+        tr.add_column(c)
+    for x in r["runs"]:
+        others = x.get("others_busy_share")
+        tr.add_row(escape(x["name"]), "-" if x["round"] is None else str(x["round"] + 1), f"{x['wall_s']:.4f}",
+                   f"{x['collapse_s']:.4f}", f"{x['loadavg_1m']:.2f}", f"{x['busy_share']:.0%}",
+                   "-" if others is None else f"{others:.0%}")
+    console.print(tr)
+    console.print(f"estimate (whole run): {w['speedup']:.3f}x (traced phase {r['estimate']:.3f}x; the plan's "
+                  f"{w['regions']} collapses {w['collapse_s']:.3f} s, simulated phase {w['phase_share']:.0%} of the "
+                  f"run)   measured (median of {a.repeat} interleaved round(s)): {m['median']:.3f}x "
+                  f"(min {m['min']:.3f}, max {m['max']:.3f}), noise floor {m['noise_floor']:.1%}: "
+                  f"[bold]{m['verdict']}[/]")
+    pa = r["plan_applied"]
+    if pa["collapsed"] < pa["entries"]:
+        console.print(f"[yellow]warning:[/] {pa['entries'] - pa['collapsed']} of {pa['entries']} plan entries did "
+                      "not collapse in the measured build (see below): the measured gain is not the plan's")
+    for k in ("estimate", "estimate_whole", "measured", "noise_floor", "load"):
+        console.print(f"  {k.replace('_', ' ')}: {escape(r['how'][k])}", soft_wrap=True)
     for o in r["collapse"]:
         console.print(f"  plan entry {int(o['start']):#x}: {o['status']} {o['regions_collapsed']}/{o['regions']}"
                       + (f" ({escape(str(o['reason']))})" if o["status"] != "collapsed" else ""))
@@ -784,8 +822,19 @@ def add_commands(sub) -> None:
                          "1%%,4%%,16%%,64%%,100%%), each k = share x footprint / 2 MiB, at least 1")
     av.add_argument("--ks", type=_ks_arg, default=None, help="budgets in 2 MiB pages instead, e.g. 1,2,4")
     av.add_argument("--policies", default="pcc,hawkeye,oracle,linux", help="simulated policies (default pcc,hawkeye,oracle,linux)")
-    av.add_argument("--repeat", type=_count_arg("--repeat", 1, linux.RUNS_MAX), default=3, help="measured runs (default 3)")
-    av.add_argument("--warmup", type=_count_arg("--warmup", 0, linux.RUNS_MAX), default=1, help="warm-up runs (default 1)")
+    av.add_argument("--repeat", type=_count_arg("--repeat", 1, linux.RUNS_MAX), default=3,
+                    help="interleaved rounds of base, plan, base (default 3)")
+    av.add_argument("--warmup", type=_count_arg("--warmup", 0, linux.RUNS_MAX), default=1,
+                    help="warm-up base runs, at least 1 made: their median is the whole run's base time of the "
+                         "estimates (default 1)")
+    av.add_argument("--plain", metavar="BINARY", default=None,
+                    help="the program built without hugescope, to measure (default: PROGRAM.plain, which "
+                         "'hugescope cc' writes beside PROGRAM)")
+    av.add_argument("--measure-instrumented", action="store_true",
+                    help="measure the traced (instrumented) build instead of the plain one: slower than native")
+    av.add_argument("--tolerance", type=_share_arg, default=0.01,
+                    help="the recommended budget is the smallest whose whole-run estimate is within this of the "
+                         "best (default 1%%)")
     av.add_argument("--duration", type=_seconds_arg(positive=True), default=60.0,
                     help="virtual seconds the trace spans for the simulated daemons (default 60)")
     av.add_argument("--timeout", type=_seconds_arg(positive=True), default=None, help="kill a measured run after S seconds")

@@ -78,6 +78,37 @@ def check_cpu(cpu: int) -> int:
     return cpu
 
 
+def machine_busy(stat: Callable[[], Dict[int, tuple]] = _cpu_idle) -> tuple:
+    """(busy jiffies, total jiffies) of every CPU together, from /proc/stat."""
+    s = stat()
+    return (sum(t - i for i, t in s.values()), sum(t for _, t in s.values()))
+
+
+def with_load(run_one: Callable[[str], Dict[str, Any]],
+              stat: Callable[[], Dict[int, tuple]] = _cpu_idle) -> Callable[[str], Dict[str, Any]]:
+    """``run_one`` with the machine's load at each run added to its record:
+    ``loadavg_1m`` (/proc/loadavg as the run starts) and ``busy_share``, the
+    share of all CPUs' time that was busy during the run (/proc/stat before
+    and after). When the record holds the run's own CPU time (``user_s`` +
+    ``sys_s``), ``others_busy_share`` is the busy share left after taking it
+    out: what everything else on the machine used (hugescope's collapses
+    included), the load that can skew a wall time."""
+    ncpu = max(1, len(stat()))
+
+    def run(name: str) -> Dict[str, Any]:
+        load = os.getloadavg()[0]
+        b0, t0 = machine_busy(stat)
+        rec = run_one(name)
+        b1, t1 = machine_busy(stat)
+        busy = (b1 - b0) / (t1 - t0) if t1 > t0 else 0.0
+        out = dict(rec, loadavg_1m=load, busy_share=busy)
+        own, wall = (rec.get("user_s") or 0.0) + (rec.get("sys_s") or 0.0), rec.get("wall_s")
+        if own and wall:
+            out["others_busy_share"] = max(0.0, busy - own / (wall * ncpu))
+        return out
+    return run
+
+
 # ---------------------------------------------------------------- memory
 
 def can_compact() -> bool:

@@ -150,14 +150,64 @@ def _cc_output(args: List[str]):
     return (None, None) if any(a in _NO_LINK for a in args) else (None, "a.out")
 
 
+#: The plain (uninstrumented) build ``cc`` writes beside a program it links
+#: from sources: ``PROG`` + this. ``advise`` measures it (issue #36: the
+#: instrumented build ran up to 2.5x slower than the one the user runs).
+PLAIN_SUFFIX = ".plain"
+#: Inputs ``cc`` can rebuild without the hooks: C, C++ and assembly sources.
+#: An object or archive compiled by ``hugescope cc`` holds the hooks' calls
+#: and cannot be linked without the runtime, so a link of objects gets no
+#: plain build (``advise --plain`` takes one built separately).
+_SOURCE_EXTS = (".c", ".cc", ".cpp", ".cxx", ".c++", ".C", ".s", ".S", ".i", ".ii")
+#: A string only hugescope's runtime puts in a binary (the variable it reads).
+_RUNTIME_MARK = b"HUGESCOPE_TRACE_OUT"
+
+
+def plain_path(program: str) -> str:
+    """Where ``cc`` writes the plain build of ``program``."""
+    return program + PLAIN_SUFFIX
+
+
+def is_instrumented(path: str) -> bool:
+    """True when the file at ``path`` holds hugescope's tracing runtime (it was
+    linked by ``hugescope cc``); read in chunks, so large binaries cost no memory."""
+    tail, n = b"", len(_RUNTIME_MARK)
+    with open(path, "rb") as f:
+        while True:
+            chunk = f.read(1 << 20)
+            if not chunk:
+                return False
+            if _RUNTIME_MARK in tail + chunk:
+                return True
+            tail = chunk[-(n - 1):]
+
+
+def _plain_command(args: List[str], i: Optional[int], out: str, target: str) -> Optional[List[str]]:
+    """The clang command of the plain build (the user's arguments alone, the
+    output renamed to ``plain_path``), or None when the build links anything
+    but sources (objects built with the hooks need the runtime)."""
+    files = [a for j, a in enumerate(args) if j != i and not a.startswith("-") and os.path.isfile(a)]
+    if not files or any(not a.endswith(_SOURCE_EXTS) for a in files) or any(a in _NO_LINK for a in args):
+        return None
+    plain = plain_path(target)
+    if i is None:
+        return [find_clang(), *args, "-o", plain]
+    return [find_clang(), *args[:i], args[i][: len(args[i]) - len(out)] + plain, *args[i + 1:]]
+
+
 def cc(args: Sequence[str]) -> int:
     """Compile (and link) like clang with the tracing instrumentation and
     runtime; returns clang's exit status. The output goes through the same
     checks as every output of hugescope first: a trace, a results file, a
     device, a symbolic link or one of the sources is never replaced by an
-    executable (an existing executable or object may be)."""
+    executable (an existing executable or object may be).
+
+    When it links a program from sources only, it also builds the program
+    without the hooks, with the same arguments, into ``PROG.plain``
+    (``plain_path``): the build ``advise`` measures."""
     args = list(args)
     i, out = _cc_output(args)
+    plain = None
     if out is not None and out != "-":
         # Every file argument but the output's own slot: `-o p.c p.c` names
         # a source as the output, and is refused.
@@ -166,7 +216,13 @@ def cc(args: Sequence[str]) -> int:
         if i is not None and target != out:
             # --follow-symlinks: clang writes to the link's target.
             args[i] = args[i][: len(args[i]) - len(out)] + target
-    return subprocess.call(cc_command(args))
+        plain = _plain_command(args, i, target if i is not None else out, target)
+        if plain is not None:
+            check_output(plain_path(target), "elf", sources)
+    status = subprocess.call(cc_command(args))
+    if status != 0 or plain is None:
+        return status
+    return subprocess.call(plain)
 
 
 def ldflags() -> List[str]:
