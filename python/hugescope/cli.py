@@ -595,7 +595,9 @@ def cmd_cc(argv: List[str]) -> int:
         print_help_text("usage: hugescope cc [clang arguments]   compile and link with the tracing runtime\n"
                       "       hugescope cc --print-cflags      flags for CFLAGS= (compiling)\n"
                       "       hugescope cc --print-ldflags     flags for LDFLAGS= / LIBS= (linking)\n\n"
-                      "Build with CC='hugescope cc', then: hugescope trace -o OUT.hst -- ./prog args")
+                      "Build with CC='hugescope cc', then: hugescope trace -o OUT.hst -- ./prog args\n"
+                      "Linking from sources (hugescope cc -o prog prog.c) also writes prog.plain, the same build\n"
+                      "without the hooks: the one 'hugescope advise' measures.")
         return 0
     if argv == ["--print-cflags"]:
         print(" ".join(tracing.COVERAGE_FLAGS + tracing.SITE_FLAGS))

@@ -805,11 +805,14 @@ def add_commands(sub) -> None:
                     help="machine TOML of the estimates, e.g. the file 'hugescope calibrate --out FILE' wrote")
     ds.set_defaults(func=cmd_daemon_study)
 
-    av = sub.add_parser("advise", help="trace a program, simulate policies, write the best plan, measure it (root)",
+    av = sub.add_parser("advise", help="trace a program, simulate policies, recommend a plan, measure it (root)",
                         description="Trace a program built with 'hugescope cc' (or reuse a trace: --trace), simulate "
-                                    "policies at a few budgets, print the regions worth promoting with the estimated "
-                                    "gain, write the plan, and measure base pages vs the plan natively; a progress bar "
-                                    "per stage (trace, simulate, measure) on a terminal. See docs/linux.md.")
+                                    "policies at a few budgets, estimate each plan over the traced phase and over the "
+                                    "whole run (collapses charged), recommend the smallest budget within --tolerance "
+                                    "of the best, write its plan, and measure it on the plain build (PROGRAM.plain, "
+                                    "or --plain) in interleaved rounds of base, plan, base, with the noise floor, a "
+                                    "verdict and the load at each run; a progress bar per stage (trace, simulate, "
+                                    "measure) on a terminal. See docs/linux.md.")
     av.add_argument("--out", default="advise-out",
                     help="directory for plan.json, advise.json (and trace.hst with --keep-trace)")
     av.add_argument("--trace", metavar="FILE", default=None,
