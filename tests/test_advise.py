@@ -312,10 +312,12 @@ def test_advise_on_a_program_huge_pages_cannot_help_reports_within_noise(tmp_pat
     assert 0 < w["phase_share"] <= 1 and w["base_s"] == r["runs"][0]["wall_s"]
     assert w["speedup"] == pytest.approx(advise.whole_run(r["estimate"], w["simulated_s"], w["base_s"], w["regions"],
                                                           w["collapse_s_per_region"])["speedup"])
-    # Huge pages for an array written once cannot pay for its collapses:
-    # k=4 gains no more than k=1, so the smaller budget is recommended; its
-    # plan is real (regions of the array) and collapsed in the plain build.
-    assert r["best"]["k"] == 1 and not r["best"]["pays"], r["rows"]
+    # Huge pages for an array written once buy next to nothing: k=4 buys
+    # less than 1% over k=1, so the smaller budget is recommended; its plan
+    # is real (regions of the array) and collapsed in the plain build.
+    whole = {x["k"]: x["whole_run"] for x in r["rows"]}
+    assert whole[4] < whole[1] * 1.01 and r["best"]["k"] == 1, r["rows"]
+    assert r["best"]["pays"] == (whole[1] > 1)
     assert len(r["promote"]) == 1 and r["plan_applied"]["collapsed"] == r["plan_applied"]["entries"] == 1, r["collapse"]
     assert all(x["collapse_s"] > 0 for x in r["runs"] if x["name"] == "plan")
 
