@@ -442,9 +442,9 @@ def _advise_traced(argv, trace, plan_path, rec_path, ks, budgets, policies, repe
     how = (f"cost model ({label}): total cycles of a static 4 KiB map / of the plan's static map, over the "
            "traced run")
     how_whole = (f"estimate, whole run: base time T (median of {probes} measured base run(s) of the measured build) / "
-                 f"(T - T_in x (1 - 1/S) + n x c); S = the traced phase's speedup, {how}; T_in = min(T, the base run's simulated seconds, its cycles at the machine's clock): "
-                 "the only phase a plan speeds up; n = the plan's 2 MiB regions, c = seconds per MADV_COLLAPSE ("
-                 f"{rate['how']})")
+                 f"(T - T_in x (1 - 1/S) + n x c); S = the traced phase's speedup, {how}; T_in = min(T, the base "
+                 "run's simulated seconds, its cycles at the machine's clock): the only phase a plan speeds up; "
+                 f"n = the plan's 2 MiB regions, c = seconds per MADV_COLLAPSE ({rate['how']})")
     how_pick = (f"the smallest budget whose whole-run estimate is within {measure['tolerance']:.1%} (log terms) of "
                 "the best budget's, each budget's best policy that promotes something; a larger one must buy more "
                 "than that to pay for its extra 2 MiB pages; none above 1x: the smallest budget")
