@@ -194,10 +194,11 @@ def test_advise_deletes_its_trace_unless_kept(prog, tmp_path, capsys, monkeypatc
     ends = {stage: (done, total) for stage, done, total in calls}
     n = len(r["rows"])
     # One warm-up base run (made even with --warmup 0: the whole run's base
-    # time), then one round of base, plan, base.
-    assert ends == {"trace": (1, 1), "simulate": (2 * n + 1, 2 * n + 1), "measure": (4, 4)}, calls
-    assert [(x["name"], x["round"]) for x in r["runs"]] == [("base (warm-up)", None), ("base", 0), ("plan", 0),
-                                                             ("base", 0)]
+    # time), one with every anonymous mapping collapsed (the collapse rate),
+    # then one round of base, plan, base.
+    assert ends == {"trace": (1, 1), "simulate": (2 * n + 1, 2 * n + 1), "measure": (5, 5)}, calls
+    assert [(x["name"], x["round"]) for x in r["runs"]] == [
+        ("base (warm-up)", None), ("all (collapse rate)", None), ("base", 0), ("plan", 0), ("base", 0)]
 
 
 @pytest.mark.parametrize("argv,needle", [
@@ -298,9 +299,9 @@ def test_advise_on_a_program_huge_pages_cannot_help_reports_within_noise(tmp_pat
     # The floor is the largest |ln| of a round's base pair, from the runs kept.
     pairs = [[x["wall_s"] for x in r["runs"] if x["name"] == "base" and x["round"] == rd] for rd in range(4)]
     assert m["noise_floor"] == pytest.approx(max(abs(math.log(a / b)) for a, b in pairs))
-    # Every run with its wall time and the load at it: 1 warm-up + 4 rounds
-    # of base, plan, base, of the plain build.
-    assert [x["name"] for x in r["runs"]] == ["base (warm-up)"] + ["base", "plan", "base"] * 4
+    # Every run with its wall time and the load at it: 1 warm-up, 1 with
+    # every mapping collapsed, 4 rounds of base, plan, base; the plain build.
+    assert [x["name"] for x in r["runs"]] == ["base (warm-up)", "all (collapse rate)"] + ["base", "plan", "base"] * 4
     for x in r["runs"]:
         assert x["wall_s"] > 0 and x["loadavg_1m"] >= 0 and 0 <= x["busy_share"] <= 1, x
         assert 0 <= x["others_busy_share"] <= x["busy_share"], x
@@ -309,6 +310,12 @@ def test_advise_on_a_program_huge_pages_cannot_help_reports_within_noise(tmp_pat
     # traced phase is at most the run.
     w = r["estimate_whole"]
     assert w["collapse_s"] == pytest.approx(w["regions"] * w["collapse_s_per_region"])
+    # The rate: the collapse-rate run's time in process_madvise over the
+    # regions it collapsed (the 16 MiB array's 7 or 8, and more mappings).
+    every = r["runs"][1]
+    n = r["collapse_rate"]["regions"]
+    assert n >= 7 and w["collapse_rate_measured"]
+    assert w["collapse_s_per_region"] == pytest.approx(every["collapse_s"] / n)
     assert 0 < w["phase_share"] <= 1 and w["base_s"] == r["runs"][0]["wall_s"]
     assert w["speedup"] == pytest.approx(advise.whole_run(r["estimate"], w["simulated_s"], w["base_s"], w["regions"],
                                                           w["collapse_s_per_region"])["speedup"])
@@ -433,3 +440,13 @@ def test_collapse_probe_times_real_collapses():
     assert r["how"].startswith("measured")
     with pytest.raises(ValueError, match="regions"):
         collapse_cost.probe(0)
+
+
+def test_collapse_rate_from_the_run_with_every_mapping_collapsed():
+    every = {"collapse_s": 0.03, "outcomes": [{"regions_collapsed": 7}, {"regions_collapsed": 3}]}
+    r = advise.collapse_rate(every, lambda: pytest.fail("the probe ran though the run collapsed regions"))
+    assert r["s_per_region"] == pytest.approx(0.003) and r["regions"] == 10 and r["measured"]
+    # Nothing collapsed in the run: the probe's rate, saying why.
+    probe = {"s_per_region": 0.001, "measured": True, "regions": 4, "how": "measured: probe"}
+    r = advise.collapse_rate({"collapse_s": 0.0, "outcomes": [{"regions_collapsed": 0}]}, lambda: probe)
+    assert r["s_per_region"] == 0.001 and r["how"].endswith("collapsed none")

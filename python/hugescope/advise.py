@@ -16,8 +16,8 @@
    the traced region each lies in) and **write** that plan.
 4. **Measure** the user's plain build (``hugescope cc`` writes ``PROG.plain``
    beside the instrumented ``PROG``; or ``plain=``): warm-up base runs give
-   the whole run's base time, and a probe times MADV_COLLAPSE here
-   (``collapse_cost``). Each plan's **whole-run** estimate follows
+   the whole run's base time, and one run with every anonymous mapping
+   collapsed gives the seconds per 2 MiB collapse (``collapse_rate``). Each plan's **whole-run** estimate follows
    (``whole_run``: only the simulated phase speeds up, every collapse is
    paid), and the **recommended** budget is the smallest whose whole-run
    estimate is within ``tolerance`` of the best (``recommend``), not the
@@ -56,8 +56,9 @@ DEFAULT_BUDGETS = ["1%", "4%", "16%", "64%", "100%"]
 #: share of the run to be worth holding its extra 2 MiB blocks: the memory's
 #: charge (docs/assumptions.md, "advise").
 RECOMMEND_TOLERANCE = 0.01
-#: Names of the measured runs (``noise.interleaved``'s order: base, plan, base).
-BASE, PLAN = "base", "plan"
+#: Names of the measured runs (``noise.interleaved``'s order: base, plan,
+#: base; and the run that measures the collapse rate).
+BASE, PLAN, ALL = "base", "plan", "all (collapse rate)"
 # Region kinds MADV_COLLAPSE can make huge in a program: private anonymous
 # memory. File-backed kinds (code, data, file) are page cache, out of reach.
 COLLAPSIBLE_KINDS = ("anon", "heap", "bss", "stack")
@@ -164,6 +165,24 @@ def whole_run(speedup: float, t_sim: float, t_base: float, regions: int, s_per_r
             "phase_share": t_in / t_base}
 
 
+def collapse_rate(every: Dict[str, Any], probe: Callable[[], Dict[str, Any]]) -> Dict[str, Any]:
+    """Seconds per 2 MiB collapse, from ``every``: a run of the measured
+    program with every anonymous mapping collapsed as it is populated
+    (``collapse_s``, hugescope's time in process_madvise, over the regions
+    its ``outcomes`` collapsed). When it collapsed nothing, ``probe()``
+    (``collapse_cost.probe``: hugescope's own memory). Same keys as the
+    probe's: ``s_per_region``, ``measured``, ``regions``, ``how``."""
+    n = sum(int(o.get("regions_collapsed") or 0) for o in every.get("outcomes", []))
+    if n > 0 and every.get("collapse_s", 0) > 0:
+        return {"s_per_region": every["collapse_s"] / n, "measured": True, "regions": n,
+                "how": f"measured: hugescope's time in process_madvise(MADV_COLLAPSE) / the {n} 2 MiB regions it "
+                       "collapsed, in one run of the measured build with every anonymous mapping collapsed as it "
+                       "was populated (run 'all (collapse rate)')"}
+    out = dict(probe())
+    out["how"] += "; the run with every anonymous mapping collapsed collapsed none"
+    return out
+
+
 def recommend(rows: Sequence[Dict[str, Any]], policies: Sequence[str], tolerance: float = RECOMMEND_TOLERANCE
               ) -> Dict[str, Any]:
     """The recommended row of ``rows`` (each with ``policy``, ``k``,
@@ -262,7 +281,8 @@ def advise(argv: Sequence[str], out: str, ks: Optional[Sequence[int]] = None,
     The runs measure the plain build (``measured_build``: ``plain``, else
     ``PROG.plain``; ``measure_instrumented`` the traced build instead):
     ``max(1, warmup)`` base runs first (their median is the whole run's base
-    time of the estimates), then ``repeat`` interleaved rounds of base, plan,
+    time of the estimates), one with every anonymous mapping collapsed (the
+    collapse rate), then ``repeat`` interleaved rounds of base, plan,
     base. ``tolerance`` sets the recommended budget (``recommend``)."""
     from . import api, calibrate
 
@@ -409,10 +429,10 @@ def _advise_traced(argv, trace, plan_path, rec_path, ks, budgets, policies, repe
     # then the recommendation, then the interleaved rounds of it.
     t0 = time.monotonic()
     probes = max(1, warmup)
-    n_runs = probes + 3 * repeat
+    n_runs = probes + 1 + 3 * repeat
     tell("measure", 0, n_runs)
     count = iter(range(1, n_runs + 1))
-    plan_for_runs: Dict[str, Any] = {}
+    plan_for_runs: Dict[str, Any] = {ALL: "all"}
 
     def one(name: str) -> Dict[str, Any]:
         res = linux.run(measure["argv"], plan=plan_for_runs.get(name), repeat=1, warmup=0, timeout=timeout).check()
@@ -429,7 +449,13 @@ def _advise_traced(argv, trace, plan_path, rec_path, ks, budgets, policies, repe
         warm.append(dict(run_one(BASE), name="base (warm-up)", round=None, position=i, compacted=prep["compacted"],
                          compact_s=prep["seconds"]))
     t_base = statistics.median(r["wall_s"] for r in warm)
-    rate = collapse_cost.probe()
+    # The collapse rate on the measured program itself, through the
+    # launcher's path (every anonymous mapping collapsed as it is populated,
+    # while the program runs); the probe of hugescope's own memory only when
+    # that run collapsed nothing.
+    prep = noise.prepare_memory()
+    every = dict(run_one(ALL), name=ALL, round=None, position=0, compacted=prep["compacted"], compact_s=prep["seconds"])
+    rate = collapse_rate(every, collapse_cost.probe)
     log(f"MADV_COLLAPSE: {rate['s_per_region'] * 1e3:.2f} ms per 2 MiB region ({rate['how'].split(':')[0]})")
 
     whole = {regs: whole_run(est[regs], t_sim, t_base, len(regs), rate["s_per_region"]) for regs in est}
@@ -475,7 +501,7 @@ def _advise_traced(argv, trace, plan_path, rec_path, ks, budgets, policies, repe
     applied = [o for o in outcomes if o.get("status") == "collapsed"]
     run_rows = [{k: r.get(k) for k in ("name", "round", "position", "wall_s", "user_s", "sys_s", "collapse_s",
                                        "loadavg_1m", "busy_share", "others_busy_share", "compacted", "compact_s")}
-                for r in warm + runs]
+                for r in warm + [every] + runs]
 
     def spread(name):
         xs = [r["wall_s"] for r in runs if r["name"] == name]
@@ -497,6 +523,7 @@ def _advise_traced(argv, trace, plan_path, rec_path, ks, budgets, policies, repe
         "promote": [promoted_entry(header, a, region_rows) for a in best_regions],
         "rows": rows,
         "estimate": est[frozenset(best_regions)],
+        "collapse_rate": rate,
         "estimate_whole": dict(best_whole, base_s=t_base, simulated_s=t_sim, regions=len(best_regions),
                                collapse_s_per_region=rate["s_per_region"], collapse_rate_measured=rate["measured"]),
         "measured": measured,
@@ -511,7 +538,8 @@ def _advise_traced(argv, trace, plan_path, rec_path, ks, budgets, policies, repe
             "estimate_whole": how_whole,
             "recommended": how_pick,
             "measured": f"{measure['build']}, {repeat} interleaved round(s) of base, plan, base after {probes} "
-                        "base warm-up run(s), each a fresh process (ASLR off), memory compacted first as root; wall "
+                        "base warm-up run(s) and one run with every anonymous mapping collapsed (the collapse "
+                        "rate), each a fresh process (ASLR off), memory compacted first as root; wall "
                         "clock from spawn to wait4; the plan applied with process_madvise(MADV_COLLAPSE) as its "
                         "ranges are populated, its collapse time included; a round's gain = the geometric mean of "
                         "its two base times / its plan time; median (min, max) over the rounds",

@@ -693,9 +693,11 @@ def cmd_advise(a) -> int:
                   f"(min {m['min']:.3f}, max {m['max']:.3f}), noise floor {m['noise_floor']:.1%}: "
                   f"[bold]{m['verdict']}[/]")
     cm = r["collapse_s_measured"]
+    src = f"{r['collapse_rate']['regions']} regions of the collapse-rate run" if r["collapse_rate"]["regions"] else \
+        "not measured here"
     console.print(f"collapses: estimated {w['collapse_s']:.4f} s ({w['regions']} x {w['collapse_s_per_region'] * 1e3:.2f} "
-                  f"ms, {'probe' if w['collapse_rate_measured'] else 'not measured here'}); measured {cm['median']:.4f} s "
-                  f"(min {cm['min']:.4f}, max {cm['max']:.4f}) in the plan's runs (hugescope's time in process_madvise)")
+                  f"ms, the rate over {src}); measured {cm['median']:.4f} s (min {cm['min']:.4f}, max {cm['max']:.4f}) "
+                  "in the plan's runs (hugescope's time in process_madvise)")
     pa = r["plan_applied"]
     if pa["collapsed"] < pa["entries"]:
         console.print(f"[yellow]warning:[/] {pa['entries'] - pa['collapsed']} of {pa['entries']} plan entries did "

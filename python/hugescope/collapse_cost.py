@@ -1,6 +1,8 @@
 """What one MADV_COLLAPSE of a populated 2 MiB region costs on this machine
 now (issue #36: collapses cost 0.2-2.7 s a run and were not in advise's
-estimate).
+estimate). ``advise`` measures the rate on the program itself first (a run
+with every mapping collapsed, ``advise.collapse_rate``); this probe is its
+fallback when that run collapses nothing.
 
 ``probe()`` maps a few 2 MiB-aligned regions of its own, fills every 4 KiB
 page of them in base pages, and times ``madvise(MADV_COLLAPSE)`` on each: the
