@@ -17,9 +17,9 @@
 4. **Measure** the user's plain build (``hugescope cc`` writes ``PROG.plain``
    beside the instrumented ``PROG``; or ``plain=``): warm-up base runs give
    the whole run's base time, and one run with every anonymous mapping
-   collapsed gives the seconds per 2 MiB collapse (``collapse_rate``). Each plan's **whole-run** estimate follows
-   (``whole_run``: only the simulated phase speeds up, every collapse is
-   paid), and the **recommended** budget is the smallest whose whole-run
+   collapsed gives the seconds per 2 MiB collapse (``collapse_rate``).
+   Each plan's **whole-run** estimate follows (``whole_run``: only the
+   simulated phase speeds up, every collapse is paid), and the **recommended** budget is the smallest whose whole-run
    estimate is within ``tolerance`` of the best (``recommend``), not the
    largest. Then interleaved rounds (base, plan, base; ``noise.interleaved``)
    measure it, each run with the machine's load; the base pairs give the
