@@ -1003,10 +1003,11 @@ def build_parser() -> argparse.ArgumentParser:
     listing_options(pr)
     pr.set_defaults(func=cmd_presets)
 
-    from . import cli_experiments, cli_linux, cli_regions
+    from . import cli_experiments, cli_linux, cli_model, cli_regions
     cli_experiments.add_commands(sub)
     cli_linux.add_commands(sub)
     cli_regions.add_commands(sub)
+    cli_model.add_commands(sub)
 
     b = sub.add_parser("bench", help="measure simulation throughput (decode-only floor vs the full pipeline) "
                                      "and peak memory")

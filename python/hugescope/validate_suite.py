@@ -151,8 +151,8 @@ def prepare(label: str, name: str, params: Dict[str, Any], policies: Sequence[st
             log: Callable[[str], None] = lambda s: None) -> Dict[str, Any]:
     """Trace, rank and simulate one workload: its plans (``distinct_plans``)
     with the model's features of each plan's static map."""
-    from . import api, cost_model, workloads
-    from .validate import candidate_regions, make_plan, rankings
+    from . import workloads
+    from .validate import candidate_regions, rankings
 
     layout = workloads.layout(name, **params)
     candidates = candidate_regions(layout)
@@ -166,7 +166,21 @@ def prepare(label: str, name: str, params: Dict[str, Any], policies: Sequence[st
     rank = rankings(trace, list(policies), ks, candidates, int(layout["footprint"]), seed=seed,
                     duration=float(duration), **{k: v for k, v in machine.items() if v is not None})
     plans = distinct_plans(rank, list(policies), candidates)
-    sims = {}
+    sim_machine = plan_features(trace, plans, machine, lambda s: log(f"{label}: {s}"))
+    return {"label": label, "workload": name, "params": params, "candidates": len(candidates), "ks": ks,
+            "footprint": int(layout["footprint"]), "accesses": info["summary"]["accesses"],
+            "trace_result": info.get("result"), "plans": plans, "machine": sim_machine}
+
+
+def plan_features(trace: str, plans: List[Dict[str, Any]], machine: Dict[str, Any],
+                  log: Callable[[str], None] = lambda s: None) -> Optional[Dict[str, Any]]:
+    """Give each plan (``{"plan", "regions", ...}``) its ``plan_json`` (None
+    for no region) and the model's ``features`` of its static page map
+    simulated over ``trace``; returns the simulated machine's description."""
+    from . import api, cost_model
+    from .validate import make_plan
+
+    sim_machine = None
     with tempfile.TemporaryDirectory(prefix="hugescope-suite-") as tmp:
         for i, p in enumerate(plans):
             p["plan_json"] = make_plan(p["regions"]) if p["regions"] else None
@@ -176,13 +190,11 @@ def prepare(label: str, name: str, params: Dict[str, Any], policies: Sequence[st
                 pages = path
             else:
                 pages = "4k"
-            log(f"{label}: simulating {p['plan']} ({len(p['regions'])} regions)")
+            log(f"simulating {p['plan']} ({len(p['regions'])} regions)")
             sim = api.simulate(trace, pages=pages, **machine)
             p["features"] = cost_model.features(sim)
-            sims.setdefault("machine", sim.record.machine.to_dict())
-    return {"label": label, "workload": name, "params": params, "candidates": len(candidates), "ks": ks,
-            "footprint": int(layout["footprint"]), "accesses": info["summary"]["accesses"],
-            "trace_result": info.get("result"), "plans": plans, "machine": sims.get("machine")}
+            sim_machine = sim_machine or sim.record.machine.to_dict()
+    return sim_machine
 
 
 def native_runner(name: str, params: Dict[str, Any], cpu: Optional[int]) -> Callable[[Optional[dict]], Dict[str, Any]]:
