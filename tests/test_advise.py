@@ -450,3 +450,39 @@ def test_collapse_rate_from_the_run_with_every_mapping_collapsed():
     probe = {"s_per_region": 0.001, "measured": True, "regions": 4, "how": "measured: probe"}
     r = advise.collapse_rate({"collapse_s": 0.0, "outcomes": [{"regions_collapsed": 0}]}, lambda: probe)
     assert r["s_per_region"] == 0.001 and r["how"].endswith("collapsed none")
+
+
+@needs_thp
+@needs_root
+@needs_madvise
+def test_advise_fit_prices_plans_with_the_programs_own_model(prog, tmp_path, capsys):
+    out = tmp_path / "o"
+    code, text, err = run_cli("advise", "--out", out, "--ks", "1,4", "--policies", "pcc,oracle", "--repeat", "1",
+                              "--warmup", "0", "--duration", "10", "--fit", "4", "--", prog, "3000000",
+                              capsys=capsys)
+    assert code == 0, err
+    r = json.loads((out / "advise.json").read_text())
+    md = r["model"]
+    assert md["layouts"] == 4 and md["kind"] == "estimate"
+    # The collapse count is one of the model's counters: the measured runs include their collapses.
+    assert "regions" in md["model"]["features"] or md["model"]["parameters"] >= 1
+    assert "this program's model" in r["how"]["estimate_whole"]
+    saved = json.loads((out / "model.json").read_text())
+    assert saved["hugescope_experiment"] == "model" and len(saved["points"]) == 4
+    assert saved["points"][0]["plan"] == "base" and saved["points"][-1]["plan"] == "all huge"
+    rows = (out / "held-out.csv").read_text().splitlines()
+    assert len(rows) == 1 + 4
+    assert (out / "predicted-vs-measured.png").read_bytes()[:4] == b"\x89PNG"
+    # Every layout ran once per round between the round's two base runs; then
+    # the advice's own rounds.
+    layout_runs = [x["name"] for x in r["runs"] if x["name"].startswith("layout: ")]
+    assert layout_runs == ["layout: " + p["plan"] for p in saved["points"]] + ["layout: base"]
+    assert all(x["loadavg_1m"] is not None for x in r["runs"])
+    assert "--fit 4" in " ".join(text.split())
+
+
+def test_advise_fit_needs_at_least_three_layouts(tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        run_cli("advise", "--out", tmp_path / "o", "--fit", "2", "--", "/bin/true")
+    assert e.value.code == 2 and "--fit must be at least 3" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()

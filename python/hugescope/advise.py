@@ -257,7 +257,7 @@ def advise(argv: Sequence[str], out: str, ks: Optional[Sequence[int]] = None,
            keep_trace: bool = False, log: Callable[[str], None] = lambda s: None,
            progress: Optional[Callable[[str, int, Optional[int]], None]] = None,
            by_site: bool = False, plain: Optional[str] = None, measure_instrumented: bool = False,
-           tolerance: float = RECOMMEND_TOLERANCE) -> Dict[str, Any]:
+           tolerance: float = RECOMMEND_TOLERANCE, fit: Optional[int] = None) -> Dict[str, Any]:
     """Trace, simulate, choose, measure (module docstring). Writes
     ``OUT/plan.json`` (the best plan) and ``OUT/advise.json`` (every row), and
     returns that record. ``preset`` and ``config`` choose the machine of the
@@ -283,7 +283,14 @@ def advise(argv: Sequence[str], out: str, ks: Optional[Sequence[int]] = None,
     ``max(1, warmup)`` base runs first (their median is the whole run's base
     time of the estimates), one with every anonymous mapping collapsed (the
     collapse rate), then ``repeat`` interleaved rounds of base, plan,
-    base. ``tolerance`` sets the recommended budget (``recommend``)."""
+    base. ``tolerance`` sets the recommended budget (``recommend``).
+
+    ``fit=K`` measures K layouts of the program first (``mosaic``: base, all
+    huge, the policies' choices, random subsets; interleaved rounds) and
+    fits its own runtime model to them; that model, not the cost model,
+    then prices every plan and picks the budget, with its held-out error
+    as the bar. Writes ``OUT/model.json``, ``OUT/held-out.csv`` and
+    ``OUT/predicted-vs-measured.png`` too."""
     from . import api, calibrate
 
     argv = [os.fspath(a) for a in argv]
@@ -313,13 +320,20 @@ def advise(argv: Sequence[str], out: str, ks: Optional[Sequence[int]] = None,
             raise ValueError("--keep-trace keeps the trace advise makes; with --trace it makes none")
         if not os.path.isfile(trace):
             raise HugescopeError(f"--trace {trace}: no such trace file")
+    if fit is not None:
+        from . import mosaic
+        mosaic.sample_layouts([], {}, [], fit)  # checks K before any work
     os.makedirs(out, exist_ok=True)
     made = os.path.join(out, "trace.hst")
     plan_path, rec_path = (os.path.join(out, f) for f in ("plan.json", "advise.json"))
     for path, kind in (((made, "hst"),) if trace is None else ()) + ((plan_path, "json"), (rec_path, "json")):
         check_output(path, kind)
+    if fit is not None:
+        for kind, path in mosaic.outputs(out).items():
+            if kind != "trace":
+                check_output(path, {"model": "json", "held_out": "csv", "plot": "png"}[kind])
     run_argv, build = measured_build(argv, plain, measure_instrumented)
-    measure = {"argv": run_argv, "build": build, "tolerance": float(tolerance)}
+    measure = {"argv": run_argv, "build": build, "tolerance": float(tolerance), "fit": fit, "out": out}
     machine = calibrate.machine_args(preset, config)
     label = calibrate.machine_label(preset, config)
     tell = progress or (lambda stage, done, total: None)
@@ -429,7 +443,8 @@ def _advise_traced(argv, trace, plan_path, rec_path, ks, budgets, policies, repe
     # then the recommendation, then the interleaved rounds of it.
     t0 = time.monotonic()
     probes = max(1, warmup)
-    n_runs = probes + 1 + 3 * repeat
+    fit = measure.get("fit")
+    n_runs = probes + 1 + 3 * repeat + (repeat * (fit + 1) if fit else 0)
     tell("measure", 0, n_runs)
     count = iter(range(1, n_runs + 1))
     plan_for_runs: Dict[str, Any] = {ALL: "all"}
@@ -459,6 +474,9 @@ def _advise_traced(argv, trace, plan_path, rec_path, ks, budgets, policies, repe
     log(f"MADV_COLLAPSE: {rate['s_per_region'] * 1e3:.2f} ms per 2 MiB region ({rate['how'].split(':')[0]})")
 
     whole = {regs: whole_run(est[regs], t_sim, t_base, len(regs), rate["s_per_region"]) for regs in est}
+    model = None
+    if fit:
+        model = _fit_program(trace, cand, rank, policies, fit, machine, repeat, run_one, plan_for_runs, whole, log)
     cands = [{"policy": p, "k": k, "regions": len(rank[(p, k)]), "whole": whole[frozenset(rank[(p, k)])]["speedup"]}
              for (p, k) in rank]
     pick = recommend(cands, policies, measure["tolerance"])
@@ -474,6 +492,8 @@ def _advise_traced(argv, trace, plan_path, rec_path, ks, budgets, policies, repe
     how_pick = (f"the smallest budget whose whole-run estimate is within {measure['tolerance']:.1%} (log terms) of "
                 "the best budget's, each budget's best policy that promotes something; a larger one must buy more "
                 "than that to pay for its extra 2 MiB pages; none above 1x: the smallest budget")
+    if model is not None:
+        how_whole = model["how"]
     plan = make_plan(best_regions, note=f"advise {best[0]} k={best[1]}", policy=best[0],
                      estimate={"speedup_vs_base": best_whole["speedup"],
                                "translation_speedup_vs_base": est[frozenset(best_regions)], "how": how_whole})
@@ -499,9 +519,10 @@ def _advise_traced(argv, trace, plan_path, rec_path, ks, budgets, policies, repe
     first_plan = next(r for r in runs if r["name"] == PLAN)
     outcomes = first_plan["outcomes"]
     applied = [o for o in outcomes if o.get("status") == "collapsed"]
+    layout_runs = [] if model is None else [dict(x, name=f"layout: {x['name']}") for x in model["runs"]]
     run_rows = [{k: r.get(k) for k in ("name", "round", "position", "wall_s", "user_s", "sys_s", "collapse_s",
                                        "loadavg_1m", "busy_share", "others_busy_share", "compacted", "compact_s")}
-                for r in warm + [every] + runs]
+                for r in warm + [every] + layout_runs + runs]
 
     def spread(name):
         xs = [r["wall_s"] for r in runs if r["name"] == name]
@@ -527,6 +548,7 @@ def _advise_traced(argv, trace, plan_path, rec_path, ks, budgets, policies, repe
         "estimate_whole": dict(best_whole, base_s=t_base, simulated_s=t_sim, regions=len(best_regions),
                                collapse_s_per_region=rate["s_per_region"], collapse_rate_measured=rate["measured"]),
         "measured": measured,
+        "model": None if model is None else {k: v for k, v in model.items() if k not in ("points", "runs")},
         "base_wall_s": spread(BASE), "plan_wall_s": spread(PLAN),
         "collapse_s_measured": {"median": statistics.median(collapse_runs), "min": min(collapse_runs),
                                 "max": max(collapse_runs)},
@@ -554,5 +576,61 @@ def _advise_traced(argv, trace, plan_path, rec_path, ks, budgets, policies, repe
         "collapse": [{k: o.get(k) for k in ("start", "status", "regions", "regions_collapsed", "errno", "reason")}
                      for o in outcomes],
     }
+    if model is not None:
+        _write_model(model, measure["out"], argv)
     write_json(rec_path, rec)
     return rec
+
+
+#: The name of a layout's run while ``advise --fit`` measures layouts.
+LAYOUT = "layout"
+
+
+def _fit_program(trace, cand, rank, policies, k, machine, rounds, run_one, plan_for_runs, whole, log):
+    """``advise --fit K``: measure K layouts of the program (``mosaic``),
+    fit its model with the plan's 2 MiB regions as a counter too (the
+    measured runs include the collapses), then price every ranked plan with
+    it: ``whole[regions]`` gets the model's speedup (an estimate) in place
+    of the cost model's. Returns the model record."""
+    from . import mosaic, noise, validate_suite as vs
+
+    layouts = mosaic.sample_layouts(cand, rank, list(policies), k, seed=1)
+    log(f"fitting this program's model: {len(layouts)} layouts, {rounds} interleaved round(s)")
+
+    def run_layout(plan_json):
+        plan_for_runs[LAYOUT] = plan_json
+        return run_one(LAYOUT)
+    features = mosaic.FEATURES + ("regions",)
+    got = mosaic.fit_layouts(trace, layouts, machine, run_layout, rounds, 0, noise.prepare_memory, log, features)
+    plan_for_runs.pop(LAYOUT, None)
+    m, ho = got["model"], got["held_out"]
+    priced = [{"plan": f"{len(r)} regions", "regions": sorted(r), "sources": []} for r in whole if r]
+    vs.plan_features(trace, priced, machine)
+    t_base = mosaic.predict(m, layouts[0]["features"])
+    for p in priced:
+        p["features"]["regions"] = float(len(p["regions"]))
+        t = mosaic.predict(m, p["features"])
+        whole[frozenset(p["regions"])] = dict(whole[frozenset(p["regions"])], speedup=t_base / t, model_s=t)
+    floor = got["measured"]["floor"]
+    log(f"model: held-out max |error| {100 * ho['max_abs_error']:.1f}%, median {100 * ho['median_abs_error']:.1f}% "
+        f"(noise floor {100 * floor:.1f}%)")
+    return {"kind": "estimate", "workload": "advise", "layouts": len(layouts), "rounds": rounds, "model": m,
+            "held_out": {kk: v for kk, v in ho.items() if kk != "rows"}, "noise_floor": floor, "runs": got["runs"],
+            "bound": max(0.03, floor), "within_bound": ho["max_abs_error"] <= max(0.03, floor),
+            "points": [dict(p, predicted_s=r["predicted_s"], error=r["error"],
+                            speedup=got["measured"]["plans"][p["plan"]]["speedup"],
+                            speedup_min=got["measured"]["plans"][p["plan"]]["min"],
+                            speedup_max=got["measured"]["plans"][p["plan"]]["max"])
+                       for p, r in zip(got["points"], ho["rows"])],
+            "how": "estimate, whole run: this program's model (advise --fit; mosaic.FORM plus c_regions x the "
+                   "plan's 2 MiB regions, the measured runs including their collapses) fitted to "
+                   f"{len(layouts)} measured layouts; speedup = the model's base time / its plan time; bar: the "
+                   "held-out max |error| (leave-one-layout-out)"}
+
+
+def _write_model(model, out, argv):
+    """``advise --fit``'s model, held-out table and plot (``mosaic.outputs``)."""
+    from . import mosaic
+    rec = dict({k: v for k, v in model.items() if k != "runs"}, hugescope_experiment="model",
+               workload=" ".join(argv))
+    mosaic.write_outputs(rec, mosaic.outputs(out))

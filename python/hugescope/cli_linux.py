@@ -647,7 +647,7 @@ def cmd_advise(a) -> int:
                           duration=a.duration, timeout=a.timeout, preset=a.preset, config=a.config, trace=a.trace,
                           keep_trace=a.keep_trace, log=lambda m: err_console.print(f"[dim]{escape(m)}[/]"),
                           progress=tell, by_site=a.by_site, plain=a.plain,
-                          measure_instrumented=a.measure_instrumented, tolerance=a.tolerance)
+                          measure_instrumented=a.measure_instrumented, tolerance=a.tolerance, fit=a.fit)
     from .cli_regions import render_regions
     render_regions(r["regions"], f"traced regions, base pages (walk cycles: estimate, {escape(r['machine'])})",
                    console)
@@ -667,6 +667,12 @@ def cmd_advise(a) -> int:
                   "recommended" if row["chosen"] else "", escape(row["fewer_because"]))
     console.print(t)
     console.print(f"recommended budget: {escape(r['how']['recommended'])}", soft_wrap=True)
+    if r.get("model"):
+        md, ho = r["model"], r["model"]["held_out"]
+        console.print(f"whole-run estimates from this program's model (--fit {md['layouts']}): held-out max |error| "
+                      f"{ho['max_abs_error']:.1%}, median {ho['median_abs_error']:.1%}, noise floor "
+                      f"{md['noise_floor']:.1%}; model.json, held-out.csv and predicted-vs-measured.png in "
+                      f"{escape(a.out)}", soft_wrap=True)
     if not r["best"]["pays"]:
         console.print("[yellow]no plan is estimated to pay for its collapses over the whole run[/]: the recommended "
                       "one is the cheapest, measured to show it")
@@ -844,6 +850,11 @@ def add_commands(sub) -> None:
     av.add_argument("--tolerance", type=_share_arg, default=0.01,
                     help="the recommended budget is the smallest whose whole-run estimate is within this of the "
                          "best (default 1%%)")
+    av.add_argument("--fit", metavar="K", default=None,
+                    type=_count_arg("--fit", 3, 64),
+                    help="measure K layouts of the program first and price the plans with its own fitted model "
+                         "instead of the cost model (hugescope model; writes model.json, held-out.csv and "
+                         "predicted-vs-measured.png to --out)")
     av.add_argument("--duration", type=_seconds_arg(positive=True), default=60.0,
                     help="virtual seconds the trace spans for the simulated daemons (default 60)")
     av.add_argument("--timeout", type=_seconds_arg(positive=True), default=None, help="kill a measured run after S seconds")

@@ -174,7 +174,7 @@ def fit_workload(spec: str, out: str, layouts: int = DEFAULT_LAYOUTS, rounds: in
     record. ``runner`` as in ``validate_suite.suite`` (tests inject
     measurements)."""
     from . import api, calibrate, linux, noise, validate_suite as vs
-    from ._io import check_output, prepare_dir, write_atomic, write_json
+    from ._io import check_output, prepare_dir
     from .validate import candidate_regions, rankings
     from . import workloads
 
@@ -222,16 +222,9 @@ def fit_workload(spec: str, out: str, layouts: int = DEFAULT_LAYOUTS, rounds: in
     rank = rankings(paths["trace"], policies, ks, candidates, int(layout["footprint"]), seed=seed,
                     duration=float(duration), **{k: v for k, v in machine.items() if v is not None})
     plans = sample_layouts(candidates, rank, policies, layouts, seed)
-    sim_machine = vs.plan_features(paths["trace"], plans, machine, lambda s: log(f"{label}: {s}"))
-    prep = {"label": label, "plans": plans}
-    runs = vs.measure(prep, rounds, warmup, runner(name, params, cpu), prepare_memory, log)
-    meas = vs.speedups(prep, runs)
-    if not meas["results_agree"]:
-        raise HugescopeError(f"{label}: runs under different layouts gave different results")
-    points = [{"plan": p["plan"], "regions": len(p["regions"]), "sources": p["sources"], "features": p["features"],
-               "t": meas["plans"][p["plan"]]["t"]} for p in plans]
-    model = fit(points)
-    ho = held_out(points)
+    got = fit_layouts(paths["trace"], plans, machine, runner(name, params, cpu), rounds, warmup, prepare_memory,
+                      lambda s: log(f"{label}: {s}"))
+    meas, points, model, ho, sim_machine = (got[k] for k in ("measured", "points", "model", "held_out", "machine"))
     floor = meas["floor"]
     # A layout's time is a median over rounds, so chance moves it by up to
     # the floor: a held-out error below that cannot be told from noise.
@@ -254,11 +247,48 @@ def fit_workload(spec: str, out: str, layouts: int = DEFAULT_LAYOUTS, rounds: in
         "how_predicted": "simulated counters of the layout's static page map over the workload's trace on "
                          f"machine {calibrate.machine_label(preset, config)}, priced by the fitted form",
     }
+    write_outputs(record, paths)
+    return record
+
+
+def write_outputs(record: Dict[str, Any], paths: Dict[str, str]) -> None:
+    """The model record, its held-out table and its plot (``outputs``)."""
+    from . import plots
+    from ._io import write_atomic, write_json
+
     write_json(paths["model"], record)
     write_atomic(paths["held_out"], _held_out_csv(record), "csv")
-    from . import plots
     write_atomic(paths["plot"], plots.to_png(plot_model(record)), "png")
-    return record
+
+
+def fit_layouts(trace: str, plans: List[Dict[str, Any]], machine: Dict[str, Any],
+                run_plan: Callable[[Optional[dict]], Dict[str, Any]], rounds: int, warmup: int,
+                prepare_memory: Callable[[], Dict[str, Any]], log: Callable[[str], None] = lambda s: None,
+                features: Sequence[str] = FEATURES) -> Dict[str, Any]:
+    """Simulate, measure and fit ``plans`` (``sample_layouts``; the first is
+    base): each plan's counters over ``trace`` (``validate_suite.
+    plan_features``), interleaved rounds of base, every other plan, base
+    (``run_plan(plan_json)`` runs once and returns ``wall_s``), the model
+    and its held-out errors. A feature ``regions`` (in ``features``) is the
+    plan's number of 2 MiB regions: the collapse cost when the measured time
+    includes the collapses (``advise``). Returns ``measured``
+    (``validate_suite.speedups``), ``points``, ``model``, ``held_out``,
+    ``runs`` and the simulated ``machine``."""
+    from . import validate_suite as vs
+
+    sim_machine = vs.plan_features(trace, plans, machine, log)
+    for p in plans:
+        p["features"]["regions"] = float(len(p["regions"]))
+    prep = {"label": "layouts", "plans": plans}
+    runs = vs.measure(prep, rounds, warmup, run_plan, prepare_memory, log)
+    meas = vs.speedups(prep, runs)
+    if not meas["results_agree"]:
+        raise HugescopeError("runs under different layouts gave different results (a layout must change speed, "
+                             "not answers)")
+    points = [{"plan": p["plan"], "regions": len(p["regions"]), "sources": p["sources"], "features": p["features"],
+               "t": meas["plans"][p["plan"]]["t"]} for p in plans]
+    return {"measured": meas, "points": points, "model": fit(points, features), "held_out": held_out(points, features),
+            "runs": runs, "machine": sim_machine}
 
 
 def _held_out_csv(record: Dict[str, Any]) -> str:
