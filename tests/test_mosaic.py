@@ -188,3 +188,28 @@ def test_fit_refuses_an_output_that_is_a_symlink_before_any_work(tmp_path):
     with pytest.raises(Exception, match="model.json"):
         mosaic.fit_workload("gups:size=16MiB,updates=50k", str(out), layouts=4, cpu=CPU, runner=_runner(calls))
     assert victim.read_text() == "keep" and calls == [] and not (out / "trace.hst").exists()
+
+
+EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "examples", "programs")
+
+
+@pytest.mark.parametrize("name,args,out", [("hashprobe", ["12", "1000"], None), ("listchase", ["1", "5"], None),
+                                           ("transpose", ["16", "2"], "255")])
+def test_example_programs_build_run_small_and_refuse_bad_arguments(tmp_path, name, args, out):
+    import subprocess
+
+    from hugescope import tracing
+    try:
+        clang = tracing.find_clang()
+    except Exception as e:
+        pytest.skip(f"clang is needed: {e}")
+    exe = tmp_path / name
+    subprocess.run([clang, "-O1", os.path.join(EXAMPLES, f"{name}.c"), "-o", str(exe)], check=True)
+    r = subprocess.run([str(exe), *args], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.strip(), r.stderr
+    if out is not None:
+        # transpose, n = 16, a[i] = i, two passes: pass 0 adds b[0] = a[0] = 0;
+        # pass 1 adds b[7919 % 256 = 239] = a[15 * 16 + 14] + 1 = 255.
+        assert r.stdout.strip() == out
+    bad = subprocess.run([str(exe), "0"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "usage" in bad.stderr
