@@ -213,3 +213,29 @@ def test_example_programs_build_run_small_and_refuse_bad_arguments(tmp_path, nam
         assert r.stdout.strip() == out
     bad = subprocess.run([str(exe), "0"], capture_output=True, text=True)
     assert bad.returncode == 2 and "usage" in bad.stderr
+
+
+def _record(name, floor, layouts):
+    """A model record as 'model fit' writes it: (plan, measured t, held-out
+    predicted t, measured speedup) per layout, base first."""
+    pts = [{"plan": p, "t": t, "predicted_s": pt, "speedup": sp} for p, t, pt, sp in layouts]
+    errs = [abs(p["predicted_s"] / p["t"] - 1) for p in pts]
+    return {"hugescope_experiment": "model", "workload": name, "layouts": len(pts), "noise_floor": floor,
+            "bound": max(0.03, floor), "held_out": {"max_abs_error": max(errs), "median_abs_error": sorted(errs)[1],
+                                                    "spearman": None},
+            "model": {"t0": 0.0, "coefficients": {}}, "points": pts}
+
+
+def test_summary_pools_the_layouts_above_each_floor():
+    a = _record("a", 0.02, [("base", 1.0, 1.0, 1.0), ("x", 0.8, 0.8, 1.25), ("y", 0.5, 0.55, 2.0)])
+    b = _record("b", 0.12, [("base", 2.0, 2.0, 1.0), ("u", 1.95, 1.9, 1.02), ("v", 1.0, 1.1, 2.0),
+                            ("w", 1.5, 1.5, 1.33)])
+    s = mosaic.summary([a, b])
+    # Above the floor: a's x (ln 1.25 > 0.02) and y; b's v and w (u: ln 1.02 < 0.12).
+    assert s["pooled_plans"] == 4
+    # Predicted speedups (base t / held-out t): x 1.25, y 1.818, v 1.818, w 1.333; measured 1.25, 2.0, 2.0, 1.33:
+    # the same order with a tie on each side.
+    assert s["pooled_spearman"] == pytest.approx(1.0)
+    ra, rb = s["rows"]
+    assert ra["max_abs_error"] == pytest.approx(0.1) and not ra["within_bound"], "0.55 / 0.5 - 1 = 10% > 3%"
+    assert rb["max_abs_error"] == pytest.approx(0.1) and rb["within_bound"], "10% within b's 12% floor"

@@ -3,6 +3,8 @@ measured page mosaics (``mosaic``; issue #36)."""
 
 from __future__ import annotations
 
+import os
+
 from rich.markup import escape
 from rich.table import Table
 
@@ -77,17 +79,45 @@ def cmd_predict(a) -> int:
     return 0
 
 
+def cmd_summary(a) -> int:
+    from . import mosaic
+    from ._io import check_output, emit_json
+    from .cli import console, human_to_stderr
+
+    paths = [os.path.join(p, "model.json") if os.path.isdir(p) else p for p in a.models]
+    if a.json:
+        check_output(a.json, "json", paths)
+    s = mosaic.summary([mosaic.load(p) for p in paths])
+    with human_to_stderr(a.json):
+        if a.json:
+            emit_json(a.json, dict(s, hugescope_experiment="model-summary", models=paths), inputs=paths)
+        t = Table(title="per-workload models: held-out errors (leave-one-layout-out) against the bound (3% or the "
+                        "noise floor, the larger)")
+        for c in ("workload", "K", "noise floor", "max |error|", "median |error|", "bound", "Spearman"):
+            t.add_column(c, justify="left" if c == "workload" else "right")
+        for r in s["rows"]:
+            mark = "" if r["within_bound"] else " (over)"
+            rho = "-" if r["spearman"] is None else f"{r['spearman']:.3f}"
+            t.add_row(escape(r["workload"]), str(r["layouts"]), f"{r['noise_floor']:.1%}",
+                      f"{r['max_abs_error']:.1%}{mark}", f"{r['median_abs_error']:.1%}", f"{r['bound']:.1%}", rho)
+        console.print(t)
+        rho = s["pooled_spearman"]
+        console.print(f"pooled: Spearman {'-' if rho is None else f'{rho:.3f}'} over {s['pooled_plans']} layouts "
+                      "above their noise floor")
+    return 0
+
+
 def add_commands(sub) -> None:
     from . import mosaic, validate_suite as vs
     from .cli import json_option
     from .cli_linux import _count_arg, _seconds_arg, _seed
 
-    p = sub.add_parser("model", help="a per-program runtime model fitted to measured page mosaics: 'fit' or "
-                                     "'predict'",
+    p = sub.add_parser("model", help="a per-program runtime model fitted to measured page mosaics: 'fit', "
+                                     "'predict' or 'summary'",
                        description="Fit a runtime model of one workload to K measured layouts (mixes of 4 KiB and "
                                    "2 MiB pages over its regions), each priced by its simulated counters, and "
                                    "predict other plans with the held-out error as the bar. See docs/cli.md.")
-    ms = p.add_subparsers(dest="model_cmd", metavar="{fit,predict}")
+    ms = p.add_subparsers(dest="model_cmd", metavar="{fit,predict,summary}")
     ms.required = True
     f = ms.add_parser("fit", help="measure K layouts of a workload and fit the model",
                       description=f"Form: {mosaic.FORM}. Held-out: {mosaic.HOW_HELD_OUT}.")
@@ -121,3 +151,10 @@ def add_commands(sub) -> None:
     q.add_argument("--ks", default="1,4,16", help="budgets in 2 MiB regions (default 1,4,16)")
     json_option(q, "write the predictions to this JSON file")
     q.set_defaults(func=cmd_predict)
+    sm = ms.add_parser("summary", help="the held-out table of several fitted models and the pooled Spearman",
+                       description="Per model: K, noise floor, held-out max and median |error| against the bound, "
+                                   "Spearman; pooled: Spearman of predicted against measured speedup over every "
+                                   "layout above its noise floor.")
+    sm.add_argument("models", nargs="+", help="model.json files or the directories 'model fit' wrote")
+    json_option(sm, "write the table to this JSON file")
+    sm.set_defaults(func=cmd_summary)

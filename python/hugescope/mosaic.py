@@ -334,6 +334,38 @@ def plot_model(record: Dict[str, Any]):
     return fig
 
 
+# ---------------------------------------------------------------- summary
+
+def summary(records: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
+    """The acceptance table of issue #36 over fitted models: per workload K,
+    noise floor, held-out max and median |error|, the bound (3% or the
+    floor) and whether it holds, Spearman over its layouts; pooled,
+    Spearman of predicted against measured speedup over every layout above
+    its workload's noise floor. A layout's predicted speedup is the
+    workload's measured base time over the layout's held-out predicted time
+    (each model fitted per workload, the layout left out)."""
+    from . import noise
+    from .validate import spearman
+
+    rows, pred, meas = [], [], []
+    for r in records:
+        ho = r["held_out"]
+        rows.append({"workload": r["workload"], "layouts": r["layouts"], "noise_floor": r["noise_floor"],
+                     "max_abs_error": ho["max_abs_error"], "median_abs_error": ho["median_abs_error"],
+                     "bound": r["bound"], "within_bound": ho["max_abs_error"] <= r["bound"],
+                     "median_within_1pct": ho["median_abs_error"] <= max(0.01, r["noise_floor"]),
+                     "spearman": ho["spearman"]})
+        t_base = next(p["t"] for p in r["points"] if p["plan"] == BASE)
+        for p in r["points"]:
+            if p["plan"] != BASE and noise.above_floor(p["speedup"], r["noise_floor"]):
+                pred.append(t_base / p["predicted_s"] if p["predicted_s"] > 0 else float("inf"))
+                meas.append(p["speedup"])
+    return {"rows": rows, "pooled_plans": len(pred), "pooled_spearman": spearman(pred, meas),
+            "how": "per workload: leave-one-layout-out errors of its own model; pooled: Spearman of the measured "
+                   "base time / the held-out predicted time against the measured speedup, over every layout above "
+                   "its workload's noise floor"}
+
+
 # ---------------------------------------------------------------- predict
 
 def load(path: str) -> Dict[str, Any]:
