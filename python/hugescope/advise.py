@@ -182,8 +182,9 @@ def advise(argv: Sequence[str], out: str, ks: Optional[Sequence[int]] = None,
     plan_path, rec_path = (os.path.join(out, f) for f in ("plan.json", "advise.json"))
     for path, kind in (((made, "hst"),) if trace is None else ()) + ((plan_path, "json"), (rec_path, "json")):
         check_output(path, kind)
+    # No --preset/--config: the calibrated preset when one was saved (issue #36).
+    preset, config, label = calibrate.estimate_machine(preset, config)
     machine = calibrate.machine_args(preset, config)
-    label = calibrate.machine_label(preset, config)
     tell = progress or (lambda stage, done, total: None)
     stages: Dict[str, float] = {}
 
