@@ -20,8 +20,8 @@
 //!   stay within the L1 data cache, so the steps are translation.
 //!
 //! The line within each page moves with the page (page i uses line i mod
-//! 64), so the N lines spread over the cache sets instead of piling into
-//! one. Measured: wall clock around `accesses` loads on one pinned cpu,
+//! 64, and in the 2 MiB series 4 KiB page i mod 512), so the N lines spread
+//! over the cache and TLB sets instead of piling into one. Measured: wall clock around `accesses` loads on one pinned cpu,
 //! after one warm-up pass; the median of `repeats` passes. Memory: the
 //! buffers are checked against `MemAvailable` (1 GiB kept free) before
 //! anything is mapped, and unmapped on every path. No kernel setting is
@@ -109,9 +109,14 @@ pub fn need_bytes(spec: &Spec) -> u64 {
 }
 
 /// Link the first `n` pages (`stride` apart) of `buf` into one random cycle;
-/// returns the address the chase starts at.
+/// returns the address the chase starts at. Page i's line is line i mod 64
+/// of a 4 KiB page, and with a 2 MiB stride it sits in 4 KiB page i mod 512
+/// of its 2 MiB page: the lines spread over the cache sets, and a TLB that
+/// holds a 2 MiB page as 4 KiB entries (a guest whose host maps it with
+/// 4 KiB pages) indexes them into different sets instead of one.
 fn link(buf: &Buffer, n: u64, stride: u64, rng: &mut Rng) -> u64 {
-    let at = |i: u64| buf.start as u64 + i * stride + (i % 64) * 64;
+    let sub = |i: u64| if stride > SMALL { (i % (stride / SMALL)) * SMALL } else { 0 };
+    let at = |i: u64| buf.start as u64 + i * stride + sub(i) + (i % 64) * 64;
     // Sattolo's shuffle: next[i] is one cycle through every page.
     let mut next: Vec<u64> = (0..n).collect();
     for i in (1..n).rev() {
