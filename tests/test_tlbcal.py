@@ -143,3 +143,49 @@ def test_the_calibrated_preset_is_the_default_machine_of_estimates(tmp_path, mon
     g = gain("cost model (preset haswell-pcc (the default))")
     assert g["calibrated_preset"] == path and g["estimate_on_calibrated"] is False
     assert gain(f"cost model (calibrated ({path}, over preset haswell-pcc))")["estimate_on_calibrated"] is True
+
+
+def _microbench():
+    """Walk microbenchmark rows of a made-up machine (4 KiB slower than 2 MiB
+    past 1 MiB), enough for the walk fit to run."""
+    rows = []
+    for f, t4, t2 in ((16 << 10, 2.0, 2.0), (1 << 20, 3.0, 2.5), (16 << 20, 30.0, 10.0), (256 << 20, 150.0, 60.0),
+                      (1 << 30, 200.0, 80.0)):
+        for mode, scale in (("chase", 1.0), ("random", 0.1)):
+            for pages, t, huge in (("4k", t4, 0.0), ("2m", t2, 1.0)):
+                rows.append({"footprint": f, "pages": pages, "mode": mode, "ns_per_access": t * scale,
+                             "ns_min": t * scale, "ns_max": t * scale, "huge_fraction": huge, "how": "synthetic"})
+    return rows
+
+
+def test_calibrated_preset_carries_the_tlbs_and_says_why(tmp_path, capsys):
+    from conftest import run_cli
+    import json
+    m = {"kind": "microbench", "when": "now", "cpu_model": "test", "kernel": "k", "host": "h", "preset": "haswell-pcc",
+         "config": None, "machine": "haswell-pcc", "start_cost": HASWELL["cost"], "host_ghz": 2.5,
+         "tlb": {"cpuid": AMD, "caches": {"L1d": 48 * 1024}, "reach": _reach(splintered=True)},
+         "microbench": _microbench()}
+    (tmp_path / "m.json").write_text(json.dumps(m))
+    code, out, err = run_cli("calibrate", "--measurements", tmp_path / "m.json", "--out", tmp_path / "c.toml",
+                             capsys=capsys)
+    assert code == 0, err
+    text = " ".join(out.split())
+    assert "TLBs CPUID reports (AuthenticAMD" in text and "TLB reach, measured" in text
+    assert "disagree" in text and "covers only 4 KiB" in text and "page-walk caches" in text
+    toml = (tmp_path / "c.toml").read_text()
+    assert '[l2."4k"]  # measurement (step between 2048 and 2580 pages; CPUID says 128)' in toml
+    assert '[l1."1g"]  # default: haswell-pcc' in toml and "# pwc: no CPUID leaf reports" in toml
+    c = hs.machine_config(config=str(tmp_path / "c.toml"))
+    assert c["l1"] == {"4k": {"entries": 96, "ways": 0}, "2m": {"entries": 96, "ways": 0}, "1g": {"entries": 4, "ways": 4}}
+    assert c["l2"] == {"4k": {"entries": 2048, "ways": 8}, "2m": {"entries": 512, "ways": 4}}
+    # Measurements from before issue #36 carry no TLB record: the preset keeps the starting one's TLBs.
+    del m["tlb"]
+    (tmp_path / "m.json").write_text(json.dumps(m))
+    code, out, err = run_cli("calibrate", "--measurements", tmp_path / "m.json", "--out", tmp_path / "d.toml",
+                             capsys=capsys)
+    assert code == 0, err
+    assert "carry no TLB record" in " ".join(out.split())
+    assert hs.machine_config(config=str(tmp_path / "d.toml"))["l2"] == HASWELL["l2"]
+    # --no-tlb-reach belongs to the microbenchmarks.
+    code, out, err = run_cli("calibrate", "--workload", "gups:size=16MiB", "--no-tlb-reach", "--dry-run", capsys=capsys)
+    assert code == 2 and "--no-tlb-reach" in err
