@@ -143,6 +143,8 @@ def test_the_calibrated_preset_is_the_default_machine_of_estimates(tmp_path, mon
     g = gain("cost model (preset haswell-pcc (the default))")
     assert g["calibrated_preset"] == path and g["estimate_on_calibrated"] is False
     assert gain(f"cost model (calibrated ({path}, over preset haswell-pcc))")["estimate_on_calibrated"] is True
+    assert gain(f"cost model (config {path} (over preset haswell-pcc))")["estimate_on_calibrated"] is True
+    assert gain(f"cost model ({calibrate.machine_label()})")["estimate_on_calibrated"] is False
 
 
 def _microbench():

@@ -325,8 +325,10 @@ class RunResult:
         # taken for this machine's.
         cal = default_path() if os.path.exists(default_path()) else None
         g["calibrated_preset"] = cal
+        how = g["estimate_how"] or ""
+        # As machine_label names it: "calibrated (PATH, ..." or "config PATH (...".
         g["estimate_on_calibrated"] = (None if g["estimate"] is None else
-                                       bool(cal and cal in (g["estimate_how"] or "")))
+                                       bool(cal and (f"calibrated ({cal}," in how or f"config {cal} (" in how)))
         if self.baseline is not None:
             b, p = (self.baseline.summary.get("wall_s") or {}), (self.summary.get("wall_s") or {})
             if b.get("median") and p.get("median"):
