@@ -93,6 +93,16 @@ def test_analyse_sets_cpuid_against_the_measured_steps():
     # A 2 MiB page that steps where 4 KiB pages do covers 4 KiB in the TLB.
     a = tlbcal.analyse(g, _reach(splintered=True), {"L1d": 48 * 1024}, ghz=None)
     assert a["splintered"] and any("covers only 4 KiB" in n for n in a["notes"])
+    # A "2 MiB" buffer the kernel left small (THP never) measures nothing of 2 MiB pages.
+    r = _reach(splintered=True)
+    for p in r["points"]:
+        if p["backing"] == "2m":
+            p["huge_fraction"] = 0.0
+    a = tlbcal.analyse(g, r, {"L1d": 48 * 1024}, ghz=None)
+    rows = {(x["level"], x["page"]): x for x in a["levels"]}
+    assert not a["splintered"] and rows[(1, "2m")]["verdict"] == "not measured"
+    assert rows[(1, "2m")]["used"]["entries"] == 96 and rows[(1, "4k")]["verdict"] == "agree"
+    assert sum("0% huge (smaps): its steps are not used" in n for n in a["notes"]) == 2
 
 
 def test_intel_shared_stlb_stays_one_structure_and_loads(tmp_path):

@@ -187,10 +187,13 @@ def analyse(geometry: Dict[str, Any], reach: Optional[Dict[str, Any]], caches: D
             series[f"{s}/{backing}"] = {"steps": st, "max_pages": max(n for n, _ in curve),
                                         "huge_fraction": min(p["huge_fraction"] for p in pts
                                                              if p["series"] == s and p["backing"] == backing)}
+    # A 2 MiB buffer the kernel left (mostly) small measures 4 KiB pages:
+    # its steps say nothing of 2 MiB pages (THP "never", fragmented memory).
+    usable = {k: s for k, s in series.items() if not k.endswith("/2m") or s["huge_fraction"] >= 0.9}
     levels = []
     for page in ("4k", "2m"):
         key = f"{page}/{page}"
-        reach_steps = [k for k in (series.get(key) or {}).get("steps", []) if k["kind"] == "reach"]
+        reach_steps = [k for k in (usable.get(key) or {}).get("steps", []) if k["kind"] == "reach"]
         for level in (1, 2):
             r = reported(geometry, level, page)
             m = reach_steps[level - 1] if len(reach_steps) >= level else None
@@ -198,7 +201,7 @@ def analyse(geometry: Dict[str, Any], reach: Optional[Dict[str, Any]], caches: D
             # Whether a second level includes the first is not reported: its own entries are its reach.
             expected = None if r is None else int(r["entries"])
             if m is None:
-                measured_max = (series.get(key) or {}).get("max_pages")
+                measured_max = (usable.get(key) or {}).get("max_pages")
                 row["verdict"] = ("not measured" if measured_max is None else
                                   f"no step up to {measured_max} pages")
                 if r is not None and measured_max is not None and expected is not None and expected * AGREE < measured_max:
@@ -225,8 +228,8 @@ def analyse(geometry: Dict[str, Any], reach: Optional[Dict[str, Any]], caches: D
             levels.append(row)
     # A 2 MiB page that steps where 4 KiB pages step covers 4 KiB in the TLB.
     notes = []
-    a = [k for k in (series.get("4k/4k") or {}).get("steps", []) if k["kind"] == "reach"]
-    b = [k for k in (series.get("4k/2m") or {}).get("steps", []) if k["kind"] == "reach"]
+    a = [k for k in (usable.get("4k/4k") or {}).get("steps", []) if k["kind"] == "reach"]
+    b = [k for k in (usable.get("4k/2m") or {}).get("steps", []) if k["kind"] == "reach"]
     splintered = bool(a and b and abs(math.log(b[0]["pages_at"] / a[0]["pages_at"])) <= math.log(AGREE))
     if splintered:
         notes.append(f"2 MiB pages step where 4 KiB pages do ({b[0]['pages_at']} pages of 4 KiB, "
@@ -235,7 +238,8 @@ def analyse(geometry: Dict[str, Any], reach: Optional[Dict[str, Any]], caches: D
                      "2 MiB pages here shorten walks without extending reach")
     for key, s in series.items():
         if s["huge_fraction"] < 0.9 and key.endswith("/2m"):
-            notes.append(f"series {key}: the 2 MiB buffer was only {100 * s['huge_fraction']:.0f}% huge (smaps)")
+            notes.append(f"series {key}: the 2 MiB buffer was only {100 * s['huge_fraction']:.0f}% huge (smaps): "
+                         "its steps are not used")
     return {"series": series, "levels": levels, "splintered": splintered, "notes": notes}
 
 
