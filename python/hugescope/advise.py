@@ -334,8 +334,9 @@ def advise(argv: Sequence[str], out: str, ks: Optional[Sequence[int]] = None,
                 check_output(path, {"model": "json", "held_out": "csv", "plot": "png"}[kind])
     run_argv, build = measured_build(argv, plain, measure_instrumented)
     measure = {"argv": run_argv, "build": build, "tolerance": float(tolerance), "fit": fit, "out": out}
+    # No --preset/--config: the calibrated preset when one was saved (issue #36).
+    preset, config, label = calibrate.estimate_machine(preset, config)
     machine = calibrate.machine_args(preset, config)
-    label = calibrate.machine_label(preset, config)
     tell = progress or (lambda stage, done, total: None)
     stages: Dict[str, float] = {}
 

@@ -96,6 +96,21 @@ def machine_args(preset: Optional[str] = None, config: Optional[str] = None) -> 
     return {"preset": None, "config": path}
 
 
+def estimate_machine(preset: Optional[str] = None, config: Optional[str] = None
+                     ) -> Tuple[Optional[str], Optional[str], str]:
+    """The machine of a real-machine estimate (advise, validate; issue #36)
+    as (preset, config, label): what ``preset``/``config`` name, or, when
+    neither is given and ``hugescope calibrate`` saved a preset at
+    ``default_path()``, that one (``preset="calibrated"``): an estimate for
+    this machine starts from what was measured on it. The label
+    (``machine_label``) says when the calibrated preset was taken that way.
+    The simulator's own commands (simulate, the paper studies) keep the
+    paper preset as their default."""
+    if preset is None and config is None and os.path.exists(default_path()):
+        return "calibrated", None, machine_label("calibrated") + ", the default: no --preset/--config given"
+    return preset, config, machine_label(preset, config)
+
+
 def machine_label(preset: Optional[str] = None, config: Optional[str] = None) -> str:
     """The machine an estimate uses, as every output and plan header names
     it: ``preset haswell-pcc (the default)``, ``preset skylake``, ``calibrated
@@ -109,6 +124,9 @@ def machine_label(preset: Optional[str] = None, config: Optional[str] = None) ->
     under = resolved.get("preset") or resolved.get("name") or "?"
     if preset == "calibrated":
         return f"calibrated ({m['config']}, over preset {under})"
+    if config is None and preset is None and os.path.exists(default_path()):
+        # Not chosen: the caller did not go through estimate_machine.
+        return f"preset {under} (the default; a calibrated preset exists at {default_path()} but was not used)"
     if config is not None:
         return f"config {os.fspath(config)} (over preset {under})"
     if preset is not None:
@@ -400,14 +418,19 @@ def machine_identity() -> Dict[str, str]:
 def calibrate_walks(preset: Optional[str] = DEFAULT_PRESET, config: Optional[str] = None,
                     footprints: Optional[Sequence[int]] = None, accesses: int = 1 << 21, repeat: int = 3,
                     ghz: Optional[float] = None, measurements: Optional[Dict[str, Any]] = None,
-                    log: Callable[[str], None] = lambda s: None) -> Dict[str, Any]:
+                    log: Callable[[str], None] = lambda s: None, tlb: bool = True) -> Dict[str, Any]:
     """The default calibration: the page-walk microbenchmarks of ``walkcal``
     (or the ``microbench`` list of an earlier result, refitted), the fit of
     the page-table line cache (latencies in ns, capacity in lines), and the
     ``[cost]`` it gives at this host's clock: ``walk_ref_cycles`` (a
     reference that hits), ``walk_ref_mem_cycles`` (one that misses),
-    ``l2_hit_cycles``, ``pt_cache_lines``; the other keys stay the preset's."""
-    from . import api, walkcal
+    ``l2_hit_cycles``, ``pt_cache_lines``; the other keys stay the preset's.
+
+    First, this machine's TLBs (``tlb_tables``): the geometry CPUID reports,
+    checked by the TLB-reach microbenchmark (skipped with ``tlb=False``:
+    CPUID alone), become the preset's ``l1``/``l2`` tables, and the walk fit
+    counts TLB hits with them."""
+    from . import api, tlbcal, walkcal
 
     if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
         raise ValueError(f"repeat must be a positive integer, got {repeat!r}")
@@ -416,20 +439,45 @@ def calibrate_walks(preset: Optional[str] = DEFAULT_PRESET, config: Optional[str
         m: Dict[str, Any] = {"kind": "microbench", "when": _now(), **machine_identity(), "preset": preset,
                              "config": config, "machine": machine["name"], "start_cost": machine["cost"],
                              "host_ghz": host_ghz()}
+        # This machine's TLBs first: the walk fit counts L1/L2 TLB hits with them.
+        m["tlb"] = {"cpuid": tlbcal.cpu_geometry()["raw"], "caches": tlbcal.cache_sizes(),
+                    "reach": tlbcal.measure(repeats=repeat, log=log) if tlb else None}
         m["microbench"] = walkcal.measure(footprints or walkcal.DEFAULT_FOOTPRINTS, accesses=accesses,
                                           repeats=repeat, log=log)
     else:
         m = dict(measurements)
         if m.get("kind") != "microbench" or not isinstance(m.get("microbench"), list):
             raise ValueError("the measurements given are not the output of 'hugescope calibrate --json'")
-    f = walkcal.fit(m["microbench"], machine)
     clock = ghz if ghz is not None else (m.get("host_ghz") or float(m["start_cost"]["cpu_ghz"]))
+    tlb_fit = tlb_tables(m.get("tlb"), machine, clock)
+    if tlb_fit is not None:
+        machine = dict(machine, l1=tlb_fit["tables"]["l1"], l2=tlb_fit["tables"]["l2"])
+    f = walkcal.fit(m["microbench"], machine)
     cost = {k: v for k, v in m["start_cost"].items() if k != "source"}
     cost.update({"cpu_ghz": float(clock), "walk_ref_cycles": f["walk_ref_llc_ns"] * clock,
                  "walk_ref_mem_cycles": f["walk_ref_mem_ns"] * clock, "l2_hit_cycles": f["l2_hit_ns"] * clock,
                  "pt_cache_lines": f["pt_cache_lines"]})
-    m["fit"] = dict(f, cost=cost, objective="walk microbenchmarks", fit_ghz=False)
+    m["fit"] = dict(f, cost=cost, objective="walk microbenchmarks", fit_ghz=False, tlb=tlb_fit)
     return m
+
+
+def tlb_tables(tlb: Optional[Dict[str, Any]], machine: Dict[str, Any], ghz: Optional[float]) -> Optional[Dict[str, Any]]:
+    """The TLB part of a calibration (``tlbcal``): the geometry CPUID reports,
+    the measured steps, per level and page size the verdict, and the l1/l2
+    tables the preset gets. None when the measurements carry no TLB record
+    (an older ``--json``): the preset then keeps the starting preset's TLBs."""
+    from . import tlbcal
+
+    if not tlb or not tlb.get("cpuid"):
+        return None
+    geometry = tlbcal.cpu_geometry(tlb["cpuid"])
+    analysis = tlbcal.analyse(geometry, tlb.get("reach"), tlb.get("caches") or {}, ghz)
+    tables, notes = tlbcal.machine_tables(analysis, geometry, machine)
+    if not tlb.get("reach"):
+        notes.append("TLB reach not measured (--no-tlb-reach): CPUID's geometry unchecked")
+    return {"geometry": {k: v for k, v in geometry.items() if k != "raw"}, "analysis": analysis,
+            "tables": tables, "notes": geometry["notes"] + analysis["notes"] + notes,
+            "how": (tlb.get("reach") or {}).get("how")}
 
 
 # ---------------------------------------------------------------- the preset file
@@ -496,8 +544,11 @@ def _walks_toml(cal: Dict[str, Any]) -> str:
                      f"{r['delta_ns']:+.2f} -> {r['delta_fit_ns']:+.2f} ns")
     if f.get("overlap_random") is not None:
         lines.append(f"# overlap of walks in independent random loads (measured): {f['overlap_random']:.3f}")
+    t = f.get("tlb")
+    lines.append(f"preset = {_toml_str(start)}")
+    if t is not None:
+        lines += _tlb_toml(t, start)
     lines += [
-        f"preset = {_toml_str(start)}",
         "",
         "[cost]",
         f"walk_ref_cycles = {c['walk_ref_cycles']:.6g}",
@@ -509,6 +560,30 @@ def _walks_toml(cal: Dict[str, Any]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _tlb_toml(t: Dict[str, Any], start: str) -> List[str]:
+    """The TLB tables of the preset, each with where its numbers come from,
+    and what nothing reported (notes) as comments."""
+    g = t["geometry"]
+    lines = [f"# TLBs: CPUID ({g['vendor']}, {g['method']}), checked by the measured TLB reach "
+             f"(hugescope calibrate; {t.get('how') or 'reach not measured'})"]
+    for r in t["analysis"]["levels"]:
+        m = r["measured"]
+        lines.append(f"#   L{r['level']} {r['page']}: CPUID {r['cpuid']['entries'] if r['cpuid'] else 'nothing'}; "
+                     + (f"measured step between {m['pages_before']} and {m['pages_at']} pages "
+                        f"({m['ns_before']:.2f} -> {m['ns_after']:.2f} ns a load)" if m else "no step measured")
+                     + f"; {r['verdict']}")
+    for n in t["notes"]:
+        lines.append(f"# note: {n}")
+    lines.append("# pwc: no CPUID leaf reports page-walk caches; the starting preset's sizes stay (defaults, "
+                 f"from {start})")
+    lines.append('replace = ["l1", "l2"]')
+    for name in ("l1", "l2"):
+        for key, c in t["tables"][name].items():
+            lines += ["", f"[{name}.{_toml_str(key)}]  # {c['why']}", f"entries = {int(c['entries'])}",
+                      f"ways = {int(c['ways'])}"]
+    return lines
 
 
 def save_preset(cal: Dict[str, Any], path: Optional[str] = None) -> str:

@@ -310,6 +310,10 @@ def render_gain(res: "linux.RunResult") -> None:
     t.add_row("measured", x(g.get("measured")), escape(g.get("measured_how") or "not measured: add --baseline "
                                                        "to run without the plan too"))
     console.print(t)
+    if g.get("estimate_on_calibrated") is False and g.get("calibrated_preset"):
+        console.print(f"[yellow]note:[/] the plan's estimate was not made on this machine's calibrated preset "
+                      f"({escape(g['calibrated_preset'])}); re-emit the plan with 'simulate --emit-plan --preset "
+                      "calibrated' (or 'advise', which uses it by default) for an estimate of this machine")
 
 
 def _when(w) -> str:
@@ -946,6 +950,58 @@ def render_walks(cal) -> None:
     how = next((m["how"] for m in cal["microbench"] if m.get("how")), None)
     if how:
         console.print(f"measured: {escape(how)} (each footprint and page size alike)")
+    render_tlbs(f.get("tlb"))
+
+
+def render_tlbs(t) -> None:
+    """This machine's TLBs: CPUID's geometry, the measured reach steps, and
+    per level and page size what the preset uses and why."""
+    from .walkcal import _size
+
+    if t is None:
+        console.print("TLBs: these measurements carry no TLB record; the preset keeps the starting preset's TLBs")
+        return
+    g = t["geometry"]
+    s = Table(title=f"TLBs CPUID reports ({escape(g['vendor'])}, {escape(g['method'])})")
+    for c in ("level", "kind", "pages", "entries", "ways", "from"):
+        s.add_column(c, justify="right" if c in ("entries", "ways") else "left")
+    for x in g["structures"]:
+        s.add_row(str(x["level"]), x["kind"], "+".join(x["pages"]), str(x["entries"]),
+                  "full" if x["ways"] == 0 else str(x["ways"]), escape(x["source"]))
+    console.print(s)
+    a = t["analysis"]
+    if a["series"]:
+        k = Table(title="TLB reach, measured: where the load time steps (page-strided pointer chase, one line a page)")
+        for c in ("pages / backing", "step between (pages)", "footprint", "ns a load before -> after",
+                  "cycles before -> after", "what"):
+            k.add_column(c, justify="left" if c in ("pages / backing", "what") else "right")
+        for name, ser in a["series"].items():
+            stride, backing = name.split("/")
+            label = f"{stride} apart, {'4 KiB' if backing == '4k' else '2 MiB'} pages"
+            if not ser["steps"]:
+                k.add_row(label, "-", f"none up to {ser['max_pages']} pages", "", "", "")
+            for st in ser["steps"]:
+                cyc = (f"{st['cycles_before']:.1f} -> {st['cycles_after']:.1f}" if "cycles_before" in st else "-")
+                what = {"data cache": f"data cache ({st['cache']})", "reach": "TLB reach",
+                        "walks": "walks dearer (page-table lines leave the caches)"}[st["kind"]]
+                k.add_row(label, f"{st['pages_before']}..{st['pages_at']}",
+                          f"{_size(st['footprint_before'])}..{_size(st['footprint_at'])}",
+                          f"{st['ns_before']:.2f} -> {st['ns_after']:.2f}", cyc, what)
+        console.print(k)
+    v = Table(title="TLB geometry of the calibrated preset (data side)")
+    for c in ("level", "page", "CPUID entries", "measured step (pages)", "verdict", "preset uses"):
+        v.add_column(c, justify="right" if c in ("CPUID entries",) else "left")
+    for r in a["levels"]:
+        m = r["measured"]
+        u = r["used"]
+        v.add_row(f"L{r['level']}", r["page"], str(r["cpuid"]["entries"]) if r["cpuid"] else "-",
+                  f"{m['pages_before']}..{m['pages_at']}" if m else "-", escape(r["verdict"]),
+                  escape(f"{u['entries']} ({u['from']})") if u else "the starting preset's (a default)")
+    console.print(v)
+    for n in t["notes"]:
+        console.print(f"[yellow]note:[/] {escape(n)}")
+    if t.get("how"):
+        console.print(f"TLB reach measured: {escape(t['how'])}")
 
 
 def _calibrate_walks(a, meas) -> int:
@@ -962,7 +1018,7 @@ def _calibrate_walks(a, meas) -> int:
             raise CliError(f"--footprints {a.footprints}: {e}")
     cal = calibrate.calibrate_walks(preset=a.preset, config=a.config, footprints=fps,
                                     accesses=a.accesses or (1 << 21), repeat=a.repeat, ghz=a.ghz, measurements=meas,
-                                    log=lambda s: err_console.print(f"[dim]{escape(s)}[/]"))
+                                    log=lambda s: err_console.print(f"[dim]{escape(s)}[/]"), tlb=not a.no_tlb_reach)
     if a.json:
         emit_json(a.json, cal)
     with human_to_stderr(a.json):
@@ -991,8 +1047,9 @@ def cmd_calibrate(a) -> int:
             raise CliError(str(e)) from None
     if wls is None and (meas is None or meas.get("kind") == "microbench"):
         return _calibrate_walks(a, meas)
-    if a.footprints or a.accesses is not None:
-        raise CliError("--footprints and --accesses set the walk microbenchmarks, not the workload fit (--workload)")
+    if a.footprints or a.accesses is not None or a.no_tlb_reach:
+        raise CliError("--footprints, --accesses and --no-tlb-reach set the microbenchmarks, not the workload fit "
+                       "(--workload)")
     cal = calibrate.calibrate(wls, repeat=a.repeat, warmup=a.warmup, preset=a.preset, config=a.config,
                               objective=a.objective, ghz=a.ghz, fit_ghz=a.fit_ghz, trace_dir=a.trace_dir,
                               measurements=meas, log=lambda s: err_console.print(f"[dim]{escape(s)}[/]"))
@@ -1026,8 +1083,12 @@ def add_calibrate_commands(sub) -> None:
                                    "(walk_ref_cycles for a reference that hits the page-table line cache, "
                                    "walk_ref_mem_cycles for one that misses, pt_cache_lines, l2_hit_cycles) and "
                                    "save them over the starting preset as a machine TOML (default "
-                                   f"{calibrate.default_path()}, used by --preset calibrated; --out FILE elsewhere, "
-                                   "then --config FILE). With --workload: run those workloads natively with base "
+                                   f"{calibrate.default_path()}, used by --preset calibrated and, when no --preset "
+                                   "or --config is given, by advise, validate and run; --out FILE elsewhere, "
+                                   "then --config FILE). Before them it reads this CPU's TLB geometry (CPUID) and "
+                                   "checks it by measuring where TLB reach ends with 4 KiB and 2 MiB pages "
+                                   "(--no-tlb-reach: CPUID alone); the preset gets those L1/L2 TLBs, each saying "
+                                   "where its numbers come from. With --workload: run those workloads natively with base "
                                    "pages and all huge (median of N fresh-process runs), simulate the same runs and "
                                    "fit base_cycles_per_access and walk_ref_cycles instead (--objective).")
     c.add_argument("--workload", action="append", default=[], metavar="NAME[:k=v,...]",
@@ -1054,6 +1115,8 @@ def add_calibrate_commands(sub) -> None:
                         "not fit in available memory are skipped)")
     c.add_argument("--accesses", type=_count_arg("accesses", 1, 1 << 32), default=None,
                    help="loads per microbenchmark pass (default 2097152)")
+    c.add_argument("--no-tlb-reach", action="store_true",
+                   help="take the TLB geometry from CPUID alone, without measuring where TLB reach ends")
     c.set_defaults(func=cmd_calibrate)
 
 
@@ -1126,6 +1189,7 @@ def cmd_validate(a) -> int:
     console.print(f"Spearman rank correlation of predicted vs measured speedup: "
                   f"{'undefined (a constant side)' if rho is None else f'{rho:.3f}'} over {len(pred)} plans; "
                   f"base pages measured {meta['base_measured']['wall_s']['median']:.4f} s (median)")
+    console.print(f"estimates on {escape(meta['machine_label'])}")
     console.print(f"wrote {escape(os.path.join(va.out, f'validate-{name}'))}.{{csv,json,png}} "
                   f"('hugescope report {escape(va.out)}' renders it)")
     return 0

@@ -35,6 +35,7 @@ def cmd_fit(a) -> int:
     console.print(t)
     ho, m = rec["held_out"], rec["model"]
     coef = ", ".join(f"{f} {c * 1e9:.3g} ns" for f, c in m["coefficients"].items())
+    console.print(f"counters simulated on {escape(rec['machine'])}")
     console.print(f"model ({m['parameters']} parameters, estimate): t0 {m['t0']:.4f} s, {coef} per event")
     rho = ho["spearman"]
     console.print(f"held-out (K={rec['layouts']}): max |error| {100 * ho['max_abs_error']:.1f}%, median "

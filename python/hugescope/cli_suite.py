@@ -103,6 +103,7 @@ def main(rest: List[str]) -> int:
                   preset=a.preset, config=a.config, duration=a.duration, cpu=a.cpu, trace_dir=a.trace_dir,
                   out=a.out, log=lambda s: err_console.print(f"[dim]{escape(s)}[/]"))
     render(df)
+    console.print(f"estimates on {escape(df.attrs['meta'].get('machine_label') or '?')}")
     console.print(f"wrote {escape(os.path.join(a.out, vs.NAME))}.{{csv,json,png}} and -workloads/-runs tables "
                   f"('hugescope report {escape(a.out)}' renders them)")
     return 0

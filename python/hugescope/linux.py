@@ -314,9 +314,21 @@ class RunResult:
         """The gain of the plan over base pages: the simulator's estimate from
         the plan's header and, with a baseline, the measured one, each with
         how it was obtained."""
+        from .calibrate import default_path
+
         est = (self.header or {}).get("estimate") or {}
         g = {"estimate": est.get("speedup_vs_base"), "estimate_how": est.get("how") or None,
              "measured": None, "measured_how": None}
+        # run prices nothing itself: the estimate is the plan maker's, and its
+        # `how` names the machine. Whether that was this machine's calibrated
+        # preset is recorded (issue #36), so a paper preset's estimate is not
+        # taken for this machine's.
+        cal = default_path() if os.path.exists(default_path()) else None
+        g["calibrated_preset"] = cal
+        how = g["estimate_how"] or ""
+        # As machine_label names it: "calibrated (PATH, ..." or "config PATH (...".
+        g["estimate_on_calibrated"] = (None if g["estimate"] is None else
+                                       bool(cal and (f"calibrated ({cal}," in how or f"config {cal} (" in how)))
         if self.baseline is not None:
             b, p = (self.baseline.summary.get("wall_s") or {}), (self.summary.get("wall_s") or {})
             if b.get("median") and p.get("median"):

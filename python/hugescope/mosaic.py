@@ -193,6 +193,9 @@ def fit_workload(spec: str, out: str, layouts: int = DEFAULT_LAYOUTS, rounds: in
     linux._count("seed", seed, 0)
     if cpu is not None:
         noise.check_cpu(cpu)
+    # No --preset/--config: the calibrated preset when one was saved (this
+    # machine's TLBs), as every real-machine estimate.
+    preset, config, machine_label = calibrate.estimate_machine(preset, config)
     machine = calibrate.machine_args(preset, config)
     api.machine_config(**machine)
     if runner is None:
@@ -232,7 +235,7 @@ def fit_workload(spec: str, out: str, layouts: int = DEFAULT_LAYOUTS, rounds: in
     record = {
         "hugescope_experiment": "model", "kind": "estimate", "workload": label, "name": name, "params": params,
         "trace": os.path.abspath(paths["trace"]), "accesses": info["summary"]["accesses"],
-        "candidates": len(candidates), "machine": calibrate.machine_label(preset, config),
+        "candidates": len(candidates), "machine": machine_label,
         "machine_config": sim_machine, "machine_args": machine, "layouts": len(points), "rounds": rounds,
         "model": model, "base_features": plans[0]["features"], "t_base": meas["t_base"],
         "noise_floor": floor, "held_out": {k: v for k, v in ho.items() if k != "rows"},
@@ -245,7 +248,7 @@ def fit_workload(spec: str, out: str, layouts: int = DEFAULT_LAYOUTS, rounds: in
                                                warmup=warmup, rounds=rounds),
         "how_floor": vs.HOW_FLOOR,
         "how_predicted": "simulated counters of the layout's static page map over the workload's trace on "
-                         f"machine {calibrate.machine_label(preset, config)}, priced by the fitted form",
+                         f"machine {machine_label}, priced by the fitted form",
     }
     write_outputs(record, paths)
     return record

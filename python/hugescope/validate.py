@@ -223,7 +223,10 @@ def validate(workload: str, params: Optional[Dict[str, Any]] = None, ks: Sequenc
         raise ValueError(f"duration must be a positive number of seconds, got {duration!r}")
     if workload not in workloads.names():
         raise ValueError(f"unknown workload '{workload}' (workloads: {', '.join(workloads.names())})")
+    # No preset/config: the calibrated preset when one was saved (issue #36).
+    preset, config, label = calibrate.estimate_machine(preset, config)
     machine = calibrate.machine_args(preset, config)
+    log(f"estimates on {label}")
     layout = workloads.layout(workload, **params)
     candidates = candidate_regions(layout)
     if not candidates:
@@ -297,7 +300,7 @@ def validate(workload: str, params: Optional[Dict[str, Any]] = None, ks: Sequenc
     how_meas = (f"median of {repeat} fresh-process runs after {warmup} warm-up, wall clock (std::time::Instant) "
                 "around the algorithm phase; speedup = base-page median / plan median, min/max = base median / "
                 "plan max and min; plan collapsed with MADV_COLLAPSE when setup ended (collapse time excluded)")
-    how_est = f"cost model: total cycles of a static 4 KiB map / of the plan's static map, same trace, {base_sim['machine']['name']}"
+    how_est = f"cost model ({label}): total cycles of a static 4 KiB map / of the plan's static map, same trace"
     rows = []
     for i, ((pol, k), p, m) in enumerate(pairs):
         regs = rank[(pol, k)]
@@ -319,6 +322,7 @@ def validate(workload: str, params: Optional[Dict[str, Any]] = None, ks: Sequenc
         "options": {"workload": workload, "params": params, "ks": ks, "policies": policies, "repeat": repeat,
                     "warmup": warmup, "seed": seed, "duration_s": float(duration),
                     "machine": machine.get("preset") or machine.get("config")},
+        "machine_label": label,
         "base_measured": {"wall_s": base.summary["wall_s"], "how": how_meas},
         "how": {"estimate": how_est, "measurement": how_meas,
                 "spearman": "Pearson correlation of the ranks (ties averaged) of predicted and measured median "

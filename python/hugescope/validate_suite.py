@@ -427,8 +427,11 @@ def suite(suite_name: Optional[str] = "default", workload_specs: Sequence[str] =
         raise ValueError(f"duration must be a positive number of seconds, got {duration!r}")
     if cpu is not None:
         noise.check_cpu(cpu)
+    # No preset/config: the calibrated preset when one was saved (issue #36).
+    preset, config, label = calibrate.estimate_machine(preset, config)
     machine = calibrate.machine_args(preset, config)
     api.machine_config(**machine)  # a bad preset or file fails here, before the traces
+    log(f"estimates on {label}")
     if runner is None:
         thp = linux.thp_state()
         if not thp["baseline_available"] or not thp["plans_applicable"]:
@@ -515,7 +518,7 @@ def suite(suite_name: Optional[str] = "default", workload_specs: Sequence[str] =
     meta = {
         "hugescope_experiment": NAME, "hugescope_version": _core.version(), "kind": "measurement",
         "suite": suite_name, "workloads": [s[0] for s in specs],
-        "machine": preps[0]["machine"], "cpu": cpu,
+        "machine": preps[0]["machine"], "machine_label": label, "cpu": cpu,
         "params": res["params"], "param_units": cost_model.PARAM_UNITS, "loo_params": res["loo_params"],
         "summary": res["summary"],
         "options": {"suite": suite_name, "workloads": list(workload_specs), "fractions": fractions,

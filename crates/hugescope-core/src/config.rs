@@ -504,7 +504,21 @@ pub(crate) fn resolve_machine(start: &str, file_val: Option<Value>, overrides: &
     // The raw preset: `gb_pages` is applied once, after the file and the
     // overrides had their say (`gb_pages=true` restores the 1GB structures).
     let mut v = serde_json::to_value(MachineConfig::preset_raw(start)?).expect("config serializes");
-    if let Some(f) = file_val {
+    if let Some(mut f) = file_val {
+        // `replace = ["l1", ...]`: tables the file gives whole. A merge can
+        // add and change structures but never remove one, so a file whose
+        // TLBs are keyed differently from the preset's (a calibration that
+        // read AMD's per-size L2 TLBs over haswell-pcc's shared "4k+2m")
+        // drops the preset's table first.
+        if let Value::Object(fo) = &mut f {
+            if let Some(r) = fo.remove("replace") {
+                for t in replace_tables(&r)? {
+                    if let Value::Object(vo) = &mut v {
+                        vo.remove(t);
+                    }
+                }
+            }
+        }
         merge(&mut v, f);
     }
     for (key, val) in overrides {
@@ -520,6 +534,18 @@ pub(crate) fn resolve_machine(start: &str, file_val: Option<Value>, overrides: &
     cfg.apply_gb_pages();
     cfg.validate()?;
     Ok(cfg)
+}
+
+/// Tables a machine file may replace whole (`replace = [...]`).
+const REPLACEABLE: [&str; 3] = ["l1", "l2", "pwc"];
+
+/// The table names of a `replace` value, each one of `REPLACEABLE`.
+fn replace_tables(r: &Value) -> Result<Vec<&'static str>> {
+    let bad = || Error::config(format!("replace={r}: must be a list of table names among {}", REPLACEABLE.join(", ")));
+    let list = r.as_array().ok_or_else(bad)?;
+    list.iter()
+        .map(|x| x.as_str().and_then(|s| REPLACEABLE.iter().find(|t| **t == s).copied()).ok_or_else(bad))
+        .collect()
 }
 
 /// The dotted key of `merged` whose value alone, put into the valid `base`,
@@ -672,6 +698,25 @@ mod tests {
         assert_eq!(c.l1["4k"].ways, 8);
         assert_eq!(c.pwc["l2"].entries, 64);
         assert_eq!(c.l1["2m"].entries, 32);
+    }
+
+    /// `replace = ["l2"]`: the file's L2 table stands alone (the preset's
+    /// "4k+2m" would otherwise hold 4k and 2m a second time); a bad list is
+    /// refused by name.
+    #[test]
+    fn replace_drops_the_presets_table() {
+        let toml = "preset = \"haswell-pcc\"\nreplace = [\"l2\"]\n[l2.4k]\nentries = 128\nways = 8\n[l2.2m]\nentries = 128\nways = 4\n";
+        let c = MachineConfig::load(None, Some(toml), &[]).unwrap();
+        assert_eq!(c.l2.keys().collect::<Vec<_>>(), ["2m", "4k"]);
+        assert_eq!((c.l2["4k"].entries, c.l2["2m"].ways), (128, 4));
+        assert_eq!(c.l1["4k"].entries, 64); // not replaced: the preset's
+        let merged = toml.replace("replace = [\"l2\"]\n", "");
+        let e = MachineConfig::load(None, Some(&merged), &[]).unwrap_err().to_string();
+        assert!(e.contains("held by two structures"), "{e}");
+        for bad in ["replace = [\"cost\"]\n", "replace = \"l2\"\n", "replace = [1]\n"] {
+            let e = MachineConfig::load(None, Some(bad), &[]).unwrap_err().to_string();
+            assert!(e.contains("replace=") && e.contains("l1, l2, pwc"), "{e}");
+        }
     }
 
     #[test]

@@ -11,6 +11,7 @@ pub mod cancel;
 pub mod config;
 pub mod configuration;
 pub mod cost;
+pub mod cpuid;
 pub mod error;
 pub mod fnv;
 pub mod hw;

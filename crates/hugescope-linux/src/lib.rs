@@ -14,13 +14,16 @@
 //! * `lifetime`: stopping on signals, and children that die with hugescope;
 //! * `native`: running a built-in workload in this process with a plan applied at
 //!   its progress points, measured the same way;
-//! * `daemon`: a userspace huge-page daemon that runs a policy on live processes.
+//! * `daemon`: a userspace huge-page daemon that runs a policy on live processes;
+//! * `microbench`, `tlb_reach`, `cpu_tlbs`: the calibration's page-walk and TLB-reach
+//!   microbenchmarks and the CPUID registers of this CPU.
 //!
 //! Everything here talks to the running kernel; nothing is simulated. See
 //! `docs/linux.md` for requirements and how coverage is measured.
 
 pub mod args;
 pub mod collapse;
+pub mod cpu_tlbs;
 pub mod daemon;
 pub mod error;
 pub mod fragment;
@@ -35,6 +38,7 @@ pub mod site_watch;
 pub mod smaps;
 pub mod sweep;
 pub mod thp;
+pub mod tlb_reach;
 
 pub use collapse::{apply, apply_with, Applier, ApplyOptions, CollapseOutcome, Status, Target};
 pub use error::{Error, Result};

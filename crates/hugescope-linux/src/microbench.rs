@@ -36,7 +36,7 @@ use serde::{Deserialize, Serialize};
 use std::time::Instant;
 
 const LINE: u64 = 64;
-const HUGE: u64 = 2 << 20;
+pub(crate) const HUGE: u64 = 2 << 20;
 /// Most slots in one buffer: 4Mi (32 MiB of next-indices at one per line).
 pub const MAX_SLOTS: u64 = 1 << 22;
 /// Smallest and largest footprint accepted.
@@ -44,8 +44,8 @@ pub const MIN_FOOTPRINT: u64 = 4 << 10;
 pub const MAX_FOOTPRINT: u64 = 64 << 30;
 /// Memory left to the rest of the machine: a footprint within this much of
 /// `MemAvailable` is refused.
-const SPARE: u64 = 1 << 30;
-const MADV_COLLAPSE: libc::c_int = 25;
+pub(crate) const SPARE: u64 = 1 << 30;
+pub(crate) const MADV_COLLAPSE: libc::c_int = 25;
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Spec {
@@ -96,15 +96,15 @@ pub struct Measurement {
 }
 
 /// A private anonymous mapping, 2 MiB aligned, unmapped on drop.
-struct Buffer {
+pub(crate) struct Buffer {
     raw: *mut libc::c_void,
     raw_len: usize,
-    start: *mut u8,
-    len: usize,
+    pub(crate) start: *mut u8,
+    pub(crate) len: usize,
 }
 
 impl Buffer {
-    fn new(len: u64) -> Result<Buffer> {
+    pub(crate) fn new(len: u64) -> Result<Buffer> {
         let len = len.div_ceil(HUGE) * HUGE;
         let raw_len = (len + HUGE) as usize;
         // SAFETY: a fresh anonymous mapping; no existing memory is touched.
@@ -119,7 +119,7 @@ impl Buffer {
         Ok(Buffer { raw, raw_len, start, len: len as usize })
     }
 
-    fn advise(&self, advice: libc::c_int, what: &str) -> Result<()> {
+    pub(crate) fn advise(&self, advice: libc::c_int, what: &str) -> Result<()> {
         // SAFETY: the range is this buffer's own mapping.
         if unsafe { libc::madvise(self.start as *mut libc::c_void, self.len, advice) } != 0 {
             return Err(sys(format!("madvise({what}) of the microbenchmark buffer")));
@@ -135,13 +135,13 @@ impl Drop for Buffer {
     }
 }
 
-fn sys(what: String) -> Error {
+pub(crate) fn sys(what: String) -> Error {
     let source = std::io::Error::last_os_error();
     Error::Sys { what, errno_name: crate::collapse::explain_errno(source.raw_os_error().unwrap_or(0)), source }
 }
 
 /// `MemAvailable` of /proc/meminfo in bytes.
-fn mem_available() -> Result<u64> {
+pub(crate) fn mem_available() -> Result<u64> {
     let path = "/proc/meminfo";
     let text = std::fs::read_to_string(path).map_err(|source| Error::Io { path: path.into(), source })?;
     text.lines()
@@ -178,13 +178,13 @@ pub fn check(spec: &Spec) -> Result<()> {
 }
 
 /// Pin the calling thread to the cpu it runs on; restore the old mask on drop.
-struct Pin {
+pub(crate) struct Pin {
     old: libc::cpu_set_t,
-    cpu: i32,
+    pub(crate) cpu: i32,
 }
 
 impl Pin {
-    fn here() -> Result<Pin> {
+    pub(crate) fn here() -> Result<Pin> {
         // SAFETY: plain syscalls on this thread's own affinity.
         unsafe {
             let mut old: libc::cpu_set_t = std::mem::zeroed();
@@ -228,14 +228,14 @@ struct Prepared {
     huge_fraction: f64,
 }
 
-fn prepare(footprint: u64, pages: &str, seed: u64) -> Result<Prepared> {
+/// A buffer of `footprint` bytes (rounded up to 2 MiB) with every 4 KiB
+/// page touched, so the TLB reach and page-table size are the footprint's:
+/// with `huge`, `MADV_HUGEPAGE` before the first touch and `MADV_COLLAPSE`
+/// after it; else `MADV_NOHUGEPAGE`. Returns it with the share smaps
+/// reports huge (read back, never assumed).
+pub(crate) fn populated(footprint: u64, huge: bool) -> Result<(Buffer, f64)> {
     let buf = Buffer::new(footprint)?;
-    let huge = pages == "2m";
     buf.advise(if huge { libc::MADV_HUGEPAGE } else { libc::MADV_NOHUGEPAGE }, if huge { "MADV_HUGEPAGE" } else { "MADV_NOHUGEPAGE" })?;
-    let slots = (footprint / LINE).clamp(1, MAX_SLOTS);
-    let stride = (footprint / slots) / LINE * LINE;
-    // Touch every page of the footprint (write faults allocate it), so the
-    // TLB reach and page-table size are the footprint's, not the slots'.
     let mut off = 0;
     while off < footprint as usize {
         // SAFETY: within the mapping.
@@ -247,6 +247,16 @@ fn prepare(footprint: u64, pages: &str, seed: u64) -> Result<Prepared> {
         // SAFETY: the buffer's own range.
         unsafe { libc::madvise(buf.start as *mut libc::c_void, buf.len, MADV_COLLAPSE) };
     }
+    let me = libc::pid_t::try_from(std::process::id()).unwrap_or(0);
+    let huge_bytes = smaps::huge_bytes_in(me, buf.start as u64, buf.len as u64)?;
+    let share = huge_bytes as f64 / buf.len as f64;
+    Ok((buf, share))
+}
+
+fn prepare(footprint: u64, pages: &str, seed: u64) -> Result<Prepared> {
+    let (buf, huge_fraction) = populated(footprint, pages == "2m")?;
+    let slots = (footprint / LINE).clamp(1, MAX_SLOTS);
+    let stride = (footprint / slots) / LINE * LINE;
     // Sattolo's shuffle: next[i] forms one cycle through every slot.
     let mut rng = Rng::new(seed ^ 0x6d69_6372_6f62_656e);
     for i in 0..slots {
@@ -258,10 +268,7 @@ fn prepare(footprint: u64, pages: &str, seed: u64) -> Result<Prepared> {
         // SAFETY: i, j < slots.
         unsafe { std::ptr::swap(slot(buf.start, stride, i), slot(buf.start, stride, j)) };
     }
-    let me = libc::pid_t::try_from(std::process::id()).unwrap_or(0);
-    let len = footprint.div_ceil(HUGE) * HUGE;
-    let huge_bytes = smaps::huge_bytes_in(me, buf.start as u64, len)?;
-    Ok(Prepared { buf, pages: pages.to_string(), slots, stride, huge_fraction: huge_bytes as f64 / len as f64 })
+    Ok(Prepared { buf, pages: pages.to_string(), slots, stride, huge_fraction })
 }
 
 /// One timed pass: ns per load.

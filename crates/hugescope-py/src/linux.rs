@@ -310,6 +310,34 @@ fn microbench(py: Python<'_>, spec_json: String) -> PyResult<String> {
     }
 }
 
+/// The TLB-reach microbenchmark (`hugescope_linux::tlb_reach`): `spec_json`
+/// is a `tlb_reach::Spec`; returns its `Report` as JSON.
+#[pyfunction]
+fn tlb_reach(py: Python<'_>, spec_json: String) -> PyResult<String> {
+    let spec: hugescope_linux::tlb_reach::Spec = serde_json::from_str(&spec_json).map_err(err)?;
+    let mut stop = PyStop::new();
+    let r = py.detach(|| hugescope_linux::tlb_reach::run(&spec, &mut || stop.check()));
+    match r {
+        Ok(m) => json(&m),
+        Err(e) => Err(stop.into_err(e)),
+    }
+}
+
+/// This CPU's CPUID leaves that describe its TLBs (`hugescope_linux::cpu_tlbs`),
+/// as a `hugescope_core::cpuid::RawLeaves` JSON.
+#[pyfunction]
+fn cpuid_leaves() -> PyResult<String> {
+    json(&hugescope_linux::cpu_tlbs::read())
+}
+
+/// Decode raw CPUID leaves (`RawLeaves` JSON) into the TLB geometry
+/// (`hugescope_core::cpuid::decode`), as JSON.
+#[pyfunction]
+fn cpuid_decode(raw_json: String) -> PyResult<String> {
+    let raw: hugescope_core::cpuid::RawLeaves = serde_json::from_str(&raw_json).map_err(err)?;
+    json(&hugescope_core::cpuid::decode(&raw))
+}
+
 /// `/proc/buddyinfo`: free blocks per zone and order, and free 2 MiB blocks in total.
 #[pyfunction]
 fn buddyinfo() -> PyResult<String> {
@@ -449,6 +477,9 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run_native_workload, m)?)?;
     m.add_function(wrap_pyfunction!(buddyinfo, m)?)?;
     m.add_function(wrap_pyfunction!(microbench, m)?)?;
+    m.add_function(wrap_pyfunction!(tlb_reach, m)?)?;
+    m.add_function(wrap_pyfunction!(cpuid_leaves, m)?)?;
+    m.add_function(wrap_pyfunction!(cpuid_decode, m)?)?;
     m.add_function(wrap_pyfunction!(fragment_memory, m)?)?;
     Ok(())
 }
