@@ -578,6 +578,11 @@ def _tlb_toml(t: Dict[str, Any], start: str) -> List[str]:
         lines.append(f"# note: {n}")
     lines.append("# pwc: no CPUID leaf reports page-walk caches; the starting preset's sizes stay (defaults, "
                  f"from {start})")
+    if t["analysis"].get("splintered"):
+        # The measured reach of 2 MiB pages is that of 4 KiB pages (the note
+        # above): each 2 MiB page is held as a 4 KiB entry, its walk still
+        # ends at the PMD (MachineConfig::tlb_max_page).
+        lines.append('tlb_max_page = "4k"  # measured: 2 MiB pages reach as far as 4 KiB pages in this TLB')
     lines.append('replace = ["l1", "l2"]')
     for name in ("l1", "l2"):
         for key, c in t["tables"][name].items():

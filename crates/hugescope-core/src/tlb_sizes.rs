@@ -144,6 +144,11 @@ pub fn simulate_tlb_sizes(path: &str, cfg: MachineConfig, pages: &str, key: Opti
             "tlb-sizes: the duplicate L1 fill (l1_duplicate_fill) fills the L1 on walks only, so the sizes would not share it; run each size with simulate",
         ));
     }
+    if !cfg.tlb_max_page.is_empty() {
+        return Err(Error::input(format!(
+            "tlb-sizes: tlb_max_page = \"{}\" caps what the walks fill, which this one-pass sweep does not model; run each size with simulate",
+            cfg.tlb_max_page)));
+    }
     let (key, c) = structure(&cfg, key)?;
     let sets = if c.ways == 0 || c.ways >= c.entries { 1 } else { c.entries / c.ways };
     let mut entries: Vec<usize> = if entries.is_empty() {

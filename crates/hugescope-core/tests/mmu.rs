@@ -289,3 +289,31 @@ fn alternating_pages_match_a_reference_lru_model() {
     // The stream exercises all three outcomes, many times each.
     assert!(n_l1 > 50_000 && n_l2 > 5_000 && n_walk > 1_000, "{n_l1} {n_l2} {n_walk}");
 }
+
+/// `tlb_max_page = "4k"` (a guest whose host backs it with 4KB pages): a 2MB
+/// page keeps its shorter walk but fills 4KB entries, so every distinct 4KB
+/// page of it walks once; uncapped, the first walk covers the whole 2MB page.
+#[test]
+fn tlb_max_page_holds_a_2mb_page_as_4kb_entries() {
+    let pattern: Vec<u64> = [0u64, 1, 2, 0, 511, 1].iter().map(|p| BASE + p * 4096 + 8).collect();
+    let run = |sets: &[String]| {
+        let cfg = MachineConfig::load(Some("haswell-pcc"), None, sets).unwrap();
+        let mut s = sim(cfg, 1); // every page 2MB
+        for &a in &pattern {
+            s.step(Access::read(a));
+        }
+        s.counters()
+    };
+    let free = run(&[]);
+    assert_eq!((free.accesses, free.walks, free.l1_hits), (6, 1, 5), "one walk fills the 2MB entry");
+    let capped = run(&["tlb_max_page=4k".into()]);
+    // Pages 0, 1, 2 and 511 walk once each; the second 0 and the second 1 hit.
+    assert_eq!((capped.accesses, capped.walks, capped.l1_hits), (6, 4, 2));
+    // Each walk still ends at the 2MB leaf: the first reads PML4, PDPT and
+    // PD (3, as uncapped); the other three find the PDPTE in the page-walk
+    // cache and read the PD entry only (1 each): 6.
+    assert_eq!(free.walk_refs, 3);
+    assert_eq!(capped.walk_refs, 3 + 3);
+    let bad = MachineConfig::load(Some("haswell-pcc"), None, &["tlb_max_page=8k".into()]);
+    assert!(bad.unwrap_err().to_string().contains("not one of the machine's page sizes"));
+}

@@ -58,6 +58,9 @@ pub struct Mmu<W: Walker = RadixWalker> {
     shifts: [u32; MAX_SIZES],
     /// `MachineConfig::l1_duplicate_fill`: the PCC artifact's second L1 fill.
     duplicate_fill: bool,
+    /// The largest size index a TLB entry may hold
+    /// (`MachineConfig::tlb_max_page`; the largest size when uncapped).
+    tlb_cap: usize,
     /// The way the last L2 hit was in before it moved to the front (its LRU
     /// stack distance: `tlb_sizes`).
     l2_way: usize,
@@ -128,6 +131,13 @@ impl<W: Walker> Mmu<W> {
             vm: 0,
             shifts,
             duplicate_fill: cfg.l1_duplicate_fill,
+            tlb_cap: if cfg.tlb_max_page.is_empty() {
+                geo.num_sizes() - 1
+            } else {
+                let b = parse_size(&cfg.tlb_max_page).map_err(|e| Error::config(format!("tlb_max_page: {e}")))?;
+                geo.size_index_of(b)
+                    .ok_or_else(|| Error::config(format!("tlb_max_page: unknown page size {}", cfg.tlb_max_page)))?
+            },
             l2_way: 0,
             stats: MmuStats::default(),
         })
@@ -250,7 +260,9 @@ impl<W: Walker> Mmu<W> {
     /// the TLBs now hold.
     #[inline]
     pub fn complete_walk(&mut self, a: &Access, leaf: &Leaf) -> WalkCost {
-        let s = leaf.tlb_size();
+        // A capped machine holds a larger leaf as an entry of the cap's size
+        // (`tlb_max_page`): the walk still ends at the leaf's level.
+        let s = leaf.tlb_size().min(self.tlb_cap);
         debug_assert!(s < self.num_sizes && leaf.size() < self.num_sizes);
         let cost = self.walker.walk(self.space(a), a, leaf);
         self.stats.count_walk(s, &cost);
