@@ -589,7 +589,8 @@ def cmd_daemon(a) -> int:
     with human_to_stderr(a.json):
         console.print(escape(_daemon_line(f)), soft_wrap=True)
         console.print(f"{r['steps']} steps in {r['wall_s']:.1f} s; daemon CPU {r['cpu_s']:.3f} s "
-                      f"({100 * r['cpu_s'] / max(r['wall_s'], 1e-9):.2f}% of one core)")
+                      f"({100 * r['cpu_s'] / max(r['wall_s'], 1e-9):.2f}% of one core); "
+                      f"clear_refs writes {f.get('clear_refs_total', 0)} (what the target pays for most)")
     if a.json:
         emit_json(a.json, r)
     return 0
