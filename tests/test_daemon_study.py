@@ -64,6 +64,7 @@ def test_hotcold_refuses_bad_parameters():
 def test_budget_is_whole_huge_pages_and_at_least_one():
     assert daemon_study.budget_bytes(1056 * MIB, 0.03) == 30 * MIB  # 31.68 MiB rounded down
     assert daemon_study.budget_bytes(10 * MIB, 0.01) == 2 * MIB
+    assert daemon_study.budget_bytes(10 * MIB, None) is None  # --budget none: the daemon's default
 
 
 def test_summaries_speedup_and_share_of_the_all_huge_gain():

@@ -753,7 +753,7 @@ def add_commands(sub) -> None:
     ds.add_argument("--workloads", default="hotcold,gups,bfs", help="built-in workloads (default hotcold,gups,bfs)")
     ds.add_argument("--repeat", type=_count_arg("--repeat", 1, linux.RUNS_MAX), default=3,
                     help="interleaved rounds (default 3)")
-    ds.add_argument("--budget", default="3%", help="daemon budget as a share of the footprint (default 3%%)")
+    ds.add_argument("--budget", default="3%", help="daemon budget as a share of the footprint (default 3%%), or 'none' (the daemon's default)")
     ds.add_argument("--interval", type=float, default=0.5, help="daemon --interval (default 0.5)")
     ds.add_argument("--rate", type=float, default=64.0, help="daemon --rate (default 64)")
     ds.add_argument("--cpu", type=int, default=None, help="CPU for the workload (default: the last one)")
