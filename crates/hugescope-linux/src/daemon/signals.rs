@@ -5,7 +5,8 @@
 //!   whether the region is already PMD-mapped, from one `PAGEMAP_SCAN` per VMA
 //!   (exact, per page).
 //! * **Access**: the accessed (young) bits are cleared with `/proc/PID/clear_refs`
-//!   (`1`), and the next sample reads how many bytes of each VMA were referenced
+//!   (`2`: anonymous pages only, the only ones the daemon promotes; `1` would also
+//!   make the target re-set the bits of its file pages), and the next sample reads how many bytes of each VMA were referenced
 //!   since (`Referenced:` in smaps). When to clear is the daemon's choice, not the
 //!   sample's (`epochs.rs`: a clear costs the target far more than a sample does). On this kernel that is the finest access signal
 //!   there is: DAMON is built for physical addresses only (`CONFIG_DAMON_VADDR` off),
@@ -104,10 +105,11 @@ pub fn sample(pid: Pid) -> Result<ProcessSample> {
     Ok(s)
 }
 
-/// Clear the accessed bits of every page of `pid` (`echo 1 > /proc/PID/clear_refs`).
+/// Clear the accessed bits of every anonymous page of `pid`
+/// (`echo 2 > /proc/PID/clear_refs`, the kernel's CLEAR_REFS_ANON).
 pub fn clear_refs(pid: Pid) -> Result<()> {
     let p = format!("/proc/{pid}/clear_refs");
-    std::fs::write(&p, b"1").map_err(|e| Error::io(&p, e))
+    std::fs::write(&p, b"2").map_err(|e| Error::io(&p, e))
 }
 
 #[cfg(test)]
