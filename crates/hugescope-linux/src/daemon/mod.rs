@@ -506,7 +506,7 @@ impl Daemon {
 /// Between snapshots the live bits cover every interval since the clear, so a VMA
 /// touched once would look as hot as one touched throughout: the snapshot's values
 /// are used instead, and a region of a VMA the snapshot does not know counts as not
-/// referenced until the next one (which that new VMA brings forward).
+/// referenced until the next one (`epochs.rs`: it does not bring that one forward).
 fn use_snapshot(w: &mut Watched, regions: &mut [signals::RegionSample], step: u64) {
     if w.epochs.fresh(step) {
         w.access = Some(regions.iter().map(|r| (r.vma_start, r.referenced)).collect());
@@ -523,9 +523,6 @@ fn use_snapshot(w: &mut Watched, regions: &mut [signals::RegionSample], step: u6
         w.freq.retain(|k, _| live.contains(k));
     }
     let snap = w.access.as_ref();
-    if snap.is_some_and(|a| regions.iter().any(|r| !r.huge && r.present > 0 && !a.contains_key(&r.vma_start))) {
-        w.epochs.reset();
-    }
     for r in regions.iter_mut() {
         r.referenced = snap.and_then(|a| a.get(&r.vma_start)).copied().unwrap_or(0.0);
     }
