@@ -10,6 +10,7 @@ These need root and MADV_COLLAPSE and skip with the reason otherwise.
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -96,6 +97,50 @@ def test_hot_region_collapsed_exactly_under_one_region_budget(policy, tmp_path, 
     assert _settings() == before
     assert not (state_dir / "state.json").exists()
     assert r["cpu_s"] >= 0 and "collapsed 1" in stdout
+    # clear_refs (what the target pays for most): the baseline clear at step 0, at
+    # most one more per snapshot that collapsed nothing before the collapse, none
+    # after it (the budget is spent: no decision needs fresh bits). Collapsed at
+    # step 1 or 2 (the common case): exactly one write, in 10 or more steps that used
+    # to write one each.
+    first = collapsed[0]["step"]
+    assert r["steps"] >= 10
+    assert 1 <= r["final"]["clear_refs_total"] <= math.floor(math.log2(first + 1)), (first, r["final"])
+    assert f"clear_refs writes {r['final']['clear_refs_total']}" in stdout
+
+
+@needs_thp
+@needs_root
+@needs_madvise
+@pytest.mark.parametrize("policy", ["hawkeye", "pcc", "ingens"])
+def test_clear_refs_writes_are_bounded_without_a_budget(policy, tmp_path, state_dir):
+    # No budget, 0.1 s interval, 3 s: about 30 steps. The cold mapping is touched
+    # only before the baseline, so after the hot region's collapse no snapshot
+    # changes a decision and the clears back off (docs/daemon.md): a stretch of L
+    # steps without a collapse clears at its steps 0, 2, 6, 14, 30 (2^k - 2), at most
+    # floor(log2(L + 1)) times, and each step with a collapse starts a new stretch.
+    # The daemon used to write clear_refs at every step of hawkeye and pcc; ingens
+    # reads no access bits and never writes it.
+    p = _target()
+    out = tmp_path / "c.json"
+    try:
+        d = _daemon_cli("--policy", policy, "--pid", p.pid, "--interval", "0.1", "--duration", "3", "--json", out)
+        _, stderr = d.communicate(timeout=60)
+        assert d.returncode == 0, stderr
+    finally:
+        p.stdin.close()
+        p.wait(timeout=10)
+    r = json.loads(out.read_text())
+    steps, clears = r["steps"], r["final"]["clear_refs_total"]
+    collapse_steps = {x["step"] for x in r["decisions"] if x["outcome"] == "collapsed"}
+    assert steps >= 20, r["steps"]
+    if policy == "ingens":
+        assert clears == 0
+        return
+    assert HOT in {x["start"] for x in r["decisions"] if x["outcome"] == "collapsed"}
+    bound = (len(collapse_steps) + 1) * math.floor(math.log2(steps + 1))
+    assert 1 <= clears <= bound, (clears, bound, sorted(collapse_steps))
+    assert clears <= steps // 3, "a third of the steps at most; it was every step"
+    assert r["final"]["processes"][0]["clear_gap_steps"] >= 8, "backed off by the end"
 
 
 @needs_thp

@@ -64,6 +64,7 @@ def test_hotcold_refuses_bad_parameters():
 def test_budget_is_whole_huge_pages_and_at_least_one():
     assert daemon_study.budget_bytes(1056 * MIB, 0.03) == 30 * MIB  # 31.68 MiB rounded down
     assert daemon_study.budget_bytes(10 * MIB, 0.01) == 2 * MIB
+    assert daemon_study.budget_bytes(10 * MIB, None) is None  # --budget none: the daemon's default
 
 
 def test_summaries_speedup_and_share_of_the_all_huge_gain():
@@ -144,6 +145,41 @@ def test_quick_study_runs_every_condition_and_leaves_nothing_behind(tmp_path):
     # No daemon, workload or server left running; no setting changed.
     assert _children() <= before
     assert linux.thp_state()["enabled"] == thp
+
+
+@needs_root
+@needs_madvise
+def test_quick_study_without_a_budget_counts_clear_refs(tmp_path, monkeypatch):
+    # --budget none: the daemon at its default (no budget). khugepaged and ingens
+    # read no access bits and never clear them. hawkeye and pcc clear once for the
+    # baseline; their first snapshot ranks every region of the 64 MiB hotcold
+    # (both tables are referenced in a 0.1 s interval) and the rate limit (8 a
+    # second) leaves most of the 32 waiting, so no decision needs fresh bits while
+    # the run lasts (about 2 s): one write, where they used to write one per step.
+    # After the run the workload unmaps its tables; the ranking is gone with them,
+    # and a collapse of the child's other memory (its Python heap) may start a new
+    # epoch: one more write at most per such collapse. The run is long enough for
+    # the daemon's start-up (about 0.5 s of Python).
+    monkeypatch.setitem(daemon_study.QUICK, "hotcold",
+                        dict(size="64MiB", hot_size="2MiB", hot_share=0.9, updates=150_000_000))
+    r = daemon_study.study(str(tmp_path), ["hotcold"], quick=True, repeat=1, redis=False, capture=False,
+                           sim=False, budget_share="none", interval=0.1, rate=8)
+    w = r["workloads"]["hotcold"]
+    assert w["budget"] is None and r["options"]["budget_share"] is None
+    runs = {x["condition"]: x for x in w["runs"]}
+    for p in daemon_study.POLICIES:
+        d = runs[p]["daemon"]
+        assert d is not None, runs[p]["daemon_note"]
+        assert d["steps"] >= 5, d
+        outside = [a for a in d["regions"] if not any(t["base"] <= a < t["base"] + t["len"] for t in w["regions"])]
+        if p in ("khugepaged", "ingens"):
+            assert d["clear_refs"] == 0, (p, d)
+        else:
+            assert 1 <= d["clear_refs"] <= 1 + len(outside), (p, d)
+    md = (tmp_path / "daemon-study.md").read_text()
+    assert "no budget (the daemon's default)" in md and "| clear_refs writes |" in md
+    with pytest.raises(ValueError, match="or 'none'"):
+        daemon_study.study(str(tmp_path / "o"), ["hotcold"], quick=True, budget_share="0%")
 
 
 @needs_root

@@ -593,7 +593,8 @@ def cmd_daemon(a) -> int:
     with human_to_stderr(a.json):
         console.print(escape(_daemon_line(f)), soft_wrap=True)
         console.print(f"{r['steps']} steps in {r['wall_s']:.1f} s; daemon CPU {r['cpu_s']:.3f} s "
-                      f"({100 * r['cpu_s'] / max(r['wall_s'], 1e-9):.2f}% of one core)")
+                      f"({100 * r['cpu_s'] / max(r['wall_s'], 1e-9):.2f}% of one core); "
+                      f"clear_refs writes {f.get('clear_refs_total', 0)} (what the target pays for most)")
     if a.json:
         emit_json(a.json, r)
     return 0
@@ -806,7 +807,7 @@ def add_commands(sub) -> None:
     ds.add_argument("--workloads", default="hotcold,gups,bfs", help="built-in workloads (default hotcold,gups,bfs)")
     ds.add_argument("--repeat", type=_count_arg("--repeat", 1, linux.RUNS_MAX), default=3,
                     help="interleaved rounds (default 3)")
-    ds.add_argument("--budget", default="3%", help="daemon budget as a share of the footprint (default 3%%)")
+    ds.add_argument("--budget", default="3%", help="daemon budget as a share of the footprint (default 3%%), or 'none' (the daemon's default)")
     ds.add_argument("--interval", type=float, default=0.5, help="daemon --interval (default 0.5)")
     ds.add_argument("--rate", type=float, default=64.0, help="daemon --rate (default 64)")
     ds.add_argument("--cpu", type=int, default=None, help="CPU for the workload (default: the last one)")

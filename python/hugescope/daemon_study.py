@@ -227,6 +227,7 @@ def _daemon_summary(rec: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
     procs = f.get("processes") or [{}]
     return {"cpu_s": rec["cpu_s"], "wall_s": rec["wall_s"], "steps": rec["steps"], "started_s": rec["started_s"],
             "collapsed": f.get("collapsed_total", 0), "daemon_huge": f.get("daemon_huge_total", 0),
+            "clear_refs": f.get("clear_refs_total", 0),
             "first_collapse_s": next((d["t_s"] for d in rec["decisions"] if d["outcome"] == "collapsed"), None),
             "errors": procs[0].get("errors", {}),
             "regions": sorted({d["start"] for d in rec["decisions"] if d["outcome"] == "collapsed"})}
@@ -234,9 +235,11 @@ def _daemon_summary(rec: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
 
 # ---------------------------------------------------------------- built-in workloads
 
-def budget_bytes(footprint: int, share: float) -> int:
+def budget_bytes(footprint: int, share: Optional[float]) -> Optional[int]:
     """The daemon's budget: ``share`` of the footprint, rounded down to whole
-    2 MiB pages, at least one."""
+    2 MiB pages, at least one; None (no budget, the daemon's default) for None."""
+    if share is None:
+        return None
     return max(HUGE, int(footprint * share) // HUGE * HUGE)
 
 
@@ -629,13 +632,14 @@ def _summaries(runs: List[Dict[str, Any]], metric: str, higher_better: bool) -> 
         out[c] = dict(s, speedup=sp, share_of_all_gain=share,
                       daemon_cpu_per_s=_median([x["cpu_s"] / x["wall_s"] for x in d if x["wall_s"] > 0]),
                       daemon_huge=_median([x["daemon_huge"] for x in d]),
+                      clear_refs=_median([x.get("clear_refs") for x in d]),
                       first_collapse_s=_median([x["first_collapse_s"] for x in d]),
                       huge_bytes_end=_median([r.get("huge_bytes_end") for r in runs if r["condition"] == c]))
     return out
 
 
 def study(out: str, names: Sequence[str] = tuple(FULL), quick: bool = False, repeat: int = 3,
-          budget_share: float = 0.03, redis: bool = True, capture: bool = True, sim: bool = True,
+          budget_share: Optional[float] = 0.03, redis: bool = True, capture: bool = True, sim: bool = True,
           interval: float = 0.5, rate: float = 64.0, cpu: Optional[int] = None, daemon_cpu: Optional[int] = None,
           redis_keys: Optional[int] = None, progress: Optional[Callable[[str], None]] = None,
           preset: Optional[str] = None, config: Optional[str] = None) -> Dict[str, Any]:
@@ -652,9 +656,11 @@ def study(out: str, names: Sequence[str] = tuple(FULL), quick: bool = False, rep
         from .calibrate import machine_label
         machine_label(preset, config)
     from .api import _share
-    share = _share(budget_share, "--budget")
-    if share <= 0:
-        raise ValueError(f"--budget: {budget_share!r} must be a share of the footprint in (0, 1]")
+    # "none": no budget, as `hugescope daemon` runs by default (the cost of the
+    # daemon at its default settings is measured this way).
+    share = None if budget_share is None or str(budget_share).strip().lower() == "none" else _share(budget_share, "--budget")
+    if share is not None and share <= 0:
+        raise ValueError(f"--budget: {budget_share!r} must be a share of the footprint in (0, 1] or 'none'")
     sizes = QUICK if quick else FULL
     for n in names:
         if n not in sizes:
@@ -714,9 +720,9 @@ def study(out: str, names: Sequence[str] = tuple(FULL), quick: bool = False, rep
                  "summary_wall": _summaries(runs, "run_s", higher_better=False),
                  "real_khugepaged_during_base": kh}
             if sim:
-                progress(f"{name}: simulating the policies at {share:.1%} of the footprint")
+                progress(f"{name}: simulating the policies at {1.0 if share is None else share:.1%} of the footprint")
                 dur = w["summary_wall"]["base"]["median"]
-                w["simulated"] = simulate(name, params, budget / fp, dur, tmp,
+                w["simulated"] = simulate(name, params, 1.0 if budget is None else budget / fp, dur, tmp,
                                           limit=2_000_000 if quick else SIM_LIMIT, preset=preset, config=config)
                 w["simulated"]["daemon_choice"] = estimate_choices(name, w, tmp,
                                                                    limit=2_000_000 if quick else SIM_LIMIT,
@@ -768,7 +774,9 @@ def report(res: Dict[str, Any]) -> str:
     lines = [f"# Daemon study ({kind})", "",
              f"kernel {res['machine']['kernel']}, THP {res['machine']['thp']}, {res['machine']['cpus']} CPUs "
              f"(workload on CPU {res['machine']['workload_cpu']}, daemon on CPU {res['machine']['daemon_cpu']}); "
-             f"{o['repeat']} interleaved rounds; budget {o['budget_share']:.1%} of the footprint; daemon "
+             f"{o['repeat']} interleaved rounds; "
+             + ("no budget (the daemon's default)" if o["budget_share"] is None
+                else f"budget {o['budget_share']:.1%} of the footprint") + "; daemon "
              f"--interval {o['interval_s']:g} --rate {o['rate']:g}; load average {res['loadavg_start']} at the "
              f"start, {res['loadavg_end']} at the end.", ""]
     for name, w in res["workloads"].items():
@@ -777,14 +785,15 @@ def report(res: Dict[str, Any]) -> str:
         est = (w.get("simulated") or {}).get("speedup_est", {})
         chosen = (w.get("simulated") or {}).get("daemon_choice", {})
         lines += [f"## {name}", "",
-                  f"footprint {w['footprint'] / (1 << 20):.0f} MiB, budget {w['budget'] / (1 << 20):.0f} MiB; "
+                  f"footprint {w['footprint'] / (1 << 20):.0f} MiB, "
+                  + ("no budget" if w["budget"] is None else f"budget {w['budget'] / (1 << 20):.0f} MiB") + "; "
                   f"params {json.dumps(w['params'], sort_keys=True)}"
                   + (f"; estimates on {(w.get('simulated') or {})['machine']}" if (w.get("simulated") or {}).get(
                       "machine") else ""), "",
                   f"| condition | {unit}: median (min-max) | speedup | share of all-huge gain | estimate "
                   f"(simulated policy) | estimate of the daemon's choice | {wunit}: median (min-max) | speedup (wall) "
-                  "| huge MiB at end | daemon CPU per s watched |",
-                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+                  "| huge MiB at end | daemon CPU per s watched | clear_refs writes |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
         for c, s in w["summary"].items():
             sw = w["summary_wall"][c]
             fmt = "{:.0f}" if redis else "{:.3f}"
@@ -794,7 +803,8 @@ def report(res: Dict[str, Any]) -> str:
                          f"{_choice(chosen.get(c))} | "
                          f"{_f(sw['median'], fmt)} ({_f(sw['min'], fmt)}-{_f(sw['max'], fmt)}) | {_f(sw['speedup'])} | "
                          f"{_f(None if s['huge_bytes_end'] is None else s['huge_bytes_end']['median'] / (1 << 20), '{:.0f}')} | "
-                         f"{_f(None if s['daemon_cpu_per_s'] is None else s['daemon_cpu_per_s']['median'], '{:.1%}')} |")
+                         f"{_f(None if s['daemon_cpu_per_s'] is None else s['daemon_cpu_per_s']['median'], '{:.1%}')} | "
+                         f"{_f(None if s.get('clear_refs') is None else s['clear_refs']['median'], '{:.0f}')} |")
         kh = w.get("real_khugepaged_during_base")
         if kh:
             lines += ["", "Real khugepaged (madvise mode) during the base runs: pages_collapsed +"

@@ -6,7 +6,9 @@
 //! `process_madvise(MADV_COLLAPSE)` (`collapse::Applier`), within a budget of
 //! huge-page bytes and a rate limit. It never writes to, signals or stops a target:
 //! it reads `/proc/PID/{smaps,pagemap}`, clears accessed bits through
-//! `/proc/PID/clear_refs`, and asks the kernel to collapse.
+//! `/proc/PID/clear_refs`, and asks the kernel to collapse. The clears cost the
+//! target most, so the access-driven policies clear only when a decision needs fresh
+//! bits, and less often while decisions change nothing (`epochs`).
 //!
 //! The daemon is driven one `step` at a time by its caller (the CLI sleeps between
 //! steps, so a signal stops it between two decisions, never inside a collapse).
@@ -19,6 +21,7 @@
 //! splits it (partial unmap, reclaim, `mprotect` of part of it); a split region is
 //! uncharged at the next sample.
 
+pub mod epochs;
 pub mod policy;
 pub mod signals;
 
@@ -27,6 +30,7 @@ use crate::smaps::Pid;
 use crate::thp::ThpState;
 use crate::{settings, Error, Result};
 use hugescope_core::plan::{PlanEntry, When};
+use epochs::Epochs;
 use policy::{Candidate, PolicyKind, PolicyParams};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -36,9 +40,9 @@ use std::time::Instant;
 /// THP `enabled` sysfs file: the one setting the daemon may change.
 pub const THP_ENABLED: &str = "/sys/kernel/mm/transparent_hugepage/enabled";
 
-/// Weight of the newest interval in PCC's frequency estimate (an exponentially
-/// weighted moving average: half the weight on the last interval, so a region
-/// referenced in the last two intervals outranks one referenced long ago).
+/// Weight of the newest access epoch in PCC's frequency estimate (an exponentially
+/// weighted moving average: half the weight on the last epoch, so a region
+/// referenced in the last two epochs outranks one referenced long ago).
 const FREQ_DECAY: f64 = 0.5;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -79,8 +83,13 @@ struct Watched {
     state: String,
     /// Regions the daemon collapsed that are still PMD-mapped (charged to the budget).
     charged: BTreeSet<u64>,
-    /// PCC frequency per region start.
+    /// PCC frequency per region start (updated at each access snapshot).
     freq: BTreeMap<u64, f64>,
+    /// When this process's accessed bits are cleared (`epochs.rs`).
+    epochs: Epochs,
+    /// The access snapshot: referenced share per VMA start over the one interval
+    /// after the last clear. None before the first snapshot (nothing to rank by).
+    access: Option<BTreeMap<u64, f64>>,
     rss: u64,
     anon_huge: u64,
     collapsed: u64,
@@ -101,6 +110,10 @@ pub struct ProcessStatus {
     pub errors: BTreeMap<String, u64>,
     pub would_demote: u64,
     pub charged_regions: Vec<u64>,
+    /// `/proc/PID/clear_refs` writes so far (the access-driven policies only).
+    pub clear_refs: u64,
+    /// Steps between two clears now (1 while snapshots pay off, up to `epochs::MAX_GAP`).
+    pub clear_gap_steps: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -122,6 +135,8 @@ pub struct StepStatus {
     pub processes: Vec<ProcessStatus>,
     pub daemon_huge_total: u64,
     pub collapsed_total: u64,
+    /// `clear_refs` writes so far, over all processes.
+    pub clear_refs_total: u64,
     pub candidates: usize,
     /// Decisions taken in this step.
     pub decisions: Vec<Decision>,
@@ -227,6 +242,8 @@ impl Daemon {
             state: "running".into(),
             charged: BTreeSet::new(),
             freq: BTreeMap::new(),
+            epochs: Epochs::default(),
+            access: None,
             rss: 0,
             anon_huge: 0,
             collapsed: 0,
@@ -269,7 +286,10 @@ impl Daemon {
         self.tokens = (self.tokens + elapsed * self.cfg.rate).min(self.cfg.rate.max(1.0));
         self.refresh_cgroup();
         let kind = self.cfg.policy;
+        let step = self.step;
         let mut cands: Vec<Candidate> = Vec::new();
+        // Per process: a region that could become a candidate (present, not huge).
+        let mut could_promote = vec![false; self.procs.len()];
         for (i, w) in self.procs.iter_mut().enumerate() {
             if w.state != "running" {
                 continue;
@@ -278,7 +298,7 @@ impl Daemon {
                 w.state = "exited".into();
                 continue;
             }
-            let s = match signals::sample(w.pid, kind.uses_access()) {
+            let mut s = match signals::sample(w.pid) {
                 Ok(s) => s,
                 Err(e) if is_gone(&e) || w.applier.target_exited() => {
                     w.state = "exited".into();
@@ -299,23 +319,26 @@ impl Daemon {
             let huge_now: BTreeSet<u64> = s.regions.iter().filter(|r| r.huge).map(|r| r.start).collect();
             // A charged region the kernel has split (or unmapped) is no longer huge.
             w.charged.retain(|r| huge_now.contains(r));
-            let mut fresh = BTreeMap::new();
-            for r in &s.regions {
-                let old = w.freq.get(&r.start).copied().unwrap_or(0.0);
-                let hit = if r.referenced > 0.0 { 1.0 } else { 0.0 };
-                fresh.insert(r.start, old * (1.0 - FREQ_DECAY) + hit * FREQ_DECAY);
+            could_promote[i] = s.regions.iter().any(|r| !r.huge && r.present > 0);
+            if kind.uses_access() {
+                use_snapshot(w, &mut s.regions, step);
             }
-            w.freq = fresh;
-            // Demotion candidates: regions the daemon made huge that are cold now.
-            w.would_demote = s.regions.iter().filter(|r| w.charged.contains(&r.start) && r.referenced == 0.0).count() as u64;
+            // Demotion candidates: regions the daemon made huge that are cold now (in
+            // the snapshot, for the access-driven policies; none before the first).
+            w.would_demote = if kind.uses_access() && w.access.is_none() {
+                0
+            } else {
+                s.regions.iter().filter(|r| w.charged.contains(&r.start) && r.referenced == 0.0).count() as u64
+            };
             for r in s.regions {
                 let frequency = w.freq.get(&r.start).copied().unwrap_or(0.0);
                 cands.push(Candidate { proc: i, region: r, frequency });
             }
         }
-        // The first sample only establishes the access baseline (every page counts
-        // as referenced before the first clear_refs).
-        let warmup = self.step == 0 && kind.uses_access();
+        // A process's first sample only establishes the access baseline (every page
+        // counts as referenced before the first clear_refs): with no snapshot its
+        // regions carry no access, so they are no candidates yet.
+        let warmup = kind.uses_access() && self.procs.iter().any(|w| w.state == "running" && w.access.is_none());
         cands.retain(|c| policy::eligible(kind, &self.params, c));
         let n_cands = cands.len();
         policy::order(kind, &mut cands);
@@ -323,9 +346,9 @@ impl Daemon {
         let mut held_back = None;
         if warmup {
             held_back = Some("first interval: establishing the access baseline".to_string());
-            cands.clear();
         }
         let mut taken = vec![false; cands.len()];
+        let mut collapsed_now = vec![false; self.procs.len()];
         loop {
             if cands.iter().zip(&taken).all(|(_, t)| *t) {
                 break;
@@ -385,6 +408,7 @@ impl Daemon {
                 Status::Collapsed => {
                     w.charged.insert(c.region.start);
                     w.collapsed += 1;
+                    collapsed_now[c.proc] = true;
                     "collapsed".to_string()
                 }
                 _ => {
@@ -406,6 +430,32 @@ impl Daemon {
                 break;
             }
         }
+        if kind.uses_access() {
+            // A candidate left untaken waits only for the rate limit (or ENOMEM): the
+            // snapshot still ranks it, so the next step needs no fresh bits for it.
+            let mut waiting = vec![false; self.procs.len()];
+            for (c, t) in cands.iter().zip(&taken) {
+                waiting[c.proc] |= !*t;
+            }
+            for i in 0..self.procs.len() {
+                if self.procs[i].state != "running" {
+                    continue;
+                }
+                let wants = could_promote[i] && !waiting[i] && self.budget_allows(i).is_none();
+                let w = &mut self.procs[i];
+                if w.epochs.after_step(step, collapsed_now[i], wants) {
+                    if let Err(e) = signals::clear_refs(w.pid) {
+                        if is_gone(&e) || w.applier.target_exited() {
+                            w.state = "exited".into();
+                        } else if is_refused(&e) {
+                            w.state = format!("refused: {e}");
+                        } else {
+                            *w.errors.entry("clear_refs".into()).or_default() += 1;
+                        }
+                    }
+                }
+            }
+        }
         self.step += 1;
         self.status(t_s, n_cands, decisions, held_back)
     }
@@ -421,6 +471,8 @@ impl Daemon {
             errors: w.errors.clone(),
             would_demote: w.would_demote,
             charged_regions: w.charged.iter().copied().collect(),
+            clear_refs: w.epochs.clears(),
+            clear_gap_steps: w.epochs.gap(),
         }).collect();
         StepStatus {
             step: self.step,
@@ -428,6 +480,7 @@ impl Daemon {
             policy: self.cfg.policy.name().into(),
             daemon_huge_total: processes.iter().map(|p| p.daemon_huge).sum(),
             collapsed_total: processes.iter().map(|p| p.collapsed).sum(),
+            clear_refs_total: processes.iter().map(|p| p.clear_refs).sum(),
             done: self.cfg.cgroup.is_none() && self.procs.iter().all(|w| w.state != "running"),
             processes,
             candidates,
@@ -445,6 +498,33 @@ impl Daemon {
             settings::release(THP_ENABLED)?;
         }
         Ok(())
+    }
+}
+
+/// Give the access-driven policies' regions the access of the snapshot, taking one
+/// when the sample at `step` is the first after a clear (its bits cover one interval).
+/// Between snapshots the live bits cover every interval since the clear, so a VMA
+/// touched once would look as hot as one touched throughout: the snapshot's values
+/// are used instead, and a region of a VMA the snapshot does not know counts as not
+/// referenced until the next one (`epochs.rs`: it does not bring that one forward).
+fn use_snapshot(w: &mut Watched, regions: &mut [signals::RegionSample], step: u64) {
+    if w.epochs.fresh(step) {
+        w.access = Some(regions.iter().map(|r| (r.vma_start, r.referenced)).collect());
+        // PCC's frequency counts epochs (snapshots), not steps.
+        let mut freq = BTreeMap::new();
+        for r in regions.iter() {
+            let old = w.freq.get(&r.start).copied().unwrap_or(0.0);
+            let hit = if r.referenced > 0.0 { 1.0 } else { 0.0 };
+            freq.insert(r.start, old * (1.0 - FREQ_DECAY) + hit * FREQ_DECAY);
+        }
+        w.freq = freq;
+    } else {
+        let live: BTreeSet<u64> = regions.iter().map(|r| r.start).collect();
+        w.freq.retain(|k, _| live.contains(k));
+    }
+    let snap = w.access.as_ref();
+    for r in regions.iter_mut() {
+        r.referenced = snap.and_then(|a| a.get(&r.vma_start)).copied().unwrap_or(0.0);
     }
 }
 

@@ -5,8 +5,10 @@
 //!   whether the region is already PMD-mapped, from one `PAGEMAP_SCAN` per VMA
 //!   (exact, per page).
 //! * **Access**: the accessed (young) bits are cleared with `/proc/PID/clear_refs`
-//!   (`1`), and the next sample reads how many bytes of each VMA were referenced
-//!   since (`Referenced:` in smaps). On this kernel that is the finest access signal
+//!   (`2`: anonymous pages only, the only ones the daemon promotes; `1` would also
+//!   make the target re-set the bits of its file pages), and the next sample reads how many bytes of each VMA were referenced
+//!   since (`Referenced:` in smaps). When to clear is the daemon's choice, not the
+//!   sample's (`epochs.rs`: a clear costs the target far more than a sample does). On this kernel that is the finest access signal
 //!   there is: DAMON is built for physical addresses only (`CONFIG_DAMON_VADDR` off),
 //!   idle page tracking and soft-dirty are not configured, and pagemap has no young
 //!   bit. So access is known **per VMA**, not per 2 MiB region; `docs/daemon.md` says
@@ -86,8 +88,9 @@ pub fn referenced_share(v: &Vma) -> f64 {
     if v.rss == 0 { 0.0 } else { (r as f64 / v.rss as f64).min(1.0) }
 }
 
-/// Sample `pid` and, when `clear` is set, clear its accessed bits for the next one.
-pub fn sample(pid: Pid, clear: bool) -> Result<ProcessSample> {
+/// Sample `pid`: its VMAs, and the present and huge pages of each collapsible region
+/// (`referenced`: the share of the VMA referenced since the last `clear_refs`).
+pub fn sample(pid: Pid) -> Result<ProcessSample> {
     let vmas = smaps::vmas(pid)?;
     let mut s = ProcessSample::default();
     for v in &vmas {
@@ -99,16 +102,14 @@ pub fn sample(pid: Pid, clear: bool) -> Result<ProcessSample> {
         let runs = pagemap::scan(pid, v.start, v.end, PAGE_IS_PRESENT, PAGE_IS_PRESENT | PAGE_IS_HUGE)?;
         s.regions.extend(regions_of(v, &runs, referenced_share(v)));
     }
-    if clear {
-        clear_refs(pid)?;
-    }
     Ok(s)
 }
 
-/// Clear the accessed bits of every page of `pid` (`echo 1 > /proc/PID/clear_refs`).
+/// Clear the accessed bits of every anonymous page of `pid`
+/// (`echo 2 > /proc/PID/clear_refs`, the kernel's CLEAR_REFS_ANON).
 pub fn clear_refs(pid: Pid) -> Result<()> {
     let p = format!("/proc/{pid}/clear_refs");
-    std::fs::write(&p, b"1").map_err(|e| Error::io(&p, e))
+    std::fs::write(&p, b"2").map_err(|e| Error::io(&p, e))
 }
 
 #[cfg(test)]
