@@ -239,3 +239,23 @@ def test_summary_pools_the_layouts_above_each_floor():
     ra, rb = s["rows"]
     assert ra["max_abs_error"] == pytest.approx(0.1) and not ra["within_bound"], "0.55 / 0.5 - 1 = 10% > 3%"
     assert rb["max_abs_error"] == pytest.approx(0.1) and rb["within_bound"], "10% within b's 12% floor"
+
+
+def test_fit_many_writes_one_directory_per_workload_and_the_summary(tmp_path):
+    out = tmp_path / "m"
+    got = mosaic.fit_many(None, ["gups:size=16MiB,updates=50k", "gups:size=8MiB,updates=50k"], str(out), layouts=3,
+                          rounds=1, warmup=0, policies=["pcc"], fractions=[0.5], cpu=CPU, runner=_runner([]),
+                          prepare_memory=lambda: {"compacted": False, "seconds": 0.0})
+    labels = [r["workload"] for r in got["records"]]
+    assert labels == ["gups:size=16MiB,updates=50k", "gups:size=8MiB,updates=50k"]
+    for lab in labels:
+        d = out / lab.replace(":", "_").replace("=", "_").replace(",", "_")
+        assert (d / "model.json").is_file() and (d / "held-out.csv").is_file(), sorted(os.listdir(out))
+    saved = json.load(open(out / "summary.json"))
+    assert [r["workload"] for r in saved["rows"]] == labels
+    assert saved["rows"] == got["summary"]["rows"]
+
+
+def test_model_fit_needs_a_workload_or_a_suite(tmp_path, capsys):
+    code, _, err = run_cli("model", "fit", "-o", tmp_path / "o", capsys=capsys)
+    assert code == 2 and "give a workload" in err

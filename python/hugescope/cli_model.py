@@ -17,14 +17,29 @@ def _pct(v) -> str:
 
 def cmd_fit(a) -> int:
     from . import mosaic
-    from .cli import console, err_console
+    from .cli import CliError, console, err_console
     from .cli_suite import _floats
 
-    rec = mosaic.fit_workload(a.workload, a.out, layouts=a.layouts, rounds=a.rounds, warmup=a.warmup,
-                              policies=[s for s in a.policies.split(",") if s.strip()],
-                              fractions=_floats(a.fractions, "fractions"), seed=a.seed, preset=a.preset,
-                              config=a.config, duration=a.duration, cpu=a.cpu,
-                              log=lambda s: err_console.print(f"[dim]{escape(s)}[/]"))
+    if not a.workload and a.suite is None:
+        raise CliError("model fit: give a workload (NAME[:k=v,...]) or --suite NAME")
+    got = mosaic.fit_many(a.suite, a.workload, a.out, layouts=a.layouts, rounds=a.rounds, warmup=a.warmup,
+                          policies=[s for s in a.policies.split(",") if s.strip()],
+                          fractions=_floats(a.fractions, "fractions"), seed=a.seed, preset=a.preset,
+                          config=a.config, duration=a.duration, cpu=a.cpu,
+                          log=lambda s: err_console.print(f"[dim]{escape(s)}[/]"))
+    for rec in got["records"]:
+        _render_fit(rec, console)
+    if len(got["records"]) > 1:
+        _render_summary(got["summary"], console)
+        console.print(f"wrote {escape(os.path.join(a.out, 'summary.json'))} and one directory per workload")
+    else:
+        files = mosaic.outputs(a.out)
+        console.print(f"wrote {escape(files['model'])}, {escape(files['held_out'])}, {escape(files['plot'])} "
+                      f"and the trace {escape(files['trace'])} ('hugescope model predict' reads it)")
+    return 0
+
+
+def _render_fit(rec, console) -> None:
     t = Table(title=f"{escape(rec['workload'])}: measured time per layout (median of {rec['rounds']} interleaved "
                     "round(s)) and the held-out prediction (estimate: model fitted without that layout)")
     for c in ("layout", "regions", "measured s", "speedup", "predicted s", "error"):
@@ -42,10 +57,6 @@ def cmd_fit(a) -> int:
                   f"{100 * ho['median_abs_error']:.1f}%, Spearman {'-' if rho is None else f'{rho:.3f}'}; noise floor "
                   f"{100 * rec['noise_floor']:.1f}%; bound {100 * rec['bound']:.1f}% "
                   f"({'met' if rec['within_bound'] else 'missed'})")
-    files = mosaic.outputs(a.out)
-    console.print(f"wrote {escape(files['model'])}, {escape(files['held_out'])}, {escape(files['plot'])} "
-                  f"and the trace {escape(files['trace'])} ('hugescope model predict' reads it)")
-    return 0
 
 
 def cmd_predict(a) -> int:
@@ -92,20 +103,24 @@ def cmd_summary(a) -> int:
     with human_to_stderr(a.json):
         if a.json:
             emit_json(a.json, dict(s, hugescope_experiment="model-summary", models=paths), inputs=paths)
-        t = Table(title="per-workload models: held-out errors (leave-one-layout-out) against the bound (3% or the "
-                        "noise floor, the larger)")
-        for c in ("workload", "K", "noise floor", "max |error|", "median |error|", "bound", "Spearman"):
-            t.add_column(c, justify="left" if c == "workload" else "right")
-        for r in s["rows"]:
-            mark = "" if r["within_bound"] else " (over)"
-            rho = "-" if r["spearman"] is None else f"{r['spearman']:.3f}"
-            t.add_row(escape(r["workload"]), str(r["layouts"]), f"{r['noise_floor']:.1%}",
-                      f"{r['max_abs_error']:.1%}{mark}", f"{r['median_abs_error']:.1%}", f"{r['bound']:.1%}", rho)
-        console.print(t)
-        rho = s["pooled_spearman"]
-        console.print(f"pooled: Spearman {'-' if rho is None else f'{rho:.3f}'} over {s['pooled_plans']} layouts "
-                      "above their noise floor")
+        _render_summary(s, console)
     return 0
+
+
+def _render_summary(s, console) -> None:
+    t = Table(title="per-workload models: held-out errors (leave-one-layout-out) against the bound (3% or the "
+                    "noise floor, the larger)")
+    for c in ("workload", "K", "noise floor", "max |error|", "median |error|", "bound", "Spearman"):
+        t.add_column(c, justify="left" if c == "workload" else "right")
+    for r in s["rows"]:
+        mark = "" if r["within_bound"] else " (over)"
+        rho = "-" if r["spearman"] is None else f"{r['spearman']:.3f}"
+        t.add_row(escape(r["workload"]), str(r["layouts"]), f"{r['noise_floor']:.1%}",
+                  f"{r['max_abs_error']:.1%}{mark}", f"{r['median_abs_error']:.1%}", f"{r['bound']:.1%}", rho)
+    console.print(t)
+    rho = s["pooled_spearman"]
+    console.print(f"pooled: Spearman {'-' if rho is None else f'{rho:.3f}'} over {s['pooled_plans']} layouts "
+                  "above their noise floor")
 
 
 def add_commands(sub) -> None:
@@ -122,7 +137,10 @@ def add_commands(sub) -> None:
     ms.required = True
     f = ms.add_parser("fit", help="measure K layouts of a workload and fit the model",
                       description=f"Form: {mosaic.FORM}. Held-out: {mosaic.HOW_HELD_OUT}.")
-    f.add_argument("workload", metavar="NAME[:k=v,...]", help="a built-in workload and its parameters")
+    f.add_argument("workload", metavar="NAME[:k=v,...]", nargs="*", default=[],
+                   help="built-in workloads and their parameters (several: one directory each under --out)")
+    f.add_argument("--suite", default=None, choices=sorted(vs.SUITES),
+                   help="every workload of a validation suite too (default: none)")
     f.add_argument("--layouts", "-K", type=_count_arg("layouts", mosaic.MIN_LAYOUTS, mosaic.MAX_LAYOUTS),
                    default=mosaic.DEFAULT_LAYOUTS,
                    help=f"layouts to measure (default {mosaic.DEFAULT_LAYOUTS}; base and all huge among them)")

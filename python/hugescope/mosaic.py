@@ -158,7 +158,7 @@ def outputs(out: str) -> Dict[str, str]:
             "plot": os.path.join(out, "predicted-vs-measured.png"), "trace": os.path.join(out, "trace.hst")}
 
 
-def fit_workload(spec: str, out: str, layouts: int = DEFAULT_LAYOUTS, rounds: int = 3, warmup: int = 1,
+def fit_workload(spec, out: str, layouts: int = DEFAULT_LAYOUTS, rounds: int = 3, warmup: int = 1,
                  policies: Optional[Sequence[str]] = None, fractions: Optional[Sequence[float]] = None,
                  seed: int = 1, preset: Optional[str] = None, config: Optional[str] = None,
                  duration: float = 60.0, cpu: Optional[int] = None,
@@ -166,7 +166,7 @@ def fit_workload(spec: str, out: str, layouts: int = DEFAULT_LAYOUTS, rounds: in
                  prepare_memory: Optional[Callable[[], Dict[str, Any]]] = None,
                  log: Callable[[str], None] = lambda s: None) -> Dict[str, Any]:
     """Fit a model of the built-in workload ``spec`` (``NAME[:k=v,...]``, as
-    ``validate --suite --workload``) from ``layouts`` measured layouts (module
+    ``validate --suite --workload``, or a resolved (label, name, params)) from ``layouts`` measured layouts (module
     docstring). Writes ``outputs(out)``: the model with its held-out errors
     and how everything was measured (``model.json``), one row per layout
     (``held-out.csv``), the predicted-vs-measured plot, and the trace
@@ -178,8 +178,10 @@ def fit_workload(spec: str, out: str, layouts: int = DEFAULT_LAYOUTS, rounds: in
     from .validate import candidate_regions, rankings
     from . import workloads
 
-    specs = vs.resolve(None, [spec])
-    (label, name, params), = specs
+    if isinstance(spec, tuple):
+        label, name, params = spec
+    else:
+        (label, name, params), = vs.resolve(None, [spec])
     policies = list(policies if policies is not None else vs.DEFAULT_POLICIES)
     fractions = list(fractions if fractions is not None else vs.DEFAULT_FRACTIONS)
     known = set(api.policies())
@@ -262,6 +264,33 @@ def write_outputs(record: Dict[str, Any], paths: Dict[str, str]) -> None:
     write_json(paths["model"], record)
     write_atomic(paths["held_out"], _held_out_csv(record), "csv")
     write_atomic(paths["plot"], plots.to_png(plot_model(record)), "png")
+
+
+def fit_many(suite: Optional[str], specs: Sequence[str], out: str, **kw) -> Dict[str, Any]:
+    """``fit_workload`` for a suite's workloads (``validate_suite.SUITES``)
+    and ``specs``: one workload writes to ``out`` itself, several each to
+    ``out/LABEL/`` and the table of all (``summary``) to
+    ``out/summary.json``. Every output is checked before the first run.
+    Returns ``{"records": [...], "summary": ...}``."""
+    from . import validate_suite as vs
+    from ._io import check_output, prepare_dir, write_json
+
+    resolved = vs.resolve(suite, specs)
+    dirs = [out] if len(resolved) == 1 else [os.path.join(out, vs._file_label(label)) for label, _, _ in resolved]
+    prepare_dir(out)
+    kinds = {"model": "json", "held_out": "csv", "plot": "png", "trace": "hst"}
+    for d in dirs:
+        if os.path.isdir(d):
+            for kind, p in outputs(d).items():
+                check_output(p, kinds[kind])
+    total = os.path.join(out, "summary.json")
+    if len(resolved) > 1:
+        check_output(total, "json")
+    records = [fit_workload(spec, d, **kw) for spec, d in zip(resolved, dirs)]
+    s = summary(records)
+    if len(resolved) > 1:
+        write_json(total, dict(s, hugescope_experiment="model-summary", models=[outputs(d)["model"] for d in dirs]))
+    return {"records": records, "summary": s}
 
 
 def fit_layouts(trace: str, plans: List[Dict[str, Any]], machine: Dict[str, Any],
