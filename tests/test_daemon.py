@@ -56,6 +56,20 @@ def _daemon_cli(*args, env=None, **kw):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 
 
+def _run_on_target(out, *args) -> dict:
+    """Run the daemon with ``args`` on a fresh target until it ends; its
+    ``--json`` record (written to ``out``)."""
+    p = _target()
+    try:
+        d = _daemon_cli(*args, "--pid", p.pid, "--json", out)
+        _, stderr = d.communicate(timeout=60)
+        assert d.returncode == 0, stderr
+    finally:
+        p.stdin.close()
+        p.wait(timeout=10)
+    return json.loads(out.read_text())
+
+
 def _huge_by_vma(pid: int) -> dict:
     return {v["start"]: v["anon_huge_bytes"] for v in linux.coverage(pid)["vmas"] if v["start"] in (COLD, HOT)}
 
@@ -120,16 +134,7 @@ def test_clear_refs_writes_are_bounded_without_a_budget(policy, tmp_path, state_
     # floor(log2(L + 1)) times, and each step with a collapse starts a new stretch.
     # The daemon used to write clear_refs at every step of hawkeye and pcc; ingens
     # reads no access bits and never writes it.
-    p = _target()
-    out = tmp_path / "c.json"
-    try:
-        d = _daemon_cli("--policy", policy, "--pid", p.pid, "--interval", "0.1", "--duration", "3", "--json", out)
-        _, stderr = d.communicate(timeout=60)
-        assert d.returncode == 0, stderr
-    finally:
-        p.stdin.close()
-        p.wait(timeout=10)
-    r = json.loads(out.read_text())
+    r = _run_on_target(tmp_path / "c.json", "--policy", policy, "--interval", "0.1", "--duration", "3")
     steps, clears = r["steps"], r["final"]["clear_refs_total"]
     collapse_steps = {x["step"] for x in r["decisions"] if x["outcome"] == "collapsed"}
     assert steps >= 20, r["steps"]
@@ -150,17 +155,8 @@ def test_khugepaged_baseline_ignores_access(tmp_path, state_dir):
     # The ported khugepaged collapses in address order, so with one region of
     # budget it takes the lowest (cold) region: the access signal is what the
     # other policies add.
-    p = _target()
-    out = tmp_path / "k.json"
-    try:
-        d = _daemon_cli("--policy", "khugepaged", "--pid", p.pid, "--budget", "2MiB", "--interval", "0.2",
-                        "--duration", "1", "--json", out)
-        _, stderr = d.communicate(timeout=60)
-        assert d.returncode == 0, stderr
-    finally:
-        p.stdin.close()
-        p.wait(timeout=10)
-    r = json.loads(out.read_text())
+    r = _run_on_target(tmp_path / "k.json", "--policy", "khugepaged", "--budget", "2MiB", "--interval", "0.2",
+                       "--duration", "1")
     assert [x["start"] for x in r["decisions"] if x["outcome"] == "collapsed"] == [COLD]
 
 
