@@ -291,7 +291,8 @@ def advise(argv: Sequence[str], out: str, ks: Optional[Sequence[int]] = None,
     then prices every plan and picks the budget, with its held-out error
     as the bar. Writes ``OUT/model.json``, ``OUT/held-out.csv`` and
     ``OUT/predicted-vs-measured.png`` too."""
-    from . import api, calibrate
+    from . import calibrate
+    from .validate_suite import check_policies
 
     argv = [os.fspath(a) for a in argv]
     if not argv:
@@ -310,10 +311,7 @@ def advise(argv: Sequence[str], out: str, ks: Optional[Sequence[int]] = None,
             parse_budget(b)
     if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not 0 <= tolerance < 1:
         raise ValueError(f"--tolerance: {tolerance!r} must be a share in [0, 1) (e.g. 0.01 for 1%)")
-    known = set(api.policies())
-    for p in policies:
-        if p.partition(":")[0] not in known:
-            raise ValueError(f"--policies: unknown policy '{p}' (known: {', '.join(sorted(known))})")
+    policies = check_policies(policies, "--policies")
     if trace is not None:
         trace = os.fspath(trace)
         if keep_trace:

@@ -9,14 +9,12 @@ allocation site when the trace recorded one).
 
 from __future__ import annotations
 
-import argparse
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
 from rich.markup import escape
 from rich.table import Table
 
 from . import api, units
-from .results import OUTSIDE
 
 #: Rows the table shows before its "N more" line.
 DEFAULT_TOP = 15

@@ -182,12 +182,8 @@ def fit_workload(spec, out: str, layouts: int = DEFAULT_LAYOUTS, rounds: int = 3
         label, name, params = spec
     else:
         (label, name, params), = vs.resolve(None, [spec])
-    policies = list(policies if policies is not None else vs.DEFAULT_POLICIES)
+    policies = vs.check_policies(policies if policies is not None else vs.DEFAULT_POLICIES)
     fractions = list(fractions if fractions is not None else vs.DEFAULT_FRACTIONS)
-    known = set(api.policies())
-    for p in policies:
-        if p.partition(":")[0] not in known:
-            raise ValueError(f"policies: unknown policy '{p}' (known: {', '.join(sorted(known))})")
     sample_layouts([], {}, [], layouts)  # checks the count before any work
     vs.plan_ks(1000, fractions)
     linux._count("rounds", rounds, 1, linux.RUNS_MAX)
@@ -201,10 +197,7 @@ def fit_workload(spec, out: str, layouts: int = DEFAULT_LAYOUTS, rounds: int = 3
     machine = calibrate.machine_args(preset, config)
     api.machine_config(**machine)
     if runner is None:
-        thp = linux.thp_state()
-        if not thp["baseline_available"] or not thp["plans_applicable"]:
-            raise HugescopeError(f"THP mode for 2 MiB pages is '{thp['pmd_mode']}': measuring layouts needs "
-                                 "'madvise' (base pages measurable, plans applicable)")
+        vs.require_measurable("measuring layouts")
         runner = vs.native_runner
     paths = outputs(out)
     prepare_dir(out)
@@ -263,7 +256,7 @@ def write_outputs(record: Dict[str, Any], paths: Dict[str, str]) -> None:
 
     write_json(paths["model"], record)
     write_atomic(paths["held_out"], _held_out_csv(record), "csv")
-    write_atomic(paths["plot"], plots.to_png(plot_model(record)), "png")
+    write_atomic(paths["plot"], plots.to_png(plots.plot_model(record)), "png")
 
 
 def fit_many(suite: Optional[str], specs: Sequence[str], out: str, **kw) -> Dict[str, Any]:
@@ -336,36 +329,6 @@ def _held_out_csv(record: Dict[str, Any]) -> str:
     return df.to_csv(index=False)
 
 
-def plot_model(record: Dict[str, Any]):
-    """Held-out predicted time against measured time per layout, with the
-    y = x line and the noise floor's band."""
-    from .plots import plt, require_matplotlib
-
-    require_matplotlib()
-    fig, ax = plt.subplots(figsize=(6.4, 5.0))
-    xs = [p["t"] for p in record["points"]]
-    ys = [p["predicted_s"] for p in record["points"]]
-    ax.scatter(xs, ys, zorder=3)
-    for p in record["points"]:
-        ax.annotate(p["plan"], (p["t"], p["predicted_s"]), textcoords="offset points", xytext=(4, 3), fontsize=7)
-    lo, hi = min(xs + ys), max(xs + ys)
-    pad = 0.05 * max(hi - lo, 1e-3)
-    line = [lo - pad, hi + pad]
-    ax.plot(line, line, color="gray", linestyle="--", linewidth=1, label="predicted = measured")
-    f = record["noise_floor"]
-    ax.fill_between(line, [v * math.exp(-f) for v in line], [v * math.exp(f) for v in line], color="gray",
-                    alpha=0.15, label=f"noise floor ({100 * f:.1f}%)")
-    ho = record["held_out"]
-    ax.set_xlabel("measured time (s, median over interleaved rounds)")
-    ax.set_ylabel("predicted time (s, estimate, model fitted without the layout)")
-    ax.set_title(f"{record['workload']}: {record['layouts']} layouts, held-out max error "
-                 f"{100 * ho['max_abs_error']:.1f}%, median {100 * ho['median_abs_error']:.1f}%", fontsize=10)
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    return fig
-
-
 # ---------------------------------------------------------------- summary
 
 def summary(records: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
@@ -420,16 +383,13 @@ def predict_plans(rec: Dict[str, Any], policies: Sequence[str], ks: Sequence[int
     (``validate.rankings`` over the model's trace), its simulated counters
     and the model's time and speedup over base, each an estimate with the
     held-out error as its bar."""
-    from . import api, validate_suite as vs, workloads
+    from . import validate_suite as vs, workloads
     from .validate import candidate_regions, rankings
 
     trace = rec["trace"]
     if not os.path.isfile(trace):
         raise HugescopeError(f"the model's trace {trace} is gone; fit the model again")
-    known = set(api.policies())
-    for p in policies:
-        if p.partition(":")[0] not in known:
-            raise ValueError(f"policies: unknown policy '{p}' (known: {', '.join(sorted(known))})")
+    policies = vs.check_policies(policies)
     layout = workloads.layout(rec["name"], **rec["params"])
     candidates = candidate_regions(layout)
     ks = sorted({int(k) for k in ks})

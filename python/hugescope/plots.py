@@ -9,6 +9,7 @@ titles say so; reuse distances are exact statistics of the trace.
 from __future__ import annotations
 
 import io
+import math
 from typing import Any, Dict, List, Optional, Tuple
 
 from ._core import HugescopeError
@@ -374,6 +375,16 @@ def plot_timeline(data: Dict[str, Any], budget_pct: Optional[float] = None):
     return fig
 
 
+def _diagonal(values: List[float], ax, min_span: float, label: str) -> List[float]:
+    """The y = x line of a predicted-vs-measured scatter over ``values``
+    padded by 5% of their span (at least ``min_span``); returns its ends."""
+    a, b = min(values), max(values)
+    pad = 0.05 * max(b - a, min_span)
+    line = [a - pad, b + pad]
+    ax.plot(line, line, color="gray", linestyle="--", linewidth=1, label=label)
+    return line
+
+
 def plot_validate(data: Dict[str, Any]):
     """Predicted (estimate) vs measured speedup of each policy's top-k plan,
     with the measured min..max as error bars and the Spearman correlation."""
@@ -395,14 +406,37 @@ def plot_validate(data: Dict[str, Any]):
         lo += xs + ys
         hi += xs + ys
     if lo:
-        a, b = min(lo), max(hi)
-        pad = 0.05 * max(b - a, 0.01)
-        ax.plot([a - pad, b + pad], [a - pad, b + pad], color="gray", linestyle="--", linewidth=1, label="measured = predicted")
+        _diagonal(lo + hi, ax, 0.01, "measured = predicted")
     rho = data.get("spearman")
     ax.set_xlabel("predicted speedup over 4KB pages (estimate, cost model)")
     ax.set_ylabel("measured speedup over 4KB pages (median of runs; bars: min..max)")
     ax.set_title(f"{_workload(data)}: top-k 2MB regions per policy, predicted vs measured\n"
                  f"Spearman rank correlation {'undefined' if rho is None else f'{rho:.3f}'}", fontsize=10)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def plot_model(record: Dict[str, Any]):
+    """A per-program model (``mosaic``): held-out predicted time against
+    measured time per layout, with the y = x line and the noise floor's band."""
+    require_matplotlib()
+    fig, ax = plt.subplots(figsize=(6.4, 5.0))
+    xs = [p["t"] for p in record["points"]]
+    ys = [p["predicted_s"] for p in record["points"]]
+    ax.scatter(xs, ys, zorder=3)
+    for p in record["points"]:
+        ax.annotate(p["plan"], (p["t"], p["predicted_s"]), textcoords="offset points", xytext=(4, 3), fontsize=7)
+    line = _diagonal(xs + ys, ax, 1e-3, "predicted = measured")
+    f = record["noise_floor"]
+    ax.fill_between(line, [v * math.exp(-f) for v in line], [v * math.exp(f) for v in line], color="gray",
+                    alpha=0.15, label=f"noise floor ({100 * f:.1f}%)")
+    ho = record["held_out"]
+    ax.set_xlabel("measured time (s, median over interleaved rounds)")
+    ax.set_ylabel("predicted time (s, estimate, model fitted without the layout)")
+    ax.set_title(f"{record['workload']}: {record['layouts']} layouts, held-out max error "
+                 f"{100 * ho['max_abs_error']:.1f}%, median {100 * ho['median_abs_error']:.1f}%", fontsize=10)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     fig.tight_layout()

@@ -108,6 +108,34 @@ def resolve(suite: Optional[str] = None, specs: Sequence[str] = ()) -> List[Tupl
     return out
 
 
+def check_policies(policies: Sequence[str], what: str = "policies") -> List[str]:
+    """``policies`` stripped and without repeats; an empty list or a policy
+    the core does not know (the part before ``:``) is refused, naming
+    ``what`` (the option)."""
+    from . import api
+
+    out = list(dict.fromkeys(str(p).strip() for p in policies if str(p).strip()))
+    if not out:
+        raise ValueError(f"{what}: empty list")
+    known = set(api.policies())
+    for p in out:
+        if p.partition(":")[0] not in known:
+            raise ValueError(f"{what}: unknown policy '{p}' (known: {', '.join(sorted(known))})")
+    return out
+
+
+def require_measurable(what: str) -> None:
+    """Refuse native measurements of plans (``what`` names the command)
+    unless THP is in 'madvise' mode: base pages measurable, plans applicable."""
+    from . import linux
+
+    thp = linux.thp_state()
+    if not thp["baseline_available"] or not thp["plans_applicable"]:
+        raise HugescopeError(f"THP mode for 2 MiB pages is '{thp['pmd_mode']}' (enabled: "
+                             f"{thp['enabled']['selected']}): {what} needs 'madvise' (base pages measurable, "
+                             "plans applicable)")
+
+
 def plan_ks(n: int, fractions: Sequence[float]) -> List[int]:
     """The k of each fraction of ``n`` candidate regions (rounded, at least
     1, below n: all n is the all-huge plan), ascending, without repeats."""
@@ -409,13 +437,7 @@ def suite(suite_name: Optional[str] = "default", workload_specs: Sequence[str] =
     from . import api, calibrate, experiments, linux, noise
 
     specs = resolve(suite_name, workload_specs)
-    policies = list(dict.fromkeys(str(p).strip() for p in policies if str(p).strip()))
-    known = set(api.policies())
-    if not policies:
-        raise ValueError("policies: empty list")
-    for p in policies:
-        if p.partition(":")[0] not in known:
-            raise ValueError(f"policies: unknown policy '{p}' (known: {', '.join(sorted(known))})")
+    policies = check_policies(policies)
     fractions = list(fractions)
     if not fractions:
         raise ValueError("fractions: empty list")
@@ -433,11 +455,7 @@ def suite(suite_name: Optional[str] = "default", workload_specs: Sequence[str] =
     api.machine_config(**machine)  # a bad preset or file fails here, before the traces
     log(f"estimates on {label}")
     if runner is None:
-        thp = linux.thp_state()
-        if not thp["baseline_available"] or not thp["plans_applicable"]:
-            raise HugescopeError(f"THP mode for 2 MiB pages is '{thp['pmd_mode']}' (enabled: "
-                                 f"{thp['enabled']['selected']}): validation needs 'madvise' (base pages measurable, "
-                                 "plans applicable)")
+        require_measurable("validation")
         runner = native_runner
     if out:
         from ._io import check_output, prepare_dir
