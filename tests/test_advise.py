@@ -465,7 +465,7 @@ def test_advise_fit_prices_plans_with_the_programs_own_model(prog, tmp_path, cap
     md = r["model"]
     assert md["layouts"] == 4 and md["kind"] == "estimate"
     # The collapse count is one of the model's counters: the measured runs include their collapses.
-    assert "regions" in md["model"]["features"] or md["model"]["parameters"] >= 1
+    assert "regions" in md["model"]["features"] and md["model"]["parameters"] == 1 + len(md["model"]["features"])
     assert "this program's model" in r["how"]["estimate_whole"]
     saved = json.loads((out / "model.json").read_text())
     assert saved["hugescope_experiment"] == "model" and len(saved["points"]) == 4

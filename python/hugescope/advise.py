@@ -320,16 +320,14 @@ def advise(argv: Sequence[str], out: str, ks: Optional[Sequence[int]] = None,
             raise HugescopeError(f"--trace {trace}: no such trace file")
     if fit is not None:
         from . import mosaic
-        mosaic.sample_layouts([], {}, [], fit)  # checks K before any work
+        mosaic.check_layouts(fit)
     os.makedirs(out, exist_ok=True)
     made = os.path.join(out, "trace.hst")
     plan_path, rec_path = (os.path.join(out, f) for f in ("plan.json", "advise.json"))
     for path, kind in (((made, "hst"),) if trace is None else ()) + ((plan_path, "json"), (rec_path, "json")):
         check_output(path, kind)
     if fit is not None:
-        for kind, path in mosaic.outputs(out).items():
-            if kind != "trace":
-                check_output(path, {"model": "json", "held_out": "csv", "plot": "png"}[kind])
+        mosaic.check_outputs(out, trace=False)
     run_argv, build = measured_build(argv, plain, measure_instrumented)
     measure = {"argv": run_argv, "build": build, "tolerance": float(tolerance), "fit": fit, "out": out}
     # No --preset/--config: the calibrated preset when one was saved (issue #36).

@@ -57,6 +57,12 @@ BASE, HUGE_PLAN = "base", "all huge"
 
 # ---------------------------------------------------------------- layouts
 
+def check_layouts(k) -> None:
+    """Refuse a number of layouts outside MIN_LAYOUTS..MAX_LAYOUTS."""
+    if isinstance(k, bool) or not isinstance(k, int) or not MIN_LAYOUTS <= k <= MAX_LAYOUTS:
+        raise ValueError(f"layouts: {k!r} must be an integer from {MIN_LAYOUTS} to {MAX_LAYOUTS}")
+
+
 def sample_layouts(candidates: Sequence[int], rank: Dict, policies: Sequence[str], k: int, seed: int = 1
                    ) -> List[Dict[str, Any]]:
     """At most ``k`` distinct layouts over ``candidates`` (2 MiB region
@@ -68,8 +74,7 @@ def sample_layouts(candidates: Sequence[int], rank: Dict, policies: Sequence[str
     last, the rest by number of regions."""
     from .validate_suite import distinct_plans
 
-    if isinstance(k, bool) or not isinstance(k, int) or not MIN_LAYOUTS <= k <= MAX_LAYOUTS:
-        raise ValueError(f"layouts: {k!r} must be an integer from {MIN_LAYOUTS} to {MAX_LAYOUTS}")
+    check_layouts(k)
     plans = distinct_plans(rank, list(policies), list(candidates))
     base, middle, huge = plans[0], plans[1:-1], plans[-1]
     if len(middle) > k - 2:
@@ -158,6 +163,20 @@ def outputs(out: str) -> Dict[str, str]:
             "plot": os.path.join(out, "predicted-vs-measured.png"), "trace": os.path.join(out, "trace.hst")}
 
 
+#: The kind ``check_output`` checks each of ``outputs`` as.
+OUTPUT_KINDS = {"model": "json", "held_out": "csv", "plot": "png", "trace": "hst"}
+
+
+def check_outputs(out: str, trace: bool = True) -> None:
+    """Check every file of ``outputs(out)`` (the trace only with ``trace``)
+    before any work: ``_io.check_output``'s refusals."""
+    from ._io import check_output
+
+    for kind, p in outputs(out).items():
+        if trace or kind != "trace":
+            check_output(p, OUTPUT_KINDS[kind])
+
+
 def fit_workload(spec, out: str, layouts: int = DEFAULT_LAYOUTS, rounds: int = 3, warmup: int = 1,
                  policies: Optional[Sequence[str]] = None, fractions: Optional[Sequence[float]] = None,
                  seed: int = 1, preset: Optional[str] = None, config: Optional[str] = None,
@@ -174,7 +193,7 @@ def fit_workload(spec, out: str, layouts: int = DEFAULT_LAYOUTS, rounds: int = 3
     record. ``runner`` as in ``validate_suite.suite`` (tests inject
     measurements)."""
     from . import api, calibrate, linux, noise, validate_suite as vs
-    from ._io import check_output, prepare_dir
+    from ._io import prepare_dir
     from .validate import candidate_regions, rankings
     from . import workloads
 
@@ -184,7 +203,7 @@ def fit_workload(spec, out: str, layouts: int = DEFAULT_LAYOUTS, rounds: int = 3
         (label, name, params), = vs.resolve(None, [spec])
     policies = vs.check_policies(policies if policies is not None else vs.DEFAULT_POLICIES)
     fractions = list(fractions if fractions is not None else vs.DEFAULT_FRACTIONS)
-    sample_layouts([], {}, [], layouts)  # checks the count before any work
+    check_layouts(layouts)
     vs.plan_ks(1000, fractions)
     linux._count("rounds", rounds, 1, linux.RUNS_MAX)
     linux._count("warmup", warmup, 0, linux.RUNS_MAX)
@@ -201,8 +220,7 @@ def fit_workload(spec, out: str, layouts: int = DEFAULT_LAYOUTS, rounds: int = 3
         runner = vs.native_runner
     paths = outputs(out)
     prepare_dir(out)
-    for kind, p in paths.items():
-        check_output(p, {"model": "json", "held_out": "csv", "plot": "png", "trace": "hst"}[kind])
+    check_outputs(out)
     prepare_memory = prepare_memory or noise.prepare_memory
     if cpu is None:
         cpu = noise.least_loaded_cpu()
@@ -271,11 +289,9 @@ def fit_many(suite: Optional[str], specs: Sequence[str], out: str, **kw) -> Dict
     resolved = vs.resolve(suite, specs)
     dirs = [out] if len(resolved) == 1 else [os.path.join(out, vs._file_label(label)) for label, _, _ in resolved]
     prepare_dir(out)
-    kinds = {"model": "json", "held_out": "csv", "plot": "png", "trace": "hst"}
     for d in dirs:
         if os.path.isdir(d):
-            for kind, p in outputs(d).items():
-                check_output(p, kinds[kind])
+            check_outputs(d)
     total = os.path.join(out, "summary.json")
     if len(resolved) > 1:
         check_output(total, "json")
