@@ -239,6 +239,11 @@ def test_summary_pools_the_layouts_above_each_floor():
     ra, rb = s["rows"]
     assert ra["max_abs_error"] == pytest.approx(0.1) and not ra["within_bound"], "0.55 / 0.5 - 1 = 10% > 3%"
     assert rb["max_abs_error"] == pytest.approx(0.1) and rb["within_bound"], "10% within b's 12% floor"
+    # The median's bound is 1%, or the floor where it is larger: a's 2%, b's 12%.
+    assert (ra["median_bound"], rb["median_bound"]) == (pytest.approx(0.02), pytest.approx(0.12))
+    c = _record("c", 0.005, [("base", 1.0, 1.0, 1.0), ("x", 0.8, 0.82, 1.25), ("y", 0.5, 0.51, 2.0)])
+    (rc,) = mosaic.summary([c])["rows"]
+    assert rc["median_abs_error"] == pytest.approx(0.02) and not rc["median_within_bound"], "2% > max(1%, 0.5%)"
 
 
 def test_fit_many_writes_one_directory_per_workload_and_the_summary(tmp_path):

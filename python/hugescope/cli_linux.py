@@ -121,6 +121,11 @@ def _pct(x) -> str:
 
 # ---------------------------------------------------------------- run
 
+#: --preset of every command whose simulations estimate this machine's gains
+#: (advise, validate, daemon-study): calibrate.estimate_machine's default.
+ESTIMATE_PRESET_HELP = ("machine preset of the estimates, or 'calibrated' (default: the preset 'hugescope calibrate' "
+                        "saved, if there is one, else haswell-pcc)")
+
 RUN_USAGE = """usage: hugescope run WORKLOAD [workload params] [--plan PLAN|all] [--repeat N] [--warmup W] [--json FILE]
        hugescope run [--plan PLAN] [--repeat N] [--warmup W] [--json FILE] -- PROGRAM [ARGS...]
 
@@ -816,8 +821,7 @@ def add_commands(sub) -> None:
     ds.add_argument("--no-redis", action="store_true", help="skip redis-server")
     ds.add_argument("--no-capture", action="store_true", help="skip the trace capture cost")
     ds.add_argument("--no-sim", action="store_true", help="skip the simulator's estimates")
-    ds.add_argument("--preset", default=None, help="machine preset of the simulator's estimates ('calibrated' after "
-                                                   "hugescope calibrate; default haswell-pcc)")
+    ds.add_argument("--preset", default=None, help=ESTIMATE_PRESET_HELP)
     ds.add_argument("--config", metavar="TOML", default=None,
                     help="machine TOML of the estimates, e.g. the file 'hugescope calibrate --out FILE' wrote")
     ds.set_defaults(func=cmd_daemon_study)
@@ -863,8 +867,7 @@ def add_commands(sub) -> None:
     av.add_argument("--duration", type=_seconds_arg(positive=True), default=60.0,
                     help="virtual seconds the trace spans for the simulated daemons (default 60)")
     av.add_argument("--timeout", type=_seconds_arg(positive=True), default=None, help="kill a measured run after S seconds")
-    av.add_argument("--preset", default=None, help="machine preset for the estimates ('calibrated' after hugescope "
-                                                  "calibrate; default haswell-pcc)")
+    av.add_argument("--preset", default=None, help=ESTIMATE_PRESET_HELP)
     av.add_argument("--config", metavar="TOML", default=None,
                     help="machine TOML for the estimates, e.g. the file 'hugescope calibrate --out FILE' wrote")
     av.add_argument("--by-site", action="store_true",
@@ -1143,7 +1146,7 @@ def _validate_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rank-seed", type=_seed, default=1, help="seed of the random ranking (default 1)")
     p.add_argument("--duration", type=_seconds_arg(positive=True), default=validate.DEFAULT_DURATION,
                    help=f"virtual seconds the trace spans for the simulated policies (default {validate.DEFAULT_DURATION:g})")
-    p.add_argument("--preset", default=None, help="machine preset, or 'calibrated' (default haswell-pcc)")
+    p.add_argument("--preset", default=None, help=ESTIMATE_PRESET_HELP)
     p.add_argument("--config", metavar="TOML", default=None, help="machine TOML (e.g. a calibration)")
     p.add_argument("--trace", metavar="FILE", default=None, help="reuse a trace of exactly this run")
     p.add_argument("--trace-dir", metavar="DIR", default=None, help="keep the trace here (default: temporary)")

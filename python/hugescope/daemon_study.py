@@ -652,9 +652,12 @@ def study(out: str, names: Sequence[str] = tuple(FULL), quick: bool = False, rep
     progress = progress or (lambda s: None)
     linux._count("repeat", repeat, 1, linux.RUNS_MAX)
     if sim:
-        # A bad preset or config is refused before any run, not after them.
-        from .calibrate import machine_label
-        machine_label(preset, config)
+        # The estimates sit beside this machine's measured gains: like advise
+        # and validate they take the calibrated preset when one was saved and
+        # none was named (issue #36 item 1). A bad preset or config is refused
+        # here, before any run, not after them.
+        from .calibrate import estimate_machine
+        preset, config, _ = estimate_machine(preset, config)
     from .api import _share
     # "none": no budget, as `hugescope daemon` runs by default (the cost of the
     # daemon at its default settings is measured this way).
