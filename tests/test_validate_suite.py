@@ -68,6 +68,24 @@ def test_interleaved_runs_base_plans_base_each_round_after_warmup():
         noise.interleaved(["a"], lambda n: {"wall_s": 0}, rounds=1, warmup=0, prepare=prep)
 
 
+def test_the_cpu_clock_times_runs_by_their_own_cpu_time_and_keeps_the_wall_time_beside_it():
+    """A base run preempted for 0.5 s of its wall time (user + sys the same
+    as the other's): on the wall clock the pair is 1.0 / 1.5 s apart, on the
+    cpu clock 0.9 + 0.1 = 1.0 s each, and the floor is zero."""
+    recs = iter([{"wall_s": 1.0, "user_s": 0.9, "sys_s": 0.1}, {"wall_s": 1.5, "user_s": 0.9, "sys_s": 0.1}] * 2)
+    prep = lambda: {"compacted": False, "seconds": 0.0}
+    by = {}
+    for clock in ("wall", "cpu"):
+        runs = noise.interleaved(["base", "base"], lambda n: next(recs), rounds=1, warmup=0, prepare=prep, clock=clock)
+        assert [r["clock"] for r in runs] == [clock] * 2 and [r["wall_s"] for r in runs] == [1.0, 1.5]
+        by[clock] = noise.noise_floor([[r["t_s"] for r in runs]])
+    assert by["wall"] == pytest.approx(math.log(1.5)) and by["cpu"] == 0.0
+    with pytest.raises(ValueError, match="user_s and sys_s"):
+        noise.interleaved(["a"], lambda n: {"wall_s": 1.0}, rounds=1, warmup=0, prepare=prep, clock="cpu")
+    with pytest.raises(ValueError, match="clock must be one of wall, cpu"):
+        noise.interleaved(["a"], lambda n: {"wall_s": 1.0}, rounds=1, warmup=0, prepare=prep, clock="tsc")
+
+
 def test_least_loaded_cpu_picks_the_most_idle():
     samples = iter([{0: (100, 200), 1: (100, 200), 2: (100, 200)},
                     {0: (110, 300), 1: (190, 300), 2: (190, 300)}])

@@ -33,6 +33,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--policies", default=",".join(vs.DEFAULT_POLICIES), help="policies that rank the regions")
     p.add_argument("--rounds", type=_count_arg("rounds", 1, linux.RUNS_MAX), default=vs.DEFAULT_ROUNDS,
                    help=f"interleaved rounds (default {vs.DEFAULT_ROUNDS})")
+    clock_option(p)
     p.add_argument("--warmup", type=_count_arg("warm-up runs", 0, linux.RUNS_MAX), default=1,
                    help="unmeasured base runs before each workload's rounds (default 1)")
     p.add_argument("--cpu", type=_count_arg("cpu", 0, 1 << 20), default=None,
@@ -93,6 +94,17 @@ def render(df) -> None:
                       f"{f(s['median_abs_error_all'], True)} (all plans)")
 
 
+def clock_option(p) -> None:
+    """--clock of the commands that time workload runs in interleaved rounds
+    (validate --suite, model fit)."""
+    from . import validate_suite as vs
+
+    p.add_argument("--clock", choices=list(vs.PHASE_CLOCKS), default="wall",
+                   help="each run's measured time: 'wall' (default) or 'cpu', the workload thread's CPU time over "
+                        "its algorithm phase (time preempted by other programs or stolen by the host is not in it: "
+                        "the choice on a shared machine or a VM)")
+
+
 def main(rest: List[str]) -> int:
     from . import validate_suite as vs
     from .cli import console, err_console
@@ -101,7 +113,7 @@ def main(rest: List[str]) -> int:
     df = vs.suite(a.suite, a.workload, fractions=_floats(a.fractions, "fractions"),
                   policies=[s for s in a.policies.split(",")], rounds=a.rounds, warmup=a.warmup, seed=a.rank_seed,
                   preset=a.preset, config=a.config, duration=a.duration, cpu=a.cpu, trace_dir=a.trace_dir,
-                  out=a.out, log=lambda s: err_console.print(f"[dim]{escape(s)}[/]"))
+                  out=a.out, log=lambda s: err_console.print(f"[dim]{escape(s)}[/]"), clock=a.clock)
     render(df)
     console.print(f"estimates on {escape(df.attrs['meta'].get('machine_label') or '?')}")
     console.print(f"wrote {escape(os.path.join(a.out, vs.NAME))}.{{csv,json,png}} and -workloads/-runs tables "

@@ -167,6 +167,10 @@ def outputs(out: str) -> Dict[str, str]:
 OUTPUT_KINDS = {"model": "json", "held_out": "csv", "plot": "png", "trace": "hst"}
 
 
+#: What a model record keeps of each measured run.
+RUN_KEYS = ("round", "position", "name", "t_s", "clock", "wall_s", "user_s", "sys_s", "compacted", "loadavg_1m")
+
+
 def check_outputs(out: str, trace: bool = True) -> None:
     """Check every file of ``outputs(out)`` (the trace only with ``trace``)
     before any work: ``_io.check_output``'s refusals."""
@@ -183,7 +187,7 @@ def fit_workload(spec, out: str, layouts: int = DEFAULT_LAYOUTS, rounds: int = 3
                  duration: float = 60.0, cpu: Optional[int] = None,
                  runner: Optional[Callable[[str, Dict[str, Any], Optional[int]], Callable]] = None,
                  prepare_memory: Optional[Callable[[], Dict[str, Any]]] = None,
-                 log: Callable[[str], None] = lambda s: None) -> Dict[str, Any]:
+                 log: Callable[[str], None] = lambda s: None, clock: str = "wall") -> Dict[str, Any]:
     """Fit a model of the built-in workload ``spec`` (``NAME[:k=v,...]``, as
     ``validate --suite --workload``, or a resolved (label, name, params)) from ``layouts`` measured layouts (module
     docstring). Writes ``outputs(out)``: the model with its held-out errors
@@ -191,7 +195,8 @@ def fit_workload(spec, out: str, layouts: int = DEFAULT_LAYOUTS, rounds: int = 3
     (``held-out.csv``), the predicted-vs-measured plot, and the trace
     (``model predict`` simulates new plans over it). Returns the model
     record. ``runner`` as in ``validate_suite.suite`` (tests inject
-    measurements)."""
+    measurements); ``clock``: each run's measured time
+    (``validate_suite.PHASE_CLOCKS``)."""
     from . import api, calibrate, linux, noise, validate_suite as vs
     from ._io import prepare_dir
     from .validate import candidate_regions, rankings
@@ -204,6 +209,7 @@ def fit_workload(spec, out: str, layouts: int = DEFAULT_LAYOUTS, rounds: int = 3
     policies = vs.check_policies(policies if policies is not None else vs.DEFAULT_POLICIES)
     fractions = list(fractions if fractions is not None else vs.DEFAULT_FRACTIONS)
     check_layouts(layouts)
+    noise.check_clock(clock)
     vs.plan_ks(1000, fractions)
     linux._count("rounds", rounds, 1, linux.RUNS_MAX)
     linux._count("warmup", warmup, 0, linux.RUNS_MAX)
@@ -239,7 +245,7 @@ def fit_workload(spec, out: str, layouts: int = DEFAULT_LAYOUTS, rounds: int = 3
                     duration=float(duration), **{k: v for k, v in machine.items() if v is not None})
     plans = sample_layouts(candidates, rank, policies, layouts, seed)
     got = fit_layouts(paths["trace"], plans, machine, runner(name, params, cpu), rounds, warmup, prepare_memory,
-                      lambda s: log(f"{label}: {s}"))
+                      lambda s: log(f"{label}: {s}"), clock=clock)
     meas, points, model, ho, sim_machine = (got[k] for k in ("measured", "points", "model", "held_out", "machine"))
     floor = meas["floor"]
     # A layout's time is a median over rounds, so chance moves it by up to
@@ -250,6 +256,7 @@ def fit_workload(spec, out: str, layouts: int = DEFAULT_LAYOUTS, rounds: int = 3
         "trace": os.path.abspath(paths["trace"]), "accesses": info["summary"]["accesses"],
         "candidates": len(candidates), "machine": machine_label,
         "machine_config": sim_machine, "machine_args": machine, "layouts": len(points), "rounds": rounds,
+        "clock": clock,
         "model": model, "base_features": plans[0]["features"], "t_base": meas["t_base"],
         "noise_floor": floor, "held_out": {k: v for k, v in ho.items() if k != "rows"},
         "bound": bound, "within_bound": ho["max_abs_error"] <= bound,
@@ -258,8 +265,11 @@ def fit_workload(spec, out: str, layouts: int = DEFAULT_LAYOUTS, rounds: int = 3
                         speedup_min=meas["plans"][p["plan"]]["min"], speedup_max=meas["plans"][p["plan"]]["max"])
                    for p, r in zip(points, ho["rows"])],
         "how_measured": vs.HOW_MEASURED.format(cpu=cpu, prep="memory compacted before every run when root",
-                                               warmup=warmup, rounds=rounds),
+                                               warmup=warmup, rounds=rounds, clock=vs.PHASE_CLOCKS[clock]),
         "how_floor": vs.HOW_FLOOR,
+        # Every measured run with both clocks, so a reader can see what the
+        # other clock would have given (and the load it ran under).
+        "runs": [{k: r.get(k) for k in RUN_KEYS} for r in got["runs"]],
         "how_predicted": "simulated counters of the layout's static page map over the workload's trace on "
                          f"machine {machine_label}, priced by the fitted form",
     }
@@ -305,11 +315,12 @@ def fit_many(suite: Optional[str], specs: Sequence[str], out: str, **kw) -> Dict
 def fit_layouts(trace: str, plans: List[Dict[str, Any]], machine: Dict[str, Any],
                 run_plan: Callable[[Optional[dict]], Dict[str, Any]], rounds: int, warmup: int,
                 prepare_memory: Callable[[], Dict[str, Any]], log: Callable[[str], None] = lambda s: None,
-                features: Sequence[str] = FEATURES) -> Dict[str, Any]:
+                features: Sequence[str] = FEATURES, clock: str = "wall") -> Dict[str, Any]:
     """Simulate, measure and fit ``plans`` (``sample_layouts``; the first is
     base): each plan's counters over ``trace`` (``validate_suite.
     plan_features``), interleaved rounds of base, every other plan, base
-    (``run_plan(plan_json)`` runs once and returns ``wall_s``), the model
+    (``run_plan(plan_json)`` runs once and returns ``wall_s``, and
+    ``user_s``/``sys_s`` for the cpu ``clock``), the model
     and its held-out errors. A feature ``regions`` (in ``features``) is the
     plan's number of 2 MiB regions: the collapse cost when the measured time
     includes the collapses (``advise``). Returns ``measured``
@@ -321,7 +332,7 @@ def fit_layouts(trace: str, plans: List[Dict[str, Any]], machine: Dict[str, Any]
     for p in plans:
         p["features"]["regions"] = float(len(p["regions"]))
     prep = {"label": "layouts", "plans": plans}
-    runs = vs.measure(prep, rounds, warmup, run_plan, prepare_memory, log)
+    runs = vs.measure(prep, rounds, warmup, run_plan, prepare_memory, log, clock)
     meas = vs.speedups(prep, runs)
     if not meas["results_agree"]:
         raise HugescopeError("runs under different layouts gave different results (a layout must change speed, "

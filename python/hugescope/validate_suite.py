@@ -72,10 +72,16 @@ DEFAULT_ROUNDS = 3
 BASE, HUGE_PLAN = "base", "all huge"
 
 HOW_MEASURED = ("interleaved rounds (base, each plan, base again), every run a fresh process pinned to CPU {cpu} "
-                "(sched_setaffinity), {prep}; {warmup} warm-up base run(s) first; wall clock (std::time::Instant) "
-                "around the workload's algorithm phase, collapses excluded; a plan's speedup in a round = the "
+                "(sched_setaffinity), {prep}; {warmup} warm-up base run(s) first; {clock}, collapses excluded; "
+                "a plan's speedup in a round = the "
                 "geometric mean of the round's two base times / the plan's time; median (min, max) over {rounds} "
                 "round(s)")
+#: A workload run's measured time per clock (``noise.CLOCKS``).
+PHASE_CLOCKS = {
+    "wall": "wall clock (std::time::Instant) around the workload's algorithm phase",
+    "cpu": "CPU time of the workload thread over its algorithm phase (getrusage RUSAGE_THREAD, user + system; "
+           "time preempted or stolen by the host is not in it)",
+}
 HOW_FLOOR = ("noise floor = the largest |ln(t_a / t_b)| of a round's two base runs (identical runs) over the "
              "rounds; a plan whose |ln(speedup)| is within it ties with base and is not ranked; ranked plans "
              "within it of each other share a rank (groups anchored on their smallest speedup)")
@@ -233,7 +239,8 @@ def native_runner(name: str, params: Dict[str, Any], cpu: Optional[int]) -> Call
         r = linux.run(name, plan=plan_json, repeat=1, warmup=0, cpu=cpu, **params).check()
         s = r.summary
         rec = r.runs[0]
-        return {"wall_s": s["wall_s"]["median"], "coverage": (s.get("coverage") or {}).get("median"),
+        return {"wall_s": s["wall_s"]["median"], "user_s": s["user_s"]["median"], "sys_s": s["sys_s"]["median"],
+                "coverage": (s.get("coverage") or {}).get("median"),
                 "collapsed": sum(o.get("regions_collapsed", 0) for o in r.outcomes),
                 "setup_s": rec.get("setup_s"), "cpus": rec.get("cpus"),
                 "result": json_key(rec.get("result"))}
@@ -246,15 +253,16 @@ def json_key(v) -> str:
 
 
 def measure(prep: Dict[str, Any], rounds: int, warmup: int, runner: Callable[[Optional[dict]], Dict[str, Any]],
-            prepare_memory: Callable[[], Dict[str, Any]], log: Callable[[str], None] = lambda s: None
-            ) -> List[Dict[str, Any]]:
-    """Interleaved rounds of one workload's plans: base, every plan, base again."""
+            prepare_memory: Callable[[], Dict[str, Any]], log: Callable[[str], None] = lambda s: None,
+            clock: str = "wall") -> List[Dict[str, Any]]:
+    """Interleaved rounds of one workload's plans: base, every plan, base
+    again, each run timed on ``clock`` (``noise.CLOCKS``)."""
     from . import noise
 
     by_name = {p["plan"]: p for p in prep["plans"]}
     order = [BASE] + [p["plan"] for p in prep["plans"] if p["plan"] != BASE] + [BASE]
     return noise.interleaved(order, lambda n: runner(by_name[n]["plan_json"]), rounds, warmup,
-                             prepare=prepare_memory, log=lambda s: log(f"{prep['label']}: {s}"))
+                             prepare=prepare_memory, log=lambda s: log(f"{prep['label']}: {s}"), clock=clock)
 
 
 # ---------------------------------------------------------------- analysis (pure)
@@ -267,7 +275,7 @@ def speedups(prep: Dict[str, Any], runs: List[Dict[str, Any]]) -> Dict[str, Any]
     rounds = sorted({r["round"] for r in runs})
     base_pairs, base_t = [], {}
     for rd in rounds:
-        b = [r["wall_s"] for r in runs if r["round"] == rd and r["name"] == BASE]
+        b = [r["t_s"] for r in runs if r["round"] == rd and r["name"] == BASE]
         if len(b) != 2:
             raise ValueError(f"{prep['label']}: round {rd} has {len(b)} base runs, not 2")
         base_pairs.append(b)
@@ -282,7 +290,7 @@ def speedups(prep: Dict[str, Any], runs: List[Dict[str, Any]]) -> Dict[str, Any]
                          "rounds": [1.0] * len(rounds)}
             continue
         per = {r["round"]: r for r in runs if r["name"] == p["plan"]}
-        s = [base_t[rd] / per[rd]["wall_s"] for rd in rounds]
+        s = [base_t[rd] / per[rd]["t_s"] for rd in rounds]
         med = statistics.median(s)
         out[p["plan"]] = {"speedup": med, "min": min(s), "max": max(s), "t": t_base / med, "rounds": s,
                           "coverage": statistics.median([per[rd]["coverage"] for rd in rounds])
@@ -423,7 +431,7 @@ def suite(suite_name: Optional[str] = "default", workload_specs: Sequence[str] =
           trace_dir: Optional[str] = None, out: Optional[str] = None,
           runner: Optional[Callable[[str, Dict[str, Any], Optional[int]], Callable]] = None,
           prepare_memory: Optional[Callable[[], Dict[str, Any]]] = None,
-          log: Callable[[str], None] = lambda s: None):
+          log: Callable[[str], None] = lambda s: None, clock: str = "wall"):
     """Run the validation suite (module docstring) and return its tidy
     DataFrame (one row per workload, plan and quantity: ``measured``,
     ``predicted_loo``, ``predicted_in``); ``df.attrs["meta"]["summary"]``
@@ -431,11 +439,13 @@ def suite(suite_name: Optional[str] = "default", workload_specs: Sequence[str] =
     runs one plan (default: a fresh pinned native process, ``native_runner``);
     tests inject measurements through it. ``out``: write
     ``validate-suite.{csv,json,png}`` and ``-workloads``/``-runs`` tables
-    (checked before any work)."""
+    (checked before any work). ``clock``: each run's measured time
+    (``PHASE_CLOCKS``)."""
     import pandas as pd
 
     from . import api, calibrate, experiments, linux, noise
 
+    noise.check_clock(clock)
     specs = resolve(suite_name, workload_specs)
     policies = check_policies(policies)
     fractions = list(fractions)
@@ -483,14 +493,15 @@ def suite(suite_name: Optional[str] = "default", workload_specs: Sequence[str] =
     all_runs, meas = [], {}
     compacted = set()
     for prep, (label, name, params) in zip(preps, specs):
-        runs = measure(prep, rounds, warmup, runner(name, params, cpu), prepare_memory, log)
+        runs = measure(prep, rounds, warmup, runner(name, params, cpu), prepare_memory, log, clock)
         meas[label] = speedups(prep, runs)
         if not meas[label]["results_agree"]:
             raise HugescopeError(f"{label}: runs under different plans gave different results (a plan must "
                                  "change speed, not answers)")
         compacted |= {r["compacted"] for r in runs}
         all_runs += [{"workload": label, "round": r["round"], "position": r["position"], "plan": r["name"],
-                      "wall_s": r["wall_s"], "setup_s": r.get("setup_s"), "coverage": r.get("coverage"),
+                      "t_s": r["t_s"], "clock": clock, "wall_s": r["wall_s"], "user_s": r.get("user_s"),
+                      "sys_s": r.get("sys_s"), "setup_s": r.get("setup_s"), "coverage": r.get("coverage"),
                       "compact_s": r["compact_s"], "kind": "measurement"} for r in runs]
     # The fit starts from the machine's own latencies (a calibrated preset's
     # page-table line cache included) and frees only what cost_model.FREE names.
@@ -499,7 +510,7 @@ def suite(suite_name: Optional[str] = "default", workload_specs: Sequence[str] =
     res = analyse(preps, meas, start=cost_model.params_from_cost(api.machine_config(**machine)["cost"]))
     prep_how = ("memory compacted before every run (/proc/sys/vm/compact_memory)" if compacted == {True} else
                 "memory not compacted (needs root)")
-    how_meas = HOW_MEASURED.format(cpu=cpu, prep=prep_how, warmup=warmup, rounds=rounds)
+    how_meas = HOW_MEASURED.format(cpu=cpu, prep=prep_how, warmup=warmup, rounds=rounds, clock=PHASE_CLOCKS[clock])
 
     rows = []
     for r in res["rows"]:
@@ -540,7 +551,7 @@ def suite(suite_name: Optional[str] = "default", workload_specs: Sequence[str] =
         "params": res["params"], "param_units": cost_model.PARAM_UNITS, "loo_params": res["loo_params"],
         "summary": res["summary"],
         "options": {"suite": suite_name, "workloads": list(workload_specs), "fractions": fractions,
-                    "policies": policies, "rounds": rounds, "warmup": warmup, "seed": seed,
+                    "policies": policies, "rounds": rounds, "warmup": warmup, "clock": clock, "seed": seed,
                     "duration_s": float(duration), "machine": machine.get("preset") or machine.get("config"),
                     "cpu": cpu},
         "how": {"measurement": how_meas, "noise_floor": HOW_FLOOR, "estimate": HOW_PREDICTED,
