@@ -473,7 +473,8 @@ def _advise_traced(argv, trace, plan_path, rec_path, ks, budgets, policies, repe
     whole = {regs: whole_run(est[regs], t_sim, t_base, len(regs), rate["s_per_region"]) for regs in est}
     model = None
     if fit:
-        model = _fit_program(trace, cand, rank, policies, fit, machine, repeat, run_one, plan_for_runs, whole, log)
+        # The raw runner: the layouts' rounds record the load themselves.
+        model = _fit_program(trace, cand, rank, policies, fit, machine, repeat, one, plan_for_runs, whole, log)
     cands = [{"policy": p, "k": k, "regions": len(rank[(p, k)]), "whole": whole[frozenset(rank[(p, k)])]["speedup"]}
              for (p, k) in rank]
     pick = recommend(cands, policies, measure["tolerance"])

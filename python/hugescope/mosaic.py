@@ -168,7 +168,8 @@ OUTPUT_KINDS = {"model": "json", "held_out": "csv", "plot": "png", "trace": "hst
 
 
 #: What a model record keeps of each measured run.
-RUN_KEYS = ("round", "position", "name", "t_s", "clock", "wall_s", "user_s", "sys_s", "compacted", "loadavg_1m")
+RUN_KEYS = ("round", "position", "name", "t_s", "clock", "wall_s", "user_s", "sys_s", "compacted", "loadavg_1m",
+            "others_busy_share")
 
 
 def check_outputs(out: str, trace: bool = True) -> None:

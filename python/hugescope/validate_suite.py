@@ -261,7 +261,10 @@ def measure(prep: Dict[str, Any], rounds: int, warmup: int, runner: Callable[[Op
 
     by_name = {p["plan"]: p for p in prep["plans"]}
     order = [BASE] + [p["plan"] for p in prep["plans"] if p["plan"] != BASE] + [BASE]
-    return noise.interleaved(order, lambda n: runner(by_name[n]["plan_json"]), rounds, warmup,
+    # Every run with the load it ran under (as advise): what a wide floor
+    # came from.
+    run_one = noise.with_load(lambda n: runner(by_name[n]["plan_json"]))
+    return noise.interleaved(order, run_one, rounds, warmup,
                              prepare=prepare_memory, log=lambda s: log(f"{prep['label']}: {s}"), clock=clock)
 
 
@@ -501,7 +504,9 @@ def suite(suite_name: Optional[str] = "default", workload_specs: Sequence[str] =
         compacted |= {r["compacted"] for r in runs}
         all_runs += [{"workload": label, "round": r["round"], "position": r["position"], "plan": r["name"],
                       "t_s": r["t_s"], "clock": clock, "wall_s": r["wall_s"], "user_s": r.get("user_s"),
-                      "sys_s": r.get("sys_s"), "setup_s": r.get("setup_s"), "coverage": r.get("coverage"),
+                      "sys_s": r.get("sys_s"), "loadavg_1m": r.get("loadavg_1m"),
+                      "others_busy_share": r.get("others_busy_share"),
+                      "setup_s": r.get("setup_s"), "coverage": r.get("coverage"),
                       "compact_s": r["compact_s"], "kind": "measurement"} for r in runs]
     # The fit starts from the machine's own latencies (a calibrated preset's
     # page-table line cache included) and frees only what cost_model.FREE names.
