@@ -283,6 +283,13 @@ def test_suite_cli_errors_are_one_line(tmp_path, capsys):
                         (["--workload", "nosuch"], "unknown workload")):
         code, out, err = run_cli("validate", *args, "-o", tmp_path, capsys=capsys)
         assert code == 2 and err.strip().splitlines()[0].startswith("error:") and words in err, (args, err)
+    # Options argparse refuses: one error line too (not the usage block), exit 2.
+    for args, words in ((["--nice", "-21"], "at least -20"), (["--clock", "tsc"], "invalid choice"),
+                        (["--rounds", "0"], "at least 1")):
+        with pytest.raises(SystemExit) as e:
+            run_cli("validate", "--suite", "tiny", *args, "-o", tmp_path)
+        err = capsys.readouterr().err.strip().splitlines()
+        assert e.value.code == 2 and len(err) == 1 and err[0].startswith("error:") and words in err[0], (args, err)
 
 
 THP = linux.thp_state()
@@ -295,3 +302,19 @@ def test_native_run_is_pinned_to_the_cpu_given():
     assert r.runs[0]["cpus"] == [CPU]
     with pytest.raises(ValueError, match="taskset"):
         linux.run(["true"], cpu=CPU)
+
+
+@pytest.mark.skipif(THP["pmd_mode"] != "madvise" or not THP["plans_applicable"],
+                    reason="needs THP mode 'madvise' (a base-page baseline and MADV_COLLAPSE)")
+def test_native_run_sets_its_own_nice_value_and_leaves_ours():
+    ours = os.getpriority(os.PRIO_PROCESS, 0)
+    r = linux.run("gups", repeat=1, warmup=0, nice=min(19, ours + 3), size="4MiB", updates="10k").check()
+    assert r.runs[0]["nice"] == min(19, ours + 3) and os.getpriority(os.PRIO_PROCESS, 0) == ours
+    for bad, words in ((20, "from -20 to 19"), (True, "from -20 to 19"), ("5", "from -20 to 19")):
+        with pytest.raises(ValueError, match=words):
+            linux.run("gups", repeat=1, warmup=0, nice=bad, size="4MiB", updates="10k")
+    with pytest.raises(ValueError, match="under nice"):
+        linux.run(["true"], nice=5)
+    if os.geteuid() != 0:
+        with pytest.raises(ValueError, match="needs root"):
+            noise.check_nice(-1)

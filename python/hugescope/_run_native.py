@@ -4,7 +4,8 @@
 repetition, so that every run starts with fresh memory (its own page tables,
 its own peak RSS) and its fixed-address regions free. The request comes as
 JSON on stdin: ``{"workload", "params", "plan": "none"|"all"|"plan",
-"plan_json", "sample_ms", "cpu"}`` (``cpu``: pin this process there first); the run record goes to stdout as one JSON line,
+"plan_json", "sample_ms", "cpu", "nice"}`` (``cpu``: pin this process there first; ``nice``: its nice value,
+set before the run); the run record goes to stdout as one JSON line,
 or ``{"error": message}`` with exit status 3.
 
 The child changes no machine setting, so it needs no cleanup: it dies with its
@@ -33,15 +34,20 @@ def main() -> int:
         if req.get("cpu") is not None:
             # Before the workload allocates or starts a thread: all of it runs there.
             os.sched_setaffinity(0, {int(req["cpu"])})
+        if req.get("nice") is not None:
+            # This process only, before the workload starts; it ends with the run.
+            os.setpriority(os.PRIO_PROCESS, 0, int(req["nice"]))
         text = _core.run_native_workload(req["workload"], json.dumps(req.get("params") or {}),
                                          req.get("plan", "none"), req.get("plan_json"),
                                          int(req.get("sample_ms", 100)))
     except Exception as e:  # reported to the parent, which raises it as HugescopeError
         print(json.dumps({"error": str(e)}))
         return 3
-    if req.get("cpu") is not None:
-        # The record says where the run ran (the affinity it had at its end).
-        text = json.dumps(dict(json.loads(text), cpus=sorted(os.sched_getaffinity(0))))
+    if req.get("cpu") is not None or req.get("nice") is not None:
+        # The record says where the run ran (the affinity it had at its end)
+        # and at what priority.
+        text = json.dumps(dict(json.loads(text), cpus=sorted(os.sched_getaffinity(0)),
+                               nice=os.getpriority(os.PRIO_PROCESS, 0)))
     print(text)
     return 0
 

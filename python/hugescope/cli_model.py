@@ -26,7 +26,7 @@ def cmd_fit(a) -> int:
     got = mosaic.fit_many(a.suite, a.workload, a.out, layouts=a.layouts, rounds=a.rounds, warmup=a.warmup,
                           policies=[s for s in a.policies.split(",") if s.strip()],
                           fractions=_floats(a.fractions, "fractions"), seed=a.seed, preset=a.preset,
-                          config=a.config, duration=a.duration, cpu=a.cpu, clock=a.clock,
+                          config=a.config, duration=a.duration, cpu=a.cpu, clock=a.clock, nice=a.nice,
                           log=lambda s: err_console.print(f"[dim]{escape(s)}[/]"))
     for rec in got["records"]:
         _render_fit(rec, console)
@@ -129,7 +129,7 @@ def add_commands(sub) -> None:
     from . import mosaic, validate_suite as vs
     from .cli import json_option
     from .cli_linux import _count_arg, _seconds_arg, _seed
-    from .cli_suite import clock_option
+    from .cli_suite import measure_options
 
     p = sub.add_parser("model", help="a per-program runtime model fitted to measured page mosaics: 'fit', "
                                      "'predict' or 'summary'",
@@ -151,7 +151,7 @@ def add_commands(sub) -> None:
                    help="interleaved rounds (default 3)")
     f.add_argument("--warmup", type=_count_arg("warm-up runs", 0, linux.RUNS_MAX), default=1,
                    help="unmeasured base runs first (default 1)")
-    clock_option(f)
+    measure_options(f)
     f.add_argument("--policies", default=",".join(vs.DEFAULT_POLICIES), help="policies whose choices are layouts")
     f.add_argument("--fractions", default=",".join(f"{x:g}" for x in vs.DEFAULT_FRACTIONS),
                    help="the policies' budgets as fractions of the regions")

@@ -17,7 +17,10 @@ def parser() -> argparse.ArgumentParser:
     from . import validate_suite as vs
     from .cli_linux import _count_arg, _seconds_arg, _seed
 
-    p = argparse.ArgumentParser(
+    from .cli import Parser
+
+    # The CLI's parser: a bad option is one error line, as everywhere else.
+    p = Parser(
         prog="hugescope validate", formatter_class=argparse.RawDescriptionHelpFormatter,
         usage="hugescope validate (--suite NAME | --workload NAME[:k=v,...] ...) [options] -o DIR",
         description="Predicted vs measured speedup of plans over a suite of workloads: per workload, base, top-k "
@@ -33,7 +36,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--policies", default=",".join(vs.DEFAULT_POLICIES), help="policies that rank the regions")
     p.add_argument("--rounds", type=_count_arg("rounds", 1, linux.RUNS_MAX), default=vs.DEFAULT_ROUNDS,
                    help=f"interleaved rounds (default {vs.DEFAULT_ROUNDS})")
-    clock_option(p)
+    measure_options(p)
     p.add_argument("--warmup", type=_count_arg("warm-up runs", 0, linux.RUNS_MAX), default=1,
                    help="unmeasured base runs before each workload's rounds (default 1)")
     p.add_argument("--cpu", type=_count_arg("cpu", 0, 1 << 20), default=None,
@@ -94,15 +97,19 @@ def render(df) -> None:
                       f"{f(s['median_abs_error_all'], True)} (all plans)")
 
 
-def clock_option(p) -> None:
-    """--clock of the commands that time workload runs in interleaved rounds
-    (validate --suite, model fit)."""
+def measure_options(p) -> None:
+    """--clock and --nice of the commands that time workload runs in
+    interleaved rounds (validate --suite, model fit)."""
     from . import validate_suite as vs
+    from .cli_linux import _count_arg
 
     p.add_argument("--clock", choices=list(vs.PHASE_CLOCKS), default="wall",
                    help="each run's measured time: 'wall' (default) or 'cpu', the workload thread's CPU time over "
                         "its algorithm phase (time preempted by other programs or stolen by the host is not in it: "
                         "the choice on a shared machine or a VM)")
+    p.add_argument("--nice", type=_count_arg("--nice", -20, 19), default=None,
+                   help="nice value of each measured run, -20..19 (below 0 as root: co-running programs then get "
+                        "little of its CPU; it ends with the run); default: this process's")
 
 
 def main(rest: List[str]) -> int:
@@ -113,7 +120,7 @@ def main(rest: List[str]) -> int:
     df = vs.suite(a.suite, a.workload, fractions=_floats(a.fractions, "fractions"),
                   policies=[s for s in a.policies.split(",")], rounds=a.rounds, warmup=a.warmup, seed=a.rank_seed,
                   preset=a.preset, config=a.config, duration=a.duration, cpu=a.cpu, trace_dir=a.trace_dir,
-                  out=a.out, log=lambda s: err_console.print(f"[dim]{escape(s)}[/]"), clock=a.clock)
+                  out=a.out, log=lambda s: err_console.print(f"[dim]{escape(s)}[/]"), clock=a.clock, nice=a.nice)
     render(df)
     console.print(f"estimates on {escape(df.attrs['meta'].get('machine_label') or '?')}")
     console.print(f"wrote {escape(os.path.join(a.out, vs.NAME))}.{{csv,json,png}} and -workloads/-runs tables "

@@ -544,7 +544,7 @@ def _plan_mode(plan: PlanArg) -> Tuple[str, Optional[str], str]:
 def run(target: Union[str, Sequence[str]], plan: PlanArg = None, repeat: int = 3, warmup: int = 1,
         sample_ms: int = 100, timeout: Optional[float] = None, start_timeout: float = 10.0,
         progress: Optional[Callable[[Dict[str, Any]], None]] = None, baseline: bool = False,
-        cpu: Optional[int] = None, **params) -> RunResult:
+        cpu: Optional[int] = None, nice: Optional[int] = None, **params) -> RunResult:
     """Run a built-in workload (``target`` is its name, ``params`` its parameters)
     or any command (``target`` is an argument list) under ``plan``, ``warmup``
     times unmeasured and then ``repeat`` times measured.
@@ -577,7 +577,10 @@ def run(target: Union[str, Sequence[str]], plan: PlanArg = None, repeat: int = 3
 
     ``cpu`` (built-in workloads): each run's child process pins itself to
     that CPU (``sched_setaffinity``) before anything else, so it neither
-    migrates nor competes with itself across cores.
+    migrates nor competes with itself across cores. ``nice`` (built-in
+    workloads): the child sets its own nice value to this before it starts
+    (``noise.check_nice``; below 0 needs root), so co-running programs take
+    less of its CPU; it dies with its run, so nothing is left changed.
 
     ``baseline=True`` (with a plan) first runs the same ``warmup`` + ``repeat``
     without a plan and sets ``result.baseline`` to them; ``summary["gain"]``
@@ -603,6 +606,11 @@ def run(target: Union[str, Sequence[str]], plan: PlanArg = None, repeat: int = 3
         check_cpu(cpu)
         if not isinstance(target, str):
             raise ValueError("cpu pins built-in workloads; run a command under taskset to pin it")
+    if nice is not None:
+        from .noise import check_nice
+        check_nice(nice)
+        if not isinstance(target, str):
+            raise ValueError("nice sets built-in workloads' priority; run a command under nice to set its own")
     if baseline:
         # Checked before the base runs spend their time.
         _plan_mode(plan)
@@ -610,13 +618,13 @@ def run(target: Union[str, Sequence[str]], plan: PlanArg = None, repeat: int = 3
         def phase(name):
             return None if progress is None else (lambda ev: progress(dict(ev, phase=name)))
         kw = dict(repeat=repeat, warmup=warmup, sample_ms=sample_ms, timeout=timeout, start_timeout=start_timeout,
-                  cpu=cpu)
+                  cpu=cpu, nice=nice)
         base = run(target, None, progress=phase("base"), **kw, **params)
         res = run(target, plan, progress=phase("plan"), **kw, **params)
         res.set_baseline(base)
         return res
     if isinstance(target, str):
-        return _run_workload(target, plan, repeat, warmup, sample_ms, progress, params, cpu)
+        return _run_workload(target, plan, repeat, warmup, sample_ms, progress, params, cpu, nice)
     if not isinstance(target, (list, tuple)) or not all(isinstance(a, (str, os.PathLike)) for a in target):
         raise ValueError(f"target must be a workload name or a list of program arguments (strings), got {target!r}")
     argv = [os.fspath(a) for a in target]
@@ -652,7 +660,7 @@ def _header(plan_json: Optional[str]) -> Optional[Dict[str, Any]]:
 
 
 def _run_workload(name: str, plan: PlanArg, repeat: int, warmup: int, sample_ms: int, progress, params,
-                  cpu: Optional[int] = None) -> RunResult:
+                  cpu: Optional[int] = None, nice: Optional[int] = None) -> RunResult:
     from . import workloads
     if name not in workloads.names():
         raise ValueError(f"unknown workload '{name}' (workloads: {', '.join(workloads.names())}); "
@@ -663,7 +671,7 @@ def _run_workload(name: str, plan: PlanArg, repeat: int, warmup: int, sample_ms:
     layout = workloads.layout(name, **clean)
     mode, plan_json, desc = _plan_mode(plan)
     request = {"workload": name, "params": clean, "plan": mode, "plan_json": plan_json,
-               "sample_ms": int(sample_ms), "cpu": cpu}
+               "sample_ms": int(sample_ms), "cpu": cpu, "nice": nice}
     runs = _repeat(lambda: _native_child(request), repeat, warmup, progress)
     return RunResult("workload", name, layout["params"], desc, repeat, warmup, runs, footprint=layout["footprint"],
                      header=_header(plan_json))

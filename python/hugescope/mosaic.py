@@ -28,6 +28,7 @@ against the layouts it was not fitted on.
 from __future__ import annotations
 
 import math
+import functools
 import os
 import random
 import statistics
@@ -188,7 +189,8 @@ def fit_workload(spec, out: str, layouts: int = DEFAULT_LAYOUTS, rounds: int = 3
                  duration: float = 60.0, cpu: Optional[int] = None,
                  runner: Optional[Callable[[str, Dict[str, Any], Optional[int]], Callable]] = None,
                  prepare_memory: Optional[Callable[[], Dict[str, Any]]] = None,
-                 log: Callable[[str], None] = lambda s: None, clock: str = "wall") -> Dict[str, Any]:
+                 log: Callable[[str], None] = lambda s: None, clock: str = "wall",
+                 nice: Optional[int] = None) -> Dict[str, Any]:
     """Fit a model of the built-in workload ``spec`` (``NAME[:k=v,...]``, as
     ``validate --suite --workload``, or a resolved (label, name, params)) from ``layouts`` measured layouts (module
     docstring). Writes ``outputs(out)``: the model with its held-out errors
@@ -197,7 +199,8 @@ def fit_workload(spec, out: str, layouts: int = DEFAULT_LAYOUTS, rounds: int = 3
     (``model predict`` simulates new plans over it). Returns the model
     record. ``runner`` as in ``validate_suite.suite`` (tests inject
     measurements); ``clock``: each run's measured time
-    (``validate_suite.PHASE_CLOCKS``)."""
+    (``validate_suite.PHASE_CLOCKS``); ``nice``: the measured runs' nice
+    value (the default runner only)."""
     from . import api, calibrate, linux, noise, validate_suite as vs
     from ._io import prepare_dir
     from .validate import candidate_regions, rankings
@@ -211,6 +214,8 @@ def fit_workload(spec, out: str, layouts: int = DEFAULT_LAYOUTS, rounds: int = 3
     fractions = list(fractions if fractions is not None else vs.DEFAULT_FRACTIONS)
     check_layouts(layouts)
     noise.check_clock(clock)
+    if nice is not None:
+        noise.check_nice(nice)
     vs.plan_ks(1000, fractions)
     linux._count("rounds", rounds, 1, linux.RUNS_MAX)
     linux._count("warmup", warmup, 0, linux.RUNS_MAX)
@@ -224,7 +229,7 @@ def fit_workload(spec, out: str, layouts: int = DEFAULT_LAYOUTS, rounds: int = 3
     api.machine_config(**machine)
     if runner is None:
         vs.require_measurable("measuring layouts")
-        runner = vs.native_runner
+        runner = functools.partial(vs.native_runner, nice=nice)
     paths = outputs(out)
     prepare_dir(out)
     check_outputs(out)
@@ -257,7 +262,7 @@ def fit_workload(spec, out: str, layouts: int = DEFAULT_LAYOUTS, rounds: int = 3
         "trace": os.path.abspath(paths["trace"]), "accesses": info["summary"]["accesses"],
         "candidates": len(candidates), "machine": machine_label,
         "machine_config": sim_machine, "machine_args": machine, "layouts": len(points), "rounds": rounds,
-        "clock": clock,
+        "clock": clock, "nice": nice,
         "model": model, "base_features": plans[0]["features"], "t_base": meas["t_base"],
         "noise_floor": floor, "held_out": {k: v for k, v in ho.items() if k != "rows"},
         "bound": bound, "within_bound": ho["max_abs_error"] <= bound,

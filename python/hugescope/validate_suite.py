@@ -32,6 +32,7 @@ median absolute relative error of the predicted speedup.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -231,12 +232,14 @@ def plan_features(trace: str, plans: List[Dict[str, Any]], machine: Dict[str, An
     return sim_machine
 
 
-def native_runner(name: str, params: Dict[str, Any], cpu: Optional[int]) -> Callable[[Optional[dict]], Dict[str, Any]]:
-    """One fresh-process native run of the workload under a plan (None: base)."""
+def native_runner(name: str, params: Dict[str, Any], cpu: Optional[int], nice: Optional[int] = None
+                  ) -> Callable[[Optional[dict]], Dict[str, Any]]:
+    """One fresh-process native run of the workload under a plan (None:
+    base), at nice value ``nice`` (None: this process's)."""
     from . import linux
 
     def run(plan_json: Optional[dict]) -> Dict[str, Any]:
-        r = linux.run(name, plan=plan_json, repeat=1, warmup=0, cpu=cpu, **params).check()
+        r = linux.run(name, plan=plan_json, repeat=1, warmup=0, cpu=cpu, nice=nice, **params).check()
         s = r.summary
         rec = r.runs[0]
         return {"wall_s": s["wall_s"]["median"], "user_s": s["user_s"]["median"], "sys_s": s["sys_s"]["median"],
@@ -434,7 +437,7 @@ def suite(suite_name: Optional[str] = "default", workload_specs: Sequence[str] =
           trace_dir: Optional[str] = None, out: Optional[str] = None,
           runner: Optional[Callable[[str, Dict[str, Any], Optional[int]], Callable]] = None,
           prepare_memory: Optional[Callable[[], Dict[str, Any]]] = None,
-          log: Callable[[str], None] = lambda s: None, clock: str = "wall"):
+          log: Callable[[str], None] = lambda s: None, clock: str = "wall", nice: Optional[int] = None):
     """Run the validation suite (module docstring) and return its tidy
     DataFrame (one row per workload, plan and quantity: ``measured``,
     ``predicted_loo``, ``predicted_in``); ``df.attrs["meta"]["summary"]``
@@ -443,12 +446,15 @@ def suite(suite_name: Optional[str] = "default", workload_specs: Sequence[str] =
     tests inject measurements through it. ``out``: write
     ``validate-suite.{csv,json,png}`` and ``-workloads``/``-runs`` tables
     (checked before any work). ``clock``: each run's measured time
-    (``PHASE_CLOCKS``)."""
+    (``PHASE_CLOCKS``); ``nice``: the measured runs' nice value
+    (``noise.check_nice``; the default runner only)."""
     import pandas as pd
 
     from . import api, calibrate, experiments, linux, noise
 
     noise.check_clock(clock)
+    if nice is not None:
+        noise.check_nice(nice)
     specs = resolve(suite_name, workload_specs)
     policies = check_policies(policies)
     fractions = list(fractions)
@@ -469,7 +475,7 @@ def suite(suite_name: Optional[str] = "default", workload_specs: Sequence[str] =
     log(f"estimates on {label}")
     if runner is None:
         require_measurable("validation")
-        runner = native_runner
+        runner = functools.partial(native_runner, nice=nice)
     if out:
         from ._io import check_output, prepare_dir
         prepare_dir(out)
@@ -556,7 +562,8 @@ def suite(suite_name: Optional[str] = "default", workload_specs: Sequence[str] =
         "params": res["params"], "param_units": cost_model.PARAM_UNITS, "loo_params": res["loo_params"],
         "summary": res["summary"],
         "options": {"suite": suite_name, "workloads": list(workload_specs), "fractions": fractions,
-                    "policies": policies, "rounds": rounds, "warmup": warmup, "clock": clock, "seed": seed,
+                    "policies": policies, "rounds": rounds, "warmup": warmup, "clock": clock, "nice": nice,
+                    "seed": seed,
                     "duration_s": float(duration), "machine": machine.get("preset") or machine.get("config"),
                     "cpu": cpu},
         "how": {"measurement": how_meas, "noise_floor": HOW_FLOOR, "estimate": HOW_PREDICTED,
