@@ -308,8 +308,13 @@ def test_native_run_is_pinned_to_the_cpu_given():
                     reason="needs THP mode 'madvise' (a base-page baseline and MADV_COLLAPSE)")
 def test_native_run_sets_its_own_nice_value_and_leaves_ours():
     ours = os.getpriority(os.PRIO_PROCESS, 0)
+    group = open("/proc/self/autogroup").read() if os.path.exists("/proc/self/autogroup") else None
     r = linux.run("gups", repeat=1, warmup=0, nice=min(19, ours + 3), size="4MiB", updates="10k").check()
     assert r.runs[0]["nice"] == min(19, ours + 3) and os.getpriority(os.PRIO_PROCESS, 0) == ours
+    if group is not None:
+        # Its own session's scheduler group took the value; ours did not.
+        assert r.runs[0]["autogroup"].endswith(f"nice {min(19, ours + 3)}"), r.runs[0]["autogroup"]
+        assert open("/proc/self/autogroup").read() == group
     for bad, words in ((20, "from -20 to 19"), (True, "from -20 to 19"), ("5", "from -20 to 19")):
         with pytest.raises(ValueError, match=words):
             linux.run("gups", repeat=1, warmup=0, nice=bad, size="4MiB", updates="10k")

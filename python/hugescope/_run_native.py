@@ -21,6 +21,23 @@ import signal
 import sys
 
 
+AUTOGROUP = "/proc/self/autogroup"
+
+
+def _set_nice(nice: int) -> None:
+    """This process's nice value, before the workload starts. Under
+    autogroup scheduling (``kernel.sched_autogroup_enabled``) a nice value
+    only ranks a process within its session's group, and groups share the
+    CPU equally whatever their members' nice: so the group's own nice is
+    set too. The parent started this process in a session of its own
+    (``linux._native_child``), so the group holds this run alone and ends
+    with it; nothing else's priority changes."""
+    os.setpriority(os.PRIO_PROCESS, 0, nice)
+    if os.path.exists(AUTOGROUP) and os.getsid(0) == os.getpid():
+        with open(AUTOGROUP, "w") as f:
+            f.write(str(nice))
+
+
 def main() -> int:
     # Python's SIGINT handler would only raise once the native call returned.
     signal.signal(signal.SIGINT, signal.SIG_DFL)
@@ -35,8 +52,7 @@ def main() -> int:
             # Before the workload allocates or starts a thread: all of it runs there.
             os.sched_setaffinity(0, {int(req["cpu"])})
         if req.get("nice") is not None:
-            # This process only, before the workload starts; it ends with the run.
-            os.setpriority(os.PRIO_PROCESS, 0, int(req["nice"]))
+            _set_nice(int(req["nice"]))
         text = _core.run_native_workload(req["workload"], json.dumps(req.get("params") or {}),
                                          req.get("plan", "none"), req.get("plan_json"),
                                          int(req.get("sample_ms", 100)))
@@ -47,9 +63,17 @@ def main() -> int:
         # The record says where the run ran (the affinity it had at its end)
         # and at what priority.
         text = json.dumps(dict(json.loads(text), cpus=sorted(os.sched_getaffinity(0)),
-                               nice=os.getpriority(os.PRIO_PROCESS, 0)))
+                               nice=os.getpriority(os.PRIO_PROCESS, 0), autogroup=_autogroup()))
     print(text)
     return 0
+
+
+def _autogroup():
+    try:
+        with open(AUTOGROUP) as f:
+            return f.read().strip()
+    except OSError:
+        return None
 
 
 if __name__ == "__main__":

@@ -490,7 +490,9 @@ def child_env() -> Dict[str, str]:
 def _native_child(request: Dict[str, Any],
                   on_spawn: Optional[Callable[[subprocess.Popen], Callable[[], None]]] = None) -> Dict[str, Any]:
     """One repetition of a built-in workload in a fresh Python process. The child
-    leads its own process group and dies with this process (PR_SET_PDEATHSIG, set
+    leads its own session, so its own process group and scheduler autogroup (a
+    ``nice`` it sets then weighs against other sessions' programs, and ends with
+    it), and dies with this process (PR_SET_PDEATHSIG, set
     by ``_run_native``); a SIGINT/SIGTERM here is forwarded to it and it is reaped
     before the interrupt propagates. A child that exits non-zero or is killed gives
     a record with that ``status`` (never averaged); bad input raises.
@@ -500,7 +502,8 @@ def _native_child(request: Dict[str, Any],
     when the child has ended or been stopped (the daemon study starts and stops
     ``hugescope daemon`` on the child this way)."""
     p = subprocess.Popen([sys.executable, "-m", "hugescope._run_native"], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env(), process_group=0)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env(),
+                         start_new_session=True)
     done: Optional[Callable[[], None]] = None
     try:
         if on_spawn is not None:
