@@ -166,10 +166,15 @@ def test_advise_deletes_its_trace_unless_kept(prog, tmp_path, capsys, monkeypatc
         yield lambda stage, done, total: calls.append((stage, done, total))
     monkeypatch.setattr(progress, "progress_stages", stages)
     out = tmp_path / "o"
-    code, text, err = run_cli("advise", "--out", out, "--policies", "oracle", "--repeat", "1",
+    code, text, err = run_cli("advise", "--out", out, "--policies", "oracle", "--repeat", "1", "--clock", "cpu",
                               "--warmup", "0", "--duration", "10", "--", prog, "3000000", capsys=capsys)
     assert code == 0, err
     r = json.loads((out / "advise.json").read_text())
+    # The cpu clock: every run's time is the program's own CPU time, and the
+    # collapses (hugescope's) are not charged to the estimate.
+    assert r["clock"] == "cpu" and "measured runs (cpu clock" in " ".join(text.split())
+    assert all(x["t_s"] == pytest.approx(x["user_s"] + x["sys_s"]) for x in r["runs"] if x["round"] is not None)
+    assert r["estimate_whole"]["collapse_s"] == 0 and r["estimate_whole"]["collapse_s_per_region"] == 0
     # The default budgets are shares of the footprint, each k = share x
     # footprint / 2 MiB (at least 1); shares giving the same k share a row.
     fp, cand = r["footprint_bytes"], r["candidate_regions"]
@@ -212,6 +217,7 @@ def test_advise_deletes_its_trace_unless_kept(prog, tmp_path, capsys, monkeypatc
     (["advise", "--trace", "{d}/missing.hst", "--out", "{d}/o", "--", "/bin/true"], "no such trace file"),
     (["advise", "--trace", "{d}/missing.hst", "--keep-trace", "--out", "{d}/o", "--", "/bin/true"], "--keep-trace"),
     (["advise", "--tolerance", "1.5", "--", "/bin/true"], "--tolerance"),
+    (["advise", "--clock", "tsc", "--", "/bin/true"], "--clock"),
     (["advise", "--plain", "{d}/missing", "--out", "{d}/o", "--", "/bin/true"], "--plain"),
     (["advise", "--plain", "/bin/true", "--measure-instrumented", "--out", "{d}/o", "--", "/bin/true"], "give one"),
 ])

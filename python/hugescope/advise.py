@@ -257,7 +257,7 @@ def advise(argv: Sequence[str], out: str, ks: Optional[Sequence[int]] = None,
            keep_trace: bool = False, log: Callable[[str], None] = lambda s: None,
            progress: Optional[Callable[[str, int, Optional[int]], None]] = None,
            by_site: bool = False, plain: Optional[str] = None, measure_instrumented: bool = False,
-           tolerance: float = RECOMMEND_TOLERANCE, fit: Optional[int] = None) -> Dict[str, Any]:
+           tolerance: float = RECOMMEND_TOLERANCE, fit: Optional[int] = None, clock: str = "wall") -> Dict[str, Any]:
     """Trace, simulate, choose, measure (module docstring). Writes
     ``OUT/plan.json`` (the best plan) and ``OUT/advise.json`` (every row), and
     returns that record. ``preset`` and ``config`` choose the machine of the
@@ -290,7 +290,13 @@ def advise(argv: Sequence[str], out: str, ks: Optional[Sequence[int]] = None,
     fits its own runtime model to them; that model, not the cost model,
     then prices every plan and picks the budget, with its held-out error
     as the bar. Writes ``OUT/model.json``, ``OUT/held-out.csv`` and
-    ``OUT/predicted-vs-measured.png`` too."""
+    ``OUT/predicted-vs-measured.png`` too.
+
+    ``clock``: what a run's time is (``noise.CLOCKS``): ``wall``, spawn to
+    wait4 with the plan's collapses in it; ``cpu``, the program's own CPU
+    time (user + system of all its threads, from wait4), which leaves out
+    time preempted or stolen by the host, and the collapses too (hugescope's
+    process makes them): the whole-run estimate then charges none."""
     from . import calibrate
     from .validate_suite import check_policies
 
@@ -318,6 +324,8 @@ def advise(argv: Sequence[str], out: str, ks: Optional[Sequence[int]] = None,
             raise ValueError("--keep-trace keeps the trace advise makes; with --trace it makes none")
         if not os.path.isfile(trace):
             raise HugescopeError(f"--trace {trace}: no such trace file")
+    from .noise import check_clock
+    check_clock(clock)
     if fit is not None:
         from . import mosaic
         mosaic.check_layouts(fit)
@@ -329,7 +337,8 @@ def advise(argv: Sequence[str], out: str, ks: Optional[Sequence[int]] = None,
     if fit is not None:
         mosaic.check_outputs(out, trace=False)
     run_argv, build = measured_build(argv, plain, measure_instrumented)
-    measure = {"argv": run_argv, "build": build, "tolerance": float(tolerance), "fit": fit, "out": out}
+    measure = {"argv": run_argv, "build": build, "tolerance": float(tolerance), "fit": fit, "out": out,
+               "clock": clock}
     # No --preset/--config: the calibrated preset when one was saved (issue #36).
     preset, config, label = calibrate.estimate_machine(preset, config)
     machine = calibrate.machine_args(preset, config)
@@ -438,6 +447,7 @@ def _advise_traced(argv, trace, plan_path, rec_path, ks, budgets, policies, repe
 
     # measure: the base time of the whole run and the collapse rate first,
     # then the recommendation, then the interleaved rounds of it.
+    clock = measure["clock"]
     t0 = time.monotonic()
     probes = max(1, warmup)
     fit = measure.get("fit")
@@ -460,7 +470,7 @@ def _advise_traced(argv, trace, plan_path, rec_path, ks, budgets, policies, repe
         prep = noise.prepare_memory()
         warm.append(dict(run_one(BASE), name="base (warm-up)", round=None, position=i, compacted=prep["compacted"],
                          compact_s=prep["seconds"]))
-    t_base = statistics.median(r["wall_s"] for r in warm)
+    t_base = statistics.median(noise.measured_time(r, clock) for r in warm)
     # The collapse rate on the measured program itself, through the
     # launcher's path (every anonymous mapping collapsed as it is populated,
     # while the program runs); the probe of hugescope's own memory only when
@@ -470,11 +480,14 @@ def _advise_traced(argv, trace, plan_path, rec_path, ks, budgets, policies, repe
     rate = collapse_rate(every, collapse_cost.probe)
     log(f"MADV_COLLAPSE: {rate['s_per_region'] * 1e3:.2f} ms per 2 MiB region ({rate['how'].split(':')[0]})")
 
-    whole = {regs: whole_run(est[regs], t_sim, t_base, len(regs), rate["s_per_region"]) for regs in est}
+    # On the cpu clock the collapses are hugescope's time, not the program's.
+    charged = rate["s_per_region"] if clock == "wall" else 0.0
+    whole = {regs: whole_run(est[regs], t_sim, t_base, len(regs), charged) for regs in est}
     model = None
     if fit:
         # The raw runner: the layouts' rounds record the load themselves.
-        model = _fit_program(trace, cand, rank, policies, fit, machine, repeat, one, plan_for_runs, whole, log)
+        model = _fit_program(trace, cand, rank, policies, fit, machine, repeat, one, plan_for_runs, whole, log,
+                             clock)
     cands = [{"policy": p, "k": k, "regions": len(rank[(p, k)]), "whole": whole[frozenset(rank[(p, k)])]["speedup"]}
              for (p, k) in rank]
     pick = recommend(cands, policies, measure["tolerance"])
@@ -505,7 +518,8 @@ def _advise_traced(argv, trace, plan_path, rec_path, ks, budgets, policies, repe
     write_json(plan_path, plan)
 
     log(f"measuring the plan of {best[0]} k={best[1]}: {repeat} interleaved round(s) of base, plan, base")
-    runs = noise.interleaved([BASE, PLAN, BASE], run_one, repeat, warmup=0, prepare=noise.prepare_memory, log=log)
+    runs = noise.interleaved([BASE, PLAN, BASE], run_one, repeat, warmup=0, prepare=noise.prepare_memory, log=log,
+                             clock=clock)
     stages["measure"] = time.monotonic() - t0
     sp = speedups({"label": "advise", "plans": [{"plan": BASE}, {"plan": PLAN}]}, runs)
     m = sp["plans"][PLAN]
@@ -518,12 +532,12 @@ def _advise_traced(argv, trace, plan_path, rec_path, ks, budgets, policies, repe
     outcomes = first_plan["outcomes"]
     applied = [o for o in outcomes if o.get("status") == "collapsed"]
     layout_runs = [] if model is None else [dict(x, name=f"layout: {x['name']}") for x in model["runs"]]
-    run_rows = [{k: r.get(k) for k in ("name", "round", "position", "wall_s", "user_s", "sys_s", "collapse_s",
+    run_rows = [{k: r.get(k) for k in ("name", "round", "position", "t_s", "wall_s", "user_s", "sys_s", "collapse_s",
                                        "loadavg_1m", "busy_share", "others_busy_share", "compacted", "compact_s")}
                 for r in warm + [every] + layout_runs + runs]
 
     def spread(name):
-        xs = [r["wall_s"] for r in runs if r["name"] == name]
+        xs = [r["t_s"] for r in runs if r["name"] == name]
         return {"median": statistics.median(xs), "min": min(xs), "max": max(xs)}
     collapse_runs = [r["collapse_s"] for r in runs if r["name"] == PLAN]
     rows = [{"policy": p, "k": k, "budget": ", ".join(shares[k]), "regions": [f"{a:#x}" for a in rank[(p, k)]],
@@ -544,10 +558,11 @@ def _advise_traced(argv, trace, plan_path, rec_path, ks, budgets, policies, repe
         "estimate": est[frozenset(best_regions)],
         "collapse_rate": rate,
         "estimate_whole": dict(best_whole, base_s=t_base, simulated_s=t_sim, regions=len(best_regions),
-                               collapse_s_per_region=rate["s_per_region"], collapse_rate_measured=rate["measured"]),
+                               collapse_s_per_region=charged, collapse_rate_measured=rate["measured"]),
+        "clock": clock,
         "measured": measured,
         "model": None if model is None else {k: v for k, v in model.items() if k not in ("points", "runs")},
-        "base_wall_s": spread(BASE), "plan_wall_s": spread(PLAN),
+        "base_s": spread(BASE), "plan_s": spread(PLAN),
         "collapse_s_measured": {"median": statistics.median(collapse_runs), "min": min(collapse_runs),
                                 "max": max(collapse_runs)},
         "plan_applied": {"entries": len(outcomes), "collapsed": len(applied)},
@@ -559,9 +574,9 @@ def _advise_traced(argv, trace, plan_path, rec_path, ks, budgets, policies, repe
             "recommended": how_pick,
             "measured": f"{measure['build']}, {repeat} interleaved round(s) of base, plan, base after {probes} "
                         "base warm-up run(s) and one run with every anonymous mapping collapsed (the collapse "
-                        "rate), each a fresh process (ASLR off), memory compacted first as root; wall "
-                        "clock from spawn to wait4; the plan applied with process_madvise(MADV_COLLAPSE) as its "
-                        "ranges are populated, its collapse time included; a round's gain = the geometric mean of "
+                        "rate), each a fresh process (ASLR off), memory compacted first as root; "
+                        f"{ADVISE_CLOCKS[clock]}; the plan applied with process_madvise(MADV_COLLAPSE) as its "
+                        "ranges are populated; a round's gain = the geometric mean of "
                         "its two base times / its plan time; median (min, max) over the rounds",
             "noise_floor": "the largest |ln(t_a / t_b)| of a round's two base runs over the rounds; a measured gain "
                            "whose |ln| is within it is 'within noise', above it 'gain' or 'loss'",
@@ -580,11 +595,19 @@ def _advise_traced(argv, trace, plan_path, rec_path, ks, budgets, policies, repe
     return rec
 
 
+#: A measured run's time per clock (``noise.CLOCKS``), as the record says it.
+ADVISE_CLOCKS = {
+    "wall": "wall clock from spawn to wait4, the plan's collapse time included",
+    "cpu": "the program's CPU time, user + system of all its threads from wait4 (time preempted or stolen by the "
+           "host is not in it, nor the collapses: hugescope's process makes them)",
+}
+
 #: The name of a layout's run while ``advise --fit`` measures layouts.
 LAYOUT = "layout"
 
 
-def _fit_program(trace, cand, rank, policies, k, machine, rounds, run_one, plan_for_runs, whole, log):
+def _fit_program(trace, cand, rank, policies, k, machine, rounds, run_one, plan_for_runs, whole, log,
+                 clock="wall"):
     """``advise --fit K``: measure K layouts of the program (``mosaic``),
     fit its model with the plan's 2 MiB regions as a counter too (the
     measured runs include the collapses), then price every ranked plan with
@@ -599,7 +622,8 @@ def _fit_program(trace, cand, rank, policies, k, machine, rounds, run_one, plan_
         plan_for_runs[LAYOUT] = plan_json
         return run_one(LAYOUT)
     features = mosaic.FEATURES + ("regions",)
-    got = mosaic.fit_layouts(trace, layouts, machine, run_layout, rounds, 0, noise.prepare_memory, log, features)
+    got = mosaic.fit_layouts(trace, layouts, machine, run_layout, rounds, 0, noise.prepare_memory, log, features,
+                             clock=clock)
     plan_for_runs.pop(LAYOUT, None)
     m, ho = got["model"], got["held_out"]
     priced = [{"plan": f"{len(r)} regions", "regions": sorted(r), "sources": []} for r in whole if r]

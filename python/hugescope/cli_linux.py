@@ -657,7 +657,8 @@ def cmd_advise(a) -> int:
                           duration=a.duration, timeout=a.timeout, preset=a.preset, config=a.config, trace=a.trace,
                           keep_trace=a.keep_trace, log=lambda m: err_console.print(f"[dim]{escape(m)}[/]"),
                           progress=tell, by_site=a.by_site, plain=a.plain,
-                          measure_instrumented=a.measure_instrumented, tolerance=a.tolerance, fit=a.fit)
+                          measure_instrumented=a.measure_instrumented, tolerance=a.tolerance, fit=a.fit,
+                          clock=a.clock)
     from .cli_regions import render_regions
     render_regions(r["regions"], f"traced regions, base pages (walk cycles: estimate, {escape(r['machine'])})",
                    console)
@@ -694,14 +695,14 @@ def cmd_advise(a) -> int:
         console.print(f"  {e['start']}  {escape(e['region'])}{counts}")
     m = r["measured"]
     console.print(f"measured build: {escape(r['measured_build'])}", soft_wrap=True)
-    tr = Table(title="measured runs (wall clock; load at each run)")
-    for c in ("run", "round", "wall s", "collapse s", "loadavg 1m", "busy (all CPUs)", "busy (others)"):
+    tr = Table(title=f"measured runs ({r['clock']} clock; load at each run)")
+    for c in ("run", "round", "wall s", "CPU s", "collapse s", "loadavg 1m", "busy (all CPUs)", "busy (others)"):
         tr.add_column(c)
     for x in r["runs"]:
         others = x.get("others_busy_share")
         tr.add_row(escape(x["name"]), "-" if x["round"] is None else str(x["round"] + 1), f"{x['wall_s']:.4f}",
-                   f"{x['collapse_s']:.4f}", f"{x['loadavg_1m']:.2f}", f"{x['busy_share']:.0%}",
-                   "-" if others is None else f"{others:.0%}")
+                   f"{x['user_s'] + x['sys_s']:.4f}", f"{x['collapse_s']:.4f}", f"{x['loadavg_1m']:.2f}",
+                   f"{x['busy_share']:.0%}", "-" if others is None else f"{others:.0%}")
     console.print(tr)
     console.print(f"estimate (whole run): {w['speedup']:.3f}x (traced phase {r['estimate']:.3f}x; the plan's "
                   f"{w['regions']} collapses {w['collapse_s']:.3f} s, simulated phase {w['phase_share']:.0%} of the "
@@ -856,6 +857,10 @@ def add_commands(sub) -> None:
                          "'hugescope cc' writes beside PROGRAM)")
     av.add_argument("--measure-instrumented", action="store_true",
                     help="measure the traced (instrumented) build instead of the plain one: slower than native")
+    av.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                    help="each measured run's time: 'wall' (default: spawn to exit, the plan's collapses in it) or "
+                         "'cpu', the program's own CPU time (all threads; time preempted by other programs or "
+                         "stolen by the host is not in it, nor the collapses, which hugescope makes)")
     av.add_argument("--tolerance", type=_share_arg, default=0.01,
                     help="the recommended budget is the smallest whose whole-run estimate is within this of the "
                          "best (default 1%%)")
