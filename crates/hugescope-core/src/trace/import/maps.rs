@@ -94,10 +94,13 @@ fn subtract(e: &MapEntry, holes: &[(u64, u64)]) -> Vec<MapEntry> {
     parts
 }
 
-/// Regions of the address space from maps snapshots, the last first: a
-/// mapping of an earlier snapshot is kept when it overlaps nothing already
-/// taken (an array freed before exit still gets its name). `holes` are left
-/// out. Returns the regions, sorted by address, and the kind of each.
+/// Regions of the address space from maps snapshots, the last first: the
+/// parts of a mapping of an earlier snapshot that nothing already taken
+/// covers are kept (an array freed before exit still gets its name, also
+/// when the kernel had merged it with a neighbouring anonymous mapping that
+/// outlived it: the survivor keeps its own range, the array the rest).
+/// `holes` are left out. Returns the regions, sorted by address, and the
+/// kind of each.
 pub fn regions(snapshots: &[Vec<MapEntry>], holes: &[(u64, u64)]) -> Vec<Region> {
     // (mapping, kind, the file it belongs to)
     let mut taken: Vec<(MapEntry, &'static str, String)> = Vec::new();
@@ -109,12 +112,13 @@ pub fn regions(snapshots: &[Vec<MapEntry>], holes: &[(u64, u64)]) -> Vec<Region>
             let Some(k) = kind(e, prev) else { continue };
             // A BSS mapping is named after the file whose data it follows.
             let owner = if k == "bss" { prev.map(|p| p.path.clone()).unwrap_or_default() } else { e.path.clone() };
+            let covered: Vec<(u64, u64)> = taken.iter().map(|(t, _, _)| (t.start, t.end)).collect();
             for part in subtract(e, holes) {
                 if part.end > 1 << crate::trace::ADDR_BITS {
                     continue;
                 }
-                if taken.iter().all(|(t, _, _)| part.end <= t.start || part.start >= t.end) {
-                    taken.push((part, k, owner.clone()));
+                for free in subtract(&part, &covered) {
+                    taken.push((free, k, owner.clone()));
                 }
             }
         }
@@ -173,5 +177,17 @@ mod tests {
         let r = regions(&[old, snap(MAPS)], &[(0x7ffff3c00000, 0x7ffff3e00000)]);
         let anon: Vec<(u64, u64)> = r.iter().filter(|r| r.name.starts_with("anon")).map(|r| (r.base, r.len)).collect();
         assert_eq!(anon, [(0x7fff00000000, 0x100000), (0x7ffff3e00000, (64 << 20) - (2 << 20))]);
+    }
+
+    #[test]
+    fn an_array_merged_with_a_survivor_keeps_the_rest_of_the_merged_mapping() {
+        // Before exit: a 64 MiB array merged by the kernel with the 12 KiB
+        // anonymous mapping above it (one VMA); at exit, after free(), only
+        // the 12 KiB remain. The array is the old VMA less the survivor.
+        let before = snap("7ffff3dce000-7ffff7dd5000 rw-p 00000000 00:00 0\n");
+        let exit = snap("7ffff7dd2000-7ffff7dd5000 rw-p 00000000 00:00 0\n");
+        let r = regions(&[before, exit], &[]);
+        let got: Vec<(&str, u64, u64)> = r.iter().map(|r| (r.name.as_str(), r.base, r.len)).collect();
+        assert_eq!(got, [("anon:0x7ffff3dce000", 0x7ffff3dce000, 0x4004000), ("anon:0x7ffff7dd2000", 0x7ffff7dd2000, 0x3000)]);
     }
 }
