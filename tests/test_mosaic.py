@@ -264,3 +264,24 @@ def test_fit_many_writes_one_directory_per_workload_and_the_summary(tmp_path):
 def test_model_fit_needs_a_workload_or_a_suite(tmp_path, capsys):
     code, _, err = run_cli("model", "fit", "-o", tmp_path / "o", capsys=capsys)
     assert code == 2 and "give a workload" in err
+
+
+def test_a_program_that_frees_its_table_before_exit_keeps_its_region_in_the_trace(tmp_path, capsys):
+    """hashprobe frees its table before it exits; the kernel had merged the
+    table with an anonymous mapping that outlives it. The trace still names
+    the table (by its allocation site), so advise finds a region to plan."""
+    from hugescope import HugescopeError, trace_reader, tracing
+
+    try:
+        tracing.find_clang()
+    except HugescopeError as e:
+        pytest.skip(f"clang is needed: {e}")
+    exe = tmp_path / "hashprobe"
+    assert tracing.cc(["-O1", os.path.join(EXAMPLES, "hashprobe.c"), "-o", str(exe)]) == 0
+    out = tmp_path / "t.hst"
+    code, _, err = run_cli("trace", "-o", out, "--", exe, "20", "1000", capsys=capsys)
+    assert code == 0, err
+    regions = trace_reader.read_header(str(out))["regions"]
+    # 2^20 slots of 8 bytes: 8 MiB (and the allocator's header page).
+    table = [r for r in regions if r["name"].startswith("alloc:main@hashprobe.c")]
+    assert len(table) == 1 and table[0]["len"] >= 8 << 20, regions
