@@ -140,6 +140,10 @@ mod tests {
             skipped_per_failure.push(skipped);
         }
         assert_eq!(skipped_per_failure, vec![1, 3, 7, 15, 31, 63, 63, 63]);
+        // Attempts considered per compaction that runs (the skipped ones and
+        // it): 1 before any failure, then 2, 4, ... up to the cap of 64.
+        let considered: Vec<u32> = skipped_per_failure.iter().map(|s| s + 1).collect();
+        assert_eq!(considered, vec![2, 4, 8, 16, 32, 64, 64, 64]);
         assert_eq!(d.shift, COMPACT_MAX_DEFER_SHIFT);
         // Lower orders than the failed one are never deferred.
         assert!(!d.deferred(3));
