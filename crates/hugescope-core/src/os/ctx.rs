@@ -291,6 +291,10 @@ impl<'a> Ctx<'a> {
     pub fn enable_reservations(&mut self, sizes: &[usize], wp: bool) {
         self.k.enable_reservations(sizes, wp);
     }
+    /// Linux's compaction deferral from now on (os/compact_defer.rs).
+    pub fn enable_compaction_deferral(&mut self) {
+        self.k.enable_compaction_deferral();
+    }
     /// Track page contents and turn the merging mechanism on (os/ksm.rs).
     pub fn enable_sharing(&mut self, cfg: KsmConfig) {
         self.k.enable_sharing(cfg);

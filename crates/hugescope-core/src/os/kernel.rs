@@ -104,6 +104,8 @@ pub struct Kernel {
     pub(super) segments: super::segment::SegmentTable,
     // reservations (Navarro §4): os/reserv.rs; empty unless a policy enables them.
     pub(super) reserv: super::reserv::Reservations,
+    // compaction deferral (os/compact_defer.rs): None unless a policy enables it.
+    pub(super) compact_defer: Option<super::compact_defer::CompactDefer>,
     // page daemon: lists, wired stream, counters (os/pagedaemon.rs); None
     // when no memory-pressure knob is set, so ordinary runs are unchanged.
     pub(super) daemon: Option<Box<super::pagedaemon::PageDaemon>>,
@@ -267,6 +269,7 @@ impl Kernel {
             // direct segments: the regions the primary regions are made of.
             segments: super::segment::SegmentTable::new(&header.regions),
             reserv: Default::default(),
+            compact_defer: None,
             daemon,
             sharing: None,
             write_trap: false,

@@ -35,6 +35,11 @@ pub struct OsStats {
     pub compactions: u64,
     pub compaction_successes: u64,
     pub compaction_migrated_pages: u64,
+    /// Direct compactions skipped because the zone's back-off deferred them
+    /// (Linux compact_deferred; os/compact_defer.rs). Left out of the result
+    /// when zero, so runs without deferral are unchanged.
+    #[serde(skip_serializing_if = "is_zero", default)]
+    pub compactions_deferred: u64,
     pub shootdowns: u64,
     pub accessed_bit_clears: u64,
     pub frees: u64,

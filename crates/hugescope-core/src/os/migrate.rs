@@ -15,6 +15,9 @@ impl Kernel {
         if let Some(p) = self.phys.alloc(order, Mobility::Movable, owner) {
             return Some(p);
         }
+        if self.compact_defer.is_some() {
+            return self.alloc_block_deferring(order, mode, owner); // os/compact_defer.rs
+        }
         let AllocMode::Compact { max_pages } = mode else { return None };
         self.compact(order, max_pages);
         self.phys.alloc(order, Mobility::Movable, owner)

@@ -10,6 +10,8 @@ pub mod clock;
 pub mod coalesce;
 // FHPM: companion-page redirection of 2MB leaves (FHPM §4.2.2).
 pub mod companion;
+// Linux's back-off after failed compactions (mm/compaction.c), off by default.
+pub mod compact_defer;
 pub mod config;
 pub mod content;
 pub mod costs;

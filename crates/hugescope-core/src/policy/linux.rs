@@ -20,6 +20,10 @@ pub struct Linux {
     /// (khugepaged), the "asynchronous only" Linux of Ingens Table 4.
     fault_huge: bool,
     khugepaged: Option<Khugepaged>,
+    /// Linux's back-off after failed compactions (os/compact_defer.rs). Off
+    /// by default: the studies written before it keep their results; the
+    /// Ingens studies turn it on (their Linux 4.3 has it).
+    defer_compaction: bool,
 }
 
 const KHUGEPAGED: u32 = 1;
@@ -46,7 +50,8 @@ pub fn new(p: &mut Params) -> Result<Box<dyn Policy>> {
     };
     let fault_huge = p.bool("fault_huge", true)?;
     let khugepaged = p.bool("khugepaged", true)?.then(|| Khugepaged::new(kcfg));
-    Ok(Box::new(Linux { enabled, defrag, compact_pages, light_compact_pages, fault_huge, khugepaged }))
+    let defer_compaction = p.bool("defer_compaction", false)?;
+    Ok(Box::new(Linux { enabled, defrag, compact_pages, light_compact_pages, fault_huge, khugepaged, defer_compaction }))
 }
 
 impl Linux {
@@ -76,14 +81,22 @@ impl Policy for Linux {
         "linux"
     }
     fn describe(&self) -> serde_json::Value {
-        serde_json::json!({
+        let mut d = serde_json::json!({
             "enabled": self.enabled, "defrag": self.defrag,
             "compact_pages": self.compact_pages, "light_compact_pages": self.light_compact_pages,
             "fault_huge": self.fault_huge,
             "khugepaged": self.khugepaged.as_ref().map(|k| serde_json::json!({"config": k.cfg, "stats": k.stats})),
-        })
+        });
+        // Echoed only when on: results of runs without it stay byte-identical.
+        if self.defer_compaction {
+            d["defer_compaction"] = true.into();
+        }
+        d
     }
     fn init(&mut self, k: &mut Ctx<'_>) {
+        if self.defer_compaction {
+            k.enable_compaction_deferral();
+        }
         if let Some(kh) = &self.khugepaged {
             if self.enabled != "never" {
                 k.schedule_in(kh.cfg.scan_sleep_s, KHUGEPAGED);
