@@ -4,8 +4,10 @@ their files."""
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -58,6 +60,49 @@ def test_monitoring_huge_scan_overstates_fhpm_does_not(studies):
     assert len(totals) == 1
     checks = studies["monitoring"].checks()
     assert [c["holds"] for c in checks] == [True] * len(checks), checks
+
+
+def test_monitoring_reads_one_window_of_30_rounds_and_its_hot_bin_is_the_store_table(studies):
+    """Table 4 (issue #35): full monitoring is one window of 30 one-second
+    rounds (§3's 30 scans of Redis), and the base scan's [60,100] holds the
+    kv store's hash table and nothing else: 8192 keys at a load factor of at
+    most 0.5 take 16384 slots of 16 bytes, 64 pages (0.25 MiB), each with
+    about 128 keys (2.6 lookups per second: touched in 92% of rounds); seed 1
+    puts 63 of them in [80,100] and one in [60,80). A value is touched at
+    0.08 per second at most (0.02 per key, 80% of operations on 20% of the
+    keys): in 7.7% of rounds, never 24 of 30."""
+    rows = {r["monitor"]: r for r in studies["monitoring"].table.to_dict("records")}
+    page = 4096 / (1 << 20)
+    for r in rows.values():
+        assert r["rounds"] == 30 and r["windows"] == 1
+    base = rows["base scan"]
+    assert base["hot_mb"] == pytest.approx(63 * page) and base["mb_[60,80)"] == pytest.approx(page)
+    assert base["mb_[40,60)"] == 0
+    # [20,40) is the binomial tail of the hot values: touched in 6..11 of 30
+    # rounds, each with p = 1 - exp(-0.08): 2.5% of them, 0.49% of memory
+    # (with 10 rounds, 2..3 of 10: 17%, 3.4%, the run before issue #35's fix).
+    p = 1 - math.exp(-0.08)
+    tail = sum(math.comb(30, k) * p ** k * (1 - p) ** (30 - k) for k in range(6, 12))
+    assert base["mb_[20,40)"] / base["total_mb"] == pytest.approx(0.2 * tail, rel=0.3)
+
+
+def test_split_collapse_reads_and_writes_apart_one_window():
+    """Table 6's two columns at paper scale's settings, on 16 MiB: every
+    huge page split once at 8 s (after the first pass populated the working
+    set) and collapsed at 18 s; Linux's exits are one per 4KB touched after
+    the split plus one per 2MB after the collapse, the VM-friendly's none."""
+    cfg = {"wss_mib": [16], "passes": 10, "duration": 20.5, "start_s": 8, "period_s": 60, "access": ["read", "write"]}
+    steps: list = []
+    with tempfile.TemporaryDirectory() as d:
+        rows, _ = fh.RUNNERS["split-collapse"].run(cfg, d, 1, steps.append)
+    assert len(steps) == fh.RUNNERS["split-collapse"].steps(cfg) == 4
+    got = {(r["access"], r["config"]): r for r in rows}
+    assert sorted(got) == [("read", "Linux"), ("read", "VM-friendly"), ("write", "Linux"), ("write", "VM-friendly")]
+    for access in ("read", "write"):
+        lin, fr = got[(access, "Linux")], got[(access, "VM-friendly")]
+        assert lin["host_splits"] == fr["host_splits"] >= 8
+        assert lin["vm_exits_after_zap"] == pytest.approx(4096 + 8, abs=8)
+        assert fr["vm_exits_after_zap"] == 0
 
 
 def test_files(studies, tmp_path):
@@ -117,6 +162,10 @@ def test_reproduce_fhpm_judges_the_rows_from_the_studies(studies):
     assert rows.loc["t2-fhpm-share-saved", "value"] == 37.5 and v("t2-fhpm-share-saved") == "not reproduced"
     assert rows.loc["t2-ingens-saved", "value"] == 12.5 and v("t2-ingens-saved") == "not reproduced"
     assert v("t6-linux-exits-per-4kb") == "reproduced" and rows.loc["t6-friendly-exits-per-4kb", "value"] == 0
+    # Table 6's cells: Linux's need the paper's working sets (--scale paper);
+    # the VM-friendly ones are background exits the model does not have.
+    assert v("t6-2gb-linux-read") == "not attempted" and "--scale paper" in rows.loc["t6-2gb-linux-read", "reason"]
+    assert v("t6-16gb-friendly-write") == "not attempted" and "background" in rows.loc["t6-16gb-friendly-write", "reason"]
     assert v("f8-micro-t10-demoted") == v("f8-micro-t256-demoted") == "reproduced"
     # One seed: no ordering can be called a shape.
     assert v("f2-u05-fhpm-vs-huge") == "not attempted" and "seed" in rows.loc["f2-u05-fhpm-vs-huge", "reason"]

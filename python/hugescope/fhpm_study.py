@@ -54,24 +54,40 @@ PAPER_T4 = {"base": [19171, 184, 79, 11, 1029], "huge": [330, 124, 163, 1528, 18
 MONITORS = [("base scan", "base"), ("huge scan", "huge"), ("split scan", "split"),
             ("sampling scan (5%)", "sampling"), ("FHPM", "fhpm")]
 
-#: Per scale: the workload and OS options of each study. "ci" keeps both
-#: studies within about a minute; "paper" is larger (minutes). Windows: the
-#: first opens at start_s (monitoring: after the load phase), the decision is
-#: taken at the end of each 10 s window of every 20 s period. Monitoring: the
-#: run phase lasts ops / (ops_per_key_s x records) seconds (over 11 s: one
-#: whole window).
+#: Per scale: the workload and OS options of each study. "ci" keeps the
+#: studies within about a minute; "paper" runs the paper's footprints where
+#: this machine (2 cores, 24 GiB) allows and says where it does not
+#: (docs/reproduction.md, "FHPM at paper scale"). Windows: the first opens at
+#: start_s (monitoring: after the load phase), the decision is taken at the
+#: end of each 10 s window of every 20 s period. Monitoring: the run phase
+#: lasts ops / (ops_per_key_s x records) seconds (33 s: one whole window of
+#: ``rounds`` 1 s rounds after the first second). Paper scale:
+#: - monitoring: 2M 4KB values (8 GiB; the paper's 20GB is 5M, but the kv
+#:   generator holds every value, about 1 GB of memory per GiB of store);
+#:   the window opens 10 s after the load phase's last access (its 2M page
+#:   faults take up to 7.6 s of virtual time) and the run phase lasts 44 s;
+#: - hp-policy: the paper's 16GB (8192 huge pages), 8M accesses (each region
+#:   about 2 per second: every one seen in a 5 s stage 2), the first window
+#:   at 8 s (mapping 8192 huge pages, zeroed at fault, takes about 4 s of
+#:   virtual time: a window at 1 s saw 2,287 of them);
+#: - split-collapse: the paper's 2-16 GB working sets, reads and writes as
+#:   Table 6's two columns, 10 passes; the split at 8 s, after the first pass
+#:   has populated 16 GB (at 1 s it has not: part of the VM is not mapped yet),
+#:   and one window only (a 16 GB run under Linux's exits outlasts 20 s).
 SCALES: Dict[str, Dict[str, Dict[str, Any]]] = {
     "ci": {
-        "monitoring": {"params": {"records": 8192, "ops": 2400}, "ops_per_key_s": 0.02},
+        "monitoring": {"params": {"records": 8192, "ops": 5400}, "ops_per_key_s": 0.02, "rounds": 30},
         "hp-policy": {"huge_pages": 32, "accesses": 400_000, "duration": 45.0, "start_s": 1.0,
                       "f_use": [0.5, 0.85, 0.95, 1.0]},
         "split-collapse": {"wss_mib": [16, 32, 64], "passes": 20, "duration": 20.5},
     },
     "paper": {
-        "monitoring": {"params": {"records": 65536, "ops": 19_000}, "ops_per_key_s": 0.02},
-        "hp-policy": {"huge_pages": 256, "accesses": 3_000_000, "duration": 45.0, "start_s": 1.0,
+        "monitoring": {"params": {"records": 2_097_152, "ops": 1_850_000}, "ops_per_key_s": 0.02, "rounds": 30,
+                       "settle_s": 10.0},
+        "hp-policy": {"huge_pages": 8192, "accesses": 8_000_000, "duration": 45.0, "start_s": 8.0,
                       "f_use": [0.25, 0.5, 0.75, 0.85, 0.95, 1.0]},
-        "split-collapse": {"wss_mib": [128, 256, 512, 1024], "passes": 20, "duration": 20.5},
+        "split-collapse": {"wss_mib": [2048, 4096, 8192, 16384], "passes": 10, "duration": 20.5, "start_s": 8,
+                           "period_s": 60, "access": ["read", "write"]},
     },
 }
 
@@ -115,11 +131,21 @@ def _monitoring(cfg, tdir, seed, step):
     loaded = next((m["index"] for m in summary.get("markers", []) if m["label"] == "loaded"), 0)
     run_accesses = summary["accesses"] - loaded
     rate = cfg["ops_per_key_s"] * params["records"] * run_accesses / params["ops"]
-    start_s = round(loaded / rate + 1.0, 3)
+    # ``settle_s`` after the load phase's last access: the load's page
+    # faults add virtual time the access index does not count (2M 4KB faults
+    # of the base scan's VM take 7.6 s: a window 1 s after the index would
+    # open 6 s before the load ends there).
+    start_s = round(loaded / rate + cfg.get("settle_s", 1.0), 3)
     # Table 4 is full monitoring (§6.2.2: clears every 1 s throughout): FHPM's
     # companion PTEs are read and cleared with every round of stage 2 too.
-    configs = [(label, f"fhpm-scan:monitor={m},remap_rate=0,start_s={start_s}" + (",full=true" if m == "fhpm" else ""), {})
-               for label, m in MONITORS]
+    # Its length is not stated; §3 monitors the same Redis "with one scan per
+    # second for 30 rounds", so the frequency is read over one window of
+    # ``rounds`` 1 s rounds (the period longer than the run: no second
+    # window). With 10 rounds a hot value, touched in about one round of 13,
+    # lands in [20,40) whenever it is touched twice (binomial: 18% of them).
+    window = f",window_s={cfg['rounds']},period_s={cfg['rounds'] + 10}"
+    configs = [(label, f"fhpm-scan:monitor={m},remap_rate=0,start_s={start_s}{window}"
+                + (",full=true" if m == "fhpm" else ""), {}) for label, m in MONITORS]
     results = simulate_configs(path, configs, PRESET, {"rate": rate, "with_base": False},
                                lambda what: step(f"monitoring: {what}"))
     rows = []
@@ -128,6 +154,7 @@ def _monitoring(cfg, tdir, seed, step):
         mb = [float(h.get(b, 0.0)) for b in FREQ_BINS]
         rows.append({"monitor": label, "policy": spec, **{f"mb_{b}": x for b, x in zip(FREQ_BINS, mb)},
                      "hot_mb": mb[-1], "total_mb": sum(mb), "windows": _stats(d).get("windows"),
+                     "rounds": _stats(d).get("rounds"),
                      "paper_hot_mb": PAPER_T4[m][-1],
                      "paper_hot_share": PAPER_T4[m][-1] / sum(PAPER_T4[m]), "kind": "estimate"})
     truth = rows[0]
@@ -257,44 +284,59 @@ def _hp_headline(rows):
 
 # ---------------------------------------------------------------- split-collapse (Table 6)
 
-def _sequential_trace(path: str, wss_mib: int, passes: int) -> None:
-    """Sequential read/write passes over ``wss_mib`` MiB, one access per 4KB
-    page, reads and writes alternating page by page (Table 6's program)."""
+#: Table 6's access columns: the trace's operation per 4KB page (``rw``:
+#: reads and writes alternating page by page, Fig 6's 1:1 program).
+ACCESS = {"rw": "read/write", "read": "read", "write": "write"}
+
+
+def _sequential_trace(path: str, wss_mib: int, passes: int, access: str = "rw") -> None:
+    """Sequential passes over ``wss_mib`` MiB, one access per 4KB page:
+    reads and writes alternating page by page (``rw``), or only reads or
+    only writes (Table 6's two columns)."""
     pages = wss_mib * MIB // 4096
     with open(path, "w") as f:
-        f.write(f"# fhpm split-collapse: {passes} sequential passes over {wss_mib} MiB\n")
+        f.write(f"# fhpm split-collapse: {passes} sequential {ACCESS[access]} passes over {wss_mib} MiB\n")
         for p in range(passes):
-            for i in range(pages):
-                f.write(f"{HP_BASE + i * 4096:#x},{'W' if (i + p) % 2 else 'R'}\n")
+            if access == "rw":
+                for i in range(pages):
+                    f.write(f"{HP_BASE + i * 4096:#x},{'W' if (i + p) % 2 else 'R'}\n")
+            else:
+                op = "W" if access == "write" else "R"
+                f.writelines(f"{HP_BASE + i * 4096:#x},{op}\n" for i in range(pages))
 
 
 def _split_collapse(cfg, tdir, seed, step):
-    """Every huge page of the VM split at 1 s and collapsed at 11 s (the
-    split scan's window, one A-bit round) by the host, Linux's way or the
-    VM-friendly way; the guest (Linux THP) passes over its working set the
-    whole time. VM exits that follow an EPT zap are the split/collapse's."""
+    """Every huge page of the VM split at ``start_s`` (1 s) and collapsed 10 s
+    later (the split scan's window, one A-bit round) by the host, Linux's
+    way or the VM-friendly way; the guest (Linux THP) passes over its working
+    set the whole time (``access``: the scale's columns). VM exits that
+    follow an EPT zap are the split/collapse's. ``period_s``, when set, keeps
+    a second window out of a run that the exits stretch."""
     from .tracing import import_trace
 
     rows = []
-    for wss in cfg["wss_mib"]:
-        txt, path = os.path.join(tdir, f"fhpm-seq-{wss}.txt"), os.path.join(tdir, f"fhpm-seq-{wss}.hst")
-        _sequential_trace(txt, wss, cfg["passes"])
-        import_trace("text", txt, path)
-        os.remove(txt)
-        for label, friendly in (("Linux", "false"), ("VM-friendly", "true")):
-            host = f"fhpm-scan:monitor=split,friendly={friendly},round_s=10,remap_rate=0,start_s=1"
-            d = api.compare(path, ["linux"], preset=PRESET, host_policy=host, with_base=False,
-                            duration=cfg["duration"], memory=f"{2 * wss + 64}MiB")[0].to_dict()
-            v = d.get("virt") or {}
-            exits = v.get("vm_exits") or {}
-            after = exits.get("ept_violation_after_zap")
-            rows.append({"wss_mib": wss, "config": label, "host_policy": host,
-                         "vm_exits": exits.get("total"), "vm_exits_after_zap": after,
-                         "exits_per_4kb": None if after is None else after / (wss * MIB // 4096),
-                         # The host's splits (every huge page of the VM, guest tables included).
-                         "host_splits": (v.get("host_os_stats") or {}).get("demotions"),
-                         "kind": "estimate"})
-            step(f"split-collapse: {wss} MiB {label}")
+    for access in cfg.get("access", ["rw"]):
+        for wss in cfg["wss_mib"]:
+            name = f"fhpm-seq-{wss}" + ("" if access == "rw" else f"-{access}")
+            txt, path = os.path.join(tdir, f"{name}.txt"), os.path.join(tdir, f"{name}.hst")
+            _sequential_trace(txt, wss, cfg["passes"], access)
+            import_trace("text", txt, path)
+            os.remove(txt)
+            for label, friendly in (("Linux", "false"), ("VM-friendly", "true")):
+                host = (f"fhpm-scan:monitor=split,friendly={friendly},round_s=10,remap_rate=0,"
+                        f"start_s={cfg.get('start_s', 1)}" + (f",period_s={cfg['period_s']}" if "period_s" in cfg else ""))
+                d = api.compare(path, ["linux"], preset=PRESET, host_policy=host, with_base=False,
+                                duration=cfg["duration"], memory=f"{2 * wss + 64}MiB")[0].to_dict()
+                v = d.get("virt") or {}
+                exits = v.get("vm_exits") or {}
+                after = exits.get("ept_violation_after_zap")
+                rows.append({"wss_mib": wss, "access": ACCESS[access], "config": label, "host_policy": host,
+                             "vm_exits": exits.get("total"), "vm_exits_after_zap": after,
+                             "exits_per_4kb": None if after is None else after / (wss * MIB // 4096),
+                             # The host's splits (every huge page of the VM, guest tables included).
+                             "host_splits": (v.get("host_os_stats") or {}).get("demotions"),
+                             "kind": "estimate"})
+                step(f"split-collapse: {wss} MiB {ACCESS[access]} {label}")
     return rows, {}
 
 
@@ -313,7 +355,8 @@ def _sc_checks(rows):
 
 
 def _sc_headline(rows):
-    here = "; ".join(f"{r['wss_mib']} MiB {r['config']} {r['vm_exits_after_zap']}" for r in rows)
+    here = "; ".join(f"{r['wss_mib']} MiB {r.get('access', 'read/write')} {r['config']} {r['vm_exits_after_zap']}"
+                     for r in rows)
     return f"exits after zaps: {here}", "2GB: Linux 545,715 read vs friendly 1,197; ~1.04 exits per 4KB"
 
 
@@ -327,8 +370,8 @@ RUNNERS: Dict[str, Study] = {
     "hp-policy": Study(_hp_policy, lambda cfg: 1 + 1, _hp_checks,
                        ["config", "huge_pages_left", "huge_share", "pages_demoted", "pages_promoted", "hp_mb",
                         "translation_speedup_est"], _hp_headline),
-    "split-collapse": Study(_split_collapse, lambda cfg: len(cfg["wss_mib"]) * 2, _sc_checks,
-                            ["wss_mib", "config", "host_splits", "vm_exits", "vm_exits_after_zap", "exits_per_4kb"], _sc_headline),
+    "split-collapse": Study(_split_collapse, lambda cfg: len(cfg["wss_mib"]) * 2 * len(cfg.get("access", ["rw"])),
+                            _sc_checks, ["wss_mib", "access", "config", "host_splits", "vm_exits", "vm_exits_after_zap", "exits_per_4kb"], _sc_headline),
 }
 
 #: The study names (kept in step with RUNNERS by ``register``).
