@@ -173,6 +173,7 @@ def test_advise_deletes_its_trace_unless_kept(prog, tmp_path, capsys, monkeypatc
     # The cpu clock: every run's time is the program's own CPU time, and the
     # collapses (hugescope's) are not charged to the estimate.
     assert r["clock"] == "cpu" and "measured runs (cpu clock" in " ".join(text.split())
+    assert "collapses not charged (cpu clock" in " ".join(text.split())
     assert all(x["t_s"] == pytest.approx(x["user_s"] + x["sys_s"]) for x in r["runs"] if x["round"] is not None)
     assert r["estimate_whole"]["collapse_s"] == 0 and r["estimate_whole"]["collapse_s_per_region"] == 0
     # The default budgets are shares of the footprint, each k = share x

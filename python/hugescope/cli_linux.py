@@ -704,8 +704,10 @@ def cmd_advise(a) -> int:
                    f"{x['user_s'] + x['sys_s']:.4f}", f"{x['collapse_s']:.4f}", f"{x['loadavg_1m']:.2f}",
                    f"{x['busy_share']:.0%}", "-" if others is None else f"{others:.0%}")
     console.print(tr)
+    # On the cpu clock the collapses are hugescope's CPU time, not the program's: not charged.
+    charged = (f"{w['collapse_s']:.3f} s" if r["clock"] == "wall" else "not charged (cpu clock: hugescope makes them)")
     console.print(f"estimate (whole run): {w['speedup']:.3f}x (traced phase {r['estimate']:.3f}x; the plan's "
-                  f"{w['regions']} collapses {w['collapse_s']:.3f} s, simulated phase {w['phase_share']:.0%} of the "
+                  f"{w['regions']} collapses {charged}, simulated phase {w['phase_share']:.0%} of the "
                   f"run)   measured (median of {a.repeat} interleaved round(s)): {m['median']:.3f}x "
                   f"(min {m['min']:.3f}, max {m['max']:.3f}), noise floor {m['noise_floor']:.1%}: "
                   f"[bold]{m['verdict']}[/]")
