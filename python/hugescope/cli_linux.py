@@ -26,7 +26,7 @@ import threading
 from rich.markup import escape
 from rich.table import Table
 
-from . import _io, linux, workloads
+from . import _io, linux, noise, workloads
 from ._core import HugescopeError
 from ._io import emit_json
 from .cli import (CliError, _error_line, _params, _size, check_outputs, console, err_console, human_to_stderr, json_option,
@@ -859,7 +859,7 @@ def add_commands(sub) -> None:
                          "'hugescope cc' writes beside PROGRAM)")
     av.add_argument("--measure-instrumented", action="store_true",
                     help="measure the traced (instrumented) build instead of the plain one: slower than native")
-    av.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+    av.add_argument("--clock", choices=list(noise.CLOCKS), default="wall",
                     help="each measured run's time: 'wall' (default: spawn to exit, the plan's collapses in it) or "
                          "'cpu', the program's own CPU time (all threads; time preempted by other programs or "
                          "stolen by the host is not in it, nor the collapses, which hugescope makes)")

@@ -42,12 +42,10 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 COMPACT = "/proc/sys/vm/compact_memory"
-#: The clocks a run's measured time can be read from (module docstring).
-CLOCKS = {
-    "wall": "wall time (wall_s)",
-    "cpu": "CPU time of the measured thread or process, user + system (user_s + sys_s): time preempted or "
-           "stolen by the host is not in it",
-}
+#: The clocks a run's measured time can be read from (module docstring;
+#: ``measured_time``): ``wall_s``, or ``user_s + sys_s``. Each command says
+#: what they time for it (``validate_suite.PHASE_CLOCKS``, ``advise.ADVISE_CLOCKS``).
+CLOCKS = ("wall", "cpu")
 
 
 # ---------------------------------------------------------------- the CPU

@@ -107,12 +107,14 @@ pub fn regions(snapshots: &[Vec<MapEntry>], holes: &[(u64, u64)]) -> Vec<Region>
     for snap in snapshots.iter().rev() {
         let mut sorted = snap.clone();
         sorted.sort_by_key(|e| e.start);
+        // What newer snapshots hold: one snapshot's mappings are disjoint, so
+        // its own pieces never need subtracting from each other.
+        let covered: Vec<(u64, u64)> = taken.iter().map(|(t, _, _)| (t.start, t.end)).collect();
         for (i, e) in sorted.iter().enumerate() {
             let prev = i.checked_sub(1).map(|j| &sorted[j]);
             let Some(k) = kind(e, prev) else { continue };
             // A BSS mapping is named after the file whose data it follows.
             let owner = if k == "bss" { prev.map(|p| p.path.clone()).unwrap_or_default() } else { e.path.clone() };
-            let covered: Vec<(u64, u64)> = taken.iter().map(|(t, _, _)| (t.start, t.end)).collect();
             for part in subtract(e, holes) {
                 if part.end > 1 << crate::trace::ADDR_BITS {
                     continue;
