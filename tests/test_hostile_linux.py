@@ -464,14 +464,16 @@ JUNK = st.one_of(st.integers(max_value=0), st.integers(min_value=1 << 63), st.fl
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(name=st.sampled_from(["repeat", "sample_ms", "timeout"]), value=JUNK)
 def test_run_api_refuses_bad_numbers_with_value_error(name, value):
-    # Values that are valid by accident (timeout=None or any positive number) run /bin/true once.
+    # Values that are valid by accident (timeout=None or any positive number,
+    # sample_ms=0: no samples) run /bin/true once.
     try:
         linux.run(["true"], **dict({"repeat": 1, "warmup": 0}, **{name: value}))
     except (ValueError, hs.HugescopeError) as e:
         assert name in str(e)
         return
     positive = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
-    assert name == "timeout" and (value is None or positive), f"{name}={value!r} was accepted"
+    no_samples = name == "sample_ms" and value == 0 and type(value) is int
+    assert (name == "timeout" and (value is None or positive)) or no_samples, f"{name}={value!r} was accepted"
 
 
 @pytest.mark.parametrize("target", [123, None, [1, 2], ("true", None), {"argv": ["true"]}])

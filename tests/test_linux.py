@@ -106,7 +106,10 @@ def test_no_plan_is_base_pages(gups_all, capsys):
     # Same algorithm, same result: huge pages change the speed, not the answer.
     assert run["result"]["checksum"] == gups_all["runs"][0]["result"]["checksum"]
     df = r.to_frame()
-    assert list(df["huge_bytes"]) == [0] and {"wall_s", "user_s", "sys_s", "peak_rss_bytes"} <= set(df.columns)
+    assert list(df["huge_bytes"]) == [0] and {"wall_s", "user_s", "sys_s", "cpu_s", "peak_rss_bytes"} <= set(df.columns)
+    # The exact CPU clock: the thread cannot run longer than the phase's wall
+    # time (hooks included), and it did run.
+    assert 0 < run["cpu_s"] <= run["run_s_with_hooks"] + 1e-3
 
 
 @needs_thp
@@ -296,3 +299,19 @@ def test_fragment_argument_errors(capsys, monkeypatch):
     assert code == 2 and "needs root" in err
     with pytest.raises(hs.HugescopeError, match="needs root"):
         linux.fragment(0.5)
+
+
+@needs_thp
+@needs_madvise_mode
+def test_sample_ms_0_takes_no_samples_and_a_pinned_run_samples_off_its_cpu():
+    """The sampler's smaps_rollup reads walk the page tables: with ``sample_ms=0``
+    there are none, and a run pinned to one CPU (of two or more) reads them
+    from the other CPUs, which the record's ``how`` says."""
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two CPUs")
+    cpu = min(os.sched_getaffinity(0))
+    none = linux.run("gups", repeat=1, warmup=0, sample_ms=0, cpu=cpu, **GUPS_PARAMS).check()
+    assert none.runs[0]["samples"] == [] and none.runs[0]["peak_anon_huge_bytes"] == 0
+    some = linux.run("gups", repeat=1, warmup=0, sample_ms=1, cpu=cpu, **GUPS_PARAMS).check()
+    assert some.runs[0]["samples"] and "other than the workload's" in some.runs[0]["how"]["samples"]
+    assert some.runs[0]["cpus"] == [cpu]

@@ -86,6 +86,23 @@ def test_the_cpu_clock_times_runs_by_their_own_cpu_time_and_keeps_the_wall_time_
         noise.interleaved(["a"], lambda n: {"wall_s": 1.0}, rounds=1, warmup=0, prepare=prep, clock="tsc")
 
 
+def test_the_cpu_clock_reads_the_exact_runtime_before_the_tick_sampled_split():
+    """``cpu_s`` (CLOCK_THREAD_CPUTIME_ID) is the cpu clock's time when a
+    record has it: the rusage split beside it is sampled at the timer tick
+    (here a 52.3 ms phase whose split reads 56 ms, one 4 ms tick high). A
+    record from before ``cpu_s`` falls back to user + sys."""
+    exact = {"wall_s": 0.0600, "user_s": 0.052, "sys_s": 0.004, "cpu_s": 0.0523}
+    assert noise.measured_time(exact, "cpu") == 0.0523 and noise.cpu_time_of(exact) == 0.0523
+    old = {"wall_s": 0.0600, "user_s": 0.052, "sys_s": 0.004}
+    assert noise.measured_time(old, "cpu") == pytest.approx(0.056)
+    assert noise.cpu_time_of({"wall_s": 1.0}) is None and noise.cpu_time_of({"cpu_s": True, "user_s": 1.0}) is None
+    # The load record takes the run's own share out with the same time: one
+    # CPU, 90 of 100 jiffies busy, the run's own 52.3 ms of its 60 ms wall.
+    snaps = iter([{0: (0, 0)}, {0: (0, 0)}, {0: (10, 100)}])
+    rec = noise.with_load(lambda name: exact, stat=lambda: next(snaps))("base")
+    assert rec["others_busy_share"] == pytest.approx(0.9 - 0.0523 / 0.06)
+
+
 def test_least_loaded_cpu_picks_the_most_idle():
     samples = iter([{0: (100, 200), 1: (100, 200), 2: (100, 200)},
                     {0: (110, 300), 1: (190, 300), 2: (190, 300)}])

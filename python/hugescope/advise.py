@@ -461,7 +461,7 @@ def _advise_traced(argv, trace, plan_path, rec_path, ks, budgets, policies, repe
         sm = res.summary
         tell("measure", next(count), n_runs)
         return {"wall_s": sm["wall_s"]["median"], "user_s": sm["user_s"]["median"],
-                "sys_s": sm["sys_s"]["median"], "collapse_s": (sm.get("collapse_s") or {}).get("median", 0.0),
+                "sys_s": sm["sys_s"]["median"], "cpu_s": sm["cpu_s"]["median"], "collapse_s": (sm.get("collapse_s") or {}).get("median", 0.0),
                 "outcomes": res.outcomes}
     run_one = noise.with_load(one)
     log(f"measuring {measure['build']}: {probes} base run(s) for the whole run's time")
@@ -532,7 +532,7 @@ def _advise_traced(argv, trace, plan_path, rec_path, ks, budgets, policies, repe
     outcomes = first_plan["outcomes"]
     applied = [o for o in outcomes if o.get("status") == "collapsed"]
     layout_runs = [] if model is None else [dict(x, name=f"layout: {x['name']}") for x in model["runs"]]
-    run_rows = [{k: r.get(k) for k in ("name", "round", "position", "t_s", "wall_s", "user_s", "sys_s", "collapse_s",
+    run_rows = [{k: r.get(k) for k in ("name", "round", "position", "t_s", "wall_s", "user_s", "sys_s", "cpu_s", "collapse_s",
                                        "loadavg_1m", "busy_share", "others_busy_share", "compacted", "compact_s")}
                 for r in warm + [every] + layout_runs + runs]
 

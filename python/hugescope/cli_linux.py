@@ -701,7 +701,7 @@ def cmd_advise(a) -> int:
     for x in r["runs"]:
         others = x.get("others_busy_share")
         tr.add_row(escape(x["name"]), "-" if x["round"] is None else str(x["round"] + 1), f"{x['wall_s']:.4f}",
-                   f"{x['user_s'] + x['sys_s']:.4f}", f"{x['collapse_s']:.4f}", f"{x['loadavg_1m']:.2f}",
+                   f"{noise.cpu_time_of(x):.4f}", f"{x['collapse_s']:.4f}", f"{x['loadavg_1m']:.2f}",
                    f"{x['busy_share']:.0%}", "-" if others is None else f"{others:.0%}")
     console.print(tr)
     # On the cpu clock the collapses are hugescope's CPU time, not the program's: not charged.

@@ -268,7 +268,7 @@ def _workload_once(name: str, params: Dict[str, Any], cond: str, budget: int, fo
         raise HugescopeError(f"{name} under {cond}: the run {rec.get('status')}: {rec.get('status_detail')}")
     regions = {r["name"]: r for r in rec.get("regions_end") or []}
     return {"workload": name, "condition": cond, "run_s": rec["run_s"], "setup_s": rec["setup_s"],
-            "cpu_s": rec["user_s"] + rec["sys_s"],
+            "cpu_s": rec["cpu_s"],
             "huge_bytes_end": rec.get("huge_bytes_end"),
             "huge_by_region": {k: v.get("huge_bytes") for k, v in regions.items()},
             "daemon": _daemon_summary(out.get("daemon")), "loadavg": load,

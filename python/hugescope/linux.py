@@ -174,7 +174,7 @@ def _seconds(name: str, v, positive: bool) -> Optional[float]:
 
 
 def _sample_ms(v) -> int:
-    v = _count("sample_ms", v, 1)
+    v = _count("sample_ms", v, 0)
     if v > SAMPLE_MS_MAX:
         raise ValueError(f"sample_ms must be at most {SAMPLE_MS_MAX} (one hour), got {v!r}")
     return v
@@ -250,6 +250,9 @@ HOW_WORKLOAD = {
               "progress hooks (collapses and bookkeeping); setup excluded",
     "user_s": "getrusage(RUSAGE_THREAD) user time of the workload thread over the algorithm phase, hooks excluded",
     "sys_s": "getrusage(RUSAGE_THREAD) system time of the workload thread over the algorithm phase, hooks excluded",
+    "cpu_s": "clock_gettime(CLOCK_THREAD_CPUTIME_ID) of the workload thread over the algorithm phase, hooks "
+             "excluded: the scheduler's exact runtime (user_s and sys_s are sampled at the timer tick, a 4 ms "
+             "step at HZ=250)",
     "peak_rss_bytes": "getrusage(RUSAGE_SELF).ru_maxrss of the child process that ran the workload "
                       "(workload plus Python interpreter)",
     "huge_bytes": "PMD-mapped bytes of the workload's regions at the end of the algorithm phase, "
@@ -263,6 +266,7 @@ HOW_COMMAND = {
     "wall_s": "wall clock, std::time::Instant from spawn to reaping the child with wait4",
     "user_s": "ru_utime of the child from wait4",
     "sys_s": "ru_stime of the child from wait4",
+    "cpu_s": "ru_utime + ru_stime of the child from wait4 (all its threads)",
     "peak_rss_bytes": "the program's own peak resident set: ru_maxrss of the child from wait4 when it exceeds "
                       "hugescope's RSS at fork (ru_maxrss also counts the forked copy of the launcher the program "
                       "replaced at exec), else the largest VmHWM of /proc/PID/status sampled every sample_ms "
@@ -345,7 +349,7 @@ class RunResult:
         if self.kind == "workload":
             huge = r.get("huge_bytes_end")
             return {
-                "run": i, "wall_s": r["run_s"], "user_s": r["user_s"], "sys_s": r["sys_s"],
+                "run": i, "wall_s": r["run_s"], "user_s": r["user_s"], "sys_s": r["sys_s"], "cpu_s": r["cpu_s"],
                 "peak_rss_bytes": r["peak_rss_bytes"], "huge_bytes": huge,
                 "coverage": None if huge is None or not r["footprint_bytes"] else huge / r["footprint_bytes"],
                 "collapse_s": r["collapse_setup_s"] + r["collapse_run_s"], "setup_s": r["setup_s"],
@@ -354,7 +358,7 @@ class RunResult:
         huge = r.get("peak_anon_huge_bytes")
         return {
             "run": i, "wall_s": r["wall_s"], "user_s": r["user_s"], "sys_s": r["sys_s"],
-            "peak_rss_bytes": r["peak_rss_bytes"], "huge_bytes": huge,
+            "cpu_s": r["user_s"] + r["sys_s"], "peak_rss_bytes": r["peak_rss_bytes"], "huge_bytes": huge,
             "coverage": (huge / r["peak_rss_bytes"]) if r["peak_rss_bytes"] else None,
             "collapse_s": collapse_s, "exit_code": r.get("exit_code"), "signal": r.get("signal"),
             "aslr_disabled": r.get("aslr_disabled"),
@@ -380,7 +384,7 @@ class RunResult:
     def _summarise(self) -> Dict[str, Any]:
         ok = [r for r in self.runs if r.get("status") == "ok"]
         rows = [self._row(i, r) for i, r in enumerate(self.runs) if r.get("status") == "ok"]
-        keys = ["wall_s", "user_s", "sys_s", "peak_rss_bytes", "huge_bytes", "coverage", "collapse_s"]
+        keys = ["wall_s", "user_s", "sys_s", "cpu_s", "peak_rss_bytes", "huge_bytes", "coverage", "collapse_s"]
         if self.kind == "workload":
             keys += ["setup_s", "process_wall_s"]
         s = {k: _spread([row[k] for row in rows]) for k in keys}
@@ -584,6 +588,14 @@ def run(target: Union[str, Sequence[str]], plan: PlanArg = None, repeat: int = 3
     workloads): the child sets its own nice value to this before it starts
     (``noise.check_nice``; below 0 needs root), so co-running programs take
     less of its CPU; it dies with its run, so nothing is left changed.
+
+    ``sample_ms``: the period of the huge-page and RSS samples (``samples``,
+    ``peak_anon_huge_bytes``; a command's ``huge_bytes``); 0 takes none. A
+    sample walks the process's page tables (``smaps_rollup``: about 10 ms for
+    1 GiB of 4 KiB pages), so a built-in workload's sampler moves off a pinned
+    ``cpu``, and measurements that need no samples (``validate --suite``,
+    ``model fit``) take none: even from another CPU the reads slowed GUPS over
+    1 GiB of base pages by 4% and all-huge not at all.
 
     ``baseline=True`` (with a plan) first runs the same ``warmup`` + ``repeat``
     without a plan and sets ``result.baseline`` to them; ``summary["gain"]``

@@ -169,8 +169,8 @@ OUTPUT_KINDS = {"model": "json", "held_out": "csv", "plot": "png", "trace": "hst
 
 
 #: What a model record keeps of each measured run.
-RUN_KEYS = ("round", "position", "name", "t_s", "clock", "wall_s", "user_s", "sys_s", "compacted", "loadavg_1m",
-            "others_busy_share")
+RUN_KEYS = ("round", "position", "name", "t_s", "clock", "wall_s", "user_s", "sys_s", "cpu_s", "compacted",
+            "loadavg_1m", "others_busy_share")
 
 
 def check_outputs(out: str, trace: bool = True) -> None:
@@ -326,7 +326,7 @@ def fit_layouts(trace: str, plans: List[Dict[str, Any]], machine: Dict[str, Any]
     base): each plan's counters over ``trace`` (``validate_suite.
     plan_features``), interleaved rounds of base, every other plan, base
     (``run_plan(plan_json)`` runs once and returns ``wall_s``, and
-    ``user_s``/``sys_s`` for the cpu ``clock``), the model
+    ``cpu_s`` for the cpu ``clock``), the model
     and its held-out errors. A feature ``regions`` (in ``features``) is the
     plan's number of 2 MiB regions: the collapse cost when the measured time
     includes the collapses (``advise``). Returns ``measured``
