@@ -457,7 +457,10 @@ def _advise_traced(argv, trace, plan_path, rec_path, ks, budgets, policies, repe
     plan_for_runs: Dict[str, Any] = {ALL: "all"}
 
     def one(name: str) -> Dict[str, Any]:
-        res = linux.run(measure["argv"], plan=plan_for_runs.get(name), repeat=1, warmup=0, timeout=timeout).check()
+        # No samples: each walks the program's page tables, more of them on
+        # base pages than under the plan (linux.run, ``sample_ms``).
+        res = linux.run(measure["argv"], plan=plan_for_runs.get(name), repeat=1, warmup=0, timeout=timeout,
+                        sample_ms=0).check()
         sm = res.summary
         tell("measure", next(count), n_runs)
         return {"wall_s": sm["wall_s"]["median"], "user_s": sm["user_s"]["median"],

@@ -345,7 +345,9 @@ def measure(workloads_: Sequence[Tuple[str, Dict[str, Any]]], repeat: int = 3, w
             for plan, key in ((None, "base"), ("all", "huge")):
                 log(f"{label}: measuring {'base pages' if plan is None else 'all huge'} "
                     f"({warmup} warm-up + {repeat} runs)")
-                r = linux.run(name, plan=plan, repeat=repeat, warmup=warmup, **params).check()
+                # No samples: their page-table walks cost base pages more than
+                # huge ones (linux.run, ``sample_ms``); coverage is PAGEMAP_SCAN's.
+                r = linux.run(name, plan=plan, repeat=repeat, warmup=warmup, sample_ms=0, **params).check()
                 s = r.summary
                 side[key] = {"time_s": s["wall_s"]["median"], "time_min_s": s["wall_s"]["min"],
                              "time_max_s": s["wall_s"]["max"],
