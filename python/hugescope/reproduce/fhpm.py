@@ -98,7 +98,8 @@ def rows(scale: str, seeds: List[int], t: Dict[str, List[List[Dict[str, Any]]]])
             out.append(measured(f"f2-u{us_}-fhpm-vs-{base.lower()}", per("tmm", lambda r, u=u: perf(r, "FHPM-TMM", u)),
                                 seeds, _sources(scale, "tmm"), _command(scale, seeds, "tmm"),
                                 other=per("tmm", lambda r, u=u, b=base: perf(r, f"HMM-v-{b}", u)),
-                                other_label=f"HMM-v-{base}", note=ev2))
+                                other_label=f"HMM-v-{base}",
+                                note=ev2 + (_u1_note(t["tmm"][0]) if u == 1 and base == "Base" else "")))
     for row_id, u, a, b in (("f2-u0-huge-vs-base", 0.0, "Huge", "Base"), ("f2-u1-base-vs-huge", 1.0, "Base", "Huge")):
         out.append(measured(row_id, per("tmm", lambda r, u=u, a=a: perf(r, f"HMM-v-{a}", u)), seeds,
                             _sources(scale, "tmm"), _command(scale, seeds, "tmm"),
@@ -164,6 +165,15 @@ def rows(scale: str, seeds: List[int], t: Dict[str, List[List[Dict[str, Any]]]])
     add("f8-micro-fhpm-keeps", "hp-policy",
         per("hp-policy", lambda r: 100.0 * _pick(r, "config", "FHPM f_use=0.95")["huge_share"]), ev5)
     return out
+
+
+def _u1_note(rows) -> str:
+    f, b = _pick(rows, "config", "FHPM-TMM", u=1.0), _pick(rows, "config", "HMM-v-Base", u=1.0)
+    return (f". At u=1 the placement is HMM-v-Base's (fast-tier access share {f['fast_access_share']:.3f} vs "
+            f"{b['fast_access_share']:.3f}, memory cycles {f['memory_cycles']:.3g} vs {b['memory_cycles']:.3g}); "
+            f"FHPM-TMM's gain is translation only ({f['dtlb_misses']:,} DTLB misses against {b['dtlb_misses']:,}): "
+            f"every hot huge page is unbalanced and HP keeps huge only those left when the pressure reaches 0, "
+            f"which stage 2 maps 4KB for a quarter of the run")
 
 
 def _u0_note(rows) -> str:
