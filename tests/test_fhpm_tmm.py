@@ -80,3 +80,30 @@ def test_the_u0_claim_tells_translation_from_placement():
     assert tmm.companion_cost([huge, {**fh, "memory_cycles": 7.2e8}]) is False      # more memory time
     assert tmm.companion_cost([huge, {**fh, "dtlb_misses": 300}]) is False           # no translation cost
     assert tmm.companion_cost([huge]) is None
+
+
+def test_fhpm_tmm_beats_both_hmmv_where_fig2_says_and_trails_huge_at_u0_only_by_stage2():
+    """Issue #35, at CI scale (seed 1): Fig 2's FHPM-TMM is best at every u
+    with unbalanced pages, and places its hot data as well as HMM-v-Base
+    (no huge promotion refused by a fast tier its splits fragmented: the
+    tier compacts, os/tier.rs). At u=0 the paper's claim is a tie (HMM-v-Huge
+    "optimal", FHPM-TMM "best"; §6.5: 1% apart, the companion pages'
+    monitoring); this model does not reach it (the ratio is about 0.95, row
+    f2-u0-fhpm-vs-huge), and what it trails by is only stage 2's 4KB
+    translations: equal memory and OS time, the rest translation cycles."""
+    r = tmm.run_tmm(scale="ci", seed=1, fhpm=True)
+    by = {(x["u"], x["config"]): x for x in r.table.to_dict("records")}
+    for u in tmm.US:
+        fh, huge, base = by[(u, "FHPM-TMM")], by[(u, "HMM-v-Huge")], by[(u, "HMM-v-Base")]
+        assert fh["migration_failures"] == 0, u
+        # Placement at least HMM-v-Base's (which tracks 4KB exactly).
+        assert fh["fast_access_share"] >= base["fast_access_share"] - 0.005, u
+        assert fh["perf_norm"] > base["perf_norm"] + 0.02, u
+        if u > 0:
+            assert fh["perf_norm"] > huge["perf_norm"] + 0.02, u
+    fh, huge = by[(0.0, "FHPM-TMM")], by[(0.0, "HMM-v-Huge")]
+    assert abs(fh["memory_cycles"] - huge["memory_cycles"]) <= 0.01 * huge["memory_cycles"]
+    gap = fh["total_cycles"] - huge["total_cycles"]
+    extra_translation = fh["translation_cycles"] - huge["translation_cycles"]
+    assert gap > 0 and abs(gap - extra_translation) <= 0.02 * gap, (gap, extra_translation)
+    assert fh["perf_norm"] / huge["perf_norm"] > 0.9

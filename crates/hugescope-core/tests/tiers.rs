@@ -272,3 +272,40 @@ fn virtualized_set_up_data_is_backed_by_host_frames_fast_first_in_the_order_writ
     assert_eq!(hv.host.spaces()[0].frames_held(), 2048, "every populated guest page (8MiB) is backed");
     assert!(hv.vms[0].ept.present(first) && hv.vms[0].ept.present(last));
 }
+
+#[test]
+fn a_huge_promotion_compacts_a_fast_tier_fragmented_by_base_pages() {
+    // Issue #35: 8 huge pages, a fast tier of 2 (pages 0 and 1), both split
+    // (as FHPM-TMM demotes unbalanced pages): 1024 base leaves fill the fast
+    // tier. The ranking keeps 10 base pages of each split page fast and asks
+    // for huge page 5: 532 frames of 1024, but after the demotions neither
+    // fast block is free (10 pages hold each). Compaction moves the 10 of
+    // block 0 (fewest used, then lowest address) into block 1's holes, and
+    // page 5 takes block 0. Without it the promotion would fail.
+    let mut s = sim(&header(8 * MB2, false), os(Some(2 * MB2)), "ideal", &[]);
+    s.pt.populate(0, BASE, 8 * MB2);
+    assert!(s.pt.demote(0, BASE) && s.pt.demote(0, BASE + MB2));
+    assert_eq!(s.pt.tier_of(0, BASE + MB2 + 511 * PAGE), Some(Tier::Fast));
+    let low: Vec<u64> = (0..10).map(|i| BASE + i * PAGE).collect();
+    let high: Vec<u64> = (300..310).map(|i| BASE + MB2 + i * PAGE).collect();
+    let ranked: Vec<TierUnit> = std::iter::once(BASE + 5 * MB2).chain(low.iter().copied()).chain(high.iter().copied()).map(|addr| TierUnit { pid: 0, addr }).collect();
+    let stats0 = s.pt.stats().clone();
+    let moved = s.pt.place_tiers(&ranked);
+    let t = s.pt.tier_stats().unwrap().clone();
+    assert_eq!(t.migration_failures, 0, "{t:?}");
+    // 1004 base pages down, huge page 5 up, 10 base pages moved inside the fast tier.
+    assert_eq!(moved, 1004 + 1 + 10);
+    assert_eq!((t.promoted_bytes, t.demoted_bytes), (MB2, 1004 * PAGE));
+    let st = s.pt.stats();
+    assert_eq!((st.compactions - stats0.compactions, st.compaction_successes - stats0.compaction_successes), (1, 1));
+    assert_eq!(st.compaction_migrated_pages - stats0.compaction_migrated_pages, 10);
+    // Copies: 2MiB up (the larger direction) plus the 10 pages compacted.
+    assert_eq!(t.copy_seconds, (1004 * PAGE) as f64 / 2e9 + (10 * PAGE) as f64 / 2e9);
+    assert!((0..512).all(|i| s.pt.tier_of(0, BASE + 5 * MB2 + i * PAGE) == Some(Tier::Fast)));
+    assert!(low.iter().chain(&high).all(|&a| s.pt.tier_of(0, a) == Some(Tier::Fast)));
+    // Page 5 sits in block 0 (frames 0..512); the 20 base pages in block 1.
+    assert_eq!(s.pt.frame_addr(0, BASE + 5 * MB2), Some(0));
+    assert!(low.iter().chain(&high).all(|&a| (MB2..2 * MB2).contains(&s.pt.frame_addr(0, a).unwrap())));
+    assert_eq!(s.pt.phys().free_frames_in(0, 1024), 1024 - 512 - 20);
+    ok(&s.pt);
+}
