@@ -54,4 +54,9 @@ pub struct VirtReport {
     /// `virt.guest_segment` is on; ISCA'13 §3.3, extension).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub guest_segment_walks: Option<u64>,
+    /// Their references, and the most of any one walk (same condition).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub guest_segment_walk_refs: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub guest_segment_max_refs: Option<u32>,
 }

@@ -312,6 +312,8 @@ fn finish(sim: &mut VirtSim, guest: &PolicySpec, host: &PolicySpec, os: &OsConfi
         host_os_stats: hv.host.stats().clone(),
         vms,
         guest_segment_walks: virt.guest_segment.then_some(hv.guest_segment_walks),
+        guest_segment_walk_refs: virt.guest_segment.then_some(hv.guest_segment_refs),
+        guest_segment_max_refs: virt.guest_segment.then_some(hv.guest_segment_max_refs),
     };
     PolicyResult {
         hugescope_version: env!("CARGO_PKG_VERSION"),
