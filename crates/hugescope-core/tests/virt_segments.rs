@@ -118,6 +118,10 @@ fn segment_knobs_parse_and_refuse_bad_values() {
     assert!(v.guest_segment && !v.vmm_segment);
     let e = MachineConfig::load(Some("haswell-pcc"), None, &["virt.vmm_segment=maybe".into()]).unwrap_err().to_string();
     assert!(e.contains("expected `on` or `off`"), "{e}");
+    // `KEY={}` is an empty table: the cache is off (docs/config.md).
+    let m = MachineConfig::load(Some("haswell-pcc"), None, &["virt.guest_pwc={}".into(), "virt.host_pwc={}".into()]).unwrap();
+    let v = m.virt.unwrap().resolve(&m.pwc);
+    assert!(v.guest_pwc.is_empty() && v.host_pwc.is_empty() && !m.pwc.is_empty());
 }
 
 /// The per-walk maxima ISCA'13 §3.3 states ("up to 24", "at most 4") are

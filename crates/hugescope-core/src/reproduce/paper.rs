@@ -324,4 +324,40 @@ mod tests {
         assert!(PaperFile::parse("t", &dup).unwrap_err().to_string().contains("used twice"));
         assert!(load("nope").unwrap_err().to_string().contains("not one of pcc, ds"));
     }
+
+    /// A section includes another file's rows by id prefix, with the
+    /// workloads they name, before its own; a prefix matching nothing, a
+    /// self-include and an id defined in both are refused.
+    #[test]
+    fn includes_take_rows_by_prefix_with_their_workloads() {
+        let src = format!("{HEAD}[[workload]]\nname = \"w\"\npaper_name = \"W\"\ninput = \"i\"\nfootprint = \"f\"\n\
+                           run = \"r\"\ncite = \"c\"\nneeds = \"n\"\n{}{}",
+                          row("paper = 1.1\nrule = \"gain\"\nworkload = \"w\"").replace(HEAD, "").replace("id = \"a\"", "id = \"t3-a\""),
+                          row("paper = 2.0\nrule = \"gain\"").replace(HEAD, "").replace("id = \"a\"", "id = \"t4-b\""));
+        let other = |p: &str| if p == "src" { PaperFile::parse("src", &src) } else { Err(Error::input("no such paper")) };
+        let sec = |inc: &str, own: &str| -> Result<PaperFile> {
+            let mut f = PaperFile::parse("sec", &format!("{HEAD}{inc}\n{own}"))?;
+            resolve_includes("sec", &mut f, other)?;
+            Ok(f)
+        };
+        let f = sec("[[include]]\npaper = \"src\"\nrows = [\"t3-\"]", &row("paper = 3.0\nrule = \"gain\"").replace(HEAD, "")).unwrap();
+        assert_eq!(f.row.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), ["t3-a", "a"]);
+        assert_eq!(f.workload.len(), 1);
+        assert!(f.include.is_empty());
+        let e = sec("[[include]]\npaper = \"src\"\nrows = [\"t9-\"]", "").unwrap_err().to_string();
+        assert!(e.contains("no row id starts with 't9-'"), "{e}");
+        let e = sec("[[include]]\npaper = \"sec\"\nrows = [\"a\"]", "").unwrap_err().to_string();
+        assert!(e.contains("includes itself"), "{e}");
+        let twice = row("paper = 3.0\nrule = \"gain\"").replace(HEAD, "").replace("id = \"a\"", "id = \"t4-b\"");
+        let e = sec("[[include]]\npaper = \"src\"\nrows = [\"t4-\"]", &twice).unwrap_err().to_string();
+        assert!(e.contains("used twice"), "{e}");
+        // The virt section's included rows are ingens.toml's, field for field.
+        let (virt, ingens) = (load("virt").unwrap(), load("ingens").unwrap());
+        let t3 = ingens.row.iter().filter(|r| r.id.starts_with("t3-")).count();
+        assert_eq!(t3, 27);
+        for r in ingens.row.iter().filter(|r| r.id.starts_with("t3-") || r.id.starts_with("s24-")) {
+            let v = virt.row.iter().find(|x| x.id == r.id).unwrap();
+            assert_eq!(serde_json::to_string(v).unwrap(), serde_json::to_string(r).unwrap());
+        }
+    }
 }
