@@ -102,6 +102,7 @@ def _row(workload: str, label: str, host: str, guest: str, d) -> Dict[str, Any]:
     exits = getattr(v, "vm_exits", None)
     walks, refs = t.walks, t.walk_refs
     pairs = list(getattr(v, "walks_by_pair", None) or [])
+    hw = getattr(v, "host_walks", None)
     return {
         "workload": workload, "config": label, "host_policy": host, "guest_policy": guest,
         "walks": walks, "walk_refs": refs, "refs_per_walk": refs / walks if walks else None,
@@ -109,6 +110,12 @@ def _row(workload: str, label: str, host: str, guest: str, d) -> Dict[str, Any]:
         "walk_cycles_est": walker_cycles(t, d.machine.cost),
         # The most references of any one walk (ISCA'13 §3.3's "up to 24").
         "max_refs_per_walk": max((getattr(p, "max_refs", 0) for p in pairs), default=0),
+        # Where the references went: guest PWC hits per walk, host walks per
+        # walk and the share the nested TLB or a host PWC level served.
+        "guest_pwc_hit_rate": t.pwc_hits / walks if walks else None,
+        "host_walks_per_walk": hw.host_walks / walks if hw is not None and walks else None,
+        "nested_tlb_hit_rate": hw.nested_tlb_hits / hw.host_walks if hw is not None and hw.host_walks else None,
+        "host_pwc_hit_rate": hw.host_pwc_hits / hw.host_walks if hw is not None and hw.host_walks else None,
         "total_cycles_est": d.cost.total_cycles,
         "translation_cycles_est": d.cost.translation_cycles,
         "os_cycles_est": d.cost.os_cycles,

@@ -82,12 +82,21 @@ def _share(r: Dict[str, Any], key: str) -> float:
     return 100 * r[key] / r["total_cycles_est"] if r["total_cycles_est"] else 0.0
 
 
+def _caches(r: Dict[str, Any]) -> str:
+    """How the nested caches served a run's walks (empty when not reported)."""
+    if r.get("nested_tlb_hit_rate") is None:
+        return ""
+    return (f"; guest PWC hits {100 * (r['guest_pwc_hit_rate'] or 0):.0f}% of walks, "
+            f"{r['host_walks_per_walk']:.2f} host walks per walk: nested TLB hits "
+            f"{100 * r['nested_tlb_hit_rate']:.0f}%, host PWC hits {100 * (r['host_pwc_hit_rate'] or 0):.0f}%")
+
+
 def table3_note(workload: str, rows: Dict[str, Dict[str, Any]], seed: int) -> str:
     """Where a Table 3 speedup comes from: the hB/gB run's cycles split into
     page walks (Ingens §2.4 measures 47.5% for 429.mcf, its most TLB-bound
     workload), the rest of translation (L2 TLB hits) and the OS (faults,
-    VM exits, promotions), per configuration the walks per reference and the
-    most of one, and the speedup the configuration would give if only its
+    VM exits, promotions); per configuration the references per walk, the
+    most of one and how the nested caches served them, and the speedup the configuration would give if only its
     walk cycles changed (the OS held at hB/gB's)."""
     b = rows["hB/gB"]
     parts = [f"seed {seed}, {workload}, hB/gB: walks {_share(b, 'walk_cycles_est'):.1f}% of cycles "
@@ -98,8 +107,8 @@ def table3_note(workload: str, rows: Dict[str, Dict[str, Any]], seed: int) -> st
     for cfg, r in rows.items():
         walks_only = b["total_cycles_est"] / (b["total_cycles_est"] - b["walk_cycles_est"] + r["walk_cycles_est"])
         parts.append(f"{cfg}: {r['speedup_est']:.3f}x ({walks_only:.3f}x from walks alone), "
-                     f"{r['walks']:,} walks at {r['refs_per_walk'] or 0:.2f} references (max {r['max_refs_per_walk']}), "
-                     f"OS {_share(r, 'os_cycles_est'):.1f}%")
+                     f"{r['walks']:,} walks at {r['refs_per_walk'] or 0:.2f} references (max {r['max_refs_per_walk']}"
+                     + _caches(r) + f"), OS {_share(r, 'os_cycles_est'):.1f}%")
     return "; ".join(parts)
 
 

@@ -3,6 +3,7 @@
 
 use super::ept::VmExits;
 use super::hypervisor::PairWalks;
+use crate::hw::nested::HostWalkCounters;
 use crate::config::virt::VirtResolved;
 use crate::os::metrics::OsStats;
 use crate::os::phys::FragReport;
@@ -42,6 +43,9 @@ pub struct VirtReport {
     pub vm_exit_seconds: f64,
     /// Walks and walk references by (guest leaf size, host leaf size).
     pub walks_by_pair: Vec<PairWalks>,
+    /// The host walks inside the nested walks and how the nested TLB and the
+    /// host PWC served them, over all cpus.
+    pub host_walks: HostWalkCounters,
     /// Huge-page bytes mapped at the end in the guests (GVA) and the host (GPA).
     pub guest_huge_bytes: u64,
     pub host_huge_bytes: u64,
