@@ -154,5 +154,11 @@ def test_the_ds_counts_on_a_ci_run():
     for r in d["uncached"]:
         if r["config"] == "none":
             assert (r["refs_per_walk"], r["max_refs_per_walk"]) == (24, 24), r
+        # Host walks per TLB miss without caches: the 4 guest table pages and
+        # the data (5); a guest segment leaves the data's (1); a VMM segment
+        # none; no cache serves any.
+        want = {"none": 5, "guest segment": 1, "VMM segment": 0, "both": 0}[r["config"]]
+        assert r["host_walks_per_walk"] == want, r
+        assert r["nested_tlb_hit_rate"] in (0, None) and r["host_pwc_hit_rate"] in (0, None), r
     cached = [r for r in d["cached"] if r["config"] == "none"]
     assert all(r["walks"] > 0 and r["max_refs_per_walk"] < 24 and r["refs_per_walk"] < 24 for r in cached), cached
