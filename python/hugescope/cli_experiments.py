@@ -7,7 +7,7 @@
     hugescope multi TRACE [TRACE2 ...] -o DIR      (several traces are merged first)
     hugescope merge A.hst B.hst -o AB.hst          (also reachable as 'hugescope trace merge' once wired)
     hugescope report DIR -o report.html
-    hugescope reproduce pcc|ds|ingens|navarro|fhpm|all --scale ci --seeds 3 -o DIR
+    hugescope reproduce pcc|ds|ingens|navarro|fhpm|virt|all --scale ci --seeds 3 -o DIR
 
 Each experiment prints a summary table, writes CSV + JSON (and PNG figures)
 into the results directory, and shows a progress bar on a terminal.
@@ -811,7 +811,7 @@ def add_commands(sub) -> None:
     from .reproduce import DEFAULT_SEEDS, PAPERS
     rr = sub.add_parser("reproduce", help="each quantitative result of a paper beside hugescope's, with a verdict "
                                           "computed by code (docs/reproduction.md)")
-    rr.add_argument("paper", choices=[*PAPERS, "all"], help="the paper, or all five")
+    rr.add_argument("paper", choices=[*PAPERS, "all"], help="the paper (virt: the virtualization section, Ingens Table 3 and direct segments in a VM), or all")
     rr.add_argument("--scale", default="ci", choices=["ci", "paper"],
                     help="ci: minutes on 2 cores (default); paper: the papers' footprints (rows say what that "
                          "still needs)")

@@ -101,18 +101,31 @@ def _row(workload: str, label: str, host: str, guest: str, d) -> Dict[str, Any]:
     v = getattr(d, "virt", None)
     exits = getattr(v, "vm_exits", None)
     walks, refs = t.walks, t.walk_refs
+    pairs = list(getattr(v, "walks_by_pair", None) or [])
+    hw = getattr(v, "host_walks", None)
     return {
         "workload": workload, "config": label, "host_policy": host, "guest_policy": guest,
         "walks": walks, "walk_refs": refs, "refs_per_walk": refs / walks if walks else None,
         # Cycles of the page walks alone (references and PWC hits), an estimate.
         "walk_cycles_est": walker_cycles(t, d.machine.cost),
+        # The most references of any one walk (ISCA'13 §3.3's "up to 24").
+        "max_refs_per_walk": max((getattr(p, "max_refs", 0) for p in pairs), default=0),
+        # Where the references went: guest PWC hits per walk, host walks per
+        # walk and the share the nested TLB or a host PWC level served.
+        "guest_pwc_hit_rate": t.pwc_hits / walks if walks else None,
+        "host_walks_per_walk": hw.host_walks / walks if hw is not None and walks else None,
+        "nested_tlb_hit_rate": hw.nested_tlb_hits / hw.host_walks if hw is not None and hw.host_walks else None,
+        "host_pwc_hit_rate": hw.host_pwc_hits / hw.host_walks if hw is not None and hw.host_walks else None,
         "total_cycles_est": d.cost.total_cycles,
+        "translation_cycles_est": d.cost.translation_cycles,
+        "os_cycles_est": d.cost.os_cycles,
+        "vm_exit_seconds": getattr(v, "vm_exit_seconds", None),
         "vm_exits": getattr(exits, "total", None),
         "vm_exits_first_touch": getattr(exits, "ept_violation_first_touch", None),
         "vm_exits_after_zap": getattr(exits, "ept_violation_after_zap", None),
         "guest_huge_mib": (getattr(v, "guest_huge_bytes", None) or 0) / MIB,
         "host_huge_mib": (getattr(v, "host_huge_bytes", None) or 0) / MIB,
-        "walks_by_pair": ", ".join(f"{p.guest}/{p.host} {p.walks}" for p in getattr(v, "walks_by_pair", [])),
+        "walks_by_pair": ", ".join(f"{p.guest}/{p.host} {p.walks}" for p in pairs),
         "kind": "estimate",
     }
 
@@ -140,18 +153,26 @@ def _nested(paths: Dict[str, str], cfg: Dict[str, Any], step) -> List[Dict[str, 
 
 
 def _ds_virt(paths: Dict[str, str], cfg: Dict[str, Any], step) -> List[Dict[str, Any]]:
-    """Every direct-segment machine on every workload, host and guest ``base``."""
+    """Every direct-segment machine on every workload, host and guest ``base``
+    (``cfg["set"]``: more machine keys, e.g. the nested caches off)."""
     rows = []
     for wl, path in paths.items():
         by_label: Dict[str, Dict[str, Any]] = {}
         for label, gs, vs in DS_CONFIGS:
-            keys = [f"virt.guest_segment={'on' if gs else 'off'}", f"virt.vmm_segment={'on' if vs else 'off'}"]
+            keys = [f"virt.guest_segment={'on' if gs else 'off'}", f"virt.vmm_segment={'on' if vs else 'off'}",
+                    *cfg.get("set", [])]
             r = api.compare(path, ["base"], preset=PRESET, set=keys, host_policy="base", with_base=False,
                             **cfg["os"])[0]
             row = _row(wl, label, "base", "base", r.record)
-            seg = getattr(getattr(r.record, "virt", None), "guest_segment_walks", None)
+            v = getattr(r.record, "virt", None)
+            seg = getattr(v, "guest_segment_walks", None)
             row["guest_segment_walk_fraction"] = (seg / row["walks"] if seg is not None and row["walks"] else
                                                   (0.0 if not gs else None))
+            # The walks inside the guest segment alone: 1-D (ISCA'13 §3.3).
+            seg_refs = getattr(v, "guest_segment_walk_refs", None)
+            row["guest_segment_walks"] = seg
+            row["guest_segment_refs_per_walk"] = seg_refs / seg if seg and seg_refs is not None else None
+            row["guest_segment_max_refs"] = getattr(v, "guest_segment_max_refs", None)
             by_label[label] = row
             step(f"{wl}: {label}")
         ref = by_label["none"]["total_cycles_est"]

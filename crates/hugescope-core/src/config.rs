@@ -639,6 +639,10 @@ fn parse_scalar(s: &str) -> Value {
             return v;
         }
     }
+    // An empty table: `virt.guest_pwc={}` turns a cache off (docs/config.md).
+    if s.trim() == "{}" {
+        return Value::Object(Default::default());
+    }
     Value::from(s.trim_matches('"'))
 }
 

@@ -118,4 +118,33 @@ fn segment_knobs_parse_and_refuse_bad_values() {
     assert!(v.guest_segment && !v.vmm_segment);
     let e = MachineConfig::load(Some("haswell-pcc"), None, &["virt.vmm_segment=maybe".into()]).unwrap_err().to_string();
     assert!(e.contains("expected `on` or `off`"), "{e}");
+    // `KEY={}` is an empty table: the cache is off (docs/config.md).
+    let m = MachineConfig::load(Some("haswell-pcc"), None, &["virt.guest_pwc={}".into(), "virt.host_pwc={}".into()]).unwrap();
+    let v = m.virt.unwrap().resolve(&m.pwc);
+    assert!(v.guest_pwc.is_empty() && v.host_pwc.is_empty() && !m.pwc.is_empty());
+}
+
+/// The per-walk maxima ISCA'13 §3.3 states ("up to 24", "at most 4") are
+/// counted as such: over a cold miss and a warm one, the most references of
+/// one walk per (guest, host) pair and, apart, of the walks inside the guest
+/// segment. With the caches off every 4KB/4KB walk makes the same count, so
+/// the most equals the mean: 24 / 4 / 4 / 0; and a guest-segment machine's
+/// walk outside the segment (24) does not raise the segment's maximum (4).
+#[test]
+fn the_most_references_of_one_walk_are_counted_per_pair_and_per_segment() {
+    for (gs, vs, refs) in [(false, false, 24u32), (true, false, 4), (false, true, 4), (true, true, 0)] {
+        let mut s = vsim(&machine(gs, vs), "base", "base");
+        step(&mut s, Access::read(BASE + 0x10));
+        step(&mut s, Access::read(BASE + 2 * KB4));
+        let pairs = s.pt.pairs();
+        assert_eq!(pairs.len(), 1, "one pair: 4k/4k");
+        assert_eq!((pairs[0].walks, pairs[0].walk_refs, pairs[0].max_refs), (2, 2 * refs as u64, refs), "gs {gs} vs {vs}");
+        assert_eq!(s.pt.guest_segment_max_refs, if gs { refs } else { 0 });
+        assert_eq!(s.pt.guest_segment_refs, if gs { 2 * refs as u64 } else { 0 });
+    }
+    let mut s = vsim(&machine(true, false), "base", "base");
+    step(&mut s, Access::read(BASE + 8 * MB2 + 0x10)); // outside the segment: 2-D
+    step(&mut s, Access::read(BASE + 0x10)); // inside: the host walk only
+    assert_eq!(s.pt.pairs()[0].max_refs, 24);
+    assert_eq!((s.pt.guest_segment_walks, s.pt.guest_segment_refs, s.pt.guest_segment_max_refs), (1, 4, 4));
 }

@@ -46,16 +46,17 @@ def _extra_os(scale: str, study: str) -> Dict[str, Any]:
 
 
 def measure(scale: str, seeds: Sequence[int], step: Callable[[str], None],
-            reuse: Optional[Dict[int, Any]] = None) -> tuple:
+            reuse: Optional[Dict[int, Any]] = None, keep: Optional[Dict[int, Any]] = None) -> tuple:
     """The Ingens rows' measurements at ``scale`` over ``seeds``, and the
     evidence table. ``reuse``: per seed, the studies a caller already ran
-    at this scale (the demo's); Table 6's and Table 3's runs always run."""
+    at this scale (the demo's); Table 6's and Table 3's runs always run.
+    ``keep``: filled with each seed's ``table3`` (for the virt section)."""
     import pandas as pd
 
     seeds = list(seeds)
     tables: Dict[str, List[List[Dict[str, Any]]]] = {s: [] for s in STUDIES}
     t6: List[Dict[str, Dict[str, float]]] = []
-    t3: List[Dict[str, Dict[str, float]]] = []
+    t3: List[Dict[str, Dict[str, Dict[str, Any]]]] = []
     for seed in seeds:
         have = (reuse or {}).get(seed)
         r = have if have is not None and all(s in have.studies for s in STUDIES) else ing.ingens_studies(
@@ -64,17 +65,25 @@ def measure(scale: str, seeds: Sequence[int], step: Callable[[str], None],
             tables[s].append(r[s].table.to_dict("records"))
         step(f"ingens seed {seed}: studies")
         with tempfile.TemporaryDirectory(prefix="hugescope-ingens-extra-") as tdir:
-            paths = {}
-            for name, study in EXTRA.items():
-                paths[name] = os.path.join(tdir, f"{name}.hst")
-                workloads.trace(ing.WORKLOADS[study][0], paths[name], **ing._trace_params(study, scale, seed))  # noqa: SLF001
+            paths = trace_extra(tdir, scale, seed)
             t6.append(_table6(paths, scale))
             step(f"ingens seed {seed}: Table 6 / Fig. 4")
-            t3.append(_table3(paths, scale))
+            t3.append(table3(paths, scale))
+            if keep is not None:
+                keep[seed] = t3[-1]
             step(f"ingens seed {seed}: Table 3 (nested)")
     evidence = pd.DataFrame([{**x, "study": s, "seed": seed} for s in STUDIES for seed, rows in zip(seeds, tables[s])
                              for x in rows])
     return _rows(scale, seeds, tables, t6, t3), evidence
+
+
+def trace_extra(tdir: str, scale: str, seed: int) -> Dict[str, str]:
+    """Trace Table 3 and Table 6's workloads (``EXTRA``) into ``tdir``: path per row name."""
+    paths = {}
+    for name, study in EXTRA.items():
+        paths[name] = os.path.join(tdir, f"{name}.hst")
+        workloads.trace(ing.WORKLOADS[study][0], paths[name], **ing._trace_params(study, scale, seed))  # noqa: SLF001
+    return paths
 
 
 def _table6(paths: Dict[str, str], scale: str) -> Dict[str, Dict[str, float]]:
@@ -86,13 +95,36 @@ def _table6(paths: Dict[str, str], scale: str) -> Dict[str, Dict[str, float]]:
     return out
 
 
-def _table3(paths: Dict[str, str], scale: str) -> Dict[str, Dict[str, float]]:
-    """Speedup over hB/gB of each host/guest combination (virt_study's nested runs)."""
-    out: Dict[str, Dict[str, float]] = {}
+def table3(paths: Dict[str, str], scale: str) -> Dict[str, Dict[str, Dict[str, Any]]]:
+    """virt_study's nested rows of each host/guest combination per workload
+    (``paths`` from ``trace_extra``): per workload, per configuration, the
+    row (``speedup_est`` over hB/gB, walks, references, cycles, VM exits)."""
+    out: Dict[str, Dict[str, Dict[str, Any]]] = {}
     for name, path in paths.items():
         rows = virt_study._nested({name: path}, {"os": _extra_os(scale, EXTRA[name])}, lambda _: None)  # noqa: SLF001
-        out[name] = {r["config"]: r["speedup_est"] for r in rows}
+        out[name] = {r["config"]: r for r in rows}
     return out
+
+
+def table3_rows(scale: str, seeds: List[int], t3: List[Dict[str, Dict[str, Dict[str, Any]]]], command: str,
+                note=None) -> List[Dict[str, Any]]:
+    """The Table 3 rows (``t3-W-CONFIG``) of each seed's ``table3``, for
+    this paper and for the sections that include them (``papers/virt.toml``).
+    ``note(workload)``: the row's evidence (default: every workload's
+    speedups of the first seed)."""
+    ev3 = "; ".join(f"{w}: " + ", ".join(f"{c} {r['speedup_est']:.3f}x" for c, r in sp.items())
+                    for w, sp in t3[0].items())
+    out = []
+    for w in EXTRA:
+        for key, cfg in (("hb-gh", "hB/gH"), ("hh-gb", "hH/gB"), ("hh-gh", "hH/gH")):
+            out.append(measured(f"t3-{w}-{key}", [x[w][cfg]["speedup_est"] for x in t3], seeds,
+                                _sources(scale, EXTRA[w]), command, note=note(w) if note else ev3))
+    return out
+
+
+def table3_command(paper: str, scale: str, seeds: List[int]) -> str:
+    return (f"hugescope reproduce {paper} --scale {scale} --seeds {len(seeds)} "
+            "(virt_study nested: --host-policy base|linux --guest-policy base|linux)")
 
 
 def _by(rows: List[Dict[str, Any]], config: str, **where) -> Dict[str, Any]:
@@ -168,11 +200,7 @@ def _rows(scale: str, seeds: List[int], t, t6, t3) -> List[Dict[str, Any]]:
     out.append(measured("f4-max-overhead", [max(over(x)) for x in t6], seeds, src6, cmd6, note=ev6))
 
     # ---- Table 3: host and guest page sizes (nested walks).
-    ev3 = "; ".join(f"{w}: " + ", ".join(f"{c} {v:.3f}x" for c, v in sp.items()) for w, sp in t3[0].items())
-    cmd3 = f"hugescope reproduce ingens --scale {scale} --seeds {len(seeds)} (virt_study nested: --host-policy base|linux --guest-policy base|linux)"
-    for w in EXTRA:
-        for key, cfg in (("hb-gh", "hB/gH"), ("hh-gb", "hH/gB"), ("hh-gh", "hH/gH")):
-            out.append(measured(f"t3-{w}-{key}", [x[w][cfg] for x in t3], seeds, _sources(scale, EXTRA[w]), cmd3, note=ev3))
+    out += table3_rows(scale, seeds, t3, table3_command("ingens", scale, seeds))
 
     # ---- Table 9 and §6.2: the web workload at FMFI 0.9 and unfragmented.
     def frag(rows, cfg, mem):

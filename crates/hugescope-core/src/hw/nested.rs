@@ -91,6 +91,31 @@ pub struct NestedWalker {
     /// A VMM direct segment covers every VM's GPA range (ISCA'13 §3.3,
     /// extension): host walks cost nothing and touch no host cache.
     vmm_segment: bool,
+    /// What the host dimension's caches did (reported per run, to say where
+    /// a nested walk's references went; issue #35).
+    pub host: HostWalkCounters,
+}
+
+/// Host walks of a run and how the host caches served them: a nested-TLB
+/// hit makes one free; else a host PWC hit skips its upper levels.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct HostWalkCounters {
+    /// Host walks asked for (table pages and data; none under a VMM segment).
+    pub host_walks: u64,
+    pub nested_tlb_hits: u64,
+    /// Host walks the nested TLB missed that hit a host PWC level.
+    pub host_pwc_hits: u64,
+    /// References of the host walks.
+    pub host_refs: u64,
+}
+
+impl HostWalkCounters {
+    pub fn add(&mut self, o: &HostWalkCounters) {
+        self.host_walks += o.host_walks;
+        self.nested_tlb_hits += o.nested_tlb_hits;
+        self.host_pwc_hits += o.host_pwc_hits;
+        self.host_refs += o.host_refs;
+    }
 }
 
 impl NestedWalker {
@@ -108,6 +133,7 @@ impl NestedWalker {
             path: NestedPath::default(),
             first: 0,
             vmm_segment: false,
+            host: HostWalkCounters::default(),
         }
     }
 
@@ -125,13 +151,18 @@ impl NestedWalker {
             // GPA + OFFSET: inside the VMM segment, no EPT access at all.
             return 0;
         }
+        self.host.host_walks += 1;
         if let Some(t) = self.ntlb.as_mut() {
             let vpn = gpa >> self.shifts[hs];
             if t.lookup_or_insert(vpn, tag(vpn, hs, host)) {
+                self.host.nested_tlb_hits += 1;
                 return 0;
             }
         }
-        self.host_pwc.walk(gpa, host, self.leaf_level[hs]).refs
+        let w = self.host_pwc.walk(gpa, host, self.leaf_level[hs]);
+        self.host.host_pwc_hits += w.pwc_hit_level.is_some() as u64;
+        self.host.host_refs += w.refs as u64;
+        w.refs
     }
 }
 
@@ -292,5 +323,11 @@ mod tests {
         w.flush_vm(1);
         assert_eq!(w.walk(vm1, &b, &leaf(0, 0)).refs, 24);
         assert_eq!(w.walk(vm2, &b, &leaf(0, 0)).refs, 1);
+        // The host dimension, walk by walk (table pages read, then the
+        // data): 1 cold, 5 host walks of 4 references; 2, two nested-TLB
+        // hits; 3, a hit (its table page) and a 4-reference miss (the new
+        // data page); 4 (VM 2) cold, 5; 5 (VM 1 after its flush) cold, 5;
+        // 6 (VM 2), two hits. No host PWC here: every miss reads 4 levels.
+        assert_eq!(w.host, HostWalkCounters { host_walks: 21, nested_tlb_hits: 5, host_pwc_hits: 0, host_refs: 64 });
     }
 }

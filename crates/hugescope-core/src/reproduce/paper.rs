@@ -17,7 +17,10 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 
 /// The papers, in the order `reproduce all` runs them.
-pub const PAPERS: &[&str] = &["pcc", "ds", "ingens", "navarro", "fhpm"];
+/// "virt" is a section, not a paper: the virtualization claims of Ingens
+/// and direct segments side by side (issue #35), its Ingens rows included
+/// from `ingens.toml` (`[[include]]`), not copied.
+pub const PAPERS: &[&str] = &["pcc", "ds", "ingens", "navarro", "fhpm", "virt"];
 
 fn source(paper: &str) -> Option<&'static str> {
     Some(match paper {
@@ -26,6 +29,7 @@ fn source(paper: &str) -> Option<&'static str> {
         "ingens" => include_str!("papers/ingens.toml"),
         "navarro" => include_str!("papers/navarro.toml"),
         "fhpm" => include_str!("papers/fhpm.toml"),
+        "virt" => include_str!("papers/virt.toml"),
         _ => return None,
     })
 }
@@ -128,6 +132,17 @@ impl PaperRow {
     }
 }
 
+/// Rows another paper's file defines that this file shows as well (a
+/// section spanning papers): every row of `paper` whose id starts with one
+/// of `rows`, with the workloads they run. One definition, two tables.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Include {
+    pub paper: String,
+    /// Row-id prefixes ("t3-" takes every Table 3 row).
+    pub rows: Vec<String>,
+}
+
 /// A paper's data file.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -140,6 +155,11 @@ pub struct PaperFile {
     pub text: String,
     #[serde(default)]
     pub workload: Vec<PaperWorkload>,
+    /// Rows taken from other papers' files (resolved by `load`, before the
+    /// file's own rows).
+    #[serde(default, skip_serializing)]
+    pub include: Vec<Include>,
+    #[serde(default)]
     pub row: Vec<PaperRow>,
 }
 
@@ -154,6 +174,9 @@ impl PaperFile {
     }
 
     fn check(&self) -> Result<()> {
+        if self.row.is_empty() && self.include.is_empty() {
+            return Err(Error::input("no [[row]] and no [[include]]".to_string()));
+        }
         let mut ids = BTreeSet::new();
         for r in &self.row {
             if r.id.trim().is_empty() || !ids.insert(r.id.as_str()) {
@@ -211,11 +234,52 @@ impl PaperFile {
     }
 }
 
-/// The data of one paper (`PAPERS`), parsed and checked.
+/// The data of one paper (`PAPERS`), parsed and checked, with the rows it
+/// includes from other papers (`Include`) placed first.
 pub fn load(paper: &str) -> Result<PaperFile> {
     let text = source(paper)
         .ok_or_else(|| Error::input(format!("paper '{paper}': not one of {}", PAPERS.join(", "))))?;
-    PaperFile::parse(paper, text)
+    let mut f = PaperFile::parse(paper, text)?;
+    resolve_includes(paper, &mut f, |p| {
+        let t = source(p).ok_or_else(|| Error::input(format!("paper '{p}': not one of {}", PAPERS.join(", "))))?;
+        PaperFile::parse(p, t)
+    })?;
+    Ok(f)
+}
+
+/// Put the rows `f` includes (and the workloads they name) before its own
+/// rows, and check the whole again (ids unique across both). `other` parses
+/// an included paper; an included file's own includes are not followed
+/// (one level: a section shows a paper's rows, it is not shown itself).
+pub fn resolve_includes(name: &str, f: &mut PaperFile, other: impl Fn(&str) -> Result<PaperFile>) -> Result<()> {
+    let mut rows = Vec::new();
+    let mut workloads: Vec<PaperWorkload> = Vec::new();
+    for inc in std::mem::take(&mut f.include) {
+        if inc.paper == name {
+            return Err(Error::input(format!("papers/{name}.toml: includes itself")));
+        }
+        let src = other(&inc.paper).map_err(|e| Error::input(format!("papers/{name}.toml: include: {e}")))?;
+        for prefix in &inc.rows {
+            let got: Vec<&PaperRow> = src.row.iter().filter(|r| r.id.starts_with(prefix.as_str())).collect();
+            if prefix.is_empty() || got.is_empty() {
+                return Err(Error::input(format!(
+                    "papers/{name}.toml: include of '{}': no row id starts with '{prefix}'", inc.paper)));
+            }
+            for r in got {
+                if let Some(w) = r.workload.as_deref().and_then(|w| src.workload(w)) {
+                    if f.workload(&w.name).is_none() && !workloads.iter().any(|x| x.name == w.name) {
+                        workloads.push(w.clone());
+                    }
+                }
+                rows.push(r.clone());
+            }
+        }
+    }
+    rows.append(&mut f.row);
+    f.row = rows;
+    workloads.append(&mut f.workload);
+    f.workload = workloads;
+    f.check().map_err(|e| Error::input(format!("papers/{name}.toml: {e}")))
 }
 
 #[cfg(test)]
@@ -259,5 +323,41 @@ mod tests {
                            quote = \"q\"\npaper = 1.0\nrule = \"gain\"\n", row("paper = 1.0\nrule = \"gain\""));
         assert!(PaperFile::parse("t", &dup).unwrap_err().to_string().contains("used twice"));
         assert!(load("nope").unwrap_err().to_string().contains("not one of pcc, ds"));
+    }
+
+    /// A section includes another file's rows by id prefix, with the
+    /// workloads they name, before its own; a prefix matching nothing, a
+    /// self-include and an id defined in both are refused.
+    #[test]
+    fn includes_take_rows_by_prefix_with_their_workloads() {
+        let src = format!("{HEAD}[[workload]]\nname = \"w\"\npaper_name = \"W\"\ninput = \"i\"\nfootprint = \"f\"\n\
+                           run = \"r\"\ncite = \"c\"\nneeds = \"n\"\n{}{}",
+                          row("paper = 1.1\nrule = \"gain\"\nworkload = \"w\"").replace(HEAD, "").replace("id = \"a\"", "id = \"t3-a\""),
+                          row("paper = 2.0\nrule = \"gain\"").replace(HEAD, "").replace("id = \"a\"", "id = \"t4-b\""));
+        let other = |p: &str| if p == "src" { PaperFile::parse("src", &src) } else { Err(Error::input("no such paper")) };
+        let sec = |inc: &str, own: &str| -> Result<PaperFile> {
+            let mut f = PaperFile::parse("sec", &format!("{HEAD}{inc}\n{own}"))?;
+            resolve_includes("sec", &mut f, other)?;
+            Ok(f)
+        };
+        let f = sec("[[include]]\npaper = \"src\"\nrows = [\"t3-\"]", &row("paper = 3.0\nrule = \"gain\"").replace(HEAD, "")).unwrap();
+        assert_eq!(f.row.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), ["t3-a", "a"]);
+        assert_eq!(f.workload.len(), 1);
+        assert!(f.include.is_empty());
+        let e = sec("[[include]]\npaper = \"src\"\nrows = [\"t9-\"]", "").unwrap_err().to_string();
+        assert!(e.contains("no row id starts with 't9-'"), "{e}");
+        let e = sec("[[include]]\npaper = \"sec\"\nrows = [\"a\"]", "").unwrap_err().to_string();
+        assert!(e.contains("includes itself"), "{e}");
+        let twice = row("paper = 3.0\nrule = \"gain\"").replace(HEAD, "").replace("id = \"a\"", "id = \"t4-b\"");
+        let e = sec("[[include]]\npaper = \"src\"\nrows = [\"t4-\"]", &twice).unwrap_err().to_string();
+        assert!(e.contains("used twice"), "{e}");
+        // The virt section's included rows are ingens.toml's, field for field.
+        let (virt, ingens) = (load("virt").unwrap(), load("ingens").unwrap());
+        let t3 = ingens.row.iter().filter(|r| r.id.starts_with("t3-")).count();
+        assert_eq!(t3, 27);
+        for r in ingens.row.iter().filter(|r| r.id.starts_with("t3-") || r.id.starts_with("s24-")) {
+            let v = virt.row.iter().find(|x| x.id == r.id).unwrap();
+            assert_eq!(serde_json::to_string(v).unwrap(), serde_json::to_string(r).unwrap());
+        }
     }
 }

@@ -3,6 +3,7 @@
 
 use super::ept::VmExits;
 use super::hypervisor::PairWalks;
+use crate::hw::nested::HostWalkCounters;
 use crate::config::virt::VirtResolved;
 use crate::os::metrics::OsStats;
 use crate::os::phys::FragReport;
@@ -42,6 +43,9 @@ pub struct VirtReport {
     pub vm_exit_seconds: f64,
     /// Walks and walk references by (guest leaf size, host leaf size).
     pub walks_by_pair: Vec<PairWalks>,
+    /// The host walks inside the nested walks and how the nested TLB and the
+    /// host PWC served them, over all cpus.
+    pub host_walks: HostWalkCounters,
     /// Huge-page bytes mapped at the end in the guests (GVA) and the host (GPA).
     pub guest_huge_bytes: u64,
     pub host_huge_bytes: u64,
@@ -54,4 +58,9 @@ pub struct VirtReport {
     /// `virt.guest_segment` is on; ISCA'13 §3.3, extension).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub guest_segment_walks: Option<u64>,
+    /// Their references, and the most of any one walk (same condition).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub guest_segment_walk_refs: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub guest_segment_max_refs: Option<u32>,
 }

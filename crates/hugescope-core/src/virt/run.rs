@@ -13,7 +13,7 @@ use crate::config::virt::VirtResolved;
 use crate::config::MachineConfig;
 use crate::cost;
 use crate::hw::segment::ProcessSegment;
-use crate::hw::nested::NestedCaches;
+use crate::hw::nested::{HostWalkCounters, NestedCaches};
 use crate::hw::{Geometry, NestedWalker, NoSegment};
 use crate::os::clock::TimeBase;
 use crate::os::kernel::{Kernel, OsConfig};
@@ -297,6 +297,10 @@ fn finish(sim: &mut VirtSim, guest: &PolicySpec, host: &PolicySpec, os: &OsConfi
         })
         .collect();
     let g0 = &hv.vms[0].guest;
+    let mut host_walks = HostWalkCounters::default();
+    for m in &sim.mmus {
+        host_walks.add(&m.walker.host);
+    }
     let report = VirtReport {
         host_policy: host.label.clone(),
         host_policy_params: hv.host.policy_params(),
@@ -304,6 +308,7 @@ fn finish(sim: &mut VirtSim, guest: &PolicySpec, host: &PolicySpec, os: &OsConfi
         vm_exit_seconds: vms.iter().map(|v| v.vm_exit_seconds).sum(),
         vm_exits,
         walks_by_pair: hv.pairs(),
+        host_walks,
         guest_huge_bytes: vms.iter().map(|v| v.guest_huge_bytes).sum(),
         host_huge_bytes: vms.iter().map(|v| v.host_huge_bytes).sum(),
         host_huge_bytes_peak: hv.host.peak_huge_bytes(),
@@ -312,6 +317,8 @@ fn finish(sim: &mut VirtSim, guest: &PolicySpec, host: &PolicySpec, os: &OsConfi
         host_os_stats: hv.host.stats().clone(),
         vms,
         guest_segment_walks: virt.guest_segment.then_some(hv.guest_segment_walks),
+        guest_segment_walk_refs: virt.guest_segment.then_some(hv.guest_segment_refs),
+        guest_segment_max_refs: virt.guest_segment.then_some(hv.guest_segment_max_refs),
     };
     PolicyResult {
         hugescope_version: env!("CARGO_PKG_VERSION"),
