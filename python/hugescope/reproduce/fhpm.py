@@ -167,20 +167,26 @@ def rows(scale: str, seeds: List[int], t: Dict[str, List[List[Dict[str, Any]]]])
     return out
 
 
+def _tmm_pair(rows, u: float, other: str):
+    """FHPM-TMM's and ``other``'s rows at ``u``, and the counters both notes
+    quote: where their accesses went (placement) and their DTLB misses."""
+    f, o = _pick(rows, "config", "FHPM-TMM", u=u), _pick(rows, "config", other, u=u)
+    placement = (f"fast-tier access share {f['fast_access_share']:.3f} vs {o['fast_access_share']:.3f}, "
+                 f"memory cycles {f['memory_cycles']:.3g} vs {o['memory_cycles']:.3g}")
+    misses = f"{f['dtlb_misses']:,} DTLB misses against {o['dtlb_misses']:,}"
+    return placement, misses
+
+
 def _u1_note(rows) -> str:
-    f, b = _pick(rows, "config", "FHPM-TMM", u=1.0), _pick(rows, "config", "HMM-v-Base", u=1.0)
-    return (f". At u=1 the placement is HMM-v-Base's (fast-tier access share {f['fast_access_share']:.3f} vs "
-            f"{b['fast_access_share']:.3f}, memory cycles {f['memory_cycles']:.3g} vs {b['memory_cycles']:.3g}); "
-            f"FHPM-TMM's gain is translation only ({f['dtlb_misses']:,} DTLB misses against {b['dtlb_misses']:,}): "
-            f"every hot huge page is unbalanced and HP keeps huge only those left when the pressure reaches 0, "
-            f"which stage 2 maps 4KB for a quarter of the run")
+    placement, misses = _tmm_pair(rows, 1.0, "HMM-v-Base")
+    return (f". At u=1 the placement is HMM-v-Base's ({placement}); FHPM-TMM's gain is translation only "
+            f"({misses}): every hot huge page is unbalanced and HP keeps huge only those left when the pressure "
+            f"reaches 0, which stage 2 maps 4KB for a quarter of the run")
 
 
 def _u0_note(rows) -> str:
-    f, h = _pick(rows, "config", "FHPM-TMM", u=0.0), _pick(rows, "config", "HMM-v-Huge", u=0.0)
-    return (f". At u=0 the placement is the same (fast-tier access share {f['fast_access_share']:.3f} vs "
-            f"{h['fast_access_share']:.3f}, memory cycles {f['memory_cycles']:.3g} vs {h['memory_cycles']:.3g}); FHPM "
-            f"pays stage 2's 4KB translations: {f['dtlb_misses']:,} DTLB misses against {h['dtlb_misses']:,} "
+    placement, misses = _tmm_pair(rows, 0.0, "HMM-v-Huge")
+    return (f". At u=0 the placement is the same ({placement}); FHPM pays stage 2's 4KB translations: {misses} "
             f"(companion pages on every hot huge page for a quarter of the run, the spec's 5 s of 20). The hot set "
             f"is scaled 1:10 (docs/assumptions.md): at 2MB it fits the STLB, so HMM-v-Huge takes almost no walks and "
             f"stage 2's 4KB walks are all of the gap; the paper's 4GB (2048 huge pages) would not fit it")
