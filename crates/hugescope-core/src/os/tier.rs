@@ -21,9 +21,9 @@
 //!   direction; a leaf written while its copy window is open (its D bit set
 //!   during the copy, which HMM-v learns from PML) is copied again, counted.
 //! - A huge leaf promoted into a fast tier with no free aligned block of its
-//!   size first compacts the fast tier (`compact_fast`): the fewest base-page
-//!   leaves that free one aligned block move to free frames elsewhere in the
-//!   fast tier, at the same copy and remap costs. Linux allocates a THP's
+//!   size first compacts the fast tier (`compact_fast`, the allocator's
+//!   compaction restricted to the tier's frames): leaves move to free frames
+//!   elsewhere in the fast tier, at the same copy and remap costs. Linux allocates a THP's
 //!   migration target with GFP_TRANSHUGE | __GFP_THISNODE, i.e. with direct
 //!   compaction of the target node; without it, a tier holding base pages
 //!   beside huge ones (FHPM-TMM after its splits) refuses huge promotions
@@ -42,7 +42,7 @@ use super::kernel::Kernel;
 // and the result (`config.rs`, `metrics.rs`).
 pub use super::config::TierConfig;
 pub use super::metrics::TierStats;
-use super::phys::{Migration, Mobility, PhysMem, FRAG_OWNER};
+use super::phys::{Migration, PhysMem};
 use crate::trace::Access;
 use crate::{Error, Result};
 
@@ -274,78 +274,34 @@ impl Kernel {
     }
 
     /// Free one aligned block of `order` in the fast tier for a huge
-    /// promotion by moving the leaves in it to free frames elsewhere in the
-    /// fast tier (Linux's direct compaction of a THP migration target node,
-    /// module docs). The block chosen holds the fewest allocated frames, then
-    /// the lowest address, among those whose every block is movable, smaller
-    /// than `order` and of a process, and whose frames fit in the tier's free
-    /// frames outside it. Each moved leaf is a tier migration's cost (a copy
-    /// at the bandwidth in the background, one remap); the kernel's
-    /// compaction counters count the call and the pages. False: no block
-    /// qualifies.
+    /// promotion: the allocator's compaction restricted to the fast tier's
+    /// frames (`PhysMem::compact_in`: fewest-used candidate first, no page
+    /// enters or leaves the tier; Linux's direct compaction of a THP
+    /// migration target node, module docs). Each moved block is a tier
+    /// migration's cost (a copy at the bandwidth in the background, one
+    /// remap, its range shot down with the placement's); the kernel's
+    /// compaction counters count the call and the pages. Returns whether a
+    /// block of `order` is now free in the tier.
     fn compact_fast(&mut self, order: u32, ranges: &mut Vec<(u16, u64, u64)>) -> bool {
         let Some(fast) = self.tiers.as_ref().map(|t| t.fast_frames) else { return false };
-        let n = 1u64 << order;
-        let free_fast = self.phys.free_frames_in(0, fast);
-        let mut best: Option<(u64, u64)> = None; // (used frames, block start)
-        let mut b = 0;
-        while b + n <= fast {
-            let free_in = self.phys.free_frames_in(b, b + n);
-            let used = n - free_in;
-            if used > 0 && free_fast - free_in >= used && best.is_none_or(|(u, _)| used < u) && self.fast_block_movable(b, n, order) {
-                best = Some((used, b));
-            }
-            b += n;
-        }
-        let Some((_, b)) = best else { return false };
-        let bs = self.shape.base_shift;
-        let (mut moved, mut pages) = (0u64, 0u64);
-        let mut p = b;
-        while p < b + n {
-            let Some(blk) = self.phys.allocated_block(p) else {
-                p += 1;
-                continue;
-            };
-            // Outside the block being emptied: below it, then above it.
-            let to = self
-                .phys
-                .alloc_in(blk.order, 0, b, blk.mobility, blk.owner)
-                .or_else(|| self.phys.alloc_in(blk.order, b + n, fast, blk.mobility, blk.owner));
-            let Some(to) = to else { break };
-            self.phys.free(blk.pfn, blk.order);
-            moved += 1;
-            pages += 1 << blk.order;
-            ranges.extend(self.remap_migrated(Migration { from: blk.pfn, to, order: blk.order, owner: blk.owner }));
-            p = blk.pfn + (1 << blk.order);
-        }
-        let ok = self.phys.free_frames_in(b, b + n) == n;
+        let mut moves = std::mem::take(&mut self.scratch);
+        moves.clear();
+        let r = self.phys.compact_in(order, 0..fast, u64::MAX, &mut |m| moves.push(m));
         self.stats.compactions += 1;
-        self.stats.compaction_successes += ok as u64;
-        self.stats.compaction_migrated_pages += pages;
+        self.stats.compaction_successes += r.success as u64;
+        self.stats.compaction_migrated_pages += r.migrated_pages;
+        let moved = moves.len() as u64;
+        for m in moves.drain(..) {
+            ranges.extend(self.remap_migrated(m));
+        }
+        self.scratch = moves;
+        let bs = self.shape.base_shift;
         let t = self.tiers.as_mut().expect("checked");
         t.stats.migrated_leaves += moved;
-        let secs = ((pages << bs) as f64) / t.bytes_per_second();
+        let secs = ((r.migrated_pages << bs) as f64) / t.bytes_per_second();
         t.stats.copy_seconds += secs;
         self.clock.charge_async(secs);
-        ok
-    }
-
-    /// Whether every allocated block in the `n` frames at `b` is movable,
-    /// smaller than `order` and mapped by a process (compaction may empty it).
-    fn fast_block_movable(&self, b: u64, n: u64, order: u32) -> bool {
-        let mut p = b;
-        while p < b + n {
-            match self.phys.allocated_block(p) {
-                None => p += 1,
-                Some(blk) => {
-                    if blk.order >= order || blk.mobility != Mobility::Movable || blk.owner == FRAG_OWNER {
-                        return false;
-                    }
-                    p = blk.pfn + (1 << blk.order);
-                }
-            }
-        }
-        true
+        r.success
     }
 
     /// Place the leaves in the tiers by rank (FHPM §5, HMM-v): `ranked`

@@ -29,6 +29,7 @@
 
 use super::buddy::{mobility_of, ALLOC, HEAD, ORDER_MASK, UNMOV};
 use super::{Pfn, PhysMem};
+use std::ops::Range;
 
 /// One block moved by compaction. The owner tag moved with it; the kernel
 /// rewrites the mapping of `owner` from `from` to `to` and shoots down TLBs.
@@ -72,6 +73,29 @@ impl PhysMem {
         )
     }
 
+    /// Compact inside `range` only, until it holds a free block of `order`:
+    /// candidates and destinations are both in it, so no page enters or
+    /// leaves it. A memory tier's direct compaction (`os/tier.rs`: Linux
+    /// compacts the target node of a THP migration, and a tier is a frame
+    /// range of one node). `range` is in whole pageblocks.
+    pub fn compact_in(
+        &mut self,
+        order: u32,
+        range: Range<Pfn>,
+        max_migrations: u64,
+        on_move: &mut dyn FnMut(Migration),
+    ) -> CompactResult {
+        let (lo, hi) = (range.start, range.end);
+        self.compact_range(
+            order,
+            range,
+            max_migrations,
+            &mut |pm: &PhysMem| pm.find_free_in(order, lo, hi).is_some(),
+            &mut |_, _, _| true,
+            on_move,
+        )
+    }
+
     /// General form: empty candidate blocks of `order` until `done(self)`
     /// holds (e.g. Ingens' "FMFI ≤ 0.8", §4.4), migrating at most
     /// `max_migrations` base pages. `can_move(pfn, order, owner)` may veto a
@@ -80,6 +104,20 @@ impl PhysMem {
     pub fn compact_until(
         &mut self,
         order: u32,
+        max_migrations: u64,
+        done: &mut dyn FnMut(&PhysMem) -> bool,
+        can_move: &mut dyn FnMut(Pfn, u32, u64) -> bool,
+        on_move: &mut dyn FnMut(Migration),
+    ) -> CompactResult {
+        let all = 0..self.total;
+        self.compact_range(order, all, max_migrations, done, can_move, on_move)
+    }
+
+    /// `compact_until` with candidates and destinations inside `range`.
+    fn compact_range(
+        &mut self,
+        order: u32,
+        range: Range<Pfn>,
         max_migrations: u64,
         done: &mut dyn FnMut(&PhysMem) -> bool,
         can_move: &mut dyn FnMut(Pfn, u32, u64) -> bool,
@@ -95,10 +133,15 @@ impl PhysMem {
         if order == 0 || order > self.max_order || self.free < 1 << order {
             return res;
         }
-        let dests = self.destinations(order);
+        let pb = |p: Pfn| (p >> self.pb_order) as usize;
+        let pbs_in = pb(range.start)..pb(range.end.min(self.total) + (1 << self.pb_order) - 1);
+        let mut dests = self.destinations(order);
+        dests.retain(|i| pbs_in.contains(i));
         let mut di = 0usize;
         let mut role = vec![0u8; self.pb_used.len()];
-        for (_, base) in self.candidates(order) {
+        let mut cands = self.candidates(order);
+        cands.retain(|&(_, base)| base >= range.start && base + (1 << order) <= range.end);
+        for (_, base) in cands {
             if done(self) {
                 break;
             }

@@ -13,6 +13,13 @@ impl PhysMem {
     /// Allocate a naturally aligned block of `2^order` frames lying wholly in
     /// `[lo, hi)`. `None` when the range holds no free block large enough.
     pub fn alloc_in(&mut self, order: u32, lo: Pfn, hi: Pfn, mobility: Mobility, owner: u64) -> Option<Pfn> {
+        let at = self.find_free_in(order, lo, hi)?;
+        self.alloc_at(at, order, mobility, owner)
+    }
+
+    /// Where `alloc_in` would allocate: the first frame of a free aligned
+    /// block of `2^order` frames wholly in `[lo, hi)`, best fit by order.
+    pub fn find_free_in(&self, order: u32, lo: Pfn, hi: Pfn) -> Option<Pfn> {
         if order > self.max_order || lo >= hi.min(self.total) {
             return None;
         }
@@ -25,13 +32,13 @@ impl PhysMem {
             if lo & ((1 << k) - 1) != 0 && self.lists[k as usize].contains(straddle as usize) {
                 let at = lo.div_ceil(need) * need;
                 if at + need <= ((straddle + 1) << k).min(hi) {
-                    return self.alloc_at(at, order, mobility, owner);
+                    return Some(at);
                 }
             }
             let Some(i) = self.lists[k as usize].next_from(lo.div_ceil(1 << k) as usize) else { continue };
             let p = (i as u64) << k;
             if p + need <= hi {
-                return self.alloc_at(p, order, mobility, owner);
+                return Some(p);
             }
         }
         None
@@ -91,5 +98,39 @@ mod tests {
         assert_eq!(pm.free_frames_in(4, 12), 0);
         assert_eq!(pm.free_frames_in(0, 16), 8);
         pm.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn compaction_inside_a_range_keeps_its_pages_inside() {
+        // 4 pageblocks of 512 frames: pb0 holds frame 0, pb1 frame 517, pb2 a
+        // whole order-9 block, pb3 an order-8 block (256 frames). No free
+        // order-9 block anywhere.
+        let fresh = || {
+            let mut pm = PhysMem::new(8 << 20, 4096, 9).unwrap();
+            assert_eq!(pm.alloc_at(0, 0, Mobility::Movable, 1), Some(0));
+            assert_eq!(pm.alloc_at(517, 0, Mobility::Movable, 2), Some(517));
+            assert_eq!(pm.alloc_at(1024, 9, Mobility::Movable, 3), Some(1024));
+            assert_eq!(pm.alloc_at(1536, 8, Mobility::Movable, 4), Some(1536));
+            assert_eq!(pm.find_free_in(9, 0, 2048), None);
+            pm
+        };
+        // The whole node: frame 0 (the fewest-used candidate) goes to the most
+        // used pageblock with room, pb3, outside [0, 1024).
+        let mut all = fresh();
+        let mut moves = Vec::new();
+        assert!(all.compact(9, u64::MAX, &mut |m| moves.push(m)).success);
+        assert_eq!(moves.len(), 1);
+        assert!(moves[0].from == 0 && (1536..2048).contains(&moves[0].to), "{moves:?}");
+        // Restricted to [0, 1024) (a fast tier of two pageblocks): it lands in
+        // pb1, and pb0 is the free order-9 block the range now holds.
+        let mut tier = fresh();
+        moves.clear();
+        let r = tier.compact_in(9, 0..1024, u64::MAX, &mut |m| moves.push(m));
+        assert!(r.success && r.migrated_pages == 1);
+        assert_eq!(moves.len(), 1);
+        assert!(moves[0].from == 0 && (512..1024).contains(&moves[0].to), "{moves:?}");
+        assert_eq!(tier.find_free_in(9, 0, 1024), Some(0));
+        assert_eq!(tier.free_frames_in(1024, 2048), 256);
+        tier.check_invariants().unwrap();
     }
 }
