@@ -297,12 +297,9 @@ def _sequential_trace(path: str, wss_mib: int, passes: int, access: str = "rw") 
     with open(path, "w") as f:
         f.write(f"# fhpm split-collapse: {passes} sequential {ACCESS[access]} passes over {wss_mib} MiB\n")
         for p in range(passes):
-            if access == "rw":
-                for i in range(pages):
-                    f.write(f"{HP_BASE + i * 4096:#x},{'W' if (i + p) % 2 else 'R'}\n")
-            else:
-                op = "W" if access == "write" else "R"
-                f.writelines(f"{HP_BASE + i * 4096:#x},{op}\n" for i in range(pages))
+            def op(i: int) -> str:
+                return ("W" if (i + p) % 2 else "R") if access == "rw" else ("W" if access == "write" else "R")
+            f.writelines(f"{HP_BASE + i * 4096:#x},{op(i)}\n" for i in range(pages))
 
 
 def _split_collapse(cfg, tdir, seed, step):

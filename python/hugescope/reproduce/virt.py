@@ -22,9 +22,6 @@ from .. import virt_study, workloads
 from . import ingens
 from .common import measured, study_command
 
-#: ds-virt's scale per reproduction scale: the counts are per walk, the same
-#: at any footprint past the TLB's reach (``papers/virt.toml``'s workload).
-DS_SCALE = {"ci": "ci", "paper": "paper"}
 #: Machine keys turning the nested caches off: the walk ISCA'13 §3.3 counts.
 NO_CACHES = ["virt.guest_pwc={}", "virt.host_pwc={}", "virt.nested_tlb.entries=0"]
 #: The §3.3 rows: (row id, ds-virt machine, column of the count).
@@ -68,12 +65,12 @@ def ds_tables(scale: str, seed: int) -> Dict[str, List[Dict[str, Any]]]:
     """virt_study's ds-virt rows of one seed on two machines: ``uncached``
     (``NO_CACHES``: the walk §3.3 counts) and ``cached`` (the preset's
     nested caches: what the run's walks cost)."""
-    cfg = virt_study.SCALES[DS_SCALE[scale]]
+    cfg = virt_study.SCALES[scale]
     with tempfile.TemporaryDirectory(prefix="hugescope-virt-ds-") as tdir:
         paths = {}
         for label, workload in virt_study.WORKLOADS.items():
             paths[label] = os.path.join(tdir, f"{workload}.hst")
-            workloads.trace(workload, paths[label], **virt_study._params(DS_SCALE[scale], label, seed))  # noqa: SLF001
+            workloads.trace(workload, paths[label], **virt_study._params(scale, label, seed))  # noqa: SLF001
         return {"uncached": virt_study._ds_virt(paths, {**cfg, "set": NO_CACHES}, lambda _: None),  # noqa: SLF001
                 "cached": virt_study._ds_virt(paths, cfg, lambda _: None)}  # noqa: SLF001
 
@@ -119,8 +116,8 @@ def ds_rows(scale: str, seeds: List[int], ds: List[Dict[str, List[Dict[str, Any]
     "up to 24" is Bhargava et al.'s uncached 2-D walk); the note gives the
     same with the preset's caches."""
     wls = list(virt_study.WORKLOADS)
-    params = {w: virt_study._params(DS_SCALE[scale], w, seeds[0]) for w in wls}  # noqa: SLF001
-    sources = (f"virt_study 'ds-virt' at {DS_SCALE[scale]} scale: "
+    params = {w: virt_study._params(scale, w, seeds[0]) for w in wls}  # noqa: SLF001
+    sources = (f"virt_study 'ds-virt' at {scale} scale: "
                + "; ".join(f"{w} ({virt_study.WORKLOADS[w]} {p}, seed varies)" for w, p in params.items())
                + f"; host and guest base pages; machine {virt_study.PRESET} with the nested caches off "
                f"({' '.join(NO_CACHES)}), and as preset for the note (guest and host page-walk caches as the "

@@ -237,14 +237,16 @@ impl PaperFile {
 /// The data of one paper (`PAPERS`), parsed and checked, with the rows it
 /// includes from other papers (`Include`) placed first.
 pub fn load(paper: &str) -> Result<PaperFile> {
+    let mut f = parse_source(paper)?;
+    resolve_includes(paper, &mut f, parse_source)?;
+    Ok(f)
+}
+
+/// One paper's own file, parsed and checked (its includes not resolved).
+fn parse_source(paper: &str) -> Result<PaperFile> {
     let text = source(paper)
         .ok_or_else(|| Error::input(format!("paper '{paper}': not one of {}", PAPERS.join(", "))))?;
-    let mut f = PaperFile::parse(paper, text)?;
-    resolve_includes(paper, &mut f, |p| {
-        let t = source(p).ok_or_else(|| Error::input(format!("paper '{p}': not one of {}", PAPERS.join(", "))))?;
-        PaperFile::parse(p, t)
-    })?;
-    Ok(f)
+    PaperFile::parse(paper, text)
 }
 
 /// Put the rows `f` includes (and the workloads they name) before its own
