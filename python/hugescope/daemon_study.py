@@ -246,8 +246,10 @@ def budget_bytes(footprint: int, share: Optional[float]) -> Optional[int]:
 def _workload_once(name: str, params: Dict[str, Any], cond: str, budget: int, footprint: int, opts: Dict[str, Any],
                    tmpdir: str) -> Dict[str, Any]:
     plan = "all" if cond == "all" else "none"
+    # No samples: their page-table walks cost base pages more than huge ones
+    # (linux.run, ``sample_ms``); the study reads PAGEMAP_SCAN's coverage.
     request = {"workload": name, "params": workloads._clean(params), "plan": plan, "plan_json": None,
-               "sample_ms": 1000}
+               "sample_ms": 0}
     runner = None
     if cond in POLICIES:
         # The workload's child is a Python process: its own few MiB count in VmRSS,

@@ -594,7 +594,7 @@ def run(target: Union[str, Sequence[str]], plan: PlanArg = None, repeat: int = 3
     sample walks the process's page tables (``smaps_rollup``: about 10 ms for
     1 GiB of 4 KiB pages), so a built-in workload's sampler moves off a pinned
     ``cpu``, and measurements that need no samples (``validate --suite``,
-    ``model fit``) take none: even from another CPU the reads slowed GUPS over
+    ``model fit``, ``advise``, ``calibrate``, ``daemon-study``) take none: even from another CPU the reads slowed GUPS over
     1 GiB of base pages by 4% and all-huge not at all.
 
     ``baseline=True`` (with a plan) first runs the same ``warmup`` + ``repeat``
