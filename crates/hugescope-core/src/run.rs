@@ -590,9 +590,7 @@ struct EachRun<'a> {
 impl PassSink for EachRun<'_> {
     fn accesses(&mut self, recs: &[u64]) {
         for run in self.runs.iter_mut() {
-            for &rec in recs {
-                run.sim.step(crate::trace::Access::unpack(rec));
-            }
+            run.sim.step_records(recs);
         }
     }
     fn marker(&mut self, label: &str) {

@@ -214,8 +214,7 @@ impl PassSink for Groups {
         while let Some((mut g, from)) = work.pop() {
             let mut i = from;
             while i < recs.len() {
-                g.sim.step(crate::trace::Access::unpack(recs[i]));
-                i += 1;
+                i += g.sim.step_records_while(&recs[i..], |pt| !pt.timers_due());
                 if g.sim.pt.timers_due() {
                     // A cancelled run fires no more daemons (`Kernel`), so
                     // its timers stay due and every access would come here

@@ -177,6 +177,9 @@ pub trait SegmentUnit: Clone + Default {
     /// context: the OS reloads a running process's registers.
     fn update(&mut self, p: ProcessSegment);
     fn counters(&self) -> Option<SegmentCounters>;
+    /// Whether `hit` is false for every access until the next `update`: no
+    /// process has registers yet (`Simulator::step_records` then skips it).
+    fn idle(&self) -> bool;
 }
 
 /// A machine without direct segments: no state, no check.
@@ -194,6 +197,10 @@ impl SegmentUnit for NoSegment {
     fn update(&mut self, _p: ProcessSegment) {}
     fn counters(&self) -> Option<SegmentCounters> {
         None
+    }
+    #[inline(always)]
+    fn idle(&self) -> bool {
+        true
     }
 }
 
@@ -332,5 +339,12 @@ impl SegmentUnit for Segments {
             compaction_seconds: procs.iter().map(|p| p.desc.compaction_seconds).sum(),
             processes: procs.len() as u64,
         })
+    }
+
+    // No process registered: every context's loaded registers are the
+    // disabled ones (`switch_to` loads them lazily), so nothing can hit.
+    #[inline(always)]
+    fn idle(&self) -> bool {
+        self.procs.is_empty()
     }
 }
