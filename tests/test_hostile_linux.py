@@ -416,7 +416,7 @@ BAD_OPTIONS = [
     (["run", "--repeat", "-3", "--", "true"], "--repeat: -3:"),
     (["run", "--warmup", "-1", "--", "true"], "--warmup: -1:"),
     (["run", "--repeat", "1000001", "--", "true"], "--repeat: 1000001:"),
-    (["run", "--sample-ms", "0", "--", "true"], "--sample-ms: 0:"),
+    (["run", "--sample-ms", "-1", "--", "true"], "--sample-ms: -1:"),
     (["run", "--sample-ms", "99999999999", "--", "true"], "--sample-ms: 99999999999:"),
     (["run", "--timeout", "0", "--", "true"], "--timeout: 0 "),
     (["run", "--timeout", "nan", "--", "true"], "--timeout: nan "),

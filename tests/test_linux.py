@@ -164,6 +164,21 @@ def test_run_command_with_time_plan(tmp_path, capsys):
 
 
 @needs_thp
+def test_run_workload_with_sample_ms_0_takes_no_samples(tmp_path, capsys):
+    # The API's sample_ms=0 (what the measured runs of validate and model fit
+    # use) from the command line too; the default takes samples.
+    out = tmp_path / "run.json"
+    code, _, err = run_cli("run", "gups", "--size", "16MiB", "--updates", "50k", "--repeat", "1", "--warmup", "0",
+                           "--sample-ms", "0", "--json", out, capsys=capsys)
+    assert code == 0, err
+    assert load(out)["runs"][0]["samples"] == []
+    code, _, err = run_cli("run", "gups", "--size", "16MiB", "--updates", "50k", "--repeat", "1", "--warmup", "0",
+                           "--json", out, capsys=capsys)
+    assert code == 0, err
+    assert len(load(out)["runs"][0]["samples"]) >= 1
+
+
+@needs_thp
 @needs_root
 def test_run_program_plan_all_collapses_its_anonymous_memory(tmp_path, capsys):
     # Issue #38: 'run --plan all -- PROG' was refused. memhold maps 8 MiB at a

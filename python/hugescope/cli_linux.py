@@ -157,8 +157,9 @@ def _run_options(p: argparse.ArgumentParser, suppress: bool) -> None:
                    help="unmeasured runs first (default 1)")
     p.add_argument("--json", default=d(None), metavar="FILE",
                    help="write every measurement to this JSON file ('-': standard output)")
-    p.add_argument("--sample-ms", type=_count_arg("sampling period in ms", 1, linux.SAMPLE_MS_MAX), default=d(100),
-                   help="coverage sampling period in ms (default 100)")
+    p.add_argument("--sample-ms", type=_count_arg("sampling period in ms", 0, linux.SAMPLE_MS_MAX), default=d(100),
+                   help="huge-page and RSS sampling period in ms (default 100); 0 takes no samples: each sample "
+                        "walks the process's page tables, which slows a large base-page run (docs/linux.md)")
     p.add_argument("--timeout", type=_seconds_arg(positive=True), default=d(None),
                    help="kill a program after this many seconds (programs only); the run is marked 'timeout'")
     p.add_argument("--start-timeout", type=_seconds_arg(positive=False), default=d(10.0),
