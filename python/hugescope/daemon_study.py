@@ -690,8 +690,9 @@ def study(out: str, names: Sequence[str] = tuple(FULL), quick: bool = False, rep
         "options": {"quick": quick, "repeat": repeat, "budget_share": share, "interval_s": opts["interval"],
                     "rate": opts["rate"]},
         "loadavg_start": uptime(), "workloads": {}, "how": {
-            "cpu_s": "the workload thread's user + system CPU time over its algorithm phase (getrusage "
-                     "RUSAGE_THREAD; setup and the all-huge collapses excluded), one fresh process per run, pinned "
+            "cpu_s": "the workload thread's CPU time over its algorithm phase (clock_gettime "
+                     "CLOCK_THREAD_CPUTIME_ID, the scheduler's runtime; setup and the all-huge collapses "
+                     "excluded), one fresh process per run, pinned "
                      "to one CPU: the primary figure, since on a loaded machine wall time mostly measures the "
                      "scheduler",
             "run_s": "wall clock of the same phase (std::time::Instant)",

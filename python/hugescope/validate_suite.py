@@ -80,8 +80,8 @@ HOW_MEASURED = ("interleaved rounds (base, each plan, base again), every run a f
 #: A workload run's measured time per clock (``noise.CLOCKS``).
 PHASE_CLOCKS = {
     "wall": "wall clock (std::time::Instant) around the workload's algorithm phase",
-    "cpu": "CPU time of the workload thread over its algorithm phase (getrusage RUSAGE_THREAD, user + system; "
-           "time preempted or stolen by the host is not in it)",
+    "cpu": "CPU time of the workload thread over its algorithm phase (clock_gettime CLOCK_THREAD_CPUTIME_ID, "
+           "the scheduler's runtime, user + system; time preempted or stolen by the host is not in it)",
 }
 HOW_FLOOR = ("noise floor = the largest |ln(t_a / t_b)| of a round's two base runs (identical runs) over the "
              "rounds; a plan whose |ln(speedup)| is within it ties with base and is not ranked; ranked plans "
