@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{header, machine, BASE, MB2};
+use common::{header, machine, PromoteAt, BASE, MB2};
 use hugescope_core::hw::Geometry;
 use hugescope_core::os::clock::TimeBase;
 use hugescope_core::os::kernel::{AllocMode, Fragmentation, Kernel, OsConfig};
@@ -61,30 +61,6 @@ impl Policy for FirstRegion {
             FaultAction::Huge { size: k.pmd_size(), alloc: AllocMode::FreeOnly }
         } else {
             FaultAction::Base
-        }
-    }
-}
-
-/// A daemon that promotes every touched region of pid 0 at `at` seconds.
-struct PromoteAt {
-    at: f64,
-}
-
-impl Policy for PromoteAt {
-    fn name(&self) -> &'static str {
-        "promote-at"
-    }
-    fn init(&mut self, k: &mut Ctx<'_>) {
-        k.schedule_at(self.at, 1);
-    }
-    fn on_timer(&mut self, k: &mut Ctx<'_>, _id: u32) {
-        let view = k.view();
-        let regions: Vec<u64> = view.vma(0, 0).map(|v| (0..v.regions()).map(|ri| v.region_start(ri)).collect()).unwrap_or_default();
-        let size = k.pmd_size();
-        for r in regions {
-            if k.view().region(0, r).is_some_and(|s| s.touched > 0 && s.leaf_size == 0) {
-                let _ = k.promote(0, r, size, AllocMode::FreeOnly);
-            }
         }
     }
 }

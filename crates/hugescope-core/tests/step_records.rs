@@ -7,12 +7,14 @@
 //! `step_records_while` stops right after the access that made its
 //! condition false, as a sweep's group needs (`sweep.rs`).
 
+mod common;
+
+use common::PromoteAt;
 use hugescope_core::config::MachineConfig;
 use hugescope_core::hw::{Geometry, RadixWalker, Segments};
 use hugescope_core::os::clock::TimeBase;
 use hugescope_core::os::kernel::{Kernel, OsConfig};
-use hugescope_core::os::kernel::AllocMode;
-use hugescope_core::policy::{self, Ctx, Policy};
+use hugescope_core::policy::{self, Policy};
 use hugescope_core::sim::Simulator;
 use hugescope_core::trace::{Access, Region, TraceHeader};
 
@@ -25,30 +27,6 @@ fn header() -> TraceHeader {
     let mut h = TraceHeader::new("synthetic");
     h.regions.push(Region::new("data", BASE, 64 * MB2));
     h
-}
-
-/// Promotes every touched 4KB region of pid 0 at `at` seconds: a timer that
-/// fires inside `after_access` of whatever access reaches that time.
-struct PromoteAt {
-    at: f64,
-}
-
-impl Policy for PromoteAt {
-    fn name(&self) -> &'static str {
-        "promote-at"
-    }
-    fn init(&mut self, k: &mut Ctx<'_>) {
-        k.schedule_at(self.at, 1);
-    }
-    fn on_timer(&mut self, k: &mut Ctx<'_>, _id: u32) {
-        let regions: Vec<u64> = k.view().vma(0, 0).map(|v| (0..v.regions()).map(|ri| v.region_start(ri)).collect()).unwrap_or_default();
-        let size = k.pmd_size();
-        for r in regions {
-            if k.view().region(0, r).is_some_and(|s| s.touched > 0 && s.leaf_size == 0) {
-                let _ = k.promote(0, r, size, AllocMode::FreeOnly);
-            }
-        }
-    }
 }
 
 fn os() -> OsConfig {

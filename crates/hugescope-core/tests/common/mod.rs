@@ -1,12 +1,13 @@
 //! Scaffolding shared by the integration tests: a one-region header, a
-//! simulator over the OS model with a named policy, a small deterministic
+//! simulator over the OS model with a named policy, a daemon that promotes
+//! at a set time, a small deterministic
 //! generator. Each test file uses part of it.
 #![allow(dead_code)]
 
 use hugescope_core::config::MachineConfig;
 use hugescope_core::hw::Geometry;
-use hugescope_core::os::kernel::{Kernel, OsConfig};
-use hugescope_core::policy::{self, Policy};
+use hugescope_core::os::kernel::{AllocMode, Kernel, OsConfig};
+use hugescope_core::policy::{self, Ctx, Policy};
 use hugescope_core::profile::WalkProfile;
 use hugescope_core::sim::Simulator;
 use hugescope_core::trace::{Region, TraceHeader};
@@ -161,4 +162,28 @@ pub fn cache_entries(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
         .unwrap_or_default();
     v.sort();
     v
+}
+
+/// A daemon that promotes every touched region of pid 0 at `at` seconds.
+pub struct PromoteAt {
+    pub at: f64,
+}
+
+impl Policy for PromoteAt {
+    fn name(&self) -> &'static str {
+        "promote-at"
+    }
+    fn init(&mut self, k: &mut Ctx<'_>) {
+        k.schedule_at(self.at, 1);
+    }
+    fn on_timer(&mut self, k: &mut Ctx<'_>, _id: u32) {
+        let view = k.view();
+        let regions: Vec<u64> = view.vma(0, 0).map(|v| (0..v.regions()).map(|ri| v.region_start(ri)).collect()).unwrap_or_default();
+        let size = k.pmd_size();
+        for r in regions {
+            if k.view().region(0, r).is_some_and(|s| s.touched > 0 && s.leaf_size == 0) {
+                let _ = k.promote(0, r, size, AllocMode::FreeOnly);
+            }
+        }
+    }
 }
