@@ -1,7 +1,7 @@
 //! Scaffolding shared by the integration tests: a one-region header, a
 //! simulator over the OS model with a named policy, a daemon that promotes
-//! at a set time, a small deterministic
-//! generator. Each test file uses part of it.
+//! at a set time, a small deterministic generator. Each test file uses part
+//! of it.
 #![allow(dead_code)]
 
 use hugescope_core::config::MachineConfig;
