@@ -144,14 +144,16 @@ impl<P: PageTable, W: Walker, S: SegmentUnit> Simulator<P, W, S> {
     /// Simulate the packed records `recs` in order: exactly `step` on each.
     ///
     /// Most accesses of a run hit a page its MMU knows to lead its L1 set
-    /// (`Mmu::front_hit`: 71% of a BFS trace's, 85% of a PageRank's). This
-    /// loop handles those itself (the count, and the page table's
-    /// `after_access`) and sends the rest to `step` out of line, so the
-    /// common case runs in a short loop with its values in registers rather
-    /// than inside the whole miss path's register pressure. The shortcut is
-    /// taken only where `step` would take the same path: a native page table
-    /// (a virtual one switches VMs first), a known cpu, and a segment unit
-    /// with no process registered (none can hit before the TLBs).
+    /// (`Mmu::front_hit`: 71% of BFS's at Kronecker 21, 85% of PageRank's at
+    /// 20, on the PCC artifact's machine). This loop handles those itself
+    /// (the count, and the page table's `after_access`) and sends the rest
+    /// out of line to `step`, past the checks it made, so the common case
+    /// runs in a short loop rather than inlined beside the whole miss path:
+    /// PageRank's pass ran 1.28x as fast, BFS's 1.07x (docs/cli.md, the
+    /// one-configuration rows). The shortcut is taken only where `step` would
+    /// take the same path: a native page table (a virtual one switches VMs
+    /// first), a known cpu, and a segment unit with no process registered
+    /// (none can hit before the TLBs).
     pub fn step_records(&mut self, recs: &[u64]) {
         self.step_records_while(recs, |_| true);
     }
