@@ -244,11 +244,13 @@ impl Kernel {
         out
     }
 
-    /// Move one leaf's block to a free block of the other tier; returns the
-    /// range to shoot down. False (None) when the leaf's frames are not one
-    /// block of its own (a frame of a block split while partly freed, a
-    /// reservation's) or the target tier has no free block of its size.
-    fn migrate_leaf(&mut self, l: LeafAt, to_fast: bool, ranges: &mut Vec<(u16, u64, u64)>) -> Option<(u16, u64, u64)> {
+    /// Move one leaf's block to a free block of the other tier, adding the
+    /// ranges to shoot down to `ranges` (its own, and those of leaves a
+    /// compaction of the fast tier moved for it). Nothing moves when the
+    /// leaf's frames are not one block of its own (a frame of a block split
+    /// while partly freed, a reservation's) or the target tier has no free
+    /// block of its size (None).
+    fn migrate_leaf(&mut self, l: LeafAt, to_fast: bool, ranges: &mut Vec<(u16, u64, u64)>) -> Option<()> {
         let fast = self.tiers.as_ref()?.fast_frames;
         let b = self.phys.allocated_block(l.pfn).filter(|b| b.pfn == l.pfn && b.order == l.order)?;
         let (lo, hi) = if to_fast { (0, fast) } else { (fast, self.phys.total_frames()) };
@@ -270,7 +272,8 @@ impl Kernel {
             t.stats.demoted_bytes += bytes;
         }
         t.inflight.insert((l.pid, l.start), bytes);
-        self.remap_migrated(Migration { from: l.pfn, to, order: l.order, owner: b.owner })
+        ranges.extend(self.remap_migrated(Migration { from: l.pfn, to, order: l.order, owner: b.owner }));
+        Some(())
     }
 
     /// Free one aligned block of `order` in the fast tier for a huge
@@ -333,16 +336,14 @@ impl Kernel {
         let mut ranges: Vec<(u16, u64, u64)> = Vec::new();
         for l in self.all_leaves() {
             if l.pfn < cap && !want.contains(&(l.pid, l.start)) {
-                let r = self.migrate_leaf(l, false, &mut ranges);
-                ranges.extend(r);
+                let _moved = self.migrate_leaf(l, false, &mut ranges);
             }
         }
         for l in promote {
             // Re-read: the frame may have moved since the rank was taken.
             let Some(l) = self.leaf_at(l.pid, l.start) else { continue };
             if l.pfn >= cap {
-                let r = self.migrate_leaf(l, true, &mut ranges);
-                ranges.extend(r);
+                let _moved = self.migrate_leaf(l, true, &mut ranges);
             }
         }
         let t = self.tiers.as_mut().expect("checked");
