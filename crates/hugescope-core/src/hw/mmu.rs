@@ -171,7 +171,7 @@ impl<W: Walker> Mmu<W> {
     #[inline(always)]
     pub fn lookup(&mut self, a: &Access) -> Outcome {
         // Counted first and the front checked after, in this order: the
-        // static map's loop (`run_reader`) ran 3-5% slower the other way.
+        // static map's loop (`run_reader`) ran 3-6% slower the other way.
         self.stats.accesses += 1;
         self.stats.writes += a.write as u64;
         if let Some(s) = self.known_front(a) {
