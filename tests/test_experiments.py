@@ -149,6 +149,23 @@ def test_merge_round_trip(traces, tmp_path):
     assert len(df) == 3 and set(procs.pid) == {0, 1}
     assert procs[procs.role == "reference"].walk_reduction.notna().all()
     assert len(tl) and set(tl.pid) == {0, 1}
+    # Each process's own cycles are its cpu's accesses and translation: they
+    # add up to the run's base + translation cycles (OS time is the run's),
+    # and its speedup is its base-page cycles over them.
+    runs = hs.compare(out, ["linux"], preset="haswell-pcc")
+    cost, base = runs[0].record.cost, runs[0].record.base.cost
+    assert len(cost.per_cpu_cycles) == 2
+    assert sum(cost.per_cpu_cycles) == pytest.approx(cost.base_cycles + cost.translation_cycles, rel=1e-12)
+    ref = procs[procs.role == "reference"].set_index("pid")
+    ideal = hs.compare(out, ["ideal"], preset="haswell-pcc")[0].record
+    for pid in (0, 1):
+        assert ref.loc[pid, "cycles_est"] == pytest.approx(ideal.cost.per_cpu_cycles[pid], rel=1e-12)
+        assert ref.loc[pid, "speedup_est"] == pytest.approx(
+            ideal.base.cost.per_cpu_cycles[pid] / ideal.cost.per_cpu_cycles[pid], rel=1e-12)
+    assert base.per_cpu_cycles[0] > 0
+    # A single-cpu trace's result carries no per-cpu prices.
+    single = hs.compare(traces["bfs"], ["linux"], preset="haswell-pcc")[0].record
+    assert "per_cpu_cycles" not in single.cost and "per_cpu" not in single.translation
 
 
 def test_report_is_self_contained_and_has_every_figure(traces, tmp_path):

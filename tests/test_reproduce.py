@@ -136,8 +136,11 @@ def test_an_input_row_is_never_reproduced():
 
 
 def test_rows_without_values_say_why_and_bad_measurements_are_refused():
+    v, why = verdict("pcc", [], "f9a-mcf")
+    assert v == "not attempted" and "mcf has no workload" in why
+    # A row the run should have measured and did not says so.
     v, why = verdict("pcc", [], "f8-2t")
-    assert v == "not attempted" and "multi-threaded" in why
+    assert v == "not attempted" and "measured no value" in why
     v, why = verdict("pcc", [], "f5-bfs-speedup", scale="paper")
     assert v == "not attempted" and "10 GB" in why and "Kronecker 25" in why, why
     for bad, msg in (([m("nope", [1.0])], "not a row"), ([m("f7-demotion", [math.nan])], "finite"),
@@ -161,6 +164,12 @@ def fake(workload, seed, **over):
          "pcc4e_speedup": 1.40, "pcc4e_ptw_rate": 0.06, "pcc32e_speedup": 1.42, "pcc32e_ptw_rate": 0.05,
          "pcc128e_speedup": 1.44, "pcc128e_ptw_rate": 0.041, "pcc1024e_speedup": 1.44, "pcc1024e_ptw_rate": 0.04,
          "static_walks": 100, "static_walk_refs": 130}
+    for t in (2, 4, 8):
+        n.update({f"mt{t}_hf_speedup": 1.1, f"mt{t}_rr_speedup": 1.1, f"mt{t}_ideal_speedup": 1.2,
+                  f"mt{t}_hf_promotions": 2, f"mt{t}_rr_promotions": 2, f"mt{t}_hf_ptw_rate": 0.1,
+                  f"mt{t}_rr_ptw_rate": 0.1})
+    if workload == "bfs":
+        n.update({"mt8_hf16_speedup": 1.3, "mt8_hf32_speedup": 1.3})
     for lvl in (50, 90):
         for p in ("linux", "hawkeye", "pcc", "pcc_demotion"):
             n[f"frag{lvl}_{p}_speedup"] = 1.0
@@ -201,6 +210,62 @@ def test_pcc_rows_aggregate_per_seed_by_hand():
     assert judged["f1-ideal-max"]["verdict"] == "shape" and "outside 1.75..2.25x" in judged["f1-ideal-max"]["reason"]
 
 
+def test_pcc_fig8_rows_aggregate_kernels_and_threads_by_hand():
+    seeds = [1, 2, 3]
+    bfs = dict(mt2_hf_speedup=1.2, mt4_hf_speedup=1.1, mt8_hf_speedup=1.05, mt2_rr_speedup=1.0, mt4_rr_speedup=1.0,
+               mt8_rr_speedup=1.0, mt2_ideal_speedup=1.5, mt4_ideal_speedup=1.5, mt8_ideal_speedup=1.5,
+               mt8_hf16_speedup=1.3, mt8_hf32_speedup=1.25)
+    nums = {"bfs": [fake("bfs", s, **bfs) for s in seeds],
+            "pagerank": [fake("pagerank", s, mt2_rr_speedup=1.0, mt4_rr_speedup=1.0, mt8_rr_speedup=1.0)
+                         for s in seeds]}
+    rows = {r["id"]: r for r in rpcc._rows(nums, seeds, ["bfs", "pagerank"], rpcc.CI)}
+    # 2 threads: geomean of BFS 1.2 and PageRank 1.1; shares 100 x 1.2 / 1.5 = 80 and 100 x 1.1 / 1.2.
+    assert rows["f8-2t"]["values"] == pytest.approx([math.sqrt(1.2 * 1.1)] * 3)
+    assert rows["f8-2t-ideal"]["values"] == pytest.approx([(80 + 100 * 1.1 / 1.2) / 2] * 3)
+    assert rows["f8-8t"]["values"] == pytest.approx([math.sqrt(1.05 * 1.1)] * 3)
+    # Over kernels and thread counts: (1.2 x 1.1 x 1.05 x 1.1^3)^(1/6) against round robin's 1.0.
+    hf = (1.2 * 1.1 * 1.05 * 1.1 ** 3) ** (1 / 6)
+    assert rows["f8-policy"]["values"] == pytest.approx([hf] * 3) and rows["f8-policy"]["other"] == [1.0] * 3
+    assert rows["intro-mt"]["values"] == pytest.approx([hf] * 3)
+    assert rows["f8-bfs-8t-overhead"]["values"] == [1.25] * 3 and rows["f8-bfs-8t-overhead"]["other"] == [1.3] * 3
+    judged = {r["id"]: r for r in reproduce.evaluate("pcc", "ci", list(rows.values()))}
+    # 1.149x inside 1.07..1.18x; 85.8% inside 85..94%.
+    assert judged["f8-2t"]["verdict"] == "reproduced"
+    assert judged["f8-2t-ideal"]["verdict"] == "reproduced"
+    # 1.25 below 1.3 by 0.05, above a speedup's 0.02 resolution, with no spread: the ordering holds.
+    assert judged["f8-bfs-8t-overhead"]["verdict"] == "shape"
+    # Equal policies fail the ordering.
+    rows["f8-policy"]["other"] = rows["f8-policy"]["values"]
+    judged = {r["id"]: r for r in reproduce.evaluate("pcc", "ci", list(rows.values()))}
+    assert judged["f8-policy"]["verdict"] == "not reproduced"
+
+
+def test_pcc_fig9b_rows_from_the_pair_by_hand():
+    seeds = [1, 2, 3]
+    pair = [{"seed": s, "hf_speedup": 1.30, "rr_speedup": 1.30 + 0.05 * s, "ideal_speedup": 1.6,
+             "hf_pagerank_speedup": 1.40, "hf_sssp_speedup": 1.20, "rr_pagerank_speedup": 1.3,
+             "rr_sssp_speedup": 1.3, "ideal_pagerank_speedup": 1.50, "ideal_sssp_speedup": 2.0,
+             **{f"{k}_{n}_huge_share": 0.1 for k in ("hf", "rr", "ideal") for n in ("pagerank", "sssp")}}
+            for s in seeds]
+    nums = {k: [fake(k, s) for s in seeds] for k in ("pagerank", "sssp")}
+    rows = {r["id"]: r for r in rpcc._rows(nums, seeds, ["sssp", "pagerank"], rpcc.CI, pair=pair)}
+    assert rows["f9b-pagerank"]["values"] == [1.40] * 3 and rows["f9b-sssp"]["values"] == [1.20] * 3
+    # The lower share: SSSP's 1.2 / 2.0 = 60% under PageRank's 1.4 / 1.5 = 93.3%.
+    assert rows["f9b-best"]["values"] == pytest.approx([60.0] * 3)
+    assert rows["f9b-policy"]["values"] == pytest.approx([1.35, 1.40, 1.45])
+    assert rows["f9b-policy"]["other"] == [1.30] * 3
+    assert "trace merge pagerank-$S.hst sssp-$S.hst" in rows["f9b-policy"]["command"]
+    judged = {r["id"]: r for r in reproduce.evaluate("pcc", "ci", list(rows.values()))}
+    # 1.40x against 1.23x: gain 0.40 outside 0.23 +- 25%; 1.20x against 1.19x: inside.
+    assert judged["f9b-pagerank"]["verdict"] == "shape" and judged["f9b-sssp"]["verdict"] == "reproduced"
+    assert judged["f9b-best"]["verdict"] == "not reproduced"  # 60% outside 95% +- 25% of it
+    # Round robin above by 0.05..0.15 with a seed spread of 0.10: the margin is not above the spread.
+    assert judged["f9b-policy"]["verdict"] == "not reproduced"
+    # Without SSSP there is no pair: the rows say which kernels ran.
+    rows = {r["id"]: r for r in rpcc._rows({"pagerank": nums["pagerank"]}, seeds, ["pagerank"], rpcc.CI)}
+    assert "PageRank beside SSSP" in rows["f9b-best"]["not_attempted"]
+
+
 def test_degenerate_pcc_shares_are_not_attempted():
     seeds = [1]
     flat = [fake("bfs", 1, pcc4e_speedup=1.0, pcc128e_speedup=1.0, pcc1024e_speedup=1.0,
@@ -229,7 +294,8 @@ def test_tiny_pcc_end_to_end(tiny_pcc, tmp_path):
     rows = tiny_pcc.rows.set_index("id")
     assert list(tiny_pcc.meta["seeds"]) == [1, 2, 3]
     # Every BFS row has a value per seed; SSSP's and PageRank's say they were not run.
-    for rid in ("f5-bfs-speedup", "f5-bfs-of-ideal", "f6-bfs-rise", "pwc-bfs", "f7-vs-linux"):
+    for rid in ("f5-bfs-speedup", "f5-bfs-of-ideal", "f6-bfs-rise", "pwc-bfs", "f7-vs-linux", "f8-2t", "f8-8t-ideal",
+                "f8-policy", "f8-bfs-8t-overhead", "intro-mt"):
         assert rows.loc[rid, "n"] == 3, rid
     assert rows.loc["f5-sssp-speedup", "verdict"] == "not attempted"
     # A shape or ordering verdict is what its margin and spread say.
@@ -251,23 +317,45 @@ def test_tiny_pcc_end_to_end(tiny_pcc, tmp_path):
     assert "f5-bfs-speedup" in page and "not attempted" in page
 
 
-def test_a_rows_command_regenerates_its_value(tiny_pcc, tmp_path):
-    """Run the per-seed commands of f5-bfs-speedup for seed 2 in a shell: the
-    curve they write holds the row's seed-2 value."""
+def run_seed_2(row, cwd) -> str:
+    """Run the per-seed loop of a row's command for seed 2 alone in ``cwd``
+    (the installed ``hugescope``); returns the loop as the row gives it."""
     import shutil
     import subprocess
     import sys
 
-    row = tiny_pcc.rows.set_index("id").loc["f5-bfs-speedup"]
     loop = row["command"].split("one kernel: ", 1)[1]
-    assert loop.startswith("for S in 1 2 3; do ") and "--seed $S -o bfs-$S.hst" in loop, loop
     exe = shutil.which("hugescope", path=os.path.dirname(sys.executable)) or "hugescope"
     script = loop.replace("for S in 1 2 3;", "for S in 2;").replace("hugescope ", f"{exe} ")
-    done = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(["bash", "-c", script], cwd=cwd, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
+    return loop
+
+
+def test_a_rows_command_regenerates_its_value(tiny_pcc, tmp_path):
+    """Run the per-seed commands of f5-bfs-speedup for seed 2 in a shell: the
+    curve they write holds the row's seed-2 value."""
+    row = tiny_pcc.rows.set_index("id").loc["f5-bfs-speedup"]
+    loop = run_seed_2(row, tmp_path)
+    assert loop.startswith("for S in 1 2 3; do ") and "--seed $S -o bfs-$S.hst" in loop, loop
     curve = pd.read_csv(tmp_path / "results" / "curve-bfs-2.csv")
     got = curve[(curve["policy"] == "pcc") & (curve["budget_pct"] == 4)]["speedup_est"].iloc[0]
     assert got == pytest.approx(row["values"][1], rel=1e-12)
+
+
+def test_a_fig8_rows_command_regenerates_its_value(tiny_pcc, tmp_path):
+    """f8-2t's per-seed commands for seed 2: the multi-threaded traces and the
+    per-core PCC runs; the 2-thread run's highest-frequency speedup at 4% is
+    the row's seed-2 value (one kernel, so the geomean is BFS's own)."""
+    row = tiny_pcc.rows.set_index("id").loc["f8-2t"]
+    loop = run_seed_2(row, tmp_path)
+    assert loop.startswith("for S in 1 2 3; do for T in 2 4; do ") and "--threads $T" in loop, loop
+    assert "for T in 8; do" in loop and "--budgets 4,16,32" in loop, loop
+    runs = pd.read_csv(tmp_path / "results" / "multi-bfs-2-t2.csv")
+    got = runs[(runs["policy"] == "pcc:promotion_policy=1") & (runs["budget_pct"] == 4)]["speedup_est"].iloc[0]
+    assert got == pytest.approx(row["values"][1], rel=1e-12)
+    over = pd.read_csv(tmp_path / "results" / "multi-bfs-2-t8.csv")
+    assert sorted(over["budget_pct"].dropna().unique()) == [4, 16, 32]
 
 
 def test_tiny_ds_end_to_end(monkeypatch):

@@ -785,18 +785,27 @@ def multi(trace, policies: Sequence[str] = DEFAULT_MULTI_POLICIES, budgets: Sequ
         d = r.record
         rows.append(_row(r, experiment="multi", **t))
         walks = getattr(d.translation, "per_cpu_walks", [])
+        cycles = getattr(d.cost, "per_cpu_cycles", [])
         base = getattr(d, "base", None)
         base_walks = [] if base is None else getattr(base.translation, "per_cpu_walks", [])
+        base_cycles = [] if base is None else getattr(base.cost, "per_cpu_cycles", [])
         for p in getattr(d, "processes", []):
-            wr = None
+            wr = cyc = sp = None
             if cpu_map and p.pid in cpu_map:
-                w = sum(walks[c] for c in cpu_map[p.pid] if c < len(walks))
-                bw = sum(base_walks[c] for c in cpu_map[p.pid] if c < len(base_walks))
+                cpus = cpu_map[p.pid]
+                w = sum(walks[c] for c in cpus if c < len(walks))
+                bw = sum(base_walks[c] for c in cpus if c < len(base_walks))
                 wr = 1.0 - w / bw if bw else None
+                # The process's own cycles: its cpus' accesses and translation
+                # (the core's per-cpu cost; OS time is the run's, not split).
+                if cycles and base_cycles:
+                    cyc = sum(cycles[c] for c in cpus if c < len(cycles))
+                    bc = sum(base_cycles[c] for c in cpus if c < len(base_cycles))
+                    sp = bc / cyc if cyc else None
             per_proc.append({"experiment": "multi", "policy": d.label, "budget_pct": t["budget_pct"],
                              "role": t["role"], "pid": p.pid, "process": p.name, "huge_bytes": p.huge_bytes,
                              "huge_share": p.huge_share, "footprint_bytes": p.footprint_bytes,
-                             "walk_reduction": wr, "kind": "estimate"})
+                             "walk_reduction": wr, "cycles_est": cyc, "speedup_est": sp, "kind": "estimate"})
         for smp in getattr(d, "timeline", []):
             for pid, h in enumerate(smp.huge_bytes):
                 timeline.append({"policy": d.label, "budget_pct": t["budget_pct"], "role": t["role"],

@@ -38,6 +38,13 @@ pub struct CostEstimate {
     #[serde(skip_serializing_if = "is_zero", default)]
     pub memory_cycles: f64,
     pub total_cycles: f64,
+    /// Per cpu, in a run with more than one: the base and translation cycles
+    /// of its own accesses (`static_cycles` of `TranslationCounters::per_cpu`;
+    /// they add up to `base_cycles + translation_cycles`). OS time is not in
+    /// them: the kernel charges it to the run, not to a cpu. Left out of the
+    /// result with one cpu.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub per_cpu_cycles: Vec<f64>,
     /// Share of all cycles spent on translation (L2 hits, walks, PWC).
     pub translation_share: f64,
     pub seconds: f64,
@@ -153,6 +160,21 @@ pub fn estimate(c: &TranslationCounters, p: &CostConfig, os_cycles: f64) -> Cost
     let base_cycles = c.accesses as f64 * p.base_cycles_per_access;
     let translation_cycles = translation_cycles(c, p);
     let total_cycles = base_cycles + translation_cycles + os_cycles;
+    let per_cpu_cycles = c
+        .per_cpu
+        .iter()
+        .map(|k| {
+            let mem = if p.pt_cache_lines == 0 { 0 } else { k.walk_refs_mem };
+            let n = Priced {
+                l1_hits: k.l1_hits as f64,
+                l2_hits: k.l2_hits as f64,
+                walk_refs_llc: (k.walk_refs - mem) as f64,
+                walk_refs_mem: mem as f64,
+                pwc_hits: k.pwc_hits as f64,
+            };
+            static_cycles(k.accesses as f64, &n, p)
+        })
+        .collect();
     CostEstimate {
         kind: "estimate",
         base_cycles,
@@ -160,6 +182,7 @@ pub fn estimate(c: &TranslationCounters, p: &CostConfig, os_cycles: f64) -> Cost
         os_cycles,
         memory_cycles: 0.0,
         total_cycles,
+        per_cpu_cycles,
         translation_share: if total_cycles > 0.0 { translation_cycles / total_cycles } else { 0.0 },
         seconds: total_cycles / (p.cpu_ghz * 1e9),
         parameters: p.source.clone(),
@@ -288,9 +311,10 @@ impl Calibrated {
 mod tests {
     use super::*;
 
-    #[test]
-    fn hand_computed_cycles() {
-        let p = CostConfig {
+    /// Round prices for hand-computed cycles: 10 per access, 7 per L2 hit,
+    /// 50 per walk reference, 1 per PWC hit, at 1 GHz.
+    fn hand_prices() -> CostConfig {
+        CostConfig {
             base_cycles_per_access: 10.0,
             l1_hit_cycles: 0.0,
             l2_hit_cycles: 7.0,
@@ -300,7 +324,37 @@ mod tests {
             walk_ref_mem_cycles: 0.0,
             cpu_ghz: 1.0,
             source: "test".into(),
+        }
+    }
+
+    #[test]
+    fn per_cpu_cycles_price_each_cpu_and_add_up_to_the_run() {
+        let p = hand_prices();
+        let cpu = |accesses, l1_hits, l2_hits, walk_refs, pwc_hits| crate::stats::CpuCounters {
+            accesses, l1_hits, l2_hits, walk_refs, walk_refs_mem: 3, pwc_hits,
         };
+        let c = TranslationCounters {
+            accesses: 100, l1_hits: 80, l2_hits: 10, walks: 10, walk_refs: 25, pwc_hits: 5,
+            per_cpu: vec![cpu(60, 50, 6, 15, 3), cpu(40, 30, 4, 10, 2)],
+            ..Default::default()
+        };
+        let e = estimate(&c, &p, 100.0);
+        // 600 + 6 x 7 + 15 x 50 + 3 and 400 + 4 x 7 + 10 x 50 + 2; the line
+        // cache is off, so the references it would have missed cost the same.
+        assert_eq!(e.per_cpu_cycles, vec![1395.0, 930.0]);
+        assert_eq!(e.per_cpu_cycles.iter().sum::<f64>(), e.base_cycles + e.translation_cycles);
+        // With the cache on, a missed reference costs walk_ref_mem_cycles.
+        let q = CostConfig { pt_cache_lines: 64, walk_ref_mem_cycles: 200.0, ..p.clone() };
+        assert_eq!(estimate(&c, &q, 0.0).per_cpu_cycles, vec![1395.0 + 3.0 * 150.0, 930.0 + 3.0 * 150.0]);
+        // One cpu: no per-cpu prices, and none in the result's JSON.
+        let one = estimate(&TranslationCounters { per_cpu: Vec::new(), ..c }, &p, 0.0);
+        assert!(one.per_cpu_cycles.is_empty());
+        assert!(!serde_json::to_string(&one).unwrap().contains("per_cpu_cycles"));
+    }
+
+    #[test]
+    fn hand_computed_cycles() {
+        let p = hand_prices();
         let c = TranslationCounters { accesses: 100, l1_hits: 80, l2_hits: 10, walks: 10, walk_refs: 25, pwc_hits: 5, ..Default::default() };
         let e = estimate(&c, &p, 0.0);
         assert_eq!(e.base_cycles, 1000.0);

@@ -120,6 +120,31 @@ pub struct WalksByKind {
     pub other: u64,
 }
 
+/// One cpu's priced counters (`TranslationCounters::per_cpu`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpuCounters {
+    pub accesses: u64,
+    pub l1_hits: u64,
+    pub l2_hits: u64,
+    pub walk_refs: u64,
+    /// Walk references that missed the page-table line cache (0 with it off).
+    pub walk_refs_mem: u64,
+    pub pwc_hits: u64,
+}
+
+impl CpuCounters {
+    fn of(s: &MmuStats) -> CpuCounters {
+        CpuCounters {
+            accesses: s.accesses,
+            l1_hits: s.total_l1_hits(),
+            l2_hits: s.total_l2_hits(),
+            walk_refs: s.walk_refs,
+            walk_refs_mem: s.walk_refs_mem,
+            pwc_hits: s.pwc_hits.iter().sum(),
+        }
+    }
+}
+
 /// The translation counters of a run, aggregated over cpus.
 // Deserialize: read back from the results cache (`result_cache`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -149,6 +174,14 @@ pub struct TranslationCounters {
     pub tlb_entries_invalidated: u64,
     pub by_page_size: Vec<SizeCounters>,
     pub per_cpu_walks: Vec<u64>,
+    /// Per cpu, in a run with more than one (threads of a process, or the
+    /// processes of a merged trace on cpus of their own): the counters the
+    /// cost model prices, so the estimate can price each cpu's share
+    /// (`CostEstimate::per_cpu_cycles`; the PCC paper's per-process speedups,
+    /// Fig. 9). Empty and left out of the result with one cpu, so every
+    /// single-cpu result is unchanged.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub per_cpu: Vec<CpuCounters>,
     /// Present only in runs with a direct-segment unit, so every other
     /// result is unchanged.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -209,7 +242,32 @@ impl TranslationCounters {
             tlb_entries_invalidated: t.tlb_entries_invalidated,
             by_page_size,
             per_cpu_walks: stats.iter().map(|s| s.total_walks()).collect(),
+            per_cpu: if stats.len() > 1 { stats.iter().map(CpuCounters::of).collect() } else { Vec::new() },
             segment: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn per_cpu_counters_appear_only_with_more_than_one_cpu() {
+        let mut a = MmuStats { accesses: 10, walk_refs: 7, walk_refs_mem: 2, ..Default::default() };
+        a.l1_hits[0] = 6;
+        a.l2_hits[1] = 2;
+        a.walks[0] = 2;
+        a.pwc_hits[1] = 1;
+        let b = MmuStats { accesses: 5, ..Default::default() };
+        let one = TranslationCounters::from_mmus(std::slice::from_ref(&a), &[4096, 2 << 20], 4);
+        assert!(one.per_cpu.is_empty());
+        assert!(!serde_json::to_string(&one).unwrap().contains("\"per_cpu\""));
+        let two = TranslationCounters::from_mmus(&[a, b], &[4096, 2 << 20], 4);
+        assert_eq!(two.per_cpu, vec![
+            CpuCounters { accesses: 10, l1_hits: 6, l2_hits: 2, walk_refs: 7, walk_refs_mem: 2, pwc_hits: 1 },
+            CpuCounters { accesses: 5, ..Default::default() },
+        ]);
+        assert_eq!(two.per_cpu_walks, vec![2, 0]);
     }
 }

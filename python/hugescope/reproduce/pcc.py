@@ -66,6 +66,32 @@ FRAG_KEYS = {"linux": "linux", "hawkeye": "hawkeye", "pcc": "pcc", "pcc:demotion
 FRAG_LEVELS = [50, 90]
 SENS_SIZES = [4, 32, 128, 1024]
 SENS_BUDGET = 32
+#: Fig. 8 (§5.2): each kernel traced again with 2, 4 and 8 threads (one cpu,
+#: one TLB hierarchy and one PCC per thread; docs/workloads.md "Threads"), the
+#: OS choosing among the per-core PCCs' candidates by highest frequency first
+#: or round robin (§3.3.2; ``experiments.multi``), at the 4% limit of the
+#: single-thread rows (the paper's 1-4%) and with everything huge.
+MT_THREADS = [2, 4, 8]
+MT_POLICIES = {"pcc:promotion_policy=1": "hf", "pcc:promotion_policy=0": "rr"}
+MT_BUDGET = 4
+#: BFS with 8 threads also at 16% and at a limit above it (§5.2: promotion
+#: stalls show "when BFS runs with 8 threads and more than 16% of the
+#: application footprint is promoted").
+MT_OVERHEAD = ("bfs", 8, [16, 32])
+#: Fig. 9(b) (§5.3): PageRank and SSSP as two single-threaded processes on
+#: cpus of their own (``experiments.merge``: round-robin slices of 65,536
+#: accesses), each with its own PCC and huge pages shared system-wide, at 16%
+#: of the combined footprint. A process's speedup is its own cycles (its
+#: cpus' accesses and translation, the core's ``per_cpu_cycles``) on base
+#: pages over those under the policy; the run's OS time is not split by
+#: process and is left out of it.
+MP_PAIR = ("pagerank", "sssp")
+MP_BUDGET = 16
+MP_DURATION = ("the merged trace stands for 120 virtual s (PCC reads at 30/60/90 s), the two processes progressing "
+               "at the same rate in accesses (docs/experiments.md, 'Merging traces')")
+MT_DURATION = ("the multi-threaded traces stand for the same 120 virtual s as the single-threaded ones (PCC reads at "
+               "30/60/90 s): a parallel run takes less wall time than a serial one, and fewer reads would promote less; "
+               "the paper gives no run times (docs/assumptions.md, 'Multi-threaded PCC runs')")
 
 MACHINE = "machine haswell-pcc (PCC Table 2); cycles from the cost model's defaults (docs/cost-model.md: estimates)"
 POLICIES = ("pcc with its defaults: 128 entries per PCC, read every 30 s, up to 128 promotions per read (PCC Table 2, "
@@ -100,6 +126,8 @@ class KernelRun:
         self.name, self.seed, self.params, self.trace = name, seed, params, trace
         self.curve = self.frag = self.sens = None
         self.static: Optional[Dict[str, Any]] = None
+        #: Fig. 8: ``experiments.multi``'s rows per thread count.
+        self.mt: Dict[int, Any] = {}
 
     # -- the numbers the rows read
     def curve_row(self, policy: str, budget: Optional[float] = None) -> Dict[str, Any]:
@@ -112,6 +140,12 @@ class KernelRun:
 
     def sens_row(self, size: int) -> Dict[str, Any]:
         return _one(self.sens, f"{self.name} sensitivity", size=size)
+
+    def mt_row(self, threads: int, policy: str, budget: Optional[float] = None) -> Dict[str, Any]:
+        what = f"{self.name} with {threads} threads"
+        if budget is None:
+            return _one(self.mt[threads], what, policy=policy, role="reference")
+        return _one(self.mt[threads], what, policy=policy, budget_pct=budget)
 
     def numbers(self) -> Dict[str, Any]:
         """Every number a row reads from this run (the evidence table)."""
@@ -134,14 +168,38 @@ class KernelRun:
             r = self.sens_row(n)
             out[f"pcc{n}e_speedup"], out[f"pcc{n}e_ptw_rate"] = r["speedup_est"], r["ptw_rate"]
         out["static_walks"], out["static_walk_refs"] = self.static["walks"], self.static["walk_refs"]
+        for t in MT_THREADS:
+            ideal = self.mt_row(t, "ideal")
+            out[f"mt{t}_ideal_speedup"] = ideal["speedup_est"]
+            for policy, key in MT_POLICIES.items():
+                r = self.mt_row(t, policy, MT_BUDGET)
+                out[f"mt{t}_{key}_speedup"], out[f"mt{t}_{key}_promotions"] = r["speedup_est"], r["promotions"]
+                out[f"mt{t}_{key}_ptw_rate"] = r["ptw_rate"]
+        name, t, budgets = MT_OVERHEAD
+        if self.name == name:
+            for b in budgets:
+                out[f"mt{t}_hf{b}_speedup"] = self.mt_row(t, "pcc:promotion_policy=1", b)["speedup_est"]
         return out
 
 
-def run_kernel(k: KernelRun, step: Callable[[str], None], backend: Optional[Dict[str, Any]] = None) -> None:
+def mt_budgets(name: str, threads: int) -> List[float]:
+    """The limits a kernel's ``threads``-thread run sweeps (``MT_OVERHEAD``)."""
+    extra = MT_OVERHEAD[2] if (name, threads) == MT_OVERHEAD[:2] else []
+    return [MT_BUDGET, *extra]
+
+
+def mt_trace(traces: str, name: str, seed: int, threads: int) -> str:
+    return os.path.join(traces, f"{name}-{seed}-t{threads}.hst")
+
+
+def run_kernel(k: KernelRun, step: Callable[[str], None], backend: Optional[Dict[str, Any]] = None,
+               traces: Optional[str] = None, drop_traces: bool = False) -> None:
     """Fill what ``k`` does not hold yet (the demo hands over its seed-1 curve,
     fragmentation and static runs). ``backend``: where the sweeps' batches
     run (``{"backend": "ray", "ray_address": ...}``, ``experiments.run_configs``);
-    results do not depend on it."""
+    results do not depend on it. ``traces``: where the multi-threaded traces
+    of Fig. 8 go (default beside ``k.trace``); ``drop_traces``: remove each
+    once its run is read (paper scale: hundreds of MB each)."""
     common = {"duration": DURATION, "threads": 2, **(backend or {})}
     if k.curve is None:
         k.curve = experiments.curve(k.trace, policies=CURVE_POLICIES, budgets=CURVE_BUDGETS, frag_points=[], **common)
@@ -155,6 +213,17 @@ def run_kernel(k: KernelRun, step: Callable[[str], None], backend: Optional[Dict
     if k.static is None:
         k.static = api.simulate(k.trace, preset=PRESET, pages="4k").summary()
         step(f"{k.name} seed {k.seed}: base pages (static)")
+    for t in MT_THREADS:
+        if t in k.mt:
+            continue
+        path = mt_trace(traces or os.path.dirname(k.trace), k.name, k.seed, t)
+        made = not os.path.exists(path)
+        if made:
+            workloads.trace(k.name, path, **{**k.params, "threads": t}, seed=k.seed)
+        k.mt[t] = experiments.multi(path, policies=list(MT_POLICIES), budgets=mt_budgets(k.name, t), **common)[0]
+        if made and drop_traces:
+            os.remove(path)
+        step(f"{k.name} seed {k.seed}: {t} threads")
 
 
 def _commands(name: str, params: Dict[str, Any], seeds: List[int], what: Sequence[str], scale: str = "ci") -> str:
@@ -170,9 +239,21 @@ def _commands(name: str, params: Dict[str, Any], seeds: List[int], what: Sequenc
                 f"--duration {DURATION:g}",
         "static": f"hugescope simulate {t} --preset {PRESET} --pages 4k",
     }
+    head = (f"hugescope reproduce pcc --scale {scale} --seeds {len(seeds)}; one kernel: for S in "
+            f"{' '.join(map(str, seeds))}; do ")
+    if what == ["multi"]:
+        # Fig. 8: the kernel traced per thread count, then the per-core PCC runs.
+        mt = f"{name}-$S-t$T.hst"
+        loops = []
+        for bs in sorted({tuple(mt_budgets(name, n)) for n in MT_THREADS}, key=len):
+            ts = [n for n in MT_THREADS if tuple(mt_budgets(name, n)) == bs]
+            loops.append(f"for T in {' '.join(map(str, ts))}; do "
+                         + trace_command(name, {**params, "threads": "$T", "seed": "$S"}, mt)
+                         + f" && hugescope multi {mt} --policies {','.join(MT_POLICIES)} --budgets "
+                         f"{','.join(f'{b:g}' for b in bs)} --duration {DURATION:g}; done")
+        return head + "; ".join(loops) + "; done"
     per_seed = " && ".join([trace_command(name, {**params, "seed": "$S"}, t)] + [cmds[w] for w in what])
-    return (f"hugescope reproduce pcc --scale {scale} --seeds {len(seeds)}; one kernel: for S in "
-            f"{' '.join(map(str, seeds))}; do {per_seed}; done")
+    return head + per_seed + "; done"
 
 
 def _evidence(n: Dict[str, Any]) -> str:
@@ -210,9 +291,13 @@ def measure(scale: str, seeds: Sequence[int], traces: str, step: Callable[[str],
                 step(f"{name} seed {s}: trace")
             k = KernelRun(name, s, have.get("params") or sized[name], path)
             k.curve, k.frag, k.static = have.get("curve"), have.get("frag"), have.get("static")
-            run_kernel(k, step, backend)
+            run_kernel(k, step, backend, traces, drop_traces=scale == "paper")
             runs[name].append(k)
     nums = {name: [k.numbers() for k in ks] for name, ks in runs.items()}
+    pair = None
+    if all(k in runs for k in MP_PAIR):
+        pair = [pair_numbers(runs[MP_PAIR[0]][i].trace, runs[MP_PAIR[1]][i].trace, s, traces, step, backend,
+                             drop=scale == "paper") for i, s in enumerate(seeds)]
     evidence = pd.DataFrame([n for ns in nums.values() for n in ns])
     for name, ks in runs.items():
         for k in ks:
@@ -221,11 +306,39 @@ def measure(scale: str, seeds: Sequence[int], traces: str, step: Callable[[str],
             if scale == "paper" and not (reuse or {}).get(name, {}).get(k.seed, {}).get("trace") \
                     and k.trace.startswith(traces) and os.path.exists(k.trace):
                 os.remove(k.trace)
-    return _rows(nums, seeds, names, {k: ks[0].params for k, ks in runs.items()}, scale), evidence
+    return _rows(nums, seeds, names, {k: ks[0].params for k, ks in runs.items()}, scale, pair), evidence
+
+
+def pair_numbers(a: str, b: str, seed: int, traces: str, step: Callable[[str], None],
+                 backend: Optional[Dict[str, Any]] = None, drop: bool = False) -> Dict[str, Any]:
+    """Fig. 9(b) at one seed: ``a`` and ``b`` merged into two processes and
+    run with both selection policies at ``MP_BUDGET``% and all huge; per
+    process its speedup (its own cycles) and huge share, and the combined
+    speedup."""
+    path = os.path.join(traces, f"{MP_PAIR[0]}-{MP_PAIR[1]}-{seed}.hst")
+    experiments.merge([a, b], path)
+    rows, procs, _ = experiments.multi(path, policies=list(MT_POLICIES), budgets=[MP_BUDGET], duration=DURATION,
+                                       threads=2, **(backend or {}))
+    if drop:
+        os.remove(path)
+    step(f"{MP_PAIR[0]} beside {MP_PAIR[1]}, seed {seed}")
+    out: Dict[str, Any] = {"seed": seed}
+    for policy, key in [*MT_POLICIES.items(), ("ideal", "ideal")]:
+        budget = None if policy == "ideal" else MP_BUDGET
+        role = "reference" if budget is None else "curve"
+        out[f"{key}_speedup"] = _one(rows, "merged run", policy=policy, role=role)["speedup_est"]
+        for pid, name in enumerate(MP_PAIR):
+            q = procs[(procs["policy"] == policy) & (procs["role"] == role) & (procs["pid"] == pid)]
+            if len(q) != 1 or q["speedup_est"].isna().any():
+                raise HugescopeError(f"pcc reproduction: no per-process speedup of {name} ({policy}) in the merged run")
+            out[f"{key}_{name}_speedup"] = float(q["speedup_est"].iloc[0])
+            out[f"{key}_{name}_huge_share"] = float(q["huge_share"].iloc[0])
+    return out
 
 
 def _rows(nums: Dict[str, List[Dict[str, Any]]], seeds: List[int], names: List[str],
-          params: Dict[str, Dict[str, Any]], scale: str = "ci") -> List[Dict[str, Any]]:
+          params: Dict[str, Dict[str, Any]], scale: str = "ci",
+          pair: Optional[List[Dict[str, Any]]] = None) -> List[Dict[str, Any]]:
     out: List[Dict[str, Any]] = []
     per_seed = lambda f: [f(i) for i in range(len(seeds))]  # noqa: E731
     src = lambda ks: "; ".join([*(workload_source(k, params[k], scale) for k in ks), MACHINE, POLICIES])  # noqa: E731
@@ -314,6 +427,17 @@ def _rows(nums: Dict[str, List[Dict[str, Any]]], seeds: List[int], names: List[s
     out.append(measured("f7-demotion", g("frag90_pcc_demotion_speedup", "frag90_pcc_speedup"), seeds, f, cf,
                         note=f"at 90%: {bars}"))
 
+    # ---- Fig. 8: multithread, one PCC per core (§5.2).
+    out += _mt_rows(nums, seeds, names, src, lambda k: cmds(k, ["multi"]), every)
+
+    # ---- Fig. 9(b): PageRank beside SSSP (§5.3).
+    if pair is not None:
+        out += _pair_rows(pair, seeds, src(list(MP_PAIR)), params, scale)
+    else:
+        why = (f"Fig. 9(b) runs {NAMES[MP_PAIR[0]]} beside {NAMES[MP_PAIR[1]]}; this run's kernels were "
+               f"{', '.join(NAMES[k] for k in names)}")
+        out += [missing(r, why) for r in (*(f"f9b-{n}" for n in MP_PAIR), "f9b-best", "f9b-policy")]
+
     # ---- §5.4.1: page-walk caches, per kernel's base-page run.
     for k in names:
         ns = nums[k]
@@ -332,6 +456,84 @@ def _rows(nums: Dict[str, List[Dict[str, Any]]], seeds: List[int], names: List[s
                f"largest whose 20 OS-model runs per seed fit the hour on this 2-core machine")
         out.append(measured(f"t1-{k}-kron", [fp / 1e9], [], workload_source(k, params[k], scale), cmds(k, []),
                             not_attempted=why))
+    return out
+
+
+def _mt_rows(nums: Dict[str, List[Dict[str, Any]]], seeds: List[int], names: List[str],
+             src: Callable[[List[str]], str], cmd: Callable[[str], str], every: str) -> List[Dict[str, Any]]:
+    """Fig. 8's rows: per thread count the geomean over the kernels of the
+    highest-frequency policy's speedup at 4% and the mean share of the
+    all-huge speedup; the policy ordering over every kernel and thread count;
+    BFS with 8 threads above 16% against 16%."""
+    per_seed = lambda f: [f(i) for i in range(len(seeds))]  # noqa: E731
+    s = src(names) + "; " + MT_DURATION
+    c = "; ".join(cmd(k) for k in names)
+
+    def bars(t: int) -> str:
+        return "; ".join(
+            f"{NAMES[k]} seed {nums[k][0]['seed']}: highest frequency {nums[k][0][f'mt{t}_hf_speedup']:.3f}x "
+            f"({nums[k][0][f'mt{t}_hf_promotions']} promotions, PTW rate {100 * nums[k][0][f'mt{t}_hf_ptw_rate']:.2f}%), "
+            f"round robin {nums[k][0][f'mt{t}_rr_speedup']:.3f}x ({nums[k][0][f'mt{t}_rr_promotions']} promotions), "
+            f"all huge {nums[k][0][f'mt{t}_ideal_speedup']:.3f}x; one thread at {MT_BUDGET}%: "
+            f"{nums[k][0]['pcc4_speedup']:.3f}x"
+            for k in names)
+
+    out = []
+    for t in MT_THREADS:
+        hf = f"mt{t}_hf_speedup"
+        out.append(measured(f"f8-{t}t", per_seed(lambda i, hf=hf: geomean(nums[k][i][hf] for k in names)), seeds, s, c,
+                            note=f"geomean over {every}, {t} threads at {MT_BUDGET}%: {bars(t)}"))
+        out.append(measured(f"f8-{t}t-ideal",
+                            per_seed(lambda i, t=t: mean(100 * nums[k][i][f"mt{t}_hf_speedup"]
+                                                         / nums[k][i][f"mt{t}_ideal_speedup"] for k in names)),
+                            seeds, s, c, note=f"mean over {every}, {t} threads at {MT_BUDGET}%: {bars(t)}"))
+    over = lambda key: per_seed(lambda i: geomean(nums[k][i][f"mt{t}_{key}_speedup"]  # noqa: E731
+                                                  for k in names for t in MT_THREADS))
+    threads = "/".join(map(str, MT_THREADS))
+    out.append(measured("f8-policy", over("hf"), seeds, s, c, other=over("rr"), other_label="round robin",
+                        note=f"geomean over {every} and {threads} threads at {MT_BUDGET}%; "
+                             + " | ".join(f"{t} threads: {bars(t)}" for t in MT_THREADS)))
+    out.append(measured("intro-mt", over("hf"), seeds, s, c,
+                        note=f"geomean over {every} and {threads} threads, highest frequency at {MT_BUDGET}%"))
+    name, t, (at, above) = MT_OVERHEAD
+    if name in names:
+        ns = nums[name]
+        out.append(measured(f"f8-{name}-{t}t-overhead", [n[f"mt{t}_hf{above}_speedup"] for n in ns], seeds,
+                            src([name]) + "; " + MT_DURATION, cmd(name),
+                            other=[n[f"mt{t}_hf{at}_speedup"] for n in ns], other_label=f"{at}%",
+                            note=f"{NAMES[name]}, {t} threads, highest frequency at {above}% against {at}%; the model "
+                                 f"charges a promotion's copy as daemon time and its TLB shootdown on the program's "
+                                 f"path (docs/kernel.md), and has no stall of a thread touching a page under promotion "
+                                 f"(docs/assumptions.md, 'Multi-threaded PCC runs')"))
+    return out
+
+
+def _pair_rows(pair: List[Dict[str, Any]], seeds: List[int], src: str, params: Dict[str, Dict[str, Any]],
+               scale: str) -> List[Dict[str, Any]]:
+    """Fig. 9(b)'s rows from ``pair_numbers`` per seed: each process's
+    speedup under the highest-frequency policy (the pcc policy's default),
+    the lower of their shares of their all-huge speedups, and round robin
+    against highest frequency on the combined speedup."""
+    a, b = MP_PAIR
+    s = src + "; " + MP_DURATION
+    per_seed = " && ".join([trace_command(k, {**params[k], "seed": "$S"}, f"{k}-$S.hst") for k in MP_PAIR] + [
+        f"hugescope trace merge {a}-$S.hst {b}-$S.hst -o {a}-{b}-$S.hst",
+        f"hugescope multi {a}-{b}-$S.hst --policies {','.join(MT_POLICIES)} --budgets {MP_BUDGET} "
+        f"--duration {DURATION:g}"])
+    c = (f"hugescope reproduce pcc --scale {scale} --seeds {len(seeds)}; the pair: for S in "
+         f"{' '.join(map(str, seeds))}; do {per_seed}; done")
+    p0 = pair[0]
+    note = (f"seed {p0['seed']}, {MP_BUDGET}% of the combined footprint: " + "; ".join(
+        f"{pol}: combined {p0[f'{key}_speedup']:.3f}x, " + ", ".join(
+            f"{NAMES[n]} {p0[f'{key}_{n}_speedup']:.3f}x ({100 * p0[f'{key}_{n}_huge_share']:.1f}% of its footprint "
+            f"huge at the end)" for n in MP_PAIR)
+        for pol, key in (("highest frequency", "hf"), ("round robin", "rr"), ("all huge", "ideal")))
+        + "; per-process speedups leave out OS time (the run's, not split by process)")
+    out = [measured(f"f9b-{n}", [p[f"hf_{n}_speedup"] for p in pair], seeds, s, c, note=note) for n in MP_PAIR]
+    out.append(measured("f9b-best", [min(100 * p[f"hf_{n}_speedup"] / p[f"ideal_{n}_speedup"] for n in MP_PAIR)
+                                     for p in pair], seeds, s, c, note=note))
+    out.append(measured("f9b-policy", [p["rr_speedup"] for p in pair], seeds, s, c,
+                        other=[p["hf_speedup"] for p in pair], other_label="highest frequency", note=note))
     return out
 
 
