@@ -189,7 +189,8 @@ def test_reproduce_on_the_cluster_measures_what_it_measures_locally(cluster, mon
     real = ray_backend.run_batches
     monkeypatch.setattr(ray_backend, "run_batches", lambda *a, **kw: (tasks.append(1), real(*a, **kw))[1])
     there = rp.run(["pcc"], scale="ci", seeds=[1], kernels=["bfs"], backend="ray")
-    assert len(tasks) == 3, "the curve, fragmentation and sizes sweeps ran on the cluster"
+    assert len(tasks) == 3 + len(pcc.MT_THREADS), \
+        "the curve, fragmentation and sizes sweeps and the multi-threaded runs (Fig. 8) ran on the cluster"
     assert there.rows.to_csv(index=False) == here.rows.to_csv(index=False)
     assert there.evidence["pcc"].to_csv(index=False) == here.evidence["pcc"].to_csv(index=False)
 
