@@ -417,8 +417,8 @@ def cmd_multi(a) -> int:
     _print_table(df, ["policy", "role", "budget_pct", "huge_share", "promotions", "ptw_rate", "speedup_est"],
                  "promotion policies (combined speedup, estimate)")
     if len(procs) and procs["pid"].nunique() > 1:
-        _print_table(procs, ["policy", "budget_pct", "pid", "process", "huge_share", "walk_reduction"],
-                     "per process (estimates)")
+        _print_table(procs, ["policy", "budget_pct", "pid", "process", "huge_share", "walk_reduction", "speedup_est"],
+                     "per process (estimates; a process's speedup is its own cycles, OS time left out)")
     _finish(df, a, extra={"processes": procs, "timeline": tl}, checkpoint=ckpt)
     return 0
 
