@@ -266,6 +266,23 @@ def test_pcc_fig9b_rows_from_the_pair_by_hand():
     assert "PageRank beside SSSP" in rows["f9b-best"]["not_attempted"]
 
 
+def test_the_pair_removes_only_the_merged_trace_it_created(tmp_path):
+    """Fig. 9(b) at paper scale drops its merged trace after use, as the
+    kernels' traces are dropped, but never a file that was there before."""
+    from hugescope import workloads
+
+    a, b = str(tmp_path / "pagerank-1.hst"), str(tmp_path / "sssp-1.hst")
+    workloads.trace("pagerank", a, scale=10, iterations=1)
+    workloads.trace("sssp", b, scale=10)
+    merged = tmp_path / "pagerank-sssp-1.hst"
+    n = rpcc.pair_numbers(a, b, 1, str(tmp_path), lambda _: None, drop=True)
+    assert not merged.exists()
+    assert set(n) >= {"hf_speedup", "rr_pagerank_speedup", "ideal_sssp_speedup"}
+    merged.write_bytes(b"an older run's file")
+    again = rpcc.pair_numbers(a, b, 1, str(tmp_path), lambda _: None, drop=True)
+    assert merged.exists() and again == n
+
+
 def test_degenerate_pcc_shares_are_not_attempted():
     seeds = [1]
     flat = [fake("bfs", 1, pcc4e_speedup=1.0, pcc128e_speedup=1.0, pcc1024e_speedup=1.0,

@@ -316,10 +316,14 @@ def pair_numbers(a: str, b: str, seed: int, traces: str, step: Callable[[str], N
     process its speedup (its own cycles) and huge share, and the combined
     speedup."""
     path = os.path.join(traces, f"{MP_PAIR[0]}-{MP_PAIR[1]}-{seed}.hst")
+    # Made again from this run's two traces (an older one may pair other
+    # inputs); removed afterwards only if this run created it, as the
+    # kernels' own traces are.
+    existed = os.path.lexists(path)
     experiments.merge([a, b], path)
     rows, procs, _ = experiments.multi(path, policies=list(MT_POLICIES), budgets=[MP_BUDGET], duration=DURATION,
                                        threads=2, **(backend or {}))
-    if drop:
+    if drop and not existed:
         os.remove(path)
     step(f"{MP_PAIR[0]} beside {MP_PAIR[1]}, seed {seed}")
     out: Dict[str, Any] = {"seed": seed}
