@@ -12,6 +12,7 @@
 
 use crate::config::MachineConfig;
 use crate::cost::{self, CostEstimate};
+use crate::hw::pwc::WalkCost;
 use crate::hw::segment::ProcessSegment;
 use crate::hw::{DirectSegment, Geometry, Leaf, Mmu, NoSegment, Outcome, PageTable, RadixWalker, SegmentUnit, Segments, Shootdown, Walker, ALL_SPACES};
 use crate::pagemap::StaticMap;
@@ -135,7 +136,14 @@ impl<P: PageTable, W: Walker, S: SegmentUnit> Simulator<P, W, S> {
             }
             self.pt.walked(&a, &leaf, set);
         }
-        self.pt.after_access(&a, out, walk);
+        self.after_lookup(&a, out, walk);
+    }
+
+    /// The page table hears of the access; shootdowns it queued (a fault, a
+    /// promotion) apply before the next access.
+    #[inline(always)]
+    fn after_lookup(&mut self, a: &Access, out: Outcome, walk: Option<WalkCost>) {
+        self.pt.after_access(a, out, walk);
         if self.pt.has_shootdowns() {
             self.apply_shootdowns();
         }
@@ -170,10 +178,7 @@ impl<P: PageTable, W: Walker, S: SegmentUnit> Simulator<P, W, S> {
             if !quick {
                 self.step_out_of_line(a);
             } else if let Some(s) = self.mmus[cpu].front_hit(&a) {
-                self.pt.after_access(&a, Outcome::L1Hit(s), None);
-                if self.pt.has_shootdowns() {
-                    self.apply_shootdowns();
-                }
+                self.after_lookup(&a, Outcome::L1Hit(s), None);
             } else {
                 self.step_front_missed(a);
             }

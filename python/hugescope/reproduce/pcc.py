@@ -239,21 +239,28 @@ def _commands(name: str, params: Dict[str, Any], seeds: List[int], what: Sequenc
                 f"--duration {DURATION:g}",
         "static": f"hugescope simulate {t} --preset {PRESET} --pages 4k",
     }
-    head = (f"hugescope reproduce pcc --scale {scale} --seeds {len(seeds)}; one kernel: for S in "
-            f"{' '.join(map(str, seeds))}; do ")
-    if what == ["multi"]:
-        # Fig. 8: the kernel traced per thread count, then the per-core PCC runs.
-        mt = f"{name}-$S-t$T.hst"
-        loops = []
-        for bs in sorted({tuple(mt_budgets(name, n)) for n in MT_THREADS}, key=len):
-            ts = [n for n in MT_THREADS if tuple(mt_budgets(name, n)) == bs]
-            loops.append(f"for T in {' '.join(map(str, ts))}; do "
-                         + trace_command(name, {**params, "threads": "$T", "seed": "$S"}, mt)
-                         + f" && hugescope multi {mt} --policies {','.join(MT_POLICIES)} --budgets "
-                         f"{','.join(f'{b:g}' for b in bs)} --duration {DURATION:g}; done")
-        return head + "; ".join(loops) + "; done"
     per_seed = " && ".join([trace_command(name, {**params, "seed": "$S"}, t)] + [cmds[w] for w in what])
-    return head + per_seed + "; done"
+    return _per_seed_loop(scale, seeds, per_seed)
+
+
+def _per_seed_loop(scale: str, seeds: List[int], body: str, what: str = "one kernel") -> str:
+    """The whole table's command, then ``what``'s ``body`` for each seed S."""
+    return (f"hugescope reproduce pcc --scale {scale} --seeds {len(seeds)}; {what}: for S in "
+            f"{' '.join(map(str, seeds))}; do {body}; done")
+
+
+def _mt_commands(name: str, params: Dict[str, Any], seeds: List[int], scale: str) -> str:
+    """Fig. 8's commands: per seed, the kernel traced per thread count, then
+    the per-core PCC runs at that thread count's limits."""
+    mt = f"{name}-$S-t$T.hst"
+    loops = []
+    for bs in sorted({tuple(mt_budgets(name, n)) for n in MT_THREADS}, key=len):
+        ts = [n for n in MT_THREADS if tuple(mt_budgets(name, n)) == bs]
+        loops.append(f"for T in {' '.join(map(str, ts))}; do "
+                     + trace_command(name, {**params, "threads": "$T", "seed": "$S"}, mt)
+                     + f" && hugescope multi {mt} --policies {','.join(MT_POLICIES)} --budgets "
+                     f"{','.join(f'{b:g}' for b in bs)} --duration {DURATION:g}; done")
+    return _per_seed_loop(scale, seeds, "; ".join(loops))
 
 
 def _evidence(n: Dict[str, Any]) -> str:
@@ -432,7 +439,7 @@ def _rows(nums: Dict[str, List[Dict[str, Any]]], seeds: List[int], names: List[s
                         note=f"at 90%: {bars}"))
 
     # ---- Fig. 8: multithread, one PCC per core (§5.2).
-    out += _mt_rows(nums, seeds, names, src, lambda k: cmds(k, ["multi"]), every)
+    out += _mt_rows(nums, seeds, names, src, lambda k: _mt_commands(k, params[k], seeds, scale), every)
 
     # ---- Fig. 9(b): PageRank beside SSSP (§5.3).
     if pair is not None:
@@ -524,8 +531,7 @@ def _pair_rows(pair: List[Dict[str, Any]], seeds: List[int], src: str, params: D
         f"hugescope trace merge {a}-$S.hst {b}-$S.hst -o {a}-{b}-$S.hst",
         f"hugescope multi {a}-{b}-$S.hst --policies {','.join(MT_POLICIES)} --budgets {MP_BUDGET} "
         f"--duration {DURATION:g}"])
-    c = (f"hugescope reproduce pcc --scale {scale} --seeds {len(seeds)}; the pair: for S in "
-         f"{' '.join(map(str, seeds))}; do {per_seed}; done")
+    c = _per_seed_loop(scale, seeds, per_seed, what="the pair")
     p0 = pair[0]
     note = (f"seed {p0['seed']}, {MP_BUDGET}% of the combined footprint: " + "; ".join(
         f"{pol}: combined {p0[f'{key}_speedup']:.3f}x, " + ", ".join(

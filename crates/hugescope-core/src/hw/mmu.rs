@@ -172,8 +172,7 @@ impl<W: Walker> Mmu<W> {
     pub fn lookup(&mut self, a: &Access) -> Outcome {
         // Counted first and the front checked after, in this order: the
         // static map's loop (`run_reader`) ran 3-6% slower the other way.
-        self.stats.accesses += 1;
-        self.stats.writes += a.write as u64;
+        self.count_access(a);
         if let Some(s) = self.known_front(a) {
             self.stats.l1_hits[s] += 1;
             return Outcome::L1Hit(s);
@@ -184,9 +183,14 @@ impl<W: Walker> Mmu<W> {
     /// `lookup` of an access `front_hit` has just answered None for.
     #[inline(always)]
     pub fn lookup_past_fronts(&mut self, a: &Access) -> Outcome {
+        self.count_access(a);
+        self.probe(a)
+    }
+
+    #[inline(always)]
+    fn count_access(&mut self, a: &Access) {
         self.stats.accesses += 1;
         self.stats.writes += a.write as u64;
-        self.probe(a)
     }
 
     /// Probe the L1 TLBs, then the L2 TLBs, for an access counted already
@@ -225,8 +229,7 @@ impl<W: Walker> Mmu<W> {
     #[inline(always)]
     pub fn front_hit(&mut self, a: &Access) -> Option<usize> {
         let s = self.known_front(a)?;
-        self.stats.accesses += 1;
-        self.stats.writes += a.write as u64;
+        self.count_access(a);
         self.stats.l1_hits[s] += 1;
         Some(s)
     }

@@ -336,14 +336,14 @@ impl Kernel {
         let mut ranges: Vec<(u16, u64, u64)> = Vec::new();
         for l in self.all_leaves() {
             if l.pfn < cap && !want.contains(&(l.pid, l.start)) {
-                let _moved = self.migrate_leaf(l, false, &mut ranges);
+                self.migrate_leaf(l, false, &mut ranges);
             }
         }
         for l in promote {
             // Re-read: the frame may have moved since the rank was taken.
             let Some(l) = self.leaf_at(l.pid, l.start) else { continue };
             if l.pfn >= cap {
-                let _moved = self.migrate_leaf(l, true, &mut ranges);
+                self.migrate_leaf(l, true, &mut ranges);
             }
         }
         let t = self.tiers.as_mut().expect("checked");
